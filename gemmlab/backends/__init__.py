@@ -1,0 +1,1 @@
+"""Backends: one module per family of implementations (see base.py for the interface)."""

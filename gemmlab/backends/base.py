@@ -1,0 +1,71 @@
+"""The interface every backend implements, and the registry that finds them by name.
+
+A backend knows how to compute C = A @ B for one point on arrays the executor made; the executor
+(CPU or GPU) owns everything around it: inputs, poisoning, the FP64 check, warm-up and timing.
+So the timed region is exactly what ``Launch.fn`` does, and nothing a backend does in
+``prepare``/``make_launch`` (compiling, planning, building arguments) is ever timed.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Dict, Iterable, Optional, Type
+
+from omegaconf import DictConfig
+
+
+@dataclass
+class Launch:
+    fn: Callable[[], None]  # enqueue (GPU) or run (CPU) C = A @ B, nothing else
+    info: Dict[str, Any] = field(default_factory=dict)  # row fields: kernel_name, registers, ...
+    inputs: Any = None  # (a, b) when the backend made its own inputs (see Backend.make_inputs)
+
+
+class Backend:
+    name: ClassVar[str]
+    kind: ClassVar[str]  # "cpu" or "gpu": which executor runs it
+
+    def __init__(self, cfg: DictConfig):
+        self.cfg = cfg
+
+    def unavailable(self) -> Optional[str]:
+        """Why this backend cannot run on this machine at all, or None."""
+        return None
+
+    def skip_reason(self, point) -> Optional[str]:
+        """Why this point cannot run here (beyond the variant's precisions and `requires`), or None."""
+        return None
+
+    def prepare(self, points: Iterable) -> None:
+        """Called once with all runnable points of this backend before any is timed (compile here)."""
+
+    def make_inputs(self, point, a, b):
+        """Convert the executor's inputs if the backend needs another form (e.g. FP8 with scales).
+
+        Returns (a, b, a_ref, b_ref): the operands to launch on and the exact values they hold,
+        in a type the reference can upcast. The default uses the inputs as they are.
+        """
+        return a, b, a, b
+
+    def make_launch(self, point, a, b, c) -> Launch:
+        raise NotImplementedError
+
+    def release(self) -> None:
+        """Free per-point state (plans, modules) between points."""
+
+
+_MODULES = {
+    "cpu_blas": "gemmlab.backends.cpu_blas",
+    "cublas": "gemmlab.backends.cublas",
+    "cublaslt": "gemmlab.backends.cublaslt",
+    "cutlass": "gemmlab.backends.cutlass",
+    "cuda": "gemmlab.backends.cuda_kernels",
+}
+
+
+def backend_class(name: str) -> Type[Backend]:
+    try:
+        module = importlib.import_module(_MODULES[name])
+    except KeyError:
+        raise ValueError(f"unknown backend {name!r}; known: {sorted(_MODULES)}") from None
+    return module.BACKEND

@@ -1,0 +1,10 @@
+"""Placeholder: implemented in its own issue."""
+from .base import Backend
+
+
+class _B(Backend):
+    name = "cutlass"
+    kind = "gpu"
+
+
+BACKEND = _B

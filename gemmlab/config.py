@@ -1,0 +1,216 @@
+"""Structured-config schemas for every config group, registered in Hydra's ConfigStore.
+
+The YAML files under ``conf/`` are merged into these dataclasses at compose time, so a misspelt
+key or a wrong type fails with "Key 'x' not in 'VariantConf'" before any work starts.
+
+Groups that select several configs at once (``variant``, ``precision``) use the package header
+``# @package variant.<name>``; the resulting node is a ``Dict[str, VariantConf]``. Two computed
+entries of the ``variant`` group, ``default`` (every variant with ``in_default_sweep: true``) and
+``all``, are built here by scanning ``conf/variant/``: adding a variant is one YAML (plus its
+kernel source) and nothing else to edit.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, OmegaConf
+
+ROOT = Path(__file__).resolve().parent.parent
+CONF_DIR = ROOT / "conf"
+
+
+
+class Backend(str, Enum):
+    cpu_blas = "cpu_blas"  # NumPy's BLAS (OpenBLAS, MKL, ...)
+    cublas = "cublas"  # cuBLAS through CuPy
+    cublaslt = "cublaslt"  # cuBLASLt through nvmath-python
+    cutlass = "cutlass"  # CUTLASS kernels emitted by cutlass_cppgen
+    cuda = "cuda"  # the hand-written kernels under kernels/cuda
+
+
+class CachePolicy(str, Enum):
+    flush = "flush"  # write a buffer of at least the L2 size before every sample
+    rotate = "rotate"  # cycle through input sets that together exceed the L2
+    warm = "warm"  # nothing: the same inputs stay in L2 (back-to-back timing)
+
+
+class Distribution(str, Enum):
+    normal = "normal"
+    uniform = "uniform"  # on [-1, 1]
+
+
+class Counters(str, Enum):
+    none = "none"
+    ncu = "ncu"
+
+
+@dataclass
+class RequireConf:
+    """A constraint on the point, as an expression over m, n, k and the kernel's defines."""
+
+    expr: str = MISSING
+    reason: str = MISSING
+
+
+@dataclass
+class CudaKernelConf:
+    """A hand-written kernel under ``kernels/cuda``: how to build it and how to launch it.
+
+    ``block``, ``grid`` and ``smem_bytes`` are integers or expressions over m, n, k, the
+    ``defines`` and ``cdiv``/``min``/``max`` (see :mod:`gemmlab.expr`).
+    """
+
+    source: str = MISSING  # path relative to the project root
+    entry: str = MISSING  # extern "C" kernel name
+    defines: Dict[str, Any] = field(default_factory=dict)  # passed as -DNAME=value
+    block: List[Any] = field(default_factory=lambda: [256, 1, 1])
+    grid: List[Any] = field(default_factory=lambda: ["cdiv(n, 128)", "cdiv(m, 128)", 1])
+    smem_bytes: Any = 0  # dynamic shared memory per block
+    arch: str = "sm_90"  # sm_90 or sm_90a (wgmma, setmaxnreg)
+    extra_flags: List[str] = field(default_factory=list)
+    no_spill: bool = False  # CI fails if ptxas reports spill stores/loads
+    padding: Optional[str] = None  # set when the kernel pads operands; stated in the row
+
+
+@dataclass
+class CutlassConf:
+    """A CUTLASS kernel emitted through ``cutlass_cppgen``; ``auto`` keeps CUTLASS's choice."""
+
+    layout_a: str = "row"
+    layout_b: str = "row"
+    layout_c: str = "row"
+    opclass: str = "auto"  # auto | tensorop | simt
+    tile: List[int] = field(default_factory=list)  # threadblock tile [m, n, k]; empty = auto
+    cluster: List[int] = field(default_factory=list)  # cluster shape [m, n, k]; empty = auto
+    stages: Optional[int] = None
+    kernel_schedule: str = "auto"  # auto | tma_warp_specialized | pingpong | cooperative
+    epilogue_schedule: str = "auto"
+    tile_scheduler: str = "auto"  # auto | persistent | stream_k
+    search: bool = False  # profile tile descriptions and keep the best
+    search_limit: int = 0  # 0 = all tile descriptions
+    compile_jobs: int = 0  # 0 = one per CPU core
+
+
+@dataclass
+class CublasLtConf:
+    autotune: bool = False
+    autotune_iterations: int = 10
+
+
+@dataclass
+class VariantConf:
+    backend: Backend = MISSING
+    description: str = ""
+    precisions: List[str] = field(default_factory=list)
+    in_default_sweep: bool = True  # pitfall variants say false
+    stage: Optional[int] = None  # position on the chapter's ladder, for figures
+    intensity_model: Optional[str] = None  # modeled DRAM FLOP/byte, an expression
+    requires: List[RequireConf] = field(default_factory=list)
+    out_dtype: Optional[str] = None  # overrides the precision's output type (wmma writes float)
+    cuda: Optional[CudaKernelConf] = None
+    cutlass: Optional[CutlassConf] = None
+    cublaslt: Optional[CublasLtConf] = None
+    threads: Optional[int] = None  # CPU BLAS threads; None = all
+
+
+@dataclass
+class PrecisionConf:
+    in_dtype: str = MISSING  # numpy / ml_dtypes name of A and B storage
+    out_dtype: str = MISSING  # storage of C
+    compute: str = MISSING  # fp64 | fp32 | tf32 | fp16 | bf16 | fp8: the math the units do
+    accumulate: str = "float32"
+    tolerance: float = MISSING  # max relative Frobenius error against FP64
+    description: str = ""
+
+
+@dataclass
+class SizesConf:
+    description: str = ""
+    square: List[int] = field(default_factory=list)  # N -> (N, N, N)
+    shapes: List[List[int]] = field(default_factory=list)  # explicit [m, n, k]
+    max_dim: int = 65536  # larger dimensions are rejected as absurd
+
+
+@dataclass
+class MeasureConf:
+    warmup_s: float = 0.5  # warm-up by time, so the SM clock settles before timing
+    warmup_min_iters: int = 2
+    min_samples: int = 10
+    max_samples: int = 200
+    min_time_s: float = 0.2
+    max_time_s: float = 5.0
+    max_noise: float = 0.02  # (p80 - p20) / median that the stopping rule waits for
+    batch: int = 10  # samples enqueued between host synchronisations
+    cache: CachePolicy = CachePolicy.flush
+    busy_us: float = 20.0  # spin queued before each start event so launch latency stays outside
+    cuda_graph: bool = False  # launch the timed call as a CUDA graph
+    seed: int = 0
+    distribution: Distribution = Distribution.normal
+    check: bool = True
+    throttle_fraction: float = 0.9  # min SM clock below this fraction of max marks the row
+    clock_stable_fraction: float = 0.02
+    baseline: List[str] = field(default_factory=lambda: ["cublas", "cublaslt"])
+    counters: Counters = Counters.none
+    threads: Optional[int] = None  # CPU BLAS threads; None = library default
+
+
+@dataclass
+class DeviceConf:
+    name: str = MISSING
+    kind: str = "gpu"  # gpu | cpu
+    memory_bandwidth_gbs: float = MISSING
+    peak_tflops: Dict[str, float] = field(default_factory=dict)
+    source: str = ""
+
+
+@dataclass
+class PathsConf:
+    root: str = MISSING
+    outputs: str = MISSING
+    cache: str = MISSING
+    reference: str = MISSING
+
+
+@dataclass
+class RunConf:
+    name: str = "gemm"
+    fail_on_error: bool = True  # non-zero exit code when a point failed
+    progress: bool = True
+    resume: bool = True  # skip points already ok in this run's results file
+
+
+@dataclass
+class GemmlabConf:
+    variant: Dict[str, VariantConf] = field(default_factory=dict)
+    precision: Dict[str, PrecisionConf] = field(default_factory=dict)
+    sizes: SizesConf = MISSING
+    measure: MeasureConf = field(default_factory=MeasureConf)
+    device: DeviceConf = MISSING
+    paths: PathsConf = field(default_factory=PathsConf)
+    run: RunConf = field(default_factory=RunConf)
+    experiment: Dict[str, Any] = field(default_factory=dict)  # claim id, notes
+
+
+def variant_files() -> Dict[str, Path]:
+    return {p.stem: p for p in sorted((CONF_DIR / "variant").glob("*.yaml"))}
+
+
+def _variant_sets() -> Dict[str, List[str]]:
+    default, every = [], []
+    for name, path in variant_files().items():
+        node = OmegaConf.load(path)
+        every.append(name)
+        if node.get("in_default_sweep", True):
+            default.append(name)
+    return {"default": default, "all": every}
+
+
+def register_configs() -> None:
+    cs = ConfigStore.instance()
+    cs.store(name="gemmlab_schema", node=GemmlabConf)
+    for set_name, names in _variant_sets().items():
+        cs.store(group="variant", name=set_name, node=OmegaConf.create({"defaults": names}))

@@ -1,0 +1,1 @@
+"""GPU side of the measuring core: device facts, the timer, NVML clocks, the executor."""

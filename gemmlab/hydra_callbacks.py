@@ -1,0 +1,39 @@
+"""Hydra callbacks: merge a sweep's rows into one file when the sweep ends."""
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+from .rows import RESULTS_FILE, merge
+
+log = logging.getLogger("gemmlab")
+
+
+def merge_sweep(sweep_dir: Path) -> Path | None:
+    """Merge every job folder's results.csv under ``sweep_dir`` into ``sweep_dir/results.csv``."""
+    sweep_dir = Path(sweep_dir)
+    jobs = sorted({p.parent for p in sweep_dir.rglob(RESULTS_FILE) if p.parent != sweep_dir})
+    return merge(jobs, sweep_dir / RESULTS_FILE)
+
+
+class MergeResults(Callback):
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep_dir = Path(config.hydra.sweep.dir)
+        out = merge_sweep(sweep_dir)
+        if out is None:
+            log.warning("no results to merge under %s", sweep_dir)
+            return
+        import csv
+
+        with open(out, newline="") as fh:
+            statuses = [r["status"] for r in csv.DictReader(fh)]
+        failed = statuses.count("failed")
+        print(f"gemmlab: merged {len(statuses)} rows of the sweep into {out} "
+              f"(ok {statuses.count('ok')}, failed {failed}, skipped {statuses.count('skipped')})")
+        if failed and config.run.fail_on_error:
+            sys.exit(1)

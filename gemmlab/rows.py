@@ -1,0 +1,214 @@
+"""Result rows: the schema, an append-only CSV writer that survives crashes, reading and merging.
+
+One row per measured point. The writer appends and fsyncs each row as soon as it is measured, so
+a crash or Ctrl-C keeps every finished row. Analysis reads these files, never printed text.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+
+RESULTS_FILE = "results.csv"
+
+# (name, meaning). Order is the column order of every results file.
+COLUMNS: List[tuple] = [
+    # identity
+    ("run_id", "run this row belongs to (timestamp + short hash)"),
+    ("timestamp", "UTC time the row was written, ISO 8601"),
+    ("host", "host name"),
+    ("device", "device the point ran on (GPU name or CPU model)"),
+    ("backend", "cpu_blas | cublas | cublaslt | cutlass | cuda"),
+    ("variant", "variant name (conf/variant/<name>.yaml)"),
+    ("precision", "precision name (conf/precision/<name>.yaml)"),
+    ("op", "gemm (or the experiment's operation: gemv, vecadd, copy, transfer, ...)"),
+    ("m", "rows of A and C"), ("n", "columns of B and C"), ("k", "inner dimension"),
+    ("in_dtype", "storage type of A and B"), ("out_dtype", "storage type of C"),
+    ("compute", "math the units do (fp64, fp32, tf32, fp16, bf16, fp8)"),
+    ("point_key", "hash of the point's full config; resume and merge key"),
+    # work
+    ("flops", "2*m*n*k"),
+    ("bytes_min", "each input read once and the output written once, bytes"),
+    ("intensity", "flops / bytes_min, FLOP/byte"),
+    ("intensity_model", "modeled DRAM intensity of the variant, FLOP/byte"),
+    # timing
+    ("time_median_s", "median sample time, s"), ("time_p20_s", "20th percentile, s"),
+    ("time_p80_s", "80th percentile, s"), ("time_min_s", "fastest sample, s"),
+    ("samples", "timed samples"), ("noise", "(p80 - p20) / median"),
+    ("tflops", "flops / time_median_s / 1e12"),
+    ("timer", "perf_counter | cuda_event | cuda_graph"),
+    ("cache", "flush | rotate | warm"),
+    ("warmup_s", "warm-up time spent before the timed samples, s"),
+    # correctness
+    ("rel_error", "||C - C_ref||_F / ||C_ref||_F against an FP64 product of the same inputs"),
+    ("max_abs_error", "max |C - C_ref|"),
+    ("tolerance", "largest rel_error that passes, from the precision config"),
+    ("status", "ok | failed | skipped"),
+    ("reason", "why a point failed or was skipped"),
+    # the cuBLAS baseline measured adjacent in time
+    ("baseline_variant", "fastest baseline measured right before this point"),
+    ("baseline_time_median_s", "its median time, s"),
+    ("baseline_tflops", "its TFLOP/s"),
+    ("pct_of_baseline", "100 * baseline_time_median_s / time_median_s"),
+    ("baseline_sm_clock_min_mhz", "SM clock range while the baseline ran"),
+    ("baseline_sm_clock_max_mhz", ""),
+    # device state
+    ("gpu_index", "CUDA device ordinal"), ("gpu_uuid", "GPU UUID (NVML)"),
+    ("sm_count", "streaming multiprocessors"), ("l2_bytes", "L2 cache size, bytes"),
+    ("driver_version", "CUDA driver version"), ("cuda_runtime_version", "CUDA runtime version"),
+    ("sm_clock_min_mhz", "lowest SM clock seen over the samples"),
+    ("sm_clock_max_mhz", "highest SM clock seen over the samples"),
+    ("sm_clock_limit_mhz", "the device's maximum SM clock"),
+    ("clock_stable", "SM clock stayed within measure.clock_stable_fraction over the samples"),
+    ("throttled", "SM clock fell below measure.throttle_fraction of its maximum"),
+    ("power_w", "mean board power over the samples, W"),
+    ("temperature_c", "max GPU temperature over the samples, C"),
+    # host BLAS
+    ("cpu_model", "host CPU model"), ("blas_vendor", "BLAS library (threadpoolctl)"),
+    ("blas_arch", "BLAS kernel architecture"), ("blas_threads", "BLAS threads used"),
+    # kernel build
+    ("kernel_name", "the kernel or library routine that ran"),
+    ("registers", "registers per thread (ptxas)"), ("smem_bytes", "shared memory per block, bytes"),
+    ("spill_bytes", "spill stores + loads, bytes (ptxas)"), ("compile_s", "compile time, s (0 = cache hit)"),
+    ("library_version", "version of the backend library (cuBLAS, nvmath, CUTLASS)"),
+    # hardware counters (measure.counters=ncu)
+    ("bytes_dram", "DRAM bytes read + written (ncu)"), ("bytes_l2", "L2 bytes (ncu)"),
+    ("bytes_l1", "L1 bytes (ncu)"),
+    ("intensity_dram", "flops / bytes_dram"), ("intensity_l2", "flops / bytes_l2"),
+    ("intensity_l1", "flops / bytes_l1"), ("counters_reason", "why the counter columns are empty"),
+    # provenance
+    ("seed", "input RNG seed"), ("distribution", "normal | uniform"),
+    ("gemmlab_version", ""), ("git_commit", "commit of the harness (+dirty)"),
+    ("python_version", ""), ("numpy_version", ""), ("cupy_version", ""),
+    ("experiment", "experiment config name, if any"),
+    ("extra", "JSON object of experiment-specific fields"),
+]
+COLUMN_NAMES = [c[0] for c in COLUMNS]
+STATUSES = ("ok", "failed", "skipped")
+
+
+class RowError(ValueError):
+    pass
+
+
+def _cell(v: Any) -> Any:
+    if v is None:
+        return ""
+    if isinstance(v, float) and math.isnan(v):
+        return "nan"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, sort_keys=True, default=str)
+    return v
+
+
+def validate(row: Mapping[str, Any]) -> None:
+    unknown = set(row) - set(COLUMN_NAMES)
+    if unknown:
+        raise RowError(f"unknown result columns {sorted(unknown)}; add them to gemmlab.rows.COLUMNS")
+    if row.get("status") not in STATUSES:
+        raise RowError(f"status must be one of {STATUSES}, got {row.get('status')!r}")
+
+
+class RowWriter:
+    """Appends rows to ``<folder>/results.csv``; every row is on disk before ``write`` returns."""
+
+    def __init__(self, folder: os.PathLike):
+        self.path = Path(folder) / RESULTS_FILE
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        new = not self.path.exists() or self.path.stat().st_size == 0
+        self._f = open(self.path, "a", newline="")
+        self._w = csv.DictWriter(self._f, fieldnames=COLUMN_NAMES, extrasaction="raise")
+        if new:
+            self._w.writeheader()
+            self._sync()
+
+    def write(self, row: Mapping[str, Any]) -> None:
+        validate(row)
+        self._w.writerow({c: _cell(row.get(c)) for c in COLUMN_NAMES})
+        self._sync()
+
+    def _sync(self) -> None:
+        self._f.flush()
+        os.fsync(self._f.fileno())
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def read(paths: Iterable[os.PathLike] | os.PathLike):
+    """Load one or more results files (or folders holding them, searched recursively) into pandas."""
+    import pandas as pd
+
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    files: List[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            files.extend(sorted(p.rglob(RESULTS_FILE)))
+        elif p.exists():
+            files.append(p)
+        else:
+            raise FileNotFoundError(f"no results file or folder at {p}")
+    if not files:
+        raise FileNotFoundError(f"no {RESULTS_FILE} under {[str(p) for p in paths]}")
+    frames = [pd.read_csv(f, dtype={"reason": "string", "extra": "string"}, keep_default_na=True)
+              for f in files]
+    df = pd.concat(frames, ignore_index=True)
+    for c in COLUMN_NAMES:  # files written by older versions may lack a column
+        if c not in df.columns:
+            df[c] = pd.NA
+    return df
+
+
+def merge(folders: Sequence[os.PathLike], out: os.PathLike) -> Optional[Path]:
+    """Concatenate the results files of several job folders into ``out`` (a results.csv path).
+
+    A point measured ok in any job wins over failed/skipped rows of the same point_key, and a
+    later ok row wins over an earlier one, so merging after a resume keeps one row per point.
+    """
+    rows: Dict[str, Dict[str, str]] = {}
+    order: List[str] = []
+    out = Path(out)
+    for folder in folders:
+        f = Path(folder) / RESULTS_FILE
+        if not f.exists() or f.resolve() == out.resolve():
+            continue
+        with open(f, newline="") as fh:
+            for i, r in enumerate(csv.DictReader(fh)):
+                key = r.get("point_key") or f"{f}:{i}"
+                if key not in rows:
+                    order.append(key)
+                    rows[key] = r
+                elif r.get("status") == "ok" or rows[key].get("status") != "ok":
+                    rows[key] = r
+    if not rows:
+        return None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    with open(tmp, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=COLUMN_NAMES, extrasaction="ignore")
+        w.writeheader()
+        for key in order:
+            w.writerow({c: rows[key].get(c, "") for c in COLUMN_NAMES})
+    os.replace(tmp, out)
+    return out
+
+
+def ok_keys(folder: os.PathLike) -> set:
+    """point_keys already measured ok in ``folder``'s results file (for resume)."""
+    f = Path(folder) / RESULTS_FILE
+    if not f.exists():
+        return set()
+    with open(f, newline="") as fh:
+        return {r["point_key"] for r in csv.DictReader(fh) if r.get("status") == "ok" and r.get("point_key")}

@@ -1,0 +1,237 @@
+"""Run every point of a composed config and append one row per point to the run's results file."""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import logging
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from omegaconf import DictConfig, OmegaConf
+
+from . import env
+from .backends.base import Backend, backend_class
+from .points import ConfigError, Point, expand
+from .rows import RowWriter, ok_keys
+
+log = logging.getLogger("gemmlab")
+
+
+class Runner:
+    def __init__(self, cfg: DictConfig, out_dir: os.PathLike):
+        self.cfg = cfg
+        self.out_dir = Path(out_dir)
+        self.points: List[Point] = expand(cfg)  # raises ConfigError before any work
+        self._backends: Dict[str, Backend] = {}
+        self._executors: Dict[str, Any] = {}
+        self._unavailable: Dict[str, Optional[str]] = {}
+        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        self.run_id = f"{stamp}-{hashlib.sha1(str(self.out_dir).encode()).hexdigest()[:6]}"
+        self.counts: Counter = Counter()
+        self.summary_rows: List[Dict[str, Any]] = []
+
+    # -- backends and executors -------------------------------------------------------------
+    def executor(self, kind: str):
+        if kind not in self._executors:
+            if kind == "cpu":
+                from .cpu import CpuExecutor
+
+                self._executors[kind] = CpuExecutor(self.cfg)
+            else:
+                from .gpu.executor import GpuExecutor
+
+                self._executors[kind] = GpuExecutor(self.cfg)
+        return self._executors[kind]
+
+    def backend(self, name: str) -> Backend:
+        if name not in self._backends:
+            self._backends[name] = backend_class(name)(self.cfg)
+        return self._backends[name]
+
+    def unavailable(self, name: str) -> Optional[str]:
+        """Why backend `name` cannot run on this machine (no CUDA device, missing package)."""
+        if name not in self._unavailable:
+            b = self.backend(name)
+            reason = self.executor(b.kind).unavailable() or b.unavailable()
+            self._unavailable[name] = reason
+        return self._unavailable[name]
+
+    # -- rows ------------------------------------------------------------------------------
+    def base_row(self, pt: Point) -> Dict[str, Any]:
+        m = self.cfg.measure
+        try:
+            model = pt.intensity_model
+        except Exception as e:  # a broken model expression must not hide the measurement
+            log.warning("intensity_model of %s: %s", pt.variant, e)
+            model = None
+        return {
+            "run_id": self.run_id, "backend": pt.backend, "variant": pt.variant,
+            "precision": pt.precision, "op": "gemm", "m": pt.m, "n": pt.n, "k": pt.k,
+            "in_dtype": pt.in_dtype, "out_dtype": pt.out_dtype, "compute": pt.compute,
+            "point_key": pt.key, "flops": pt.flops, "bytes_min": pt.bytes_min,
+            "intensity": pt.intensity, "intensity_model": model, "tolerance": pt.tolerance,
+            "seed": m.seed, "distribution": getattr(m.distribution, "value", m.distribution),
+            "experiment": (self.cfg.get("experiment") or {}).get("name"),
+            **env.provenance(),
+        }
+
+    def skip_reason(self, pt: Point) -> Optional[str]:
+        if pt.skip_reason:
+            return pt.skip_reason
+        reason = self.unavailable(pt.backend)
+        if reason:
+            return reason
+        return self.backend(pt.backend).skip_reason(pt)
+
+    # -- the run ---------------------------------------------------------------------------
+    def run(self) -> Counter:
+        done = ok_keys(self.out_dir) if self.cfg.run.resume else set()
+        todo = [p for p in self.points if p.key not in done]
+        if len(todo) < len(self.points):
+            log.info("resume: %d of %d points already ok in %s", len(self.points) - len(todo),
+                     len(self.points), self.out_dir)
+            self.counts["resumed"] = len(self.points) - len(todo)
+        runnable = [p for p in todo if not p.skip_reason and not self.unavailable(p.backend)]
+        by_backend: Dict[str, List[Point]] = {}
+        for p in runnable:
+            by_backend.setdefault(p.backend, []).append(p)
+        for name, pts in by_backend.items():
+            self.backend(name).prepare(pts)
+
+        with RowWriter(self.out_dir) as writer, _progress(self.cfg.run.progress, len(todo)) as bar:
+            try:
+                for pt in todo:
+                    bar.describe(f"{pt.variant} {pt.precision} {pt.m}x{pt.n}x{pt.k}")
+                    row = self.measure(pt)
+                    row["timestamp"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+                    writer.write(row)
+                    self.counts[row["status"]] += 1
+                    self.summary_rows.append(row)
+                    bar.advance()
+            except KeyboardInterrupt:
+                log.warning("interrupted: %d finished rows are in %s", len(self.summary_rows), writer.path)
+                self.counts["interrupted"] += 1
+        return self.counts
+
+    def measure(self, pt: Point) -> Dict[str, Any]:
+        row = self.base_row(pt)
+        reason = self.skip_reason(pt)
+        if reason:
+            kind = self.backend(pt.backend).kind if pt.backend in self._backends else "cpu"
+            return {**row, **self._device_fields(kind, quiet=True), "status": "skipped", "reason": reason}
+        b = self.backend(pt.backend)
+        ex = self.executor(b.kind)
+        try:
+            fields = ex.measure_point(pt, b, seed=self.cfg.measure.seed)
+        except KeyboardInterrupt:
+            raise
+        except Exception as e:  # one bad point must not end the run
+            log.exception("point %s %s %dx%dx%d failed", pt.variant, pt.precision, pt.m, pt.n, pt.k)
+            fields = {"status": "failed", "reason": _describe(e)}
+        finally:
+            b.release()
+        return {**row, **self._device_fields(b.kind), **fields}
+
+    def _device_fields(self, kind: str, quiet: bool = False) -> Dict[str, Any]:
+        try:
+            if kind == "gpu" and "gpu" not in self._executors and quiet:
+                return {}
+            return self.executor(kind).device_fields()
+        except Exception:
+            return {}
+
+
+def _describe(e: BaseException) -> str:
+    name = type(e).__name__
+    text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    if "OutOfMemory" in name or "out of memory" in text.lower():
+        return f"out of memory: {text}"
+    return f"{name}: {text}"[:500]
+
+
+class _progress:
+    """A rich progress bar over the points (or nothing, with run.progress=false)."""
+
+    def __init__(self, enabled: bool, total: int):
+        self.enabled, self.total = enabled, total
+        self._p = None
+
+    def __enter__(self):
+        if self.enabled:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._p = Progress(TextColumn("[bold]{task.description:<40}"), BarColumn(),
+                               MofNCompleteColumn(), TimeElapsedColumn(), transient=False)
+            self._p.__enter__()
+            self._task = self._p.add_task("points", total=self.total)
+        return self
+
+    def describe(self, text: str) -> None:
+        if self._p:
+            self._p.update(self._task, description=text)
+
+    def advance(self) -> None:
+        if self._p:
+            self._p.advance(self._task)
+
+    def __exit__(self, *exc):
+        if self._p:
+            self._p.update(self._task, description="done")
+            self._p.__exit__(*exc)
+
+
+def print_summary(runner: Runner, path: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    measured = [r for r in runner.summary_rows if r["status"] != "skipped"]
+    skipped = Counter((r["variant"], r["precision"], r.get("reason") or "")
+                      for r in runner.summary_rows if r["status"] == "skipped")
+    t = Table(title=f"gemmlab: {len(measured)} measured points", show_lines=False)
+    for col in ("variant", "precision", "m x n x k", "status", "TFLOP/s", "% base", "rel err", "noise"):
+        t.add_column(col, no_wrap=True)
+
+    def f(v, spec):
+        return "" if v is None or v == "" else format(v, spec)
+
+    for r in measured:
+        t.add_row(r["variant"], r["precision"], f"{r['m']}x{r['n']}x{r['k']}",
+                  r["status"] if r["status"] == "ok" else f"[red]{r['status']}",
+                  f(r.get("tflops"), ".4g"), f(r.get("pct_of_baseline"), ".1f"),
+                  f(r.get("rel_error"), ".1e"), f(r.get("noise"), ".1%"))
+    console = Console(width=max(100, Console().width))
+    if measured:
+        console.print(t)
+    for r in measured:
+        if r["status"] == "failed":
+            console.print(f"[red]failed[/] {r['variant']} {r['precision']} {r['m']}x{r['n']}x{r['k']}: {r.get('reason')}")
+    by_reason: Dict[str, List[str]] = {}
+    for (v, p, reason), n in skipped.items():
+        by_reason.setdefault(reason, []).append(f"{v}/{p} ({n})")
+    for reason, what in by_reason.items():
+        console.print(f"[yellow]skipped[/] {', '.join(what)}: {reason}")
+    c = runner.counts
+    console.print(f"ok {c['ok']}  failed {c['failed']}  skipped {c['skipped']}"
+                  + (f"  already ok (resumed) {c['resumed']}" if c["resumed"] else "")
+                  + (f"  INTERRUPTED" if c["interrupted"] else "") + f"   rows: {path}")
+
+
+def main(cfg: DictConfig) -> int:
+    """Entry point behind run.py. Returns the process exit code."""
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        out_dir = Path(HydraConfig.get().runtime.output_dir)
+    except ValueError:  # called without Hydra (tests): write next to the cwd
+        out_dir = Path(cfg.paths.outputs) / "runs" / "adhoc"
+    runner = Runner(cfg, out_dir)
+    counts = runner.run()
+    print_summary(runner, out_dir / "results.csv")
+    if counts["interrupted"]:
+        return 130
+    return 1 if counts["failed"] and cfg.run.fail_on_error else 0
+
+
+__all__ = ["Runner", "main", "ConfigError", "OmegaConf"]

@@ -1,0 +1,32 @@
+"""gemmlab: measure GEMM variants x precisions x sizes, one result row per point.
+
+    python run.py                                   # default variants, precisions and sizes
+    python run.py variant=[cublas,naive] precision=fp16 sizes=square
+    python run.py -m precision=fp32,fp64 sizes=smoke   # a sweep: rows merged into one file
+    python run.py +experiment=c3_naive              # a claim of the chapter (experiments/)
+"""
+import sys
+
+import hydra
+from omegaconf import DictConfig
+
+from gemmlab.config import register_configs
+
+register_configs()
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="config")
+def main(cfg: DictConfig) -> None:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    from gemmlab.runner import main as run_points
+
+    code = run_points(cfg)
+    # In a sweep, every job runs; the merge callback sets the exit code once all have ended.
+    if code and HydraConfig.get().mode != RunMode.MULTIRUN:
+        sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()
