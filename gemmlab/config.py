@@ -57,6 +57,15 @@ class RequireConf:
 
 
 @dataclass
+class TensorMapConf:
+    """A TMA tensor map the launcher builds on the host and passes after K (Hopper kernels)."""
+
+    operand: str = MISSING  # A | B | C
+    box: List[Any] = field(default_factory=list)  # box extent [rows, cols], expressions
+    swizzle: int = 128  # 0 | 32 | 64 | 128 bytes
+
+
+@dataclass
 class CudaKernelConf:
     """A hand-written kernel under ``kernels/cuda``: how to build it and how to launch it.
 
@@ -74,6 +83,7 @@ class CudaKernelConf:
     extra_flags: List[str] = field(default_factory=list)
     no_spill: bool = False  # CI fails if ptxas reports spill stores/loads
     padding: Optional[str] = None  # set when the kernel pads operands; stated in the row
+    tensor_maps: List[TensorMapConf] = field(default_factory=list)  # see gemmlab/gpu/tma.py
 
 
 @dataclass
@@ -199,6 +209,15 @@ def variant_files() -> Dict[str, Path]:
     return {p.stem: p for p in sorted((CONF_DIR / "variant").glob("*.yaml"))}
 
 
+def load_variant(name: str):
+    """A variant's config by name, validated against the schema, whether or not the run selected
+    it (the GPU executor measures the cuBLAS baselines next to every point)."""
+    files = variant_files()
+    if name not in files:
+        raise KeyError(f"unknown variant {name!r}; known: {sorted(files)}")
+    return OmegaConf.merge(OmegaConf.structured(VariantConf), OmegaConf.load(files[name]))
+
+
 def _variant_sets() -> Dict[str, List[str]]:
     default, every = [], []
     for name, path in variant_files().items():
@@ -214,3 +233,21 @@ def register_configs() -> None:
     cs.store(name="gemmlab_schema", node=GemmlabConf)
     for set_name, names in _variant_sets().items():
         cs.store(group="variant", name=set_name, node=OmegaConf.create({"defaults": names}))
+
+
+def compose(overrides=(), outputs: Optional[str] = None):
+    """The run config for ``overrides`` as `python run.py <overrides>` would compose it, for code
+    that runs outside a Hydra app (tests, benchmarks). ``${hydra:...}`` values are resolved here."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from omegaconf import open_dict
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = hydra_compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
+    with open_dict(cfg):
+        cfg.paths.root = str(ROOT)
+        if outputs is not None:
+            cfg.paths.outputs = str(outputs)
+        cfg.pop("hydra")
+    return cfg

@@ -8,7 +8,7 @@ from typing import Any, Dict
 import numpy as np
 
 from . import check, dtypes, env
-from .stats import should_stop, summarize
+from .stats import should_stop, summarize, timing_fields
 
 
 class CpuExecutor:
@@ -51,7 +51,8 @@ class CpuExecutor:
         if m.check:
             check.poison(c)
             launch.fn()
-            res = check.compare(np, c, check.fp64_reference(np, a_ref, b_ref), point.tolerance)
+            ref = check.fp64_reference(np, a_ref.astype(np.float64), b_ref.astype(np.float64))
+            res = check.compare(np, c.astype(np.float64), ref, point.tolerance)
             row.update(rel_error=res.rel_error, max_abs_error=res.max_abs_error)
             if not res.passed:
                 return {**row, "status": "failed", "reason": res.failure()}
@@ -71,8 +72,3 @@ class CpuExecutor:
             times.append((time.perf_counter_ns() - s) * 1e-9)
         return {**row, **timing_fields(summarize(times), point.flops), "status": "ok"}
 
-
-def timing_fields(s, flops: int) -> Dict[str, Any]:
-    return {"time_median_s": s.median_s, "time_p20_s": s.p20_s, "time_p80_s": s.p80_s,
-            "time_min_s": s.min_s, "samples": s.samples, "noise": s.noise,
-            "tflops": flops / s.median_s / 1e12}

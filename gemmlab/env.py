@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import platform
 import socket
 import subprocess
@@ -18,6 +19,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @functools.lru_cache(maxsize=None)
 def git_commit() -> str:
+    """The harness's commit; GEMMLAB_GIT_COMMIT wins (a copied tree without .git on a GPU host)."""
+    if os.environ.get("GEMMLAB_GIT_COMMIT"):
+        return os.environ["GEMMLAB_GIT_COMMIT"]
     try:
         sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True,
                              text=True, timeout=5).stdout.strip()

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Dict, Sequence
 
 import numpy as np
 
@@ -37,3 +37,10 @@ def should_stop(times_s: Sequence[float], elapsed_s: float, measure) -> bool:
     if n < measure.min_samples or elapsed_s < measure.min_time_s:
         return False
     return summarize(times_s).noise <= measure.max_noise
+
+
+def timing_fields(s: Summary, flops: int) -> Dict[str, Any]:
+    """The timing columns of a result row."""
+    return {"time_median_s": s.median_s, "time_p20_s": s.p20_s, "time_p80_s": s.p80_s,
+            "time_min_s": s.min_s, "samples": s.samples, "noise": s.noise,
+            "tflops": flops / s.median_s / 1e12}

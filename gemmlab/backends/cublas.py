@@ -1,10 +1,92 @@
-"""Placeholder: implemented in its own issue."""
-from .base import Backend
+"""cublas: cuBLAS ``cublasGemmEx`` through CuPy's thin binding, on a handle of our own.
+
+The compute type is chosen from the precision and recorded, so the math in force is explicit:
+fp32 runs CUBLAS_COMPUTE_32F with the default math mode (true FP32, no TF32), tf32 runs
+CUBLAS_COMPUTE_32F_FAST_TF32 on FP32 storage, fp16/bf16 accumulate in FP32, fp64 in FP64.
+Row-major C = A @ B is computed as the column-major product C^T = B^T A^T, which reads the same
+buffers with no transposition.
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import numpy as np
+
+from .. import dtypes
+from .base import Backend, Launch
+
+# cudaDataType_t (library_types.h) and cublasComputeType_t (cublas_api.h)
+CUDA_R = {"float64": 1, "float32": 0, "float16": 2, "bfloat16": 14}
+COMPUTE = {  # precision compute -> (cublasComputeType_t, name, scale dtype)
+    "fp64": (70, "CUBLAS_COMPUTE_64F", np.float64),
+    "fp32": (68, "CUBLAS_COMPUTE_32F", np.float32),
+    "tf32": (77, "CUBLAS_COMPUTE_32F_FAST_TF32", np.float32),
+    "fp16": (68, "CUBLAS_COMPUTE_32F", np.float32),
+    "bf16": (68, "CUBLAS_COMPUTE_32F", np.float32),
+}
+CUBLAS_GEMM_DEFAULT = -1
+CUBLAS_OP_N = 0
 
 
-class _B(Backend):
+class Cublas(Backend):
     name = "cublas"
     kind = "gpu"
 
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self._handle = None
+        self._stream_ptr = None
 
-BACKEND = _B
+    def unavailable(self) -> Optional[str]:
+        try:
+            from cupy_backends.cuda.libs import cublas  # noqa: F401
+        except Exception as e:
+            return f"cuBLAS binding unavailable: {e}"
+        return None
+
+    def skip_reason(self, p) -> Optional[str]:
+        if p.compute not in COMPUTE:
+            return f"cublas backend has no compute type for {p.compute}"
+        if p.in_dtype not in CUDA_R or p.out_dtype not in CUDA_R:
+            return f"cublas backend does not take {p.in_dtype} -> {p.out_dtype}"
+        return None
+
+    def _handle_for(self, stream_ptr: int) -> int:
+        from cupy_backends.cuda.libs import cublas
+
+        if self._handle is None:
+            self._handle = cublas.create()
+            cublas.setPointerMode(self._handle, cublas.CUBLAS_POINTER_MODE_HOST)
+            cublas.setMathMode(self._handle, cublas.CUBLAS_DEFAULT_MATH)
+        if stream_ptr != self._stream_ptr:
+            cublas.setStream(self._handle, stream_ptr)
+            self._stream_ptr = stream_ptr
+        return self._handle
+
+    def make_launch(self, p, a, b, c) -> Launch:
+        import cupy
+        from cupy_backends.cuda.libs import cublas
+
+        handle = self._handle_for(cupy.cuda.get_current_stream().ptr)
+        compute, compute_name, scale = COMPUTE[p.compute]
+        # keep the scalars alive as long as the launch: cuBLAS reads them through host pointers
+        alpha, beta = np.array(1, dtype=scale), np.array(0, dtype=scale)
+        ta, tc = CUDA_R[p.in_dtype], CUDA_R[p.out_dtype]
+        m, n, k = p.m, p.n, p.k
+        args = (handle, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, alpha.ctypes.data, b.data.ptr, ta, n,
+                a.data.ptr, ta, k, beta.ctypes.data, c.data.ptr, tc, n, compute, CUBLAS_GEMM_DEFAULT)
+        gemm_ex = cublas.gemmEx
+
+        def fn():
+            gemm_ex(*args)
+
+        fn.keepalive = (alpha, beta, a, b, c)
+        info = {"kernel_name": f"cublasGemmEx {compute_name} {p.in_dtype}->{p.out_dtype}",
+                "library_version": f"cuBLAS {cublas.getVersion(handle)}"
+                + (f" NVIDIA_TF32_OVERRIDE={os.environ['NVIDIA_TF32_OVERRIDE']}"
+                   if "NVIDIA_TF32_OVERRIDE" in os.environ else "")}
+        return Launch(fn, info)
+
+
+BACKEND = Cublas

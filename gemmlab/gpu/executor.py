@@ -1,4 +1,22 @@
-"""Placeholder GPU executor."""
+"""The GPU executor: for each point, inputs on the device, the FP64 check on poisoned output, then
+the timed samples, interleaved with the cuBLAS baselines of the same precision and shape so that
+"% of cuBLAS" compares the two under the same clock state."""
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any, Dict, List, Optional
+
+from .. import check, dtypes
+from ..config import load_variant
+from ..stats import timing_fields
+from . import arrays
+from .device import free_bytes, info, no_device_reason
+
+log = logging.getLogger("gemmlab")
+
+LIBRARY_BACKENDS = ("cublas", "cublaslt")
+MAX_ROTATE_SETS = 16
 
 
 class GpuExecutor:
@@ -6,9 +24,164 @@ class GpuExecutor:
 
     def __init__(self, cfg):
         self.cfg = cfg
+        self.measure = cfg.measure
+        self._reason = no_device_reason()
+        self._ready = False
+        self._baselines: Dict[str, Any] = {}
 
-    def unavailable(self):
-        return "no CUDA device"
+    def unavailable(self) -> Optional[str]:
+        return self._reason
 
-    def device_fields(self):
-        return {}
+    def _init(self) -> None:
+        if self._ready:
+            return
+        import cupy
+
+        from .nvml import Nvml, Sampler
+        from .timer import GpuTimer
+
+        self.cp = cupy
+        self.dev = info()
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self.nvml = Nvml(self.dev["pci_bus_id"])
+        self.timer = GpuTimer(self.measure, self.stream, self.dev["l2_bytes"], lambda: Sampler(self.nvml))
+        self._ready = True
+
+    def device_fields(self) -> Dict[str, Any]:
+        self._init()
+        d = self.dev
+        return {"device": d["device"], "gpu_index": self.nvml.index if self.nvml.ok else d["ordinal"],
+                "gpu_uuid": self.nvml.uuid, "sm_count": d["sm_count"], "l2_bytes": d["l2_bytes"],
+                "driver_version": d["driver_version"], "cuda_runtime_version": d["cuda_runtime_version"],
+                "cupy_version": d["cupy_version"]}
+
+    # -- memory -----------------------------------------------------------------------------
+    def _bytes_per_set(self, p) -> int:
+        a = dtypes.itemsize(p.in_dtype)
+        return a * (p.m * p.k + p.k * p.n) + dtypes.itemsize(p.out_dtype) * p.m * p.n
+
+    def _check_bytes(self, p) -> int:
+        # FP64 copies of A and B, the reference, the upcast output, the difference and a mask.
+        return 8 * (p.m * p.k + p.k * p.n) + 25 * p.m * p.n
+
+    def _n_sets(self, p) -> int:
+        cache = getattr(self.measure.cache, "value", self.measure.cache)
+        if cache != "rotate":
+            return 1
+        per = self._bytes_per_set(p)
+        return int(min(MAX_ROTATE_SETS, max(2, math.ceil(2 * self.dev["l2_bytes"] / per) + 1)))
+
+    # -- one point ----------------------------------------------------------------------------
+    def measure_point(self, point, backend, seed: int) -> Dict[str, Any]:
+        self._init()
+        with self.stream:
+            try:
+                return self._measure(point, backend, seed)
+            finally:
+                self.stream.synchronize()
+                for _v, b in self._baselines.values():
+                    if b is not None:
+                        b.release()
+                self.cp.get_default_memory_pool().free_all_blocks()
+
+    def _measure(self, p, backend, seed: int) -> Dict[str, Any]:
+        cp, m = self.cp, self.measure
+        n_sets = self._n_sets(p)
+        need = n_sets * self._bytes_per_set(p) + (self._check_bytes(p) if m.check else 0)
+        free = free_bytes()
+        if need > 0.9 * free:
+            return {"status": "skipped",
+                    "reason": f"needs {need / 2**30:.1f} GiB of device memory, {free / 2**30:.1f} GiB free"}
+
+        rng = cp.random.default_rng(seed)
+        dist = getattr(m.distribution, "value", m.distribution)
+        sets = []
+        for i in range(n_sets):
+            a32 = check.random_matrix(cp, rng, (p.m, p.k), dist)
+            b32 = check.random_matrix(cp, rng, (p.k, p.n), dist)
+            a, b = arrays.cast(cp, a32, p.in_dtype), arrays.cast(cp, b32, p.in_dtype)
+            del a32, b32
+            a, b, a_ref, b_ref = backend.make_inputs(p, a, b)
+            c = arrays.empty(cp, (p.m, p.n), p.out_dtype)
+            sets.append((a, b, a_ref, b_ref, c))
+
+        launches = [backend.make_launch(p, s[0], s[1], s[4]) for s in sets]
+        row: Dict[str, Any] = {**launches[0].info, "cache": getattr(m.cache, "value", m.cache)}
+        if n_sets > 1:
+            row["extra"] = {"rotate_sets": n_sets}
+
+        if m.check:
+            a, b, a_ref, b_ref, c = sets[0]
+            arrays.poison(cp, c)
+            launches[0].fn()
+            ref = check.fp64_reference(cp, arrays.to_float64(cp, a_ref), arrays.to_float64(cp, b_ref))
+            res = check.compare(cp, arrays.to_float64(cp, c), ref, p.tolerance)
+            del ref
+            row.update(rel_error=res.rel_error, max_abs_error=res.max_abs_error)
+            if not res.passed:
+                return {**row, "status": "failed", "reason": res.failure()}
+
+        calls: List[List] = [[l.fn for l in launches]]
+        names = [p.variant]
+        if p.backend not in LIBRARY_BACKENDS:
+            for name, fns in self._baseline_calls(p, sets):
+                calls.append(fns)
+                names.append(name)
+        if m.cuda_graph:
+            calls = [[self.timer.capture_graph(f) for f in fns] for fns in calls]
+        timed = self.timer.measure(calls)
+
+        t = timed[0]
+        limit = self.nvml.max_sm_clock_mhz
+        row.update(timing_fields(t.summary, p.flops))
+        row.update(t.clocks.fields(limit, m.throttle_fraction, m.clock_stable_fraction))
+        row.update(timer="cuda_graph" if m.cuda_graph else "cuda_event", warmup_s=t.warmup_s)
+        if len(timed) > 1:
+            best = min(range(1, len(timed)), key=lambda i: timed[i].summary.median_s)
+            bt = timed[best]
+            row.update(baseline_variant=names[best], baseline_time_median_s=bt.summary.median_s,
+                       baseline_tflops=p.flops / bt.summary.median_s / 1e12,
+                       pct_of_baseline=100.0 * bt.summary.median_s / t.summary.median_s,
+                       baseline_sm_clock_min_mhz=bt.clocks.sm_clock_min_mhz,
+                       baseline_sm_clock_max_mhz=bt.clocks.sm_clock_max_mhz)
+        return {**row, "status": "ok"}
+
+    # -- baselines ------------------------------------------------------------------------------
+    def _baseline_backend(self, name: str):
+        if name not in self._baselines:
+            from ..backends.base import backend_class
+
+            try:
+                v = load_variant(name)
+                bname = getattr(v.backend, "value", v.backend)
+                b = backend_class(bname)(self.cfg)
+                reason = b.unavailable()
+                self._baselines[name] = (v, None if reason else b)
+                if reason:
+                    log.warning("baseline %s unavailable: %s", name, reason)
+            except Exception as e:
+                log.warning("baseline %s unavailable: %s", name, e)
+                self._baselines[name] = (None, None)
+        return self._baselines[name]
+
+    def _baseline_calls(self, p, sets):
+        from dataclasses import replace
+
+        for name in self.measure.baseline:
+            v, b = self._baseline_backend(name)
+            if b is None or p.precision not in v.precisions:
+                continue
+            # the library writes the precision's own output type (a wmma kernel may write float)
+            out_dtype = self.cfg.precision[p.precision].out_dtype
+            bp = replace(p, variant=name, backend=getattr(v.backend, "value", v.backend),
+                         out_dtype=out_dtype, variant_cfg=v, skip_reason=None)
+            if b.skip_reason(bp):
+                continue
+            try:
+                fns = []
+                for a, bb, _ar, _br, c in sets:
+                    cc = c if c.dtype == dtypes.numpy_dtype(out_dtype) else arrays.empty(self.cp, c.shape, out_dtype)
+                    fns.append(b.make_launch(bp, a, bb, cc).fn)
+                yield name, fns
+            except Exception as e:  # a baseline that cannot run leaves the columns empty
+                log.warning("baseline %s for %s: %s", name, p.variant, e)

@@ -1,0 +1,1 @@
+"""Benchmarks: scripts whose numbers are reported (speed targets live here, not in unit tests)."""

@@ -1,0 +1,54 @@
+"""Shared fixtures: compose configs with Hydra's compose API and run points without a CLI."""
+from __future__ import annotations
+
+import csv
+import functools
+from pathlib import Path
+from typing import List
+
+import pytest
+from gemmlab.config import compose
+from gemmlab.gpu.device import no_device_reason
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@functools.lru_cache(maxsize=None)
+def cuda_device_reason() -> str | None:
+    """None when a CUDA device is usable, else why not (the gpu tests' skip reason)."""
+    return no_device_reason()
+
+
+def pytest_collection_modifyitems(config, items):
+    reason = cuda_device_reason()
+    if reason:
+        skip = pytest.mark.skip(reason=f"gpu test: {reason}; run `pytest -m gpu` on a GPU host")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
+
+
+def compose_cfg(overrides: List[str] = (), tmp_path: Path | None = None):
+    """The composed run config for ``overrides``, as `python run.py <overrides>` would see it."""
+    return compose(overrides, outputs=None if tmp_path is None else tmp_path / "outputs")
+
+
+@pytest.fixture
+def compose_run():
+    return compose_cfg
+
+
+def run_points(cfg, out_dir: Path):
+    """Run every point of ``cfg`` into ``out_dir``; returns (runner, rows as dicts)."""
+    from gemmlab.runner import Runner
+
+    runner = Runner(cfg, out_dir)
+    runner.run()
+    with open(out_dir / "results.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    return runner, rows
+
+
+@pytest.fixture
+def run_cfg():
+    return run_points

@@ -1,0 +1,116 @@
+"""GPU measurement core and the cuBLAS / cuBLASLt backends (run for real with `pytest -m gpu`)."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import compose_cfg, run_points
+
+pytestmark = pytest.mark.gpu
+
+
+def _timer(cache="flush", **measure):
+    import cupy
+
+    from gemmlab.gpu.device import info
+    from gemmlab.gpu.nvml import Nvml, Sampler
+    from gemmlab.gpu.timer import GpuTimer
+
+    cfg = compose_cfg(["measure=default", f"measure.cache={cache}"]
+                      + [f"measure.{k}={v}" for k, v in measure.items()])
+    stream = cupy.cuda.Stream(non_blocking=True)
+    nvml = Nvml(info()["pci_bus_id"])
+    return GpuTimer(cfg.measure, stream, info()["l2_bytes"], lambda: Sampler(nvml)), stream
+
+
+def test_spin_kernel_of_known_duration_measures_within_2_percent():
+    timer, stream = _timer(cache="warm", warmup_s=0.05, min_samples=20, max_samples=40)
+    for us in (200.0, 1000.0):
+        (t,) = timer.measure([[lambda: timer.spin(us)]])
+        assert t.summary.median_s == pytest.approx(us * 1e-6, rel=0.02), (us, t.summary)
+
+
+def test_launch_latency_stays_outside_the_events():
+    """An empty-ish kernel must time near its GPU duration, not the Python launch cost (~10 us+)."""
+    timer, stream = _timer(cache="warm", warmup_s=0.05, min_samples=50, max_samples=100)
+    (t,) = timer.measure([[lambda: timer.spin(2.0)]])
+    assert t.summary.median_s < 8e-6, t.summary
+
+
+def _gemv_like_cublas(cache):
+    """A memory-bound product whose 32 MB operand fits in the L2: cold vs warm is visible."""
+    import cupy
+
+    from gemmlab.backends.cublas import Cublas
+    from gemmlab.points import expand
+
+    timer, stream = _timer(cache=cache, warmup_s=0.1, min_samples=30, max_samples=60)
+    cfg = compose_cfg(["variant=cublas", "precision=fp32", "sizes=smoke"])
+    cfg.sizes.square = []
+    cfg.sizes.shapes = [[4096, 16, 2048]]
+    (p,) = expand(cfg)
+    with stream:
+        a = cupy.random.standard_normal((p.m, p.k), dtype=cupy.float32)
+        b = cupy.random.standard_normal((p.k, p.n), dtype=cupy.float32)
+        c = cupy.empty((p.m, p.n), dtype=cupy.float32)
+        launch = Cublas(cfg).make_launch(p, a, b, c)
+        (t,) = timer.measure([[launch.fn]])
+    return t.summary.median_s
+
+
+def test_flush_makes_a_repeated_small_gemm_slower_than_warm():
+    warm, cold = _gemv_like_cublas("warm"), _gemv_like_cublas("flush")
+    assert cold > 1.15 * warm, (cold, warm)
+
+
+@pytest.fixture(scope="module")
+def precision_rows(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("prec")
+    cfg = compose_cfg(["variant=[cublas,cublaslt]", "precision=[fp64,fp32,tf32,fp16,bf16]",
+                       "measure=quick", "run.progress=false", "measure.baseline=[]"], tmp)
+    cfg.sizes.square = [1024]
+    cfg.sizes.shapes = []
+    _, rows = run_points(cfg, tmp / "run")
+    return rows
+
+
+def test_every_precision_is_correct_and_in_its_band(precision_rows):
+    ok = [r for r in precision_rows if r["status"] != "skipped"]
+    assert ok, precision_rows
+    bad = [(r["variant"], r["precision"], r["rel_error"], r["reason"]) for r in ok if r["status"] != "ok"]
+    assert not bad
+    bands = {"fp64": (0, 1e-12), "fp32": (1e-9, 1e-5), "tf32": (1e-5, 5e-3),
+             "fp16": (1e-5, 1e-2), "bf16": (1e-4, 2e-2)}
+    for r in ok:
+        lo, hi = bands[r["precision"]]
+        assert lo <= float(r["rel_error"]) <= hi, (r["variant"], r["precision"], r["rel_error"])
+
+
+def test_tf32_error_is_at_least_10x_fp32(precision_rows):
+    err = {r["precision"]: float(r["rel_error"]) for r in precision_rows
+           if r["variant"] == "cublas" and r["status"] == "ok"}
+    assert err["tf32"] >= 10 * err["fp32"], err
+
+
+def test_rows_carry_device_clock_and_versions(precision_rows):
+    r = next(r for r in precision_rows if r["status"] == "ok")
+    for col in ("device", "sm_count", "l2_bytes", "driver_version", "cuda_runtime_version",
+                "cupy_version", "sm_clock_min_mhz", "sm_clock_max_mhz", "gpu_uuid", "library_version"):
+        assert r[col] not in ("", None), col
+    assert int(r["l2_bytes"]) > 1 << 20
+    assert r["cache"] == "flush" and r["timer"] == "cuda_event"
+
+
+def test_unwritten_output_fails_the_check(tmp_path, monkeypatch):
+    """A backend that writes only half of C is caught by the NaN poison."""
+    from gemmlab.backends import cublas
+
+    orig = cublas.Cublas.make_launch
+
+    def half(self, p, a, b, c):
+        return orig(self, p.__class__(**{**p.__dict__, "m": p.m // 2}), a[: p.m // 2], b, c[: p.m // 2])
+
+    monkeypatch.setattr(cublas.Cublas, "make_launch", half)
+    cfg = compose_cfg(["variant=cublas", "precision=fp32", "measure=quick", "run.progress=false"], tmp_path)
+    cfg.sizes.square, cfg.sizes.shapes = [256], []
+    _, rows = run_points(cfg, tmp_path / "run")
+    assert rows[0]["status"] == "failed" and "NaN" in rows[0]["reason"], rows[0]
