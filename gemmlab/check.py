@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import List, Optional
 
 
 @dataclass
@@ -57,3 +57,15 @@ def compare(xp, out64, ref, tolerance: float) -> CheckResult:
     if nonfinite:
         rel, max_abs = float("nan"), float("nan")
     return CheckResult(rel, max_abs, nonfinite, tolerance)
+
+
+def worst(results: List[CheckResult]) -> CheckResult:
+    """The repeat with the largest error (NaN counts as the largest)."""
+    return max(results, key=lambda r: (r.nonfinite, float("inf") if r.rel_error != r.rel_error else r.rel_error))
+
+
+def spread(results: List[CheckResult]) -> dict:
+    """rel_error over repeated runs on the same inputs: a deterministic kernel gives one value."""
+    errs = [r.rel_error for r in results]
+    return {"check_repeats": len(errs), "rel_error_min": min(errs), "rel_error_max": max(errs),
+            "rel_error_distinct": len(set(errs))}

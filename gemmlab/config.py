@@ -30,6 +30,8 @@ class Backend(str, Enum):
     cublaslt = "cublaslt"  # cuBLASLt through nvmath-python
     cutlass = "cutlass"  # CUTLASS kernels emitted by cutlass_cppgen
     cuda = "cuda"  # the hand-written kernels under kernels/cuda
+    gpu_probe = "gpu_probe"  # measurements other than GEMM on the GPU (copy, vector add, transfers)
+    cpu_probe = "cpu_probe"  # the same on the host
 
 
 class CachePolicy(str, Enum):
@@ -112,6 +114,15 @@ class CublasLtConf:
 
 
 @dataclass
+class ProbeConf:
+    """A measurement that is not C = A @ B (see gemmlab/backends/*_probe.py): which one, and its
+    parameters. The point's m, n, k keep their meaning where they have one (vector length = m)."""
+
+    kind: str = MISSING
+    params: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class VariantConf:
     backend: Backend = MISSING
     description: str = ""
@@ -124,6 +135,7 @@ class VariantConf:
     cuda: Optional[CudaKernelConf] = None
     cutlass: Optional[CutlassConf] = None
     cublaslt: Optional[CublasLtConf] = None
+    probe: Optional[ProbeConf] = None
     threads: Optional[int] = None  # CPU BLAS threads; None = all
 
 
@@ -161,6 +173,7 @@ class MeasureConf:
     seed: int = 0
     distribution: Distribution = Distribution.normal
     check: bool = True
+    check_repeats: int = 1  # run the checked call this often on the same inputs (races move the error)
     throttle_fraction: float = 0.9  # min SM clock below this fraction of max marks the row
     clock_stable_fraction: float = 0.02
     baseline: List[str] = field(default_factory=lambda: ["cublas", "cublaslt"])

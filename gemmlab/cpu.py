@@ -37,6 +37,8 @@ class CpuExecutor:
             return self._measure(point, backend, seed)
 
     def _measure(self, point, backend, seed: int) -> Dict[str, Any]:
+        if backend.measure_point is not None:
+            return backend.measure_point(point, self, seed)
         m = self.measure
         rng = np.random.default_rng(seed)
         dist = getattr(m.distribution, "value", m.distribution)

@@ -102,7 +102,7 @@ def _cell(v: Any) -> Any:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, (dict, list)):
-        return json.dumps(v, sort_keys=True, default=str)
+        return json.dumps(v, sort_keys=True, default=str) if v else ""
     return v
 
 

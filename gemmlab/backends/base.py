@@ -50,6 +50,13 @@ class Backend:
     def make_launch(self, point, a, b, c) -> Launch:
         raise NotImplementedError
 
+    # A backend that measures something other than C = A @ B (a probe: vector add, device copy,
+    # host-device transfers, ...) defines ``measure_point(point, executor, seed) -> dict`` and
+    # owns its inputs, reference and timing, reusing ``executor.timer`` (GPU) for the samples. The
+    # dict it returns overrides the row's GEMM defaults (op, flops, bytes_min, intensity). The
+    # executors call it instead of their GEMM path when it exists.
+    measure_point = None
+
     def release(self) -> None:
         """Free per-point state (plans, modules) between points."""
 
@@ -60,6 +67,8 @@ _MODULES = {
     "cublaslt": "gemmlab.backends.cublaslt",
     "cutlass": "gemmlab.backends.cutlass",
     "cuda": "gemmlab.backends.cuda_kernels",
+    "gpu_probe": "gemmlab.backends.gpu_probe",
+    "cpu_probe": "gemmlab.backends.cpu_probe",
 }
 
 
