@@ -132,7 +132,30 @@ class Runner:
             fields = {"status": "failed", "reason": _describe(e)}
         finally:
             b.release()
-        return {**row, **self._device_fields(b.kind), **fields}
+        row = {**row, **self._device_fields(b.kind), **fields}
+        if self._counters_on():
+            row = self._with_counters(pt, b.kind, row)
+        return row
+
+    # -- hardware counters (measure.counters=ncu) -------------------------------------------
+    def _counters_on(self) -> bool:
+        return getattr(self.cfg.measure.counters, "value", self.cfg.measure.counters) == "ncu"
+
+    def _with_counters(self, pt: Point, kind: str, row: Dict[str, Any]) -> Dict[str, Any]:
+        from . import counters
+
+        if row.get("status") != "ok":
+            return row
+        reason = counters.unavailable(kind)
+        if reason:
+            return {**row, "counters_reason": reason}
+        cfg_file = self.out_dir / "ncu" / "config.yaml"
+        if not cfg_file.exists():
+            cfg_file.parent.mkdir(parents=True, exist_ok=True)
+            OmegaConf.save(self.cfg, cfg_file, resolve=True)
+        fields = counters.profile(pt, self.cfg, self.out_dir, cfg_file)
+        extra = {**_as_dict(row.get("extra")), **fields.pop("extra", {})}
+        return {**row, **fields, "extra": extra or None}
 
     def _device_fields(self, kind: str, quiet: bool = False) -> Dict[str, Any]:
         try:
@@ -141,6 +164,16 @@ class Runner:
             return self.executor(kind).device_fields()
         except Exception:
             return {}
+
+
+def _as_dict(v) -> Dict[str, Any]:
+    if isinstance(v, dict):
+        return v
+    if isinstance(v, str) and v:
+        import json
+
+        return json.loads(v)
+    return {}
 
 
 def _describe(e: BaseException) -> str:

@@ -95,18 +95,7 @@ class GpuExecutor:
             return {"status": "skipped",
                     "reason": f"needs {need / 2**30:.1f} GiB of device memory, {free / 2**30:.1f} GiB free"}
 
-        rng = cp.random.default_rng(seed)
-        dist = getattr(m.distribution, "value", m.distribution)
-        sets = []
-        for i in range(n_sets):
-            a32 = check.random_matrix(cp, rng, (p.m, p.k), dist)
-            b32 = check.random_matrix(cp, rng, (p.k, p.n), dist)
-            a, b = arrays.cast(cp, a32, p.in_dtype), arrays.cast(cp, b32, p.in_dtype)
-            del a32, b32
-            a, b, a_ref, b_ref = backend.make_inputs(p, a, b)
-            c = arrays.empty(cp, (p.m, p.n), p.out_dtype)
-            sets.append((a, b, a_ref, b_ref, c))
-
+        sets = self.make_sets(p, backend, seed, n_sets)
         launches = [backend.make_launch(p, s[0], s[1], s[4]) for s in sets]
         row: Dict[str, Any] = {**launches[0].info, "cache": getattr(m.cache, "value", m.cache)}
         if n_sets > 1:
@@ -154,6 +143,21 @@ class GpuExecutor:
                        baseline_sm_clock_min_mhz=bt.clocks.sm_clock_min_mhz,
                        baseline_sm_clock_max_mhz=bt.clocks.sm_clock_max_mhz)
         return {**row, "status": "ok"}
+
+    def make_sets(self, p, backend, seed: int, n_sets: int):
+        """``n_sets`` tuples (a, b, a_ref, b_ref, c) of fresh random inputs from ``seed``."""
+        cp, m = self.cp, self.measure
+        rng = cp.random.default_rng(seed)
+        dist = getattr(m.distribution, "value", m.distribution)
+        sets = []
+        for _ in range(n_sets):
+            a32 = check.random_matrix(cp, rng, (p.m, p.k), dist)
+            b32 = check.random_matrix(cp, rng, (p.k, p.n), dist)
+            a, b = arrays.cast(cp, a32, p.in_dtype), arrays.cast(cp, b32, p.in_dtype)
+            del a32, b32
+            a, b, a_ref, b_ref = backend.make_inputs(p, a, b)
+            sets.append((a, b, a_ref, b_ref, arrays.empty(cp, (p.m, p.n), p.out_dtype)))
+        return sets
 
     # -- baselines ------------------------------------------------------------------------------
     def _baseline_backend(self, name: str):
