@@ -114,3 +114,21 @@ def test_unwritten_output_fails_the_check(tmp_path, monkeypatch):
     cfg.sizes.square, cfg.sizes.shapes = [256], []
     _, rows = run_points(cfg, tmp_path / "run")
     assert rows[0]["status"] == "failed" and "NaN" in rows[0]["reason"], rows[0]
+
+
+def test_cuda_graph_launch_times_the_same_kernel(tmp_path):
+    """Graph replay removes launch overhead but must not change what the kernel costs."""
+    base = ["variant=cublas", "precision=fp16", "measure=quick", "run.progress=false",
+            "measure.min_samples=20", "measure.max_samples=40", "sizes.square=[4096]", "sizes.shapes=[]"]
+    _, ev = run_points(compose_cfg(base, tmp_path), tmp_path / "ev")
+    _, gr = run_points(compose_cfg(base + ["measure.cuda_graph=true"], tmp_path), tmp_path / "gr")
+    assert ev[0]["status"] == gr[0]["status"] == "ok" and gr[0]["timer"] == "cuda_graph"
+    assert float(gr[0]["time_median_s"]) == pytest.approx(float(ev[0]["time_median_s"]), rel=0.08)
+
+
+def test_fp8_through_cublaslt_is_correct(tmp_path):
+    cfg = compose_cfg(["variant=cublaslt", "precision=fp8", "measure=quick", "run.progress=false",
+                       "sizes.square=[1024]", "sizes.shapes=[]"], tmp_path)
+    _, rows = run_points(cfg, tmp_path / "run")
+    assert rows[0]["status"] == "ok", rows[0]["reason"]
+    assert float(rows[0]["rel_error"]) < 1e-2

@@ -39,6 +39,11 @@ class Backend:
     def prepare(self, points: Iterable) -> None:
         """Called once with all runnable points of this backend before any is timed (compile here)."""
 
+    def wants_fp32_inputs(self, point) -> bool:
+        """True if ``make_inputs`` should receive the FP32 random values and cast them itself
+        (storage types the array library cannot cast to, such as FP8)."""
+        return False
+
     def make_inputs(self, point, a, b):
         """Convert the executor's inputs if the backend needs another form (e.g. FP8 with scales).
 

@@ -16,11 +16,14 @@ from .base import Backend, Launch
 _QUIET = logging.getLogger("gemmlab.nvmath")
 _QUIET.setLevel(logging.WARNING)
 
-COMPUTE = {"tf32": "COMPUTE_32F_FAST_TF32", "fp16": "COMPUTE_32F", "bf16": "COMPUTE_32F"}
+COMPUTE = {"tf32": "COMPUTE_32F_FAST_TF32", "fp16": "COMPUTE_32F", "bf16": "COMPUTE_32F",
+           "fp8": "COMPUTE_32F"}
 
 
 def _alias(x):
     """A tensor nvmath accepts that shares ``x``'s memory (bfloat16 via torch, else CuPy itself)."""
+    if not hasattr(x, "data") or not hasattr(x.data, "ptr"):  # already a torch tensor (fp8)
+        return x
     if x.dtype.name == "bfloat16":
         import cupy
         import torch
@@ -48,12 +51,39 @@ class CublasLt(Backend):
     def skip_reason(self, p) -> Optional[str]:
         if p.compute not in COMPUTE:
             return f"cublaslt backend supports {sorted(COMPUTE)} (got {p.compute})"
-        if p.in_dtype == "bfloat16":
+        if p.in_dtype in ("bfloat16", "float8_e4m3fn"):
             try:
-                import torch  # noqa: F401
+                import torch
             except ImportError:
-                return "bf16 through nvmath needs PyTorch (pip install torch)"
+                return f"{p.in_dtype} through nvmath needs PyTorch (pip install torch)"
+            if p.compute == "fp8":
+                import cupy
+
+                cc = cupy.cuda.Device().compute_capability
+                if int(cc) < 89:
+                    return f"FP8 tensor cores need compute capability 8.9 or newer (this device: {cc})"
+                if p.out_dtype != "bfloat16":
+                    return "the fp8 path writes a bfloat16 result"
         return None
+
+    def wants_fp32_inputs(self, p) -> bool:
+        return p.compute == "fp8"
+
+    def make_inputs(self, p, a32, b32):
+        """FP8 e4m3 operands (per-tensor scale 1: standard-normal values fit e4m3's range), A
+        row-major and B column-major as cuBLASLt's FP8 kernels want; the references hold the
+        exact quantised values."""
+        if p.compute != "fp8":
+            return a32, b32, a32, b32
+        import cupy
+        import torch
+
+        f8 = torch.float8_e4m3fn
+        ta = torch.from_dlpack(a32).to(f8)
+        tb = torch.from_dlpack(b32).t().contiguous().to(f8).t()  # (k, n) with strides (1, k)
+        a_ref = cupy.from_dlpack(ta.to(torch.float32))
+        b_ref = cupy.from_dlpack(tb.to(torch.float32).contiguous())
+        return ta, tb, a_ref, b_ref
 
     def make_launch(self, p, a, b, c) -> Launch:
         import cupy
@@ -65,7 +95,9 @@ class CublasLt(Backend):
         opts = MatmulOptions(inplace=True, compute_type=getattr(ComputeType, COMPUTE[p.compute]),
                              logger=_QUIET)
         ta, tb, tc = _alias(a), _alias(b), _alias(c)
-        mm = Matmul(ta, tb, c=tc, alpha=1.0, beta=0.0, options=opts, stream=stream.ptr)
+        scales = {"a": 1.0, "b": 1.0} if p.compute == "fp8" else None  # no D scale: BF16 result
+        mm = Matmul(ta, tb, c=tc, alpha=1.0, beta=0.0, quantization_scales=scales, options=opts,
+                    stream=stream.ptr)
         self._plans.append(mm)
         mm.plan(stream=stream.ptr)
         lt = p.variant_cfg.get("cublaslt") if p.variant_cfg is not None else None

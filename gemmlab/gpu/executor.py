@@ -153,7 +153,10 @@ class GpuExecutor:
         for _ in range(n_sets):
             a32 = check.random_matrix(cp, rng, (p.m, p.k), dist)
             b32 = check.random_matrix(cp, rng, (p.k, p.n), dist)
-            a, b = arrays.cast(cp, a32, p.in_dtype), arrays.cast(cp, b32, p.in_dtype)
+            if backend.wants_fp32_inputs(p):
+                a, b = a32, b32
+            else:
+                a, b = arrays.cast(cp, a32, p.in_dtype), arrays.cast(cp, b32, p.in_dtype)
             del a32, b32
             a, b, a_ref, b_ref = backend.make_inputs(p, a, b)
             sets.append((a, b, a_ref, b_ref, arrays.empty(cp, (p.m, p.n), p.out_dtype)))
