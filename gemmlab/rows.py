@@ -121,6 +121,8 @@ class RowWriter:
         self.path = Path(folder) / RESULTS_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
         new = not self.path.exists() or self.path.stat().st_size == 0
+        if not new:
+            _drop_torn_tail(self.path)
         self._f = open(self.path, "a", newline="")
         self._w = csv.DictWriter(self._f, fieldnames=COLUMN_NAMES, extrasaction="raise")
         if new:
@@ -144,6 +146,22 @@ class RowWriter:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _drop_torn_tail(path: Path) -> None:
+    """A process killed mid-write can leave a partial last line: cut back to the last newline so
+    the next row does not glue onto it (the torn point is simply measured again)."""
+    with open(path, "rb+") as fh:
+        fh.seek(0, os.SEEK_END)
+        size = fh.tell()
+        if size == 0:
+            return
+        fh.seek(size - 1)
+        if fh.read(1) == b"\n":
+            return
+        fh.seek(0)
+        data = fh.read()
+        fh.truncate(data.rfind(b"\n") + 1)
 
 
 def read(paths: Iterable[os.PathLike] | os.PathLike):

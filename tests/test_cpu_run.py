@@ -244,3 +244,14 @@ def test_interrupted_run_keeps_its_finished_rows(tmp_path, sig):
     assert all(r["status"] == "ok" and float(r["time_median_s"]) > 0 for r in rows)  # no torn rows
     if sig == signal.SIGINT:
         assert proc.returncode == 130 and "INTERRUPTED" in stdout
+
+
+def test_a_torn_last_line_is_dropped_before_appending(tmp_path):
+    with RowWriter(tmp_path) as w:
+        w.write({"point_key": "a", "status": "ok"})
+    with open(tmp_path / "results.csv", "a") as fh:
+        fh.write("20261129T000000Z,2026-11-29T00:00")  # a row cut off by a kill
+    with RowWriter(tmp_path) as w:
+        w.write({"point_key": "b", "status": "ok"})
+    df = read(tmp_path / "results.csv")
+    assert list(df.point_key) == ["a", "b"]
