@@ -1,0 +1,287 @@
+// Stage 12: wgmma_ws -- warp-specialised, persistent, clustered TMA + wgmma GEMM (sm_90a).
+//
+// What changes over stage 11 (wgmma_tma):
+// * Warp specialisation: warpgroup 0 is a producer whose one elected thread only issues TMA copies
+//   (it waits on "empty" barriers, never on data); warpgroups 1 and 2 are consumers that only wait
+//   on "full" barriers and issue wgmma. `setmaxnreg` moves registers from the producer (40) to the
+//   consumers (232), which hold BN/2 fp32 accumulators each.
+// * Persistent grid: one CTA per SM (grid = SM count); each cluster walks the output tiles
+//   t = cluster_id, cluster_id + clusters, ... so the producer prefetches the next tile's first
+//   stages while the consumers finish the current one (no launch tail per tile).
+// * Rasterisation for L2 reuse: tiles are numbered in groups of GROUP_M cluster-rows, walking down a
+//   group column by column, so the tiles in flight at once share A rows and B columns in L2.
+// * 2-CTA clusters along M with TMA multicast (CLUSTER_M=2): both CTAs of a cluster need the same
+//   BK x BN slice of B; each loads half of its 64-column chunks and multicasts them to both, which
+//   halves the B traffic out of L2. A slot is refilled only when the consumers of *both* CTAs have
+//   released it (the empty barrier counts 2 consumers x CLUSTER_M arrivals, sent across the cluster).
+// * Epilogue through shared memory: the accumulators go to a 128B-swizzled staging tile with
+//   `stmatrix` (bank-conflict free), then one TMA store per 64-column box writes them out; TMA
+//   clips the parts of partial tiles that fall outside C.
+//
+// Layouts and descriptors as in stage 11 (A K-major, B N-major with the wgmma transpose bit, 128B
+// swizzle; see hopper/ptx.cuh). Tensor maps passed by the launcher: [A box {64, BM}, B box {64, BK},
+// C box {64, 64}], all SWIZZLE_128B.
+//
+// Constraints: TIN in {bf16, fp16}, fp32 accumulation, TOUT = TIN; K % 8 == 0 and N % 8 == 0 (TMA
+// strides); any M (a cluster's second CTA may get an all-out-of-bounds tile: it loads zeros and
+// stores nothing). BM = 128 (two m64 consumers), BK = 64, BN in {128, 256}, CLUSTER_M in {1, 2}; the
+// grid must be a multiple of CLUSTER_M, and every CTA of it must be resident at once (grid <= SM
+// count; the static schedule assumes all clusters run concurrently). Shared memory:
+// STAGES*(BM*BK + BK*BN)*2 + 2*64*BN*2 (staging) + 1 KB alignment + barriers: 209 KB for 3 stages.
+//
+// Modeled intensity (operand bytes per CTA tile out of L2/DRAM, no reuse between clusters):
+// 2*BM*BN / ((BM + BN/CLUSTER_M) * 2 B) = 128 FLOP/B for 128x256 with multicast of B.
+//
+// Run it alone: python run.py variant=[cublas,wgmma_ws] precision=bf16 sizes.square=[4096,8192]
+// Debug aids: GEMMLAB_DEBUG=1 (`+variant.wgmma_ws.cuda.defines.GEMMLAB_DEBUG=1`) turns a barrier
+// wait that spins for ~9 s into a printf (block, thread, barrier, parity) and a trap instead of a
+// hang; `variant.wgmma_ws.cuda.defines.CLUSTER_M=1` runs the same kernel without clusters and
+// multicast, which separates a multicast problem from the rest.
+#include "hopper/ptx.cuh"
+#include "hopper/wgmma.cuh"
+
+#ifndef BM
+#define BM 128
+#endif
+#ifndef BN
+#define BN 256
+#endif
+#ifndef BK
+#define BK 64
+#endif
+#ifndef STAGES
+#define STAGES 3
+#endif
+#ifndef CLUSTER_M
+#define CLUSTER_M 2
+#endif
+#ifndef GROUP_M
+#define GROUP_M 8
+#endif
+#ifndef PRODUCER_REGS
+#define PRODUCER_REGS 40
+#endif
+#ifndef CONSUMER_REGS
+#define CONSUMER_REGS 232
+#endif
+
+namespace {
+
+constexpr int kConsumers = BM / 64;               // consumer warpgroups, one m64 slice each
+constexpr int kThreads = 128 * (1 + kConsumers);  // + the producer warpgroup
+constexpr int kTileABytes = BM * BK * 2;
+constexpr int kTileBBytes = BK * BN * 2;
+constexpr int kStageBytes = kTileABytes + kTileBBytes;
+constexpr int kBChunkBytes = BK * 64 * 2;      // one TMA box of B: BK rows x 64 columns
+constexpr int kBChunks = BN / 64;
+constexpr int kCBoxBytes = 64 * 64 * 2;        // one TMA box of C: 64 rows x 64 columns
+constexpr int kStagingBytes = kBChunks * kCBoxBytes;  // one consumer's 64 x BN output tile
+constexpr int kAccum = BN / 2;
+
+static_assert(BM == 128, "two consumer warpgroups of m64");
+static_assert(BK == 64, "A rows must be exactly one 128-byte swizzle row");
+static_assert(BN == 128 || BN == 256, "wgmma N");
+static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "cluster of 1 or 2 CTAs along M");
+static_assert(kBChunks % CLUSTER_M == 0, "B chunks split evenly across the cluster");
+static_assert(STAGES >= 2, "a ring needs two slots at least");
+static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * 128 * kConsumers <= 65536, "register file");
+
+// Stages, the consumers' staging tiles, 1 KB to align to the swizzle period, full + empty barriers.
+constexpr int kDynamicSmemBytes = STAGES * kStageBytes + kConsumers * kStagingBytes + 1024 + 2 * STAGES * 8;
+static_assert(kDynamicSmemBytes <= 227 * 1024, "more shared memory than one sm_90 block may have");
+
+// Output tile of the cluster for schedule index t: grouped raster over cluster-rows.
+struct TileCoord {
+  int m_cluster;  // row of cluster tiles (each CLUSTER_M * BM rows)
+  int n;          // column of tiles (each BN columns)
+};
+
+__device__ __forceinline__ TileCoord tile_of(int t, int m_clusters, int n_tiles) {
+  const int group_tiles = GROUP_M * n_tiles;
+  const int group = t / group_tiles;
+  const int first_m = group * GROUP_M;
+  const int rows = min(m_clusters - first_m, GROUP_M);
+  const int local = t - group * group_tiles;
+  return {first_m + local % rows, local / rows};
+}
+
+}  // namespace
+
+HOPPER_DECLARE_DYNAMIC_SMEM(kDynamicSmemBytes)
+
+extern "C" __global__ void __launch_bounds__(kThreads, 1)
+#if CLUSTER_M > 1
+    __cluster_dims__(CLUSTER_M, 1, 1)
+#endif
+    wgmma_ws_gemm(const TIN* __restrict__ A, const TIN* __restrict__ B, TOUT* __restrict__ C, int M, int N,
+                  int K, const hopper::TensorMap* __restrict__ maps) {
+  using namespace hopper;
+  static_assert(std::is_same<TIN, __nv_bfloat16>::value || std::is_same<TIN, __half>::value, "TIN");
+  static_assert(sizeof(TOUT) == 2, "the staging tile and the C tensor map hold 16-bit outputs");
+  (void)A;
+  (void)B;
+  (void)C;
+  const TensorMap* map_a = maps + 0;
+  const TensorMap* map_b = maps + 1;
+  const TensorMap* map_c = maps + 2;
+
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw_addr = smem_u32(smem_raw);
+  unsigned char* smem = smem_raw + (((raw_addr + 1023u) & ~1023u) - raw_addr);
+  unsigned char* staging = smem + STAGES * kStageBytes;
+  uint64_t* full = reinterpret_cast<uint64_t*>(staging + kConsumers * kStagingBytes);
+  uint64_t* empty = full + STAGES;
+
+  const int tid = threadIdx.x;
+  const int warpgroup = tid / 128;
+#if CLUSTER_M > 1
+  const uint32_t cta_rank = cluster_cta_rank();
+  const int cluster = static_cast<int>(cluster_id_x());
+  const int clusters = static_cast<int>(cluster_count_x());
+#else
+  const uint32_t cta_rank = 0;
+  const int cluster = blockIdx.x;
+  const int clusters = gridDim.x;
+#endif
+  const int m_clusters = (M + BM * CLUSTER_M - 1) / (BM * CLUSTER_M);
+  const int n_tiles = (N + BN - 1) / BN;
+  const int tiles = m_clusters * n_tiles;
+  const int k_tiles = (K + BK - 1) / BK;
+
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(&full[s], 1);                       // the producer's expect_tx arrival
+      mbar_init(&empty[s], kConsumers * CLUSTER_M);  // every consumer of every CTA in the cluster
+    }
+    fence_mbar_init();
+  }
+  // Peers multicast into our slots and arrive on our barriers: all must be initialised first.
+#if CLUSTER_M > 1
+  cluster_sync();
+#else
+  __syncthreads();
+#endif
+
+  if (warpgroup == 0) {
+    // ---------------------------------------------------------------- producer warpgroup
+    setmaxnreg_dec<PRODUCER_REGS>();
+    if (tid == 0) {
+      tensormap_acquire(map_a);
+      tensormap_acquire(map_b);
+      int it = 0;  // stage uses so far, across tiles: slot = it % STAGES, use = it / STAGES
+      for (int t = cluster; t < tiles; t += clusters) {
+        const TileCoord tile = tile_of(t, m_clusters, n_tiles);
+        const int m0 = (tile.m_cluster * CLUSTER_M + static_cast<int>(cta_rank)) * BM;
+        const int n0 = tile.n * BN;
+        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+          const int slot = it % STAGES;
+          const uint32_t use = static_cast<uint32_t>(it / STAGES);
+          // Wait until use-1 of this slot was released by all consumers of the cluster.
+#if CLUSTER_M > 1
+          mbar_wait_cluster(&empty[slot], (use & 1u) ^ 1u);
+#else
+          mbar_wait(&empty[slot], (use & 1u) ^ 1u);
+#endif
+          unsigned char* stage = smem + slot * kStageBytes;
+          mbar_arrive_expect_tx(&full[slot], kStageBytes);  // A + all of B, whoever sends it
+          tma_load_2d(stage, map_a, &full[slot], kt * BK, m0);
+#pragma unroll
+          for (int j = static_cast<int>(cta_rank); j < kBChunks; j += CLUSTER_M) {
+#if CLUSTER_M > 1
+            tma_load_2d_multicast(stage + kTileABytes + j * kBChunkBytes, map_b, &full[slot], n0 + 64 * j,
+                                  kt * BK, static_cast<uint16_t>((1u << CLUSTER_M) - 1u));
+#else
+            tma_load_2d(stage + kTileABytes + j * kBChunkBytes, map_b, &full[slot], n0 + 64 * j, kt * BK);
+#endif
+          }
+        }
+      }
+    }
+  } else {
+    // ---------------------------------------------------------------- consumer warpgroups
+    setmaxnreg_inc<CONSUMER_REGS>();
+    const int consumer = warpgroup - 1;  // which m64 slice of the tile
+    const int local_tid = tid % 128;
+    const int warp = local_tid / 32;
+    const int lane = tid % 32;
+    unsigned char* my_staging = staging + consumer * kStagingBytes;
+    if (local_tid == 0) tensormap_acquire(map_c);
+
+    auto release = [&](int slot) {
+      if (local_tid == 0) {
+#if CLUSTER_M > 1
+#pragma unroll
+        for (uint32_t r = 0; r < CLUSTER_M; ++r) mbar_arrive_cluster(&empty[slot], r);
+#else
+        mbar_arrive(&empty[slot]);
+#endif
+      }
+    };
+
+    float acc[kAccum];
+    int it = 0;
+    for (int t = cluster; t < tiles; t += clusters) {
+      const TileCoord tile = tile_of(t, m_clusters, n_tiles);
+      const int m0 = (tile.m_cluster * CLUSTER_M + static_cast<int>(cta_rank)) * BM + consumer * 64;
+      const int n0 = tile.n * BN;
+
+#pragma unroll
+      for (int i = 0; i < kAccum; ++i) acc[i] = 0.0f;
+
+      for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+        const int slot = it % STAGES;
+        mbar_wait(&full[slot], static_cast<uint32_t>(it / STAGES) & 1u);
+        const uint32_t a_base = smem_u32(smem + slot * kStageBytes) + consumer * 64 * 128;
+        const uint32_t b_base = smem_u32(smem + slot * kStageBytes + kTileABytes);
+        fence_accumulators(acc);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk) {
+          const uint64_t desc_a = make_desc_sw128(a_base + kk * 32, 16, 1024);
+          const uint64_t desc_b = make_desc_sw128(b_base + kk * 2 * 1024, kBChunkBytes, 1024);
+          wgmma_m64k16<BN, 1, TIN>(acc, desc_a, desc_b, 1);
+        }
+        wgmma_commit();
+        fence_accumulators(acc);
+        wgmma_wait<1>();  // the previous stage's group is done reading its slot
+        fence_accumulators(acc);
+        if (kt > 0) release((it - 1) % STAGES);
+      }
+      wgmma_wait<0>();
+      fence_accumulators(acc);
+      if (k_tiles > 0) release((it - 1) % STAGES);
+
+      // Epilogue: registers -> swizzled staging tile (stmatrix) -> TMA store.
+      if (local_tid == 0) bulk_wait_group_read0();  // the last tile's store has read the buffer
+      named_barrier_sync(1 + consumer, 128);
+      const int row = warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8;  // row this lane addresses
+      const uint32_t staging_base = smem_u32(my_staging);
+#pragma unroll
+      for (int j2 = 0; j2 < BN / 16; ++j2) {
+        const int col = 16 * j2 + (lane / 16) * 8;
+        const uint32_t addr = staging_base + (col / 64) * kCBoxBytes + row * 128 +
+                              ((((col % 64) / 8) ^ (row % 8)) * 16);
+        const uint32_t r0 = pack2<TOUT>(acc[8 * j2 + 0], acc[8 * j2 + 1]);
+        const uint32_t r1 = pack2<TOUT>(acc[8 * j2 + 2], acc[8 * j2 + 3]);
+        const uint32_t r2 = pack2<TOUT>(acc[8 * j2 + 4], acc[8 * j2 + 5]);
+        const uint32_t r3 = pack2<TOUT>(acc[8 * j2 + 6], acc[8 * j2 + 7]);
+        asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r0),
+                     "r"(r1), "r"(r2), "r"(r3)
+                     : "memory");
+      }
+      fence_proxy_async_smem();  // stmatrix writes -> visible to the TMA engine
+      named_barrier_sync(1 + consumer, 128);
+      if (local_tid == 0) {
+#pragma unroll
+        for (int b = 0; b < kBChunks; ++b) tma_store_2d(map_c, my_staging + b * kCBoxBytes, n0 + 64 * b, m0);
+        bulk_commit_group();
+      }
+    }
+    if (local_tid == 0) bulk_wait_group0();
+  }
+
+#if CLUSTER_M > 1
+  // Peers may still arrive on our empty barriers: nobody leaves before the whole cluster is done.
+  cluster_sync();
+#endif
+}

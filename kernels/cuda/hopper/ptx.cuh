@@ -1,0 +1,273 @@
+// Thin wrappers over the Hopper (sm_90 / sm_90a) PTX the wgmma stages use: mbarriers, TMA (bulk
+// tensor copies), wgmma descriptors and fences, setmaxnreg, clusters. One instruction per function,
+// named after it, so the kernels read like the PTX ISA and each wrapper can be checked against it.
+//
+// Element types: TIN (A, B) and TOUT (C) come from the launcher as -D defines (__nv_bfloat16 or
+// __half); the defaults let a file compile alone.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cstdint>
+#include <type_traits>
+
+#ifndef TIN
+#define TIN __nv_bfloat16
+#endif
+#ifndef TOUT
+#define TOUT TIN
+#endif
+// GEMMLAB_DEBUG=1: a barrier wait that spins for more than ~2^34 cycles (about 9 s) prints which
+// block, thread, barrier and parity it was waiting on and traps, so a wrong byte count or phase
+// ends the launch with an error (and a clue) instead of hanging the GPU.
+#ifndef GEMMLAB_DEBUG
+#define GEMMLAB_DEBUG 0
+#endif
+#if GEMMLAB_DEBUG
+#include <cstdio>
+#endif
+
+// The dynamic shared memory a kernel needs with its defines, readable by the launcher
+// (gemmlab/backends/cuda_kernels.py) so that a YAML `smem_bytes` rule that gives less is refused
+// before launch instead of corrupting memory. Same symbol as common/gemm_common.cuh declares.
+#define HOPPER_DECLARE_DYNAMIC_SMEM(bytes) \
+  extern "C" {                             \
+  __device__ int gemmlab_dynamic_smem_bytes = (bytes); \
+  }
+
+namespace hopper {
+
+// A CUtensorMap as the driver encodes it (cuTensorMapEncodeTiled): 128 opaque bytes, 64-byte aligned.
+// The launcher (gemmlab/gpu/tma.py) copies the maps into device memory and passes their address;
+// the copy engine reads them from global memory (PTX allows .param, .const or .global tensor maps).
+struct alignas(64) TensorMap {
+  unsigned long long opaque[16];
+};
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Two floats -> two 16-bit values in one 32-bit register (low half = first), rounded to nearest.
+template <class T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same<T, __half>::value) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&h);
+  } else {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&h);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// mbarrier (shared memory barrier with a transaction count; the TMA unit completes bytes on it)
+// ---------------------------------------------------------------------------------------------
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(arrivals) : "memory");
+}
+
+// Makes the initialised barriers visible to the other threads of the cluster and to the async proxy
+// (TMA); follow with __syncthreads() or a cluster barrier.
+__device__ __forceinline__ void fence_mbar_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+// One arrival that also announces `bytes` more to come from the TMA unit in the current phase.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+
+// Arrive on the barrier at the same shared-memory offset in CTA `cta_rank` of this cluster.
+__device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t cta_rank) {
+  asm volatile(
+      "{\n.reg .b32 remote;\n"
+      "mapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}" ::"r"(smem_u32(bar)),
+      "r"(cta_rank)
+      : "memory");
+}
+
+#if GEMMLAB_DEBUG
+__device__ __forceinline__ void debug_check_timeout(long long start, uint32_t addr, uint32_t parity) {
+  if (clock64() - start > (1ll << 34)) {
+    printf("gemmlab: barrier wait timed out: block (%d,%d,%d) thread %d smem 0x%x parity %u\n", blockIdx.x,
+           blockIdx.y, blockIdx.z, threadIdx.x, addr, parity);
+    __trap();
+  }
+}
+#endif
+
+// Spin until the phase with parity `parity` has completed. A fresh barrier is in phase 0, so waiting
+// for parity 1 returns at once (the "previous" phase counts as complete): producers start there.
+// try_wait (unlike test_wait) lets the hardware suspend the thread for a while before it returns.
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  const uint32_t addr = smem_u32(bar);
+  uint32_t done;
+#if GEMMLAB_DEBUG
+  const long long start = clock64();
+#endif
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}"
+        : "=r"(done)
+        : "r"(addr), "r"(parity)
+        : "memory");
+#if GEMMLAB_DEBUG
+    if (!done) debug_check_timeout(start, addr, parity);
+#endif
+  } while (!done);
+}
+
+// The same with cluster-scope acquire: for barriers that other CTAs of the cluster arrive on.
+__device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar, uint32_t parity) {
+  const uint32_t addr = smem_u32(bar);
+  uint32_t done;
+#if GEMMLAB_DEBUG
+  const long long start = clock64();
+#endif
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}"
+        : "=r"(done)
+        : "r"(addr), "r"(parity)
+        : "memory");
+#if GEMMLAB_DEBUG
+    if (!done) debug_check_timeout(start, addr, parity);
+#endif
+  } while (!done);
+}
+
+// ---------------------------------------------------------------------------------------------
+// TMA: bulk tensor copies described by a tensor map (box coordinates: innermost first)
+// ---------------------------------------------------------------------------------------------
+// The maps live in global memory, written before the launch by a host copy: order those writes
+// before the tensor-map proxy reads them (once per thread that issues copies), and warm the cache.
+__device__ __forceinline__ void tensormap_acquire(const TensorMap* map) {
+  asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" ::"l"(map) : "memory");
+  asm volatile("prefetch.tensormap [%0];" ::"l"(map) : "memory");
+}
+
+// Global -> shared, completing `bytes` on `bar` in this CTA.
+__device__ __forceinline__ void tma_load_2d(void* smem_dst, const TensorMap* map, uint64_t* bar, int col,
+                                            int row) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3}], [%4];" ::"r"(smem_u32(smem_dst)),
+      "l"(map), "r"(col), "r"(row), "r"(smem_u32(bar))
+      : "memory");
+}
+
+// Global -> shared of every CTA in `cta_mask` (same offsets), completing on each one's `bar`.
+__device__ __forceinline__ void tma_load_2d_multicast(void* smem_dst, const TensorMap* map, uint64_t* bar,
+                                                      int col, int row, uint16_t cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(smem_u32(smem_dst)),
+      "l"(map), "r"(col), "r"(row), "r"(smem_u32(bar)), "h"(cta_mask)
+      : "memory");
+}
+
+// Shared -> global; the box parts outside the tensor are not written (partial tiles for free).
+__device__ __forceinline__ void tma_store_2d(const TensorMap* map, const void* smem_src, int col, int row) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%0, {%1, %2}], [%3];" ::"l"(map),
+               "r"(col), "r"(row), "r"(smem_u32(smem_src))
+               : "memory");
+}
+
+__device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+
+// Wait until the committed bulk stores have finished reading shared memory (the buffer is free).
+__device__ __forceinline__ void bulk_wait_group_read0() {
+  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+}
+
+// Wait until the committed bulk stores are complete (before the CTA exits).
+__device__ __forceinline__ void bulk_wait_group0() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+
+// Ordinary shared-memory writes (st.shared, stmatrix) -> visible to the async proxy (TMA, wgmma).
+__device__ __forceinline__ void fence_proxy_async_smem() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// ---------------------------------------------------------------------------------------------
+// wgmma: shared-memory matrix descriptors and the async group protocol
+// ---------------------------------------------------------------------------------------------
+// Descriptor of a 128B-swizzled operand tile (PTX ISA "Matrix Descriptor Format"):
+//   bits  0-13 start address >> 4, 16-29 leading byte offset >> 4, 32-45 stride byte offset >> 4,
+//   49-51 base offset (0: every tile starts on a 1024-byte boundary), 62-63 swizzle (1 = 128B).
+// K-major (A here): rows of 64 elements (128 B), 8-row swizzle atoms 1024 B apart -> SBO = 1024,
+//   LBO unused (1). Stepping K by 16 inside the 128-byte row adds 32 B to the start address.
+// MN-major (B here, N contiguous; CUTLASS canonical ((8,n),(8,k)):((1,LBO),(8,SBO)) in 16-byte
+//   units): 64-element column chunks LBO apart, 8-row K groups SBO = 1024 apart. Stepping K by 16
+//   adds 2 * 1024 B.
+__device__ __forceinline__ uint64_t make_desc_sw128(uint32_t smem_addr, uint32_t lbo_bytes, uint32_t sbo_bytes) {
+  uint64_t desc = 0;
+  desc |= static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4);
+  desc |= static_cast<uint64_t>((lbo_bytes & 0x3FFFF) >> 4) << 16;
+  desc |= static_cast<uint64_t>((sbo_bytes & 0x3FFFF) >> 4) << 32;
+  desc |= 1ull << 62;
+  return desc;
+}
+
+// Registers written by ordinary instructions (zeroing) -> safe for the next wgmma to read/write.
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int Pending>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(Pending) : "memory");
+}
+
+// Keeps the compiler from moving accumulator reads/writes across the async wgmma window.
+template <int N>
+__device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Warp specialisation and clusters
+// ---------------------------------------------------------------------------------------------
+template <int Regs>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(Regs));
+}
+template <int Regs>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Regs));
+}
+
+__device__ __forceinline__ uint32_t cluster_cta_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ uint32_t cluster_id_x() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%clusterid.x;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ uint32_t cluster_count_x() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%nclusterid.x;" : "=r"(r));
+  return r;
+}
+// All threads of all CTAs of the cluster (not .aligned: callers may arrive from divergent roles).
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
+}
+
+// Named barrier among `threads` threads (ids 1..15; 0 is __syncthreads).
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+}  // namespace hopper

@@ -1,0 +1,105 @@
+"""Hopper stages on a GPU (`pytest -m gpu`): correct against FP64 at square, odd, tiny and
+partial-tile sizes in bf16 and fp16 through the real runner, and the wgmma stages' machine code
+holds HGMMA (the wgmma datapath), not HMMA.
+
+Shapes are chosen to hit every edge of the kernels: partial tiles in M, N and K at once, K shorter
+than one k-tile, M = 1, a single tile, many tiles per persistent CTA, fewer tiles than clusters, and
+(for mma_sync only; the TMA stages skip them) rows that are not 16-byte aligned.
+
+The wgmma stages run here with GEMMLAB_DEBUG=1: a barrier wait that never completes (a wrong byte
+count, phase or descriptor) traps after ~10 s with a printf naming the block, thread and barrier,
+instead of hanging the GPU. A trap poisons the CUDA context of the process, so run this file in a
+pytest process of its own. Tests run in file order, simplest machinery first, so the first failure
+points at the culprit: SASS, then wgmma_ws without clusters (no multicast), then everything.
+"""
+from __future__ import annotations
+
+import pytest
+
+from conftest import compose_cfg, run_points
+from test_hopper_kernels import HOPPER_VARIANTS, build, opcodes, sass
+
+pytestmark = pytest.mark.gpu
+
+SQUARE = [64, 128, 256, 1024, 2048]
+SHAPES = [
+    [1000, 1000, 1000],  # odd sizes that are multiples of 8
+    [8, 8, 8],  # far smaller than one tile
+    [1, 8, 64],  # M = 1
+    [129, 264, 72],  # one row / 8 columns / 8 k past a tile boundary
+    [512, 4104, 40],  # K shorter than one k-tile
+    [300, 1032, 4104],
+    [4096, 4096, 4096],  # several tiles per persistent CTA (wgmma_ws)
+    [8192, 256, 512],  # one tile column: the grouped raster's narrow case
+    [256, 8192, 256],  # one cluster row, many columns
+    [33, 65, 17],  # not 16-byte aligned: mma_sync's element path; skipped by the TMA stages
+    [1023, 1023, 1023],
+]
+
+
+DEBUG = ["+variant.wgmma_tma.cuda.defines.GEMMLAB_DEBUG=1", "+variant.wgmma_ws.cuda.defines.GEMMLAB_DEBUG=1"]
+
+
+def _run(tmp, variants, square, shapes, extra=()):
+    cfg = compose_cfg([f"variant=[{','.join(variants)}]", "precision=[bf16,fp16]", "measure=quick",
+                       "run.progress=false", "run.fail_on_error=false", "measure.baseline=[]",
+                       *[d for d in DEBUG if any(f".{v}." in d for v in variants)], *extra], tmp)
+    cfg.sizes.square = square
+    cfg.sizes.shapes = shapes
+    _, out = run_points(cfg, tmp / "run")
+    return out
+
+
+def _failures(rows):
+    return [(r["variant"], r["precision"], _shape(r), r["status"], r["rel_error"], r["reason"])
+            for r in rows if r["status"] not in ("ok", "skipped")]
+
+
+def test_wgmma_stages_run_on_hgmma_and_mma_sync_on_hmma(tmp_path):
+    for variant in HOPPER_VARIANTS:
+        ops = opcodes(sass(build(variant, "bf16", tmp_path)[0]))
+        hgmma = [x for x in ops if x.startswith("HGMMA")]
+        hmma = [x for x in ops if x.startswith("HMMA")]
+        if variant == "mma_sync":
+            assert hmma and not hgmma, (variant, set(hgmma))
+        else:
+            assert hgmma and not hmma, (variant, set(hmma))
+            assert all(".BF16" in x for x in hgmma), set(hgmma)
+
+
+def test_wgmma_ws_without_clusters_is_correct(tmp_path):
+    """Diagnostic: the same kernel with CLUSTER_M=1 (no multicast, no cluster barriers)."""
+    rows = _run(tmp_path, ["wgmma_ws"], [128, 1024], [[129, 264, 72], [4096, 4096, 4096]],
+                ["variant.wgmma_ws.cuda.defines.CLUSTER_M=1"])
+    assert rows and not _failures(rows), _failures(rows)
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory):
+    return _run(tmp_path_factory.mktemp("hopper"), HOPPER_VARIANTS, SQUARE, SHAPES)
+
+
+def _shape(r):
+    return int(r["m"]), int(r["n"]), int(r["k"])
+
+
+def test_every_runnable_point_matches_fp64(rows):
+    assert len(rows) == len(HOPPER_VARIANTS) * 2 * (len(SQUARE) + len(SHAPES))
+    assert not _failures(rows), _failures(rows)
+
+
+def test_only_sizes_tma_cannot_stride_are_skipped(rows):
+    for r in rows:
+        m, n, k = _shape(r)
+        unaligned = n % 8 != 0 or k % 8 != 0
+        should_skip = r["variant"] != "mma_sync" and unaligned
+        assert (r["status"] == "skipped") == should_skip, (r["variant"], r["precision"], (m, n, k), r["reason"])
+
+
+def test_kernel_build_facts_reach_the_rows(rows):
+    ran = [r for r in rows if r["status"] == "ok"]
+    assert {r["variant"] for r in ran} == set(HOPPER_VARIANTS)
+    for r in ran:
+        assert r["kernel_name"], r
+        if r.get("spill_bytes") not in (None, ""):
+            assert float(r["spill_bytes"]) == 0, (r["variant"], r["spill_bytes"])

@@ -1,0 +1,236 @@
+"""Hopper stages without a GPU: each builds for sm_90a with no spills, its SASS uses the tensor-core
+path it claims (HMMA for mma_sync, HGMMA for the wgmma stages), the configs expand with the right
+skips, and the tensor-map specs obey TMA's rules.
+
+The helpers here (`build`, `find_cuobjdump`, `sass`) are imported by test_gpu_hopper_kernels.py.
+"""
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from conftest import ROOT, compose_cfg
+
+HOPPER_VARIANTS = ("mma_sync", "wgmma_tma", "wgmma_ws")
+SMEM_PER_BLOCK_MAX = 227 * 1024  # sm_90 opt-in limit per block (cudaDevAttrMaxSharedMemoryPerBlockOptin)
+
+
+@functools.lru_cache(maxsize=None)
+def find_cuobjdump():
+    """cuobjdump from PATH, the nvidia-cuda-cuobjdump wheel, or Triton's bundled copy; else None.
+
+    cuobjdump -sass also needs nvdisasm: it is looked up beside the cuobjdump that is found.
+    """
+    candidates = [shutil.which("cuobjdump")]
+    for site in sys.path:
+        candidates += glob.glob(os.path.join(site, "nvidia", "cu*", "bin", "cuobjdump"))
+        candidates += glob.glob(os.path.join(site, "triton", "backends", "nvidia", "bin", "cuobjdump"))
+    for c in candidates:
+        if c and os.access(c, os.X_OK):
+            return c
+    return None
+
+
+def build(variant: str, precision: str, cache_folder: Path):
+    """Compile one variant exactly as the cuda launcher does (same flags, same cache code).
+
+    Returns (cubin path, nvcc/ptxas output text).
+    """
+    from gemmlab import nvcc
+    from gemmlab.backends.cuda_kernels import build_for
+    from gemmlab.points import expand
+
+    if nvcc.find_nvcc() is None:
+        pytest.skip("nvcc not found")
+    cfg = compose_cfg([f"variant={variant}", f"precision={precision}", "sizes=smoke"])
+    point = expand(cfg)[0]
+    kb = build_for(point, str(ROOT))
+    assert "-gencode=arch=compute_90a,code=sm_90a" in kb.flags, kb.flags
+    try:
+        cubin = nvcc.compile_cubin(kb.source, kb.flags, cache_folder)
+    except nvcc.CompileError as e:
+        log = Path(e.log_path).read_text() if e.log_path else ""
+        pytest.fail(f"{variant}/{precision} does not compile: {e}\n{log}")
+    return cubin.path, Path(cubin.log_path).read_text()
+
+
+def ptxas_numbers(report: str) -> dict:
+    regs = re.search(r"Used (\d+) registers", report)
+    stack = re.search(r"(\d+) bytes stack frame", report)
+    spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", report)
+    assert regs and stack and spills, report
+    return {"registers": int(regs.group(1)), "stack": int(stack.group(1)),
+            "spill": int(spills.group(1)) + int(spills.group(2))}
+
+
+def sass(cubin: Path) -> str:
+    tool = find_cuobjdump()
+    if tool is None:
+        pytest.skip("no cuobjdump here (install nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm, or triton)")
+    env = {**os.environ, "PATH": os.path.dirname(tool) + os.pathsep + os.environ.get("PATH", "")}
+    res = subprocess.run([tool, "-sass", str(cubin)], capture_output=True, text=True, env=env)
+    if res.returncode != 0 and "nvdisasm" in res.stderr:
+        pytest.skip(f"cuobjdump found but not nvdisasm beside it: {res.stderr.strip()}")
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
+def opcodes(sass_text: str) -> list:
+    """The opcode (with its modifiers) of every instruction, predicates stripped."""
+    ops = []
+    for m in re.finditer(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][\w.]*)", sass_text):
+        ops.append(m.group(1))
+    return ops
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory):
+    """Every Hopper variant in bf16 (plus fp16 compiles: same code, other instruction type)."""
+    out = tmp_path_factory.mktemp("hopper_cubins")
+    return {(v, prec): build(v, prec, out) for v in HOPPER_VARIANTS for prec in ("bf16", "fp16")}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", HOPPER_VARIANTS)
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_builds_for_sm90a_without_spills_or_warnings(builds, variant, precision):
+    _, report = builds[(variant, precision)]
+    nums = ptxas_numbers(report)
+    assert nums["spill"] == 0 and nums["stack"] == 0, (variant, precision, nums, report)
+    # C7508: setmaxnreg ignored; C7515-style: wgmma serialized. Any ptxas warning is a slow path.
+    assert "warning" not in report.lower(), report
+    assert nums["registers"] <= 255
+
+
+@pytest.mark.slow
+def test_sass_uses_the_tensor_core_path_each_stage_claims(builds):
+    ops = {v: opcodes(sass(builds[(v, "bf16")][0])) for v in HOPPER_VARIANTS}
+    for v, o in ops.items():
+        assert not [x for x in o if x.startswith(("LDL", "STL"))], f"{v} touches local memory"
+    mma = ops["mma_sync"]
+    assert any(x.startswith("HMMA.16816.F32.BF16") for x in mma), "mma_sync has no HMMA m16n8k16"
+    assert any(x.startswith("LDSM.16.MT88") for x in mma), "mma_sync has no ldmatrix.trans"
+    assert any(x.startswith("LDGSTS") for x in mma), "mma_sync has no cp.async"
+    assert not any(x.startswith("HGMMA") for x in mma)
+    for v in ("wgmma_tma", "wgmma_ws"):
+        assert any(x.startswith("HGMMA.64x256x16.F32.BF16") for x in ops[v]), f"{v} has no HGMMA"
+        assert not any(x.startswith("HMMA") for x in ops[v]), f"{v} falls back to HMMA"
+        assert any(x.startswith("UTMALDG.2D") for x in ops[v]), f"{v} has no TMA loads"
+    ws = ops["wgmma_ws"]
+    assert any(x.startswith("UTMALDG.2D.MULTICAST") for x in ws), "wgmma_ws does not multicast"
+    assert any(x.startswith("UTMASTG.2D") for x in ws), "wgmma_ws has no TMA store epilogue"
+    assert any(x.startswith("STSM") for x in ws), "wgmma_ws has no stmatrix epilogue"
+    assert {"USETMAXREG.DEALLOC.CTAPOOL", "USETMAXREG.TRY_ALLOC.CTAPOOL"} <= set(ws), "setmaxnreg missing"
+    # The transposed-B bit is what makes row-major (N-contiguous) B correct.
+    fp16_tma = opcodes(sass(builds[("wgmma_tma", "fp16")][0]))
+    # fp16 is the default type: the SASS shows no type suffix (bf16 shows .BF16).
+    assert "HGMMA.64x256x16.F32" in fp16_tma and "HGMMA.64x256x16.F32.BF16" not in fp16_tma
+    assert "tnspB" in sass(builds[("wgmma_tma", "bf16")][0])
+
+
+@pytest.mark.parametrize("variant", HOPPER_VARIANTS)
+def test_shared_memory_of_the_default_config_fits_one_block(variant):
+    from gemmlab.expr import evaluate
+    from gemmlab.points import expand
+
+    cfg = compose_cfg([f"variant={variant}", "precision=bf16", "sizes=smoke"])
+    pt = expand(cfg)[0]
+    smem = evaluate(cfg.variant[variant].cuda.smem_bytes, pt.expr_env())
+    assert 48 * 1024 < smem <= SMEM_PER_BLOCK_MAX, smem
+    block = [evaluate(b, pt.expr_env()) for b in cfg.variant[variant].cuda.block]
+    assert block[0] % 128 == 0 and block[0] <= 1024, block
+
+
+def test_tma_stages_skip_sizes_tma_cannot_stride_and_mma_sync_runs_them():
+    from gemmlab.points import expand
+
+    cfg = compose_cfg(["variant=[mma_sync,wgmma_tma,wgmma_ws]", "precision=[bf16,fp16]", "sizes=odd"])
+    cfg.sizes.shapes = [[1000, 1000, 1000], [33, 65, 17], [64, 72, 8]]
+    for p in expand(cfg):
+        aligned = p.k % 8 == 0 and p.n % 8 == 0
+        if p.variant == "mma_sync" or aligned:
+            assert p.skip_reason is None, (p.variant, p.m, p.n, p.k, p.skip_reason)
+        else:
+            assert p.skip_reason and "TMA" in p.skip_reason, (p.variant, p.m, p.n, p.k)
+
+
+class _FakeArray:
+    """What tma.resolve reads from a CuPy array: shape, dtype, strides, data.ptr."""
+
+    def __init__(self, rows, cols, dtype="bfloat16", ptr=1 << 20):
+        import numpy as np
+
+        try:
+            import ml_dtypes  # noqa: F401
+
+            self.dtype = np.dtype(dtype)
+        except (ImportError, TypeError):
+            self.dtype = np.dtype("float16") if dtype == "bfloat16" else np.dtype(dtype)
+        self.shape = (rows, cols)
+        self.strides = (cols * self.dtype.itemsize, self.dtype.itemsize)
+        self.data = SimpleNamespace(ptr=ptr)
+
+
+def _point(variant, m, n, k):
+    from gemmlab.points import expand
+
+    cfg = compose_cfg([f"variant={variant}", "precision=bf16", "sizes=smoke"])
+    cfg.sizes.square = []
+    cfg.sizes.shapes = [[m, n, k]]
+    (p,) = expand(cfg)
+    return p, cfg.variant[variant].cuda.tensor_maps
+
+
+@pytest.mark.parametrize("variant", ["wgmma_tma", "wgmma_ws"])
+def test_tensor_map_specs_resolve_to_what_the_kernel_expects(variant):
+    from gemmlab.gpu import tma
+
+    m, n, k = 1000, 264, 72
+    p, specs = _point(variant, m, n, k)
+    arrays = {"A": _FakeArray(m, k), "B": _FakeArray(k, n), "C": _FakeArray(m, n)}
+    resolved = tma.resolve(p, arrays, specs)
+    assert [s.operand for s in resolved] == (["A", "B"] if variant == "wgmma_tma" else ["A", "B", "C"])
+    a, b = resolved[0], resolved[1]
+    # A: K contiguous, box = BM rows x 64 (one 128-byte swizzle row); B: N contiguous, BK x 64.
+    assert (a.rows, a.cols, a.row_stride_bytes, a.box_rows, a.box_cols) == (m, k, 2 * k, 128, 64)
+    assert (b.rows, b.cols, b.row_stride_bytes, b.box_rows, b.box_cols) == (k, n, 2 * n, 64, 64)
+    for s in resolved:
+        tma.check(s)
+        assert s.swizzle == 128 and s.box_cols * s.elem_bytes == 128
+    # The expect_tx byte count in the kernels is the sum of the loaded boxes per stage.
+    defines = p.variant_cfg.cuda.defines
+    stage_bytes = defines.BM * defines.BK * 2 + defines.BK * defines.BN * 2
+    assert a.box_bytes + (defines.BN // 64) * b.box_bytes == stage_bytes
+
+
+def test_tensor_map_rules_reject_what_tma_cannot_encode():
+    from gemmlab.gpu import tma
+
+    p, specs = _point("wgmma_tma", 64, 72, 40)
+    good = tma.resolve(p, {"A": _FakeArray(64, 40), "B": _FakeArray(40, 72), "C": _FakeArray(64, 72)}, specs)
+    for s in good:
+        tma.check(s)
+    bad_cases = [
+        (dict(row_stride_bytes=2 * 65), "row stride"),  # N = 65: rows not 16-byte aligned
+        (dict(box_cols=128), "at most 128"),  # 256 B inner box with 128B swizzle
+        (dict(box_rows=300), "must be in"),  # box dimension above 256
+        (dict(swizzle=96), "swizzle must be"),
+        (dict(address=(1 << 20) + 8), "16-byte aligned"),
+        (dict(dtype="complex64"), "no TMA data type"),
+    ]
+    from dataclasses import replace
+
+    for change, words in bad_cases:
+        with pytest.raises(tma.TensorMapError, match=words):
+            tma.check(replace(good[0], **change))
+    with pytest.raises(tma.TensorMapError, match="operand"):
+        tma.resolve(p, {}, [{"operand": "D", "box": [64, 64], "swizzle": 128}])
