@@ -1,10 +1,319 @@
-"""Placeholder: implemented in its own issue."""
-from .base import Backend
+"""The ``cuda`` backend: the hand-written kernels under ``kernels/cuda``, one launcher for all.
+
+Every kernel has the same ABI (see ``kernels/cuda/common/gemm_common.cuh``)::
+
+    extern "C" __global__ void <entry>(const TIN* A, const TIN* B, TOUT* C, int M, int N, int K)
+
+and its variant YAML (``cuda:`` block, schema ``CudaKernelConf``) says how to build and launch
+it: the source, the defines (passed as ``-D`` flags, with ``-DTIN``/``-DTOUT`` from the point's
+storage types unless the YAML sets them), the arch, and ``block``/``grid``/``smem_bytes`` as
+expressions over m, n, k and the defines. ``prepare`` compiles every distinct build of the run
+with nvcc before anything is timed (cached on disk, see :mod:`gemmlab.nvcc`); a build that fails
+fails only its own points, with the path of nvcc's log in the reason. ``make_launch`` loads the
+cubin with CuPy and returns an ``fn`` that only enqueues the kernel on the current stream.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
+
+from ..cache import cache_dir
+from ..config import ROOT
+from ..expr import evaluate
+from .. import nvcc
+from .base import Backend, Launch
+
+log = logging.getLogger("gemmlab")
+
+# Storage type name -> the C type the kernels see as TIN / TOUT.
+C_TYPES = {
+    "float64": "double",
+    "float32": "float",
+    "float16": "__half",
+    "bfloat16": "__nv_bfloat16",
+    "float8_e4m3fn": "__nv_fp8_e4m3",
+    "float8_e5m2": "__nv_fp8_e5m2",
+}
+DEFAULT_DYNAMIC_SMEM_LIMIT = 48 * 1024  # above this a kernel must opt in (cudaFuncSetAttribute)
+MAX_BLOCK_THREADS = 1024
 
 
-class _B(Backend):
-    name = "cuda_kernels"
+@dataclass(frozen=True)
+class KernelBuild:
+    """Everything that decides the cubin of one point: two points with equal builds share it."""
+
+    source: Path
+    entry: str
+    arch: str
+    defines: Tuple[Tuple[str, Any], ...]  # YAML defines first, then TIN/TOUT unless the YAML set them
+    extra_flags: Tuple[str, ...]
+    yaml_defines: Tuple[Tuple[str, Any], ...]
+
+    @property
+    def flags(self) -> List[str]:
+        return nvcc.build_flags(self.arch, self.defines, self.extra_flags)
+
+    @property
+    def kernel_name(self) -> str:
+        """'smem_tiled<TILE=32>': the entry and the YAML's defines, so sweep rows are readable."""
+        defs = nvcc.describe_defines(dict(self.yaml_defines))
+        return f"{self.entry}<{defs}>" if defs else self.entry
+
+
+@dataclass(frozen=True)
+class LaunchShape:
+    grid: Tuple[int, int, int]
+    block: Tuple[int, int, int]
+    smem_bytes: int  # dynamic shared memory per block
+
+    @property
+    def threads(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+
+def resolve_source(source: str, root: Optional[str] = None) -> Path:
+    """A YAML source path: absolute, or relative to the project root (cfg.paths.root, else the
+    package's checkout, so run.py works from any working directory)."""
+    p = Path(source)
+    if p.is_absolute():
+        return p
+    if root:
+        candidate = Path(root) / p
+        if candidate.exists():
+            return candidate.resolve()
+    return (ROOT / p).resolve()
+
+
+def build_for(point, root: Optional[str] = None) -> KernelBuild:
+    cuda = point.variant_cfg.cuda
+    if cuda is None:
+        raise ValueError(f"variant {point.variant} has backend cuda but no `cuda:` block")
+    yaml_defines = tuple((str(k), v) for k, v in cuda.defines.items())
+    defines = list(yaml_defines)
+    names = {k for k, _ in yaml_defines}
+    for name, dtype in (("TIN", point.in_dtype), ("TOUT", point.out_dtype)):
+        if name not in names:
+            if dtype not in C_TYPES:
+                raise ValueError(f"no C type for storage type {dtype!r} (known: {sorted(C_TYPES)})")
+            defines.append((name, C_TYPES[dtype]))
+    return KernelBuild(source=resolve_source(cuda.source, root), entry=str(cuda.entry), arch=str(cuda.arch),
+                       defines=tuple(defines), extra_flags=tuple(str(f) for f in cuda.extra_flags),
+                       yaml_defines=yaml_defines)
+
+
+def launch_shape(point, sm_count: Optional[int] = None) -> LaunchShape:
+    """The YAML's block / grid / smem_bytes rules evaluated for this point; ``sm_count`` (the
+    device's multiprocessors, read from the device when not given) sizes persistent grids."""
+    cuda = point.variant_cfg.cuda
+    env = point.expr_env()
+    env["sm_count"] = sm_count if sm_count is not None else _device_sm_count()
+
+    def dims(rule, what) -> Tuple[int, int, int]:
+        vals = [int(evaluate(e, env)) for e in rule]
+        if not 1 <= len(vals) <= 3:
+            raise ValueError(f"{point.variant}: cuda.{what} must have 1 to 3 entries, got {list(rule)}")
+        vals += [1] * (3 - len(vals))
+        if min(vals) < 1:
+            raise ValueError(f"{point.variant}: cuda.{what} {list(rule)} gives {vals} for "
+                             f"m={point.m}, n={point.n}, k={point.k}; every entry must be >= 1")
+        return tuple(vals)
+
+    return LaunchShape(grid=dims(cuda.grid, "grid"), block=dims(cuda.block, "block"),
+                       smem_bytes=int(evaluate(cuda.smem_bytes, env)))
+
+
+def _device_sm_count() -> int:
+    from ..gpu.device import info
+
+    return info()["sm_count"]
+
+
+class CudaKernels(Backend):
+    name = "cuda"
     kind = "gpu"
 
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self._builds: Dict[KernelBuild, Union[nvcc.Cubin, nvcc.CompileError]] = {}
+        self._modules: Dict[Path, Any] = {}  # cubin path -> cupy.RawModule
+        self._reported_compile: set = set()  # builds whose compile time went into a row already
+        self._device_limits: Optional[Dict[str, int]] = None
 
-BACKEND = _B
+    # -- availability --------------------------------------------------------------------------
+    def unavailable(self) -> Optional[str]:
+        path = nvcc.find_nvcc()
+        if path is None:
+            return ("nvcc not found (searched PATH, $CUDA_HOME/bin, $CUDA_PATH/bin, /usr/local/cuda/bin); "
+                    "the cuda backend compiles kernels/cuda/*.cu with it")
+        try:
+            nvcc.nvcc_version(path)
+        except nvcc.NvccError as e:
+            return str(e)
+        return None
+
+    def skip_reason(self, point) -> Optional[str]:
+        try:
+            shape = launch_shape(point)
+        except Exception:  # a broken rule is a failure of this point, reported by make_launch
+            return None
+        if shape.threads > MAX_BLOCK_THREADS:
+            return f"block {list(shape.block)} has {shape.threads} threads, more than {MAX_BLOCK_THREADS}"
+        limits = self._limits()
+        if limits and shape.smem_bytes > limits["smem_optin"]:
+            return (f"needs {shape.smem_bytes} bytes of dynamic shared memory per block; "
+                    f"this device allows {limits['smem_optin']}")
+        if limits and (shape.grid[1] > limits["grid_y"] or shape.grid[2] > limits["grid_z"]):
+            return f"grid {list(shape.grid)} exceeds the device's limits"
+        return None
+
+    def _limits(self) -> Optional[Dict[str, int]]:
+        if self._device_limits is None:
+            try:
+                import cupy
+
+                attrs = cupy.cuda.Device().attributes
+                self._device_limits = {"smem_optin": int(attrs["MaxSharedMemoryPerBlockOptin"]),
+                                       "grid_y": int(attrs["MaxGridDimY"]), "grid_z": int(attrs["MaxGridDimZ"])}
+            except Exception:  # no CuPy or no device: the executor reports that, not us
+                self._device_limits = {}
+        return self._device_limits or None
+
+    # -- compile -------------------------------------------------------------------------------
+    def _root(self) -> Optional[str]:
+        try:
+            return str(self.cfg.paths.root)
+        except Exception:
+            return None
+
+    def _cache_folder(self) -> Path:
+        return cache_dir(self.cfg.paths.cache, "cuda")
+
+    def prepare(self, points: Iterable) -> None:
+        """Compile every distinct build of the run (in parallel where there are cores)."""
+        todo: Dict[KernelBuild, None] = {}
+        for p in points:
+            try:
+                b = build_for(p, self._root())
+            except Exception as e:  # reported again by make_launch for this point
+                log.warning("%s: %s", p.variant, e)
+                continue
+            if b not in self._builds:
+                todo[b] = None
+        if not todo:
+            return
+        workers = max(1, min(len(todo), (os.cpu_count() or 2) // 2))
+        log.info("cuda: compiling %d kernel build(s) with nvcc (%d at a time)", len(todo), workers)
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for build, result in zip(todo, pool.map(self._compile, todo)):
+                self._builds[build] = result
+
+    def _compile(self, build: KernelBuild) -> Union[nvcc.Cubin, nvcc.CompileError]:
+        try:
+            cubin = nvcc.compile_cubin(build.source, build.flags, self._cache_folder())
+            if cubin.compile_s:
+                log.info("cuda: compiled %s in %.1f s", build.kernel_name, cubin.compile_s)
+            return cubin
+        except nvcc.CompileError as e:
+            log.error("cuda: %s", e)
+            return e
+        except nvcc.NvccError as e:
+            return nvcc.CompileError(str(e))
+
+    def cubin_for(self, build: KernelBuild) -> nvcc.Cubin:
+        """The compiled build; raises its CompileError (the reason names nvcc's log)."""
+        if build not in self._builds:
+            self._builds[build] = self._compile(build)
+        result = self._builds[build]
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    # -- launch --------------------------------------------------------------------------------
+    def make_launch(self, point, a, b, c) -> Launch:
+        build = build_for(point, self._root())
+        cubin = self.cubin_for(build)  # raises for a build that did not compile
+        report = cubin.report(build.entry)
+        shape = launch_shape(point)
+        _check_operands(point, a, b, c)
+
+        import numpy as np
+
+        kernel = self._kernel(cubin.path, build.entry)
+        needed = self._declared_smem(cubin.path)
+        if needed is not None and shape.smem_bytes < needed:
+            raise ValueError(f"{point.variant}: cuda.smem_bytes gives {shape.smem_bytes} bytes but "
+                             f"{build.source.name} needs {needed} with these defines; fix the YAML rule")
+        if shape.smem_bytes + report.smem_bytes > DEFAULT_DYNAMIC_SMEM_LIMIT:
+            kernel.max_dynamic_shared_size_bytes = shape.smem_bytes
+
+        args = (a, b, c, np.int32(point.m), np.int32(point.n), np.int32(point.k))
+        specs = list(point.variant_cfg.cuda.tensor_maps)
+        if specs:
+            from ..gpu.tma import tensor_map_args  # Hopper kernels only; CPU machines never import it
+
+            args = args + tuple(tensor_map_args(point, a, b, c, specs))
+
+        fn_kernel = kernel.kernel  # the cupy.cuda.Function behind the RawKernel, for this device
+        grid, block, smem = shape.grid, shape.block, shape.smem_bytes
+
+        def fn() -> None:  # enqueue on the current stream, nothing else
+            fn_kernel(grid, block, args, shared_mem=smem)
+
+        first = build not in self._reported_compile
+        self._reported_compile.add(build)
+        info = {
+            "kernel_name": build.kernel_name,
+            "registers": report.registers,
+            "smem_bytes": report.smem_bytes + shape.smem_bytes,
+            "spill_bytes": report.spill_bytes,
+            "compile_s": cubin.compile_s if first else 0.0,
+            "library_version": f"nvcc {nvcc.nvcc_version(nvcc.find_nvcc())}",
+            "extra": {"grid": list(grid), "block": list(block), "dynamic_smem_bytes": smem,
+                      "static_smem_bytes": report.smem_bytes, "stack_frame_bytes": report.stack_frame_bytes,
+                      "arch": build.arch, "cubin": cubin.path.name,
+                      **({"padding": point.variant_cfg.cuda.padding}
+                         if point.variant_cfg.cuda.padding else {})},
+        }
+        return Launch(fn=fn, info=info)
+
+    def _kernel(self, cubin: Path, entry: str):
+        import cupy
+
+        module = self._modules.get(cubin)
+        if module is None:
+            module = self._modules[cubin] = cupy.RawModule(path=str(cubin))
+        return module.get_function(entry)
+
+    def _declared_smem(self, cubin: Path) -> Optional[int]:
+        """The dynamic shared memory the kernel says it needs (GEMMLAB_DECLARE_DYNAMIC_SMEM), if any."""
+        import cupy
+
+        try:
+            ptr = self._modules[cubin].get_global("gemmlab_dynamic_smem_bytes")
+        except Exception:  # the kernel declares nothing (cuModuleGetGlobal: not found)
+            return None
+        return int(cupy.ndarray((1,), dtype=cupy.int32, memptr=ptr).get()[0])
+
+
+def _check_operands(point, a, b, c) -> None:
+    for name, arr, shape in (("A", a, (point.m, point.k)), ("B", b, (point.k, point.n)), ("C", c, (point.m, point.n))):
+        if tuple(arr.shape) != shape:
+            raise ValueError(f"{name} has shape {tuple(arr.shape)}, expected {shape}")
+        if not arr.flags.c_contiguous:
+            raise ValueError(f"{name} must be C-contiguous (row-major, densely packed)")
+    for name, arr, dtype in (("A", a, point.in_dtype), ("B", b, point.in_dtype), ("C", c, point.out_dtype)):
+        if arr.dtype.itemsize != _itemsize(dtype):
+            raise ValueError(f"{name} holds {arr.dtype} but the point's storage type is {dtype}")
+
+
+def _itemsize(dtype: str) -> int:
+    from ..dtypes import itemsize
+
+    return itemsize(dtype)
+
+
+BACKEND = CudaKernels

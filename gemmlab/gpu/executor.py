@@ -98,10 +98,9 @@ class GpuExecutor:
         sets = self.make_sets(p, backend, seed, n_sets)
         launches = [backend.make_launch(p, s[0], s[1], s[4]) for s in sets]
         row: Dict[str, Any] = {**launches[0].info, "cache": getattr(m.cache, "value", m.cache)}
+        row["extra"] = dict(launches[0].info.get("extra") or {})  # the backend's own details
         if n_sets > 1:
-            row["extra"] = {"rotate_sets": n_sets}
-        else:
-            row["extra"] = {}
+            row["extra"]["rotate_sets"] = n_sets
 
         if m.check:
             a, b, a_ref, b_ref, c = sets[0]
@@ -115,7 +114,7 @@ class GpuExecutor:
             res = check.worst(results)
             row.update(rel_error=res.rel_error, max_abs_error=res.max_abs_error)
             if len(results) > 1:
-                row["extra"] = {**row.get("extra", {}), **check.spread(results)}
+                row["extra"].update(check.spread(results))
             if not res.passed:
                 return {**row, "status": "failed", "reason": res.failure()}
 

@@ -1,0 +1,403 @@
+"""The hand-written CUDA kernels and the ``cuda`` backend, without a GPU.
+
+- every variant with ``backend: cuda`` (discovered from conf/variant) compiles for its arch with
+  the local nvcc, with zero spills where its YAML says ``no_spill: true``;
+- every kernels/cuda/*.cu starts with the header comment the project asks for;
+- the kernels that need no inline PTX run on the CPU through a host emulation
+  (kernels/cuda/common/host_emulation): the YAML's block/grid/smem rules launch them at odd
+  and rectangular shapes, and the output must match an FP64 product everywhere (an uncovered
+  element stays NaN; an out-of-bounds access trips AddressSanitizer);
+- nvcc's cache, ptxas parsing, compile failures with the log's path, kernel names.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from conftest import ROOT, compose_cfg
+from gemmlab import nvcc
+from gemmlab.backends.cuda_kernels import CudaKernels, KernelBuild, build_for, launch_shape
+from gemmlab.config import variant_files
+from gemmlab.points import expand
+
+# multiprocessors of the device the CPU-side launch rules are evaluated for (an H200)
+TEST_SM_COUNT = 132
+
+KERNELS = ROOT / "kernels" / "cuda"
+EMULATION = KERNELS / "common" / "host_emulation"
+ALL_PRECISIONS = "[fp64,fp32,tf32,fp16,bf16,fp8]"
+NEEDS_NVCC = pytest.mark.skipif(nvcc.find_nvcc() is None, reason="nvcc not found on this machine")
+NEEDS_GXX = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not found (host emulation)")
+
+
+# ---- discovery ---------------------------------------------------------------------------------
+def cuda_variant_names():
+    return [name for name, path in variant_files().items()
+            if str(OmegaConf.load(path).get("backend")) == "cuda"]
+
+
+@functools.lru_cache(maxsize=None)
+def all_cuda_cfg():
+    names = ",".join(cuda_variant_names())
+    return compose_cfg([f"variant=[{names}]", f"precision={ALL_PRECISIONS}", "sizes=smoke"])
+
+
+@functools.lru_cache(maxsize=None)
+def points_at(m, n, k, overrides=()):
+    cfg = compose_cfg([f"variant=[{','.join(cuda_variant_names())}]", f"precision={ALL_PRECISIONS}",
+                       "sizes.square=[]", f"sizes.shapes=[[{m},{n},{k}]]", *overrides])
+    return expand(cfg)
+
+
+@functools.lru_cache(maxsize=None)
+def distinct_builds():
+    """(variant, precision, KernelBuild) for every supported precision of every cuda variant."""
+    seen, out = set(), []
+    for p in expand(all_cuda_cfg()):
+        if p.precision not in p.variant_cfg.precisions:
+            continue
+        b = build_for(p)
+        if b not in seen:
+            seen.add(b)
+            out.append((p.variant, p.precision, b, p.variant_cfg))
+    return out
+
+
+def test_discovery_finds_the_ladder():
+    names = cuda_variant_names()
+    assert len(names) >= 10, names  # 7 stages and 3 pitfall variants at least
+    cfg = all_cuda_cfg()
+    for name in names:
+        v = cfg.variant[name]
+        assert v.cuda is not None and (ROOT / v.cuda.source).is_file(), f"{name}: no source {v.cuda.source}"
+        assert v.precisions, f"{name} lists no precision"
+
+
+# ---- every variant compiles ---------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def cubin_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("cuda-cache")
+
+
+@NEEDS_NVCC
+@pytest.mark.parametrize("variant,precision,build,vcfg", distinct_builds(),
+                         ids=[f"{v}-{p}" for v, p, _b, _c in distinct_builds()])
+def test_every_cuda_variant_compiles_for_its_arch(variant, precision, build, vcfg, cubin_cache):
+    cubin = nvcc.compile_cubin(build.source, build.flags, cubin_cache)
+    assert cubin.path.is_file() and cubin.path.stat().st_size > 0
+    report = cubin.report(build.entry)  # the entry exists and ptxas reported it
+    assert report.registers > 0
+    if vcfg.cuda.no_spill:
+        assert report.spill_bytes == 0, (
+            f"{build.kernel_name} ({precision}) spills: {report.spill_store_bytes} B stored, "
+            f"{report.spill_load_bytes} B loaded; see {cubin.log_path}")
+
+
+# ---- headers ----------------------------------------------------------------------------------
+def header_comment(path: Path) -> str:
+    lines = []
+    for line in path.read_text().splitlines():
+        if line.startswith("//"):
+            lines.append(line[2:].strip())
+        elif line.strip() == "" and not lines:
+            continue
+        else:
+            break
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("source", sorted(KERNELS.glob("*.cu")), ids=lambda p: p.name)
+def test_every_kernel_starts_with_its_header_comment(source):
+    text = header_comment(source).lower()
+    assert len(text.splitlines()) >= 5, f"{source.name}: begin with a // header comment"
+    for what in ("change", "constraint", "intensity", "python run.py"):
+        assert what in text, (f"{source.name}: the header comment should say what it changes, its "
+                              f"constraints, its modeled intensity and how to run it; no {what!r}")
+
+
+def test_every_cuda_variant_states_its_modeled_intensity():
+    for p in expand(all_cuda_cfg()):
+        if p.precision in p.variant_cfg.precisions and p.variant_cfg.intensity_model is not None:
+            assert p.intensity_model > 0
+    cfg = all_cuda_cfg()
+    missing = [n for n in cuda_variant_names() if cfg.variant[n].intensity_model is None]
+    assert not missing, f"variants without intensity_model: {missing}"
+
+
+def test_modeled_intensities_are_the_chapters():
+    """Naive 0.25 FLOP/B, shared tile T/4, 128 x 128 block tile 32 (FP32); WMMA 16/2 = 8."""
+    def model(variant, precision, *overrides):
+        cfg = compose_cfg([f"variant={variant}", f"precision={precision}", "sizes=smoke", *overrides])
+        return expand(cfg)[0].intensity_model
+
+    assert model("naive", "fp32") == pytest.approx(0.25)
+    assert model("smem_tiled", "fp32") == pytest.approx(8.0)
+    assert model("smem_tiled", "fp32", "variant.smem_tiled.cuda.defines.TILE=16") == pytest.approx(4.0)
+    for v in ("register_blocked", "double_buffered", "warp_tiled"):
+        assert model(v, "fp32") == pytest.approx(32.0)
+    assert model("wmma", "fp16") == pytest.approx(8.0)
+    assert model("wmma_tiled", "fp16") == pytest.approx(64.0)
+
+
+def test_pitfalls_stay_out_of_the_default_sweep():
+    default = compose_cfg(["sizes=smoke"]).variant
+    for name in ("smem_tiled_colread", "smem_tiled_colread_padded", "smem_tiled_nosync"):
+        assert name not in default
+    for name in ("naive", "smem_tiled", "register_blocked", "double_buffered", "wmma", "wmma_tiled", "warp_tiled"):
+        assert name in default
+
+
+# ---- launch rules, run on the CPU ---------------------------------------------------------------
+# Odd and rectangular shapes: partial tiles on every edge, the scalar and the vector load paths
+# (N % 8 == 0 and K % 8 == 0 at 130 x 200 x 40), multiples of 16 and 32 for the variants that
+# require them (the chapter's wmma and sgemm32), M = 1 and N = 1.
+EMULATED_SHAPES = [(33, 65, 17), (130, 200, 40), (64, 96, 32), (1, 70, 37), (150, 1, 20)]
+_EMU_C = {"float": "float32", "__half": "float16", "__nv_bfloat16": "bfloat16"}
+
+
+def emulatable(build: KernelBuild, vcfg) -> bool:
+    """Kernels without inline PTX, TMA or arch-specific features run in the host emulation."""
+    text = build.source.read_text()
+    return (not vcfg.cuda.tensor_maps and not build.arch.endswith("a")
+            and re.search(r"\basm\b", text) is None and dict(build.defines).get("TIN") in _EMU_C)
+
+
+def wrong_on_purpose(build: KernelBuild) -> bool:
+    return "wrong on purpose" in header_comment(build.source).lower()
+
+
+EMULATED = [(v, p, b) for v, p, b, c in distinct_builds() if emulatable(b, c)]
+
+
+@functools.lru_cache(maxsize=None)
+def emulator(build: KernelBuild, folder: str) -> Path:
+    exe = Path(folder) / f"{build.source.stem}-{abs(hash(build.defines)):x}"
+    cmd = ["g++", "-std=c++20", "-O1", "-g", "-pthread", "-fsanitize=address", "-fno-omit-frame-pointer",
+           "-w", "-DGEMMLAB_HOST_EMULATION", "-include", "cuda_shim.h", f"-I{EMULATION}", f"-I{KERNELS}",
+           *nvcc.define_flags(build.defines), f'-DKERNEL_SOURCE="{build.source}"', f"-DKERNEL_ENTRY={build.entry}",
+           str(EMULATION / "driver.cpp"), "-o", str(exe)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, f"host build of {build.kernel_name} failed:\n{r.stderr[-3000:]}"
+    return exe
+
+
+def emulate(build: KernelBuild, point, folder: Path, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    shape = launch_shape(point, sm_count=TEST_SM_COUNT)
+    a.tofile(folder / "a.bin")
+    b.tofile(folder / "b.bin")
+    exe = emulator(build, str(folder.parent))
+    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0"}
+    r = subprocess.run([str(exe), str(point.m), str(point.n), str(point.k), *map(str, shape.grid),
+                        *map(str, shape.block), str(shape.smem_bytes), str(folder / "a.bin"),
+                        str(folder / "b.bin"), str(folder / "c.bin")],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, (f"{build.kernel_name} at {point.m}x{point.n}x{point.k} with grid {shape.grid}, "
+                               f"block {shape.block}, smem {shape.smem_bytes}: exit {r.returncode}\n{r.stderr[-4000:]}")
+    return np.fromfile(folder / "c.bin", dtype=np.dtype(point.out_dtype)).reshape(point.m, point.n)
+
+
+def _inputs(point, rng):
+    from gemmlab.dtypes import numpy_dtype
+
+    if point.in_dtype == "bfloat16":
+        pytest.importorskip("ml_dtypes", reason="bfloat16 inputs need ml_dtypes")
+
+    dt = numpy_dtype(point.in_dtype)
+    a = rng.standard_normal((point.m, point.k), dtype=np.float32).astype(dt)
+    b = rng.standard_normal((point.k, point.n), dtype=np.float32).astype(dt)
+    return a, b
+
+
+@NEEDS_GXX
+@pytest.mark.slow
+@pytest.mark.parametrize("variant,precision,build", EMULATED, ids=[f"{v}-{p}" for v, p, _b in EMULATED])
+def test_launch_rules_cover_c_and_kernels_compute_a_b_on_the_cpu(variant, precision, build, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("emu")
+    rng = np.random.default_rng(0)
+    ran = 0
+    for m, n, k in EMULATED_SHAPES:
+        pts = [p for p in points_at(m, n, k) if p.variant == variant and p.precision == precision]
+        assert len(pts) == 1
+        p = pts[0]
+        if p.skip_reason:  # the variant's `requires` (e.g. wmma's multiples of 16) rule it out
+            assert "requires" in p.skip_reason
+            continue
+        a, b = _inputs(p, rng)
+        c = emulate(build, p, folder, a, b).astype(np.float64)
+        assert not np.isnan(c).any(), f"{np.isnan(c).sum()} elements of C never written at {m}x{n}x{k}"
+        if wrong_on_purpose(build):
+            continue
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        rel = np.linalg.norm(c - ref) / np.linalg.norm(ref)
+        assert rel < 1e-5, f"{build.kernel_name} at {m}x{n}x{k}: rel_error {rel:.2e}"
+        ran += 1
+    if not ran and not wrong_on_purpose(build):
+        pytest.skip(f"{variant}: its `requires` rule out every shape of EMULATED_SHAPES; add one it takes")
+
+
+@NEEDS_GXX
+@pytest.mark.slow
+def test_emulation_catches_a_launch_rule_that_leaves_c_uncovered(tmp_path_factory):
+    """The CPU check above can fail: a grid one block short leaves NaN in C."""
+    folder = tmp_path_factory.mktemp("emu-neg")
+    over = ('variant.smem_tiled.cuda.grid=["cdiv(n, TILE) - 1","cdiv(m, TILE)",1]',)
+    p = next(p for p in points_at(70, 70, 20, over) if p.variant == "smem_tiled" and p.precision == "fp32")
+    a, b = _inputs(p, np.random.default_rng(1))
+    c = emulate(build_for(p), p, folder, a, b)
+    assert np.isnan(c).any()
+
+
+@NEEDS_GXX
+@pytest.mark.slow
+def test_emulation_refuses_less_shared_memory_than_the_kernel_declares(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("emu-smem")
+    over = ("variant.warp_tiled.cuda.smem_bytes=1024",)
+    p = next(p for p in points_at(40, 40, 16, over) if p.variant == "warp_tiled" and p.precision == "fp32")
+    a, b = _inputs(p, np.random.default_rng(2))
+    with pytest.raises(AssertionError, match="exit 3"):
+        emulate(build_for(p), p, folder, a, b)
+
+
+# ---- the backend without a device ----------------------------------------------------------------
+def point_of(variant, precision, m=33, n=65, k=17, overrides=(), tmp_path=None):
+    cfg = compose_cfg([f"variant={variant}", f"precision={precision}", "sizes.square=[]",
+                       f"sizes.shapes=[[{m},{n},{k}]]", *overrides], tmp_path)
+    return cfg, expand(cfg)[0]
+
+
+def test_kernel_name_carries_the_defines():
+    _, p = point_of("smem_tiled", "fp32", overrides=["variant.smem_tiled.cuda.defines.TILE=16"])
+    assert build_for(p).kernel_name == "smem_tiled<TILE=16>"
+    assert ("TIN", "float") in build_for(p).defines and ("TOUT", "float") in build_for(p).defines
+    _, p = point_of("wmma_tiled", "bf16")
+    assert ("TIN", "__nv_bfloat16") in build_for(p).defines and ("TOUT", "float") in build_for(p).defines
+
+
+def test_launch_shape_follows_the_yaml():
+    _, p = point_of("smem_tiled", "fp32", 1000, 1023, 4097, ["variant.smem_tiled.cuda.defines.TILE=8"])
+    s = launch_shape(p, sm_count=TEST_SM_COUNT)
+    assert s.block == (8, 8, 1) and s.grid == (128, 125, 1) and s.smem_bytes == 0
+    _, p = point_of("warp_tiled", "fp32", 4096, 1, 4096)
+    s = launch_shape(p, sm_count=TEST_SM_COUNT)
+    assert s.grid == (1, 32, 1) and s.smem_bytes > 48 * 1024  # opts in to more than 48 KiB
+
+
+def test_arch_flags():
+    assert nvcc.arch_flags("sm_90") == ["-arch=sm_90"]
+    assert nvcc.arch_flags("sm_90a") == ["-gencode=arch=compute_90a,code=sm_90a"]
+    with pytest.raises(ValueError):
+        nvcc.arch_flags("90")
+
+
+def test_unavailable_names_nvcc_when_it_is_missing(monkeypatch):
+    cfg, _ = point_of("naive", "fp32")
+    monkeypatch.setattr(nvcc, "find_nvcc", lambda: None)
+    reason = CudaKernels(cfg).unavailable()
+    assert reason and "nvcc" in reason
+
+
+PTXAS_SAMPLE = """\
+ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'good' for 'sm_90'
+ptxas info    : Function properties for good
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 128 registers, used 1 barriers, 16640 bytes smem
+ptxas info    : Compile time = 36.505 ms
+ptxas info    : Compiling entry function 'spilly' for 'sm_90'
+ptxas info    : Function properties for spilly
+    40 bytes stack frame, 36 bytes spill stores, 32 bytes spill loads
+ptxas info    : Used 255 registers, used 0 barriers, 40 bytes cumulative stack size
+"""
+
+
+def test_parse_ptxas():
+    r = nvcc.parse_ptxas(PTXAS_SAMPLE)
+    assert r["good"] == nvcc.PtxasReport(registers=128, smem_bytes=16640, barriers=1)
+    assert r["spilly"].registers == 255 and r["spilly"].smem_bytes == 0
+    assert r["spilly"].spill_bytes == 68 and r["spilly"].stack_frame_bytes == 40
+
+
+GOOD_KERNEL = """// a test kernel
+#include "hdr.cuh"
+extern "C" __global__ void k(const float* A, const float* B, float* C, int M, int N, int K) {
+    C[threadIdx.x] = A[threadIdx.x] * SCALE + B[threadIdx.x];
+}
+"""
+
+
+@NEEDS_NVCC
+def test_compile_cache_hits_and_keys_on_source_headers_and_flags(tmp_path):
+    (tmp_path / "hdr.cuh").write_text("#define SCALE 2.0f\n")
+    src = tmp_path / "k.cu"
+    src.write_text(GOOD_KERNEL)
+    cache = tmp_path / "cache"
+    flags = nvcc.build_flags("sm_90")
+    first = nvcc.compile_cubin(src, flags, cache)
+    assert first.compile_s > 0 and first.reports["k"].registers > 0
+    assert (cache / f"k-{first.key}.ptxas.json").is_file() and first.log_path.is_file()
+    again = nvcc.compile_cubin(src, flags, cache)
+    assert again.compile_s == 0.0 and again.path == first.path and again.reports == first.reports
+    assert nvcc.compile_cubin(src, nvcc.build_flags("sm_90", [("X", 1)]), cache).key != first.key
+    (tmp_path / "hdr.cuh").write_text("#define SCALE 3.0f\n")  # an included header changed
+    assert nvcc.compile_cubin(src, flags, cache).key != first.key
+
+
+@NEEDS_NVCC
+def test_a_broken_kernel_fails_only_its_points_with_the_log_path(tmp_path):
+    bad = tmp_path / "broken.cu"
+    bad.write_text('// broken on purpose\nextern "C" __global__ void broken(const float* A) { this is not C++; }\n')
+    with pytest.raises(nvcc.CompileError) as err:
+        nvcc.compile_cubin(bad, nvcc.build_flags("sm_90"), tmp_path / "cache")
+    assert err.value.log_path and err.value.log_path.is_file()
+    assert str(err.value.log_path) in str(err.value) and "error" in err.value.log_path.read_text()
+
+    # through the backend: prepare() records the failure, make_launch() raises it for that point only
+    over = [f"variant.naive.cuda.source={bad}", "variant.naive.cuda.entry=broken", f"paths.cache={tmp_path / 'c'}"]
+    cfg, broken = point_of("naive", "fp32", overrides=over, tmp_path=tmp_path)
+    cfg2, good = point_of("smem_tiled", "fp32", overrides=[f"paths.cache={tmp_path / 'c'}"], tmp_path=tmp_path)
+    backend = CudaKernels(cfg)
+    backend.prepare([broken, good])  # does not raise
+    with pytest.raises(nvcc.CompileError, match=re.escape(str(tmp_path / "c"))) as err:
+        backend.make_launch(broken, None, None, None)
+    assert ".log" in str(err.value)
+    assert backend.cubin_for(build_for(good)).path.is_file()
+
+
+# ---- the warp_tiled tuning sweep (conf/variant/warp_tiled.yaml's header) ---------------------------
+WARP_TILED_SWEEP = ["{STAGES:2}", "{STAGES:4}", "{BK:8,STAGES:4}", "{BK:32,STAGES:3}", "{WM:32,WN:64}",
+                    "{THREADS:128,WN:64,WNITER:4}", "{BN:256,WN:64,WNITER:4,MIN_BLOCKS:1}"]
+
+
+@NEEDS_NVCC
+@NEEDS_GXX
+@pytest.mark.slow
+@pytest.mark.parametrize("defines", WARP_TILED_SWEEP)
+def test_warp_tiled_sweep_configurations_build_without_spills_and_compute_a_b(defines, cubin_cache,
+                                                                              tmp_path_factory):
+    over = (f"variant.warp_tiled.cuda.defines={defines}",)
+    folder = tmp_path_factory.mktemp("emu-sweep")
+    rng = np.random.default_rng(3)
+    for m, n, k in [(130, 300, 40), (257, 129, 33)]:
+        p = next(p for p in points_at(m, n, k, over) if p.variant == "warp_tiled" and p.precision == "fp32")
+        assert p.skip_reason is None, p.skip_reason
+        build = build_for(p)
+        report = nvcc.compile_cubin(build.source, build.flags, cubin_cache).report(build.entry)
+        assert report.spill_bytes == 0, f"{build.kernel_name} spills {report.spill_bytes} B"
+        a, b = _inputs(p, rng)
+        c = emulate(build, p, folder, a, b).astype(np.float64)
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        assert np.linalg.norm(c - ref) / np.linalg.norm(ref) < 1e-5, f"{build.kernel_name} at {m}x{n}x{k}"
+
+
+def test_warp_tiled_rules_skip_an_inconsistent_configuration():
+    p = next(p for p in points_at(64, 64, 64, ("variant.warp_tiled.cuda.defines={THREADS:128}",))
+             if p.variant == "warp_tiled" and p.precision == "fp32")
+    assert p.skip_reason and "THREADS must be one warp per" in p.skip_reason
