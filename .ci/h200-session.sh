@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The GPU-host session that produced outputs/reference/h200-<date>/: GPU tests, benchmarks and
+# reference sweeps, stage by stage, each under a time limit so one hang cannot eat the session.
+#
+#   bash .ci/h200-session.sh STAGE [STAGE ...]
+#
+# Needs the wheels in .whl/ (../shared/gpu-host/wheels.sh .whl) and $OUT (where logs and a tarball
+# of outputs/reference go). Stages: core kernels hopper cutlass ladder tc tune pitfalls cublas
+# claims counters fidelity.
+set -u
+source .ci/gpu-env.sh || exit 1
+: "${OUT:=/tmp/gemmlab-out}"; mkdir -p "$OUT"
+REF=outputs/reference/${GEMMLAB_REF:-h200-$(date +%Y-%m-%d)}
+Q="run.progress=false"
+
+step() {  # step NAME SECONDS CMD...: run, keep the tail in the log, never stop the session
+  local name=$1 secs=$2; shift 2
+  echo "=== $name ($(date +%T))"
+  timeout "$secs" "$@" > "$OUT/$name.log" 2>&1; local rc=$?
+  tail -n "${TAIL:-15}" "$OUT/$name.log"; echo "=== $name rc=$rc"
+}
+
+for stage in "$@"; do case $stage in
+  core)    step gpu_core 240 python3 -m pytest -m gpu tests/test_gpu_core.py -q -p no:cacheprovider ;;
+  fidelity) step fidelity 200 python3 -m gemmlab.bench.fidelity --rounds 5 --out "$OUT/fidelity.json" ;;
+  kernels) step gpu_kernels 300 python3 -m pytest -m gpu tests/test_gpu_cuda_kernels.py -q -rA -p no:cacheprovider ;;
+  hopper)  step gpu_hopper 300 python3 -m pytest -m gpu tests/test_gpu_hopper_kernels.py -q -rA -p no:cacheprovider ;;
+  cutlass) step gpu_cutlass 420 python3 -m pytest -m gpu tests/test_gpu_cutlass.py -q -rA -p no:cacheprovider ;;
+  ladder)  step ladder_fp32 240 python3 run.py "variant=[naive,smem_tiled,register_blocked,double_buffered,warp_tiled]" \
+             precision=fp32 "sizes.square=[4096]" sizes.shapes=[] $Q run.name=ladder_fp32 hydra.run.dir=$REF/ladder_fp32 ;;
+  tc)      step ladder_tc 300 python3 run.py "variant=[wmma,wmma_tiled,mma_sync,wgmma_tma,wgmma_ws]" \
+             "precision=[fp16,bf16]" "sizes.square=[4096,8192]" sizes.shapes=[] measure=sustained \
+             measure.max_time_s=2 $Q run.name=ladder_tc hydra.run.dir=$REF/ladder_tc ;;
+  tune)    step tune_warp_tiled 240 python3 run.py -m variant=warp_tiled precision=fp32 "sizes.square=[4096]" sizes.shapes=[] $Q \
+             'variant.warp_tiled.cuda.defines={STAGES:3},{STAGES:2},{STAGES:4},{BK:8,STAGES:4},{BK:32,STAGES:3},{WM:32,WN:64},{THREADS:128,WN:64,WNITER:4},{BN:256,WN:64,WNITER:4,MIN_BLOCKS:1}' \
+             run.name=tune_warp_tiled hydra.sweep.dir=$REF/tune_warp_tiled ;;
+  pitfalls) step pitfalls 180 python3 run.py "variant=[smem_tiled,smem_tiled_colread,smem_tiled_colread_padded,smem_tiled_nosync]" \
+             precision=fp32 "sizes.square=[4096]" sizes.shapes=[] measure.check_repeats=5 run.fail_on_error=false $Q \
+             run.name=pitfalls hydra.run.dir=$REF/pitfalls ;;
+  cublas)  step cublas_square 360 python3 run.py +experiment=cublas_square $Q hydra.run.dir=$REF/cublas_square ;;
+  counters) step counters 400 python3 run.py "variant=[naive,smem_tiled,register_blocked,double_buffered,warp_tiled,cublas]" \
+             precision=fp32 "sizes.square=[4096]" sizes.shapes=[] measure=quick measure.counters=ncu measure.baseline=[] $Q \
+             run.name=counters hydra.run.dir=$REF/counters ;;
+  *) echo "unknown stage $stage" ;;
+esac; done
+rm -f "$REF"/*/run.log "$REF"/*/*/run.log  # logs are not data (and nvmath's can be huge)
+tar czf "$OUT/reference.tgz" outputs/reference
