@@ -5,8 +5,8 @@
 #   bash .ci/h200-session.sh STAGE [STAGE ...]
 #
 # Needs the wheels in .whl/ (../shared/gpu-host/wheels.sh .whl) and $OUT (where logs and a tarball
-# of outputs/reference go). Stages: core kernels hopper cutlass ladder tc tune pitfalls cublas
-# claims counters fidelity.
+# of outputs/reference go). Stages: core kernels hopper cutlass_bench cutlass cutlass_n8192
+# cutlass_odd ladder tc tune pitfalls cublas counters fidelity.
 set -u
 source .ci/gpu-env.sh || exit 1
 : "${OUT:=/tmp/gemmlab-out}"; mkdir -p "$OUT"
@@ -25,7 +25,14 @@ for stage in "$@"; do case $stage in
   fidelity) step fidelity 200 python3 -m gemmlab.bench.fidelity --rounds 5 --out "$OUT/fidelity.json" ;;
   kernels) step gpu_kernels 300 python3 -m pytest -m gpu tests/test_gpu_cuda_kernels.py -q -rA -p no:cacheprovider ;;
   hopper)  step gpu_hopper 300 python3 -m pytest -m gpu tests/test_gpu_hopper_kernels.py -q -rA -p no:cacheprovider ;;
+  cutlass_bench) step cutlass_compile_bench 300 python3 -m gemmlab.bench.cutlass_compile --kernels 8 \
+             --precision fp16,bf16 --size 8192 --out "$OUT/cutlass_compile_bench.json" ;;
   cutlass) step gpu_cutlass 420 python3 -m pytest -m gpu tests/test_gpu_cutlass.py -q -rA -p no:cacheprovider ;;
+  cutlass_n8192) step cutlass_n8192 300 python3 run.py "variant=[cutlass_auto,cutlass_search]" "precision=[tf32,fp16,bf16]" \
+             "sizes.square=[8192]" sizes.shapes=[] variant.cutlass_search.cutlass.search_limit=5 measure=sustained \
+             measure.max_time_s=2 run.fail_on_error=false $Q run.name=cutlass_n8192 hydra.run.dir=$REF/cutlass_n8192 ;;
+  cutlass_odd) step cutlass_odd 200 python3 run.py "variant=[cutlass_auto]" "precision=[fp64,fp32,tf32,fp16,bf16]" sizes=odd \
+             measure=quick run.fail_on_error=false $Q run.name=cutlass_odd hydra.run.dir=$REF/cutlass_odd ;;
   ladder)  step ladder_fp32 240 python3 run.py "variant=[naive,smem_tiled,register_blocked,double_buffered,warp_tiled]" \
              precision=fp32 "sizes.square=[4096]" sizes.shapes=[] $Q run.name=ladder_fp32 hydra.run.dir=$REF/ladder_fp32 ;;
   tc)      step ladder_tc 300 python3 run.py "variant=[wmma,wmma_tiled,mma_sync,wgmma_tma,wgmma_ws]" \

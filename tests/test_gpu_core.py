@@ -118,12 +118,22 @@ def test_unwritten_output_fails_the_check(tmp_path, monkeypatch):
 
 def test_cuda_graph_launch_times_the_same_kernel(tmp_path):
     """Graph replay removes launch overhead but must not change what the kernel costs."""
-    base = ["variant=cublas", "precision=fp16", "measure=quick", "run.progress=false",
-            "measure.min_samples=20", "measure.max_samples=40", "sizes.square=[4096]", "sizes.shapes=[]"]
+    base = ["variant=register_blocked", "precision=fp32", "measure=quick", "run.progress=false",
+            "measure.min_samples=20", "measure.max_samples=40", "sizes.square=[2048]", "sizes.shapes=[]",
+            "measure.baseline=[]"]
     _, ev = run_points(compose_cfg(base, tmp_path), tmp_path / "ev")
     _, gr = run_points(compose_cfg(base + ["measure.cuda_graph=true"], tmp_path), tmp_path / "gr")
-    assert ev[0]["status"] == gr[0]["status"] == "ok" and gr[0]["timer"] == "cuda_graph"
+    assert ev[0]["status"] == gr[0]["status"] == "ok" and gr[0]["timer"] == "cuda_graph", gr[0]
     assert float(gr[0]["time_median_s"]) == pytest.approx(float(ev[0]["time_median_s"]), rel=0.08)
+
+
+def test_cuda_graph_falls_back_to_plain_launches_where_capture_is_refused(tmp_path):
+    """CuPy refuses cuBLAS calls during stream capture: the row says so and times plain launches."""
+    cfg = compose_cfg(["variant=cublas", "precision=fp32", "measure=quick", "run.progress=false",
+                       "sizes.square=[512]", "sizes.shapes=[]", "measure.cuda_graph=true"], tmp_path)
+    _, rows = run_points(cfg, tmp_path / "run")
+    assert rows[0]["status"] == "ok" and rows[0]["timer"] == "cuda_event"
+    assert "cuda_graph capture failed" in rows[0]["extra"]
 
 
 def test_fp8_through_cublaslt_is_correct(tmp_path):

@@ -19,6 +19,11 @@ LIBRARY_BACKENDS = ("cublas", "cublaslt")
 MAX_ROTATE_SETS = 16
 
 
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"
+
+
 class GpuExecutor:
     kind = "gpu"
 
@@ -124,15 +129,24 @@ class GpuExecutor:
             for name, fns in self._baseline_calls(p, sets):
                 calls.append(fns)
                 names.append(name)
+        graph_note = None
         if m.cuda_graph:
-            calls = [[self.timer.capture_graph(f) for f in fns] for fns in calls]
+            try:
+                calls = [[self.timer.capture_graph(f) for f in fns] for fns in calls]
+            except Exception as e:  # e.g. CuPy refuses cuBLAS calls during stream capture
+                graph_note = f"cuda_graph capture failed, timed plain launches: {_first_line(e)}"
+                log.warning("%s: %s", p.variant, graph_note)
+                self.cp.cuda.runtime.deviceSynchronize()
         timed = self.timer.measure(calls)
 
         t = timed[0]
         limit = self.nvml.max_sm_clock_mhz
         row.update(timing_fields(t.summary, p.flops))
         row.update(t.clocks.fields(limit, m.throttle_fraction, m.clock_stable_fraction))
-        row.update(timer="cuda_graph" if m.cuda_graph else "cuda_event", warmup_s=t.warmup_s)
+        row.update(timer="cuda_graph" if m.cuda_graph and not graph_note else "cuda_event",
+                   warmup_s=t.warmup_s)
+        if graph_note:
+            row["extra"]["cuda_graph"] = graph_note
         if len(timed) > 1:
             best = min(range(1, len(timed)), key=lambda i: timed[i].summary.median_s)
             bt = timed[best]

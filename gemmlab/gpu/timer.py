@@ -76,8 +76,13 @@ class GpuTimer:
             self.stream.begin_capture()
             try:
                 fn()
-            finally:
-                graph = self.stream.end_capture()
+            except BaseException:
+                try:  # end the capture so the stream stays usable, then report the failure
+                    self.stream.end_capture()
+                except Exception:
+                    pass
+                raise
+            graph = self.stream.end_capture()
         if hasattr(graph, "upload"):
             graph.upload(self.stream)
         return lambda: graph.launch(self.stream)
