@@ -18,6 +18,9 @@ step() {  # step NAME SECONDS CMD...: run, keep the tail in the log, never stop 
   echo "=== $name ($(date +%T))"
   timeout "$secs" "$@" > "$OUT/$name.log" 2>&1; local rc=$?
   tail -n "${TAIL:-15}" "$OUT/$name.log"; echo "=== $name rc=$rc"
+  # after every step, so what finished comes back even if the session is cut short
+  find outputs/reference -name run.log -delete 2>/dev/null  # logs are not data (nvmath's can be huge)
+  tar czf "$OUT/reference.tgz" outputs/reference 2>/dev/null
 }
 
 for stage in "$@"; do case $stage in
@@ -50,5 +53,3 @@ for stage in "$@"; do case $stage in
              run.name=counters hydra.run.dir=$REF/counters ;;
   *) echo "unknown stage $stage" ;;
 esac; done
-rm -f "$REF"/*/run.log "$REF"/*/*/run.log  # logs are not data (and nvmath's can be huge)
-tar czf "$OUT/reference.tgz" outputs/reference
