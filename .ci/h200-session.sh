@@ -48,8 +48,11 @@ for stage in "$@"; do case $stage in
              precision=fp32 "sizes.square=[4096]" sizes.shapes=[] measure.check_repeats=5 run.fail_on_error=false $Q \
              run.name=pitfalls hydra.run.dir=$REF/pitfalls ;;
   cublas)  step cublas_square 360 python3 run.py +experiment=cublas_square $Q hydra.run.dir=$REF/cublas_square ;;
-  counters) step counters 400 python3 run.py "variant=[naive,smem_tiled,register_blocked,double_buffered,warp_tiled,cublas]" \
+  counters) step counters_fp32 300 python3 run.py "variant=[naive,smem_tiled,register_blocked,double_buffered,warp_tiled,cutlass_auto,cublas]" \
              precision=fp32 "sizes.square=[4096]" sizes.shapes=[] measure=quick measure.counters=ncu measure.baseline=[] $Q \
-             run.name=counters hydra.run.dir=$REF/counters ;;
+             run.name=counters_fp32 hydra.run.dir=$REF/counters_fp32
+           step counters_fp16 300 python3 run.py "variant=[wmma,wmma_tiled,mma_sync,wgmma_tma,wgmma_ws,cutlass_auto,cublas]" \
+             precision=fp16 "sizes.square=[4096]" sizes.shapes=[] measure=quick measure.counters=ncu measure.baseline=[] $Q \
+             run.name=counters_fp16 hydra.run.dir=$REF/counters_fp16 ;;
   *) echo "unknown stage $stage" ;;
 esac; done
