@@ -6,7 +6,8 @@
 #
 # Needs the wheels in .whl/ (../shared/gpu-host/wheels.sh .whl) and $OUT (where logs and a tarball
 # of outputs/reference go). Stages: core kernels hopper cutlass_bench cutlass cutlass_n8192
-# cutlass_odd ladder tc tune pitfalls cublas counters fidelity.
+# cutlass_odd ladder tc tune pitfalls cublas counters claims fidelity. Nothing else may write
+# files under $OUT: only 8 files come back.
 set -u
 source .ci/gpu-env.sh || exit 1
 : "${OUT:=/tmp/gemmlab-out}"; mkdir -p "$OUT"
@@ -54,5 +55,9 @@ for stage in "$@"; do case $stage in
            step counters_fp16 300 python3 run.py "variant=[wmma,wmma_tiled,mma_sync,wgmma_tma,wgmma_ws,cutlass_auto,cublas]" \
              precision=fp16 "sizes.square=[4096]" sizes.shapes=[] measure=quick measure.counters=ncu measure.baseline=[] $Q \
              run.name=counters_fp16 hydra.run.dir=$REF/counters_fp16 ;;
+  claims)  for e in $(ls experiments/claims_*.yaml | xargs -n1 basename | sed 's/.yaml$//'); do
+             step "$e" 300 python3 run.py +experiment=$e $Q hydra.run.dir=$REF/$e
+           done
+           step claims_report 120 python3 -m analysis.claims outputs/reference --out "$OUT/paper" ;;
   *) echo "unknown stage $stage" ;;
 esac; done

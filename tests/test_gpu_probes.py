@@ -1,0 +1,157 @@
+"""The GPU probes (gemmlab/backends/gpu_probe.py) at tiny sizes, and every claim experiment run
+whole at a tiny size. GPU tests skip with a reason where there is no CUDA device; the compile
+test needs only nvcc.
+
+    pytest -m gpu tests/test_gpu_probes.py          # on the GPU host
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import ROOT, compose_cfg, run_points
+from gemmlab import nvcc
+from gemmlab.backends import gpu_probe
+
+EXPERIMENTS = sorted(p.stem for p in (ROOT / "experiments").glob("claims_*.yaml"))
+QUICK = ["measure=quick", "run.progress=false"]
+ENTRIES = {  # kernels each probe source must export (the names gpu_probe launches)
+    "streams": {"vecadd_float32", "vecadd_float64"},
+    "smem": {"smem_read_vec4", "smem_read_strided", "smem_latency"},
+    "wmma_layout": {"wmma_gemm", "wmma_gemm_bcol_flag", "wmma_gemm_bcol"},
+    "sgemm32": {"sgemm32"},
+}
+
+
+@pytest.mark.skipif(nvcc.find_nvcc() is None, reason="nvcc not found on this machine")
+@pytest.mark.parametrize("source", sorted(gpu_probe.PROBE_SOURCES))
+def test_probe_sources_compile_and_export_their_kernels(source, tmp_path):
+    flags = nvcc.build_flags("sm_90", extra=(f"-I{gpu_probe.KERNELS_DIR}",))
+    cubin = nvcc.compile_cubin(gpu_probe.PROBE_SOURCES[source], flags, tmp_path)
+    assert ENTRIES[source] <= set(cubin.reports), sorted(cubin.reports)
+    for entry in ENTRIES[source]:
+        assert cubin.reports[entry].spill_bytes == 0, entry
+
+
+def _run(tmp_path, variants, shapes, *extra, precision="fp32"):
+    cfg = compose_cfg([f"variant=[{','.join(variants)}]", f"precision={precision}", "sizes.square=[]",
+                       f"sizes.shapes={json.dumps(shapes, separators=(',', ':'))}", *QUICK, *extra], tmp_path)
+    _, rows = run_points(cfg, tmp_path / "run")
+    return {(r["variant"], int(r["m"]), int(r["n"]), int(r["k"])): r for r in rows}
+
+
+def _extra(row) -> dict:
+    return json.loads(row["extra"]) if row["extra"] else {}
+
+
+@pytest.mark.gpu
+def test_streams_copy_vecadd_gemv(tmp_path):
+    rows = _run(tmp_path, ["copy_gpu", "vecadd_gpu", "gemv_gpu"], [[1 << 22, 1, 1], [512, 1, 384]])
+    copy, vec, gemv = rows[("copy_gpu", 1 << 22, 1, 1)], rows[("vecadd_gpu", 1 << 22, 1, 1)], \
+        rows[("gemv_gpu", 512, 1, 384)]
+    for r in (copy, vec, gemv):
+        assert r["status"] == "ok", r["reason"]
+        assert float(r["time_median_s"]) > 0 and r["timer"] == "cuda_event"
+    assert copy["op"] == "copy" and float(copy["rel_error"]) == 0.0
+    assert int(copy["bytes_min"]) == 2 * 4 * (1 << 22)
+    assert vec["op"] == "vecadd" and float(vec["rel_error"]) < 1e-6  # only FP32 rounding of the sum
+    assert int(vec["flops"]) == 1 << 22 and int(vec["bytes_min"]) == 12 * (1 << 22)
+    assert gemv["op"] == "gemv" and float(gemv["rel_error"]) < 1e-5
+    assert rows[("gemv_gpu", 1 << 22, 1, 1)]["status"] == "skipped"  # a vector shape is no GEMV
+    assert rows[("copy_gpu", 512, 1, 384)]["status"] == "skipped"
+
+
+@pytest.mark.gpu
+def test_transfers_and_end_to_end_gemm(tmp_path):
+    rows = _run(tmp_path, ["transfer_pageable", "transfer_pinned", "gemm_e2e_gpu", "cublas"], [[256, 256, 256]])
+    page, pin = rows[("transfer_pageable", 256, 256, 256)], rows[("transfer_pinned", 256, 256, 256)]
+    e2e, kern = rows[("gemm_e2e_gpu", 256, 256, 256)], rows[("cublas", 256, 256, 256)]
+    for r in (page, pin, e2e, kern):
+        assert r["status"] == "ok", r["reason"]
+    assert _extra(page)["memory"] == "pageable" and _extra(pin)["memory"] == "pinned"
+    assert int(page["bytes_min"]) == 3 * 4 * 256 * 256
+    assert e2e["op"] == "gemm_e2e" and e2e["timer"] == "perf_counter"
+    assert float(e2e["time_median_s"]) > float(kern["time_median_s"])  # transfers and launch on top
+
+
+@pytest.mark.gpu
+def test_shared_memory_probes(tmp_path):
+    rows = _run(tmp_path, ["smem_bandwidth", "smem_bank_stride1", "smem_bank_stride32", "smem_bank_stride33",
+                           "smem_latency"], [[1, 1, 1]])
+    for r in rows.values():
+        assert r["status"] == "ok", (r["variant"], r["reason"])
+    t = {s: float(rows[(f"smem_bank_stride{s}", 1, 1, 1)]["time_median_s"]) for s in (1, 32, 33)}
+    assert t[32] > 4 * t[33] and t[32] > 4 * t[1]  # the conflict serialises the reads
+    cycles = _extra(rows[("smem_latency", 1, 1, 1)])["cycles_per_load"]
+    assert 5 < cycles < 200
+    assert _extra(rows[("smem_latency", 1, 1, 1)])["cycles_per_load_first_run"] == pytest.approx(cycles, rel=0.2)
+
+
+@pytest.mark.gpu
+def test_wmma_layout_and_alignment(tmp_path):
+    rows = _run(tmp_path, ["wmma_layout", "wmma_alignment"], [[256, 256, 256]], precision="fp16")
+    lay, ali = rows[("wmma_layout", 256, 256, 256)], rows[("wmma_alignment", 256, 256, 256)]
+    assert lay["status"] == "ok", lay["reason"]
+    x = _extra(lay)
+    assert x["rel_error_vs_fp64_of_fp16_inputs"] < 1e-4 < x["rel_error_vs_fp64_of_fp32_data"] < 1e-2
+    flag, col = x["wmma_gemm_bcol_flag"], x["wmma_gemm_bcol"]
+    assert flag["rel_error_vs_a_times_b"] > 0.1 and flag["rel_error_vs_a_times_tile_transposed_b"] < 1e-2
+    assert col["rel_error_vs_a_times_b"] > 0.1 and col["rel_error_vs_a_times_b_transposed"] < 1e-2
+    assert ali["status"] == "ok", ali["reason"]
+    offsets = _extra(ali)["offsets"]
+    assert set(offsets) == {"2", "16"}
+    for off, r in offsets.items():
+        assert r["outcome"] in ("error", "wrong", "correct"), (off, r)
+        assert r["aligned_rel_error"] < 1e-2 and r["pointer_mod_32"] == int(off) % 32
+
+
+@pytest.mark.gpu
+def test_unguarded_sgemm32(tmp_path):
+    rows = _run(tmp_path, ["sgemm32_unguarded", "sgemm32_unguarded_ceil", "sgemm32_as_written"],
+                [[100, 100, 100], [128, 128, 128]])
+    odd, even = rows[("sgemm32_unguarded", 100, 100, 100)], rows[("sgemm32_unguarded", 128, 128, 128)]
+    assert odd["status"] == "failed" and _extra(odd)["unwritten_elements"] > 0
+    assert _extra(odd)["writes_past_c"] == 0  # the chapter's grid stays inside C
+    assert even["status"] == "ok", even["reason"]
+    ceil = rows[("sgemm32_unguarded_ceil", 100, 100, 100)]
+    assert ceil["status"] == "failed" and _extra(ceil)["writes_past_c"] > 0
+    assert rows[("sgemm32_as_written", 100, 100, 100)]["status"] == "skipped"
+    assert rows[("sgemm32_as_written", 128, 128, 128)]["status"] == "ok"
+
+
+@pytest.mark.gpu
+def test_first_run(tmp_path):
+    rows = _run(tmp_path, ["first_run_gpu"], [[512, 512, 512]], "variant.first_run_gpu.probe.params.idle_s=0.2")
+    r = rows[("first_run_gpu", 512, 512, 512)]
+    assert r["status"] == "ok", r["reason"]
+    x = _extra(r)
+    assert x["first_call_event_s"] > 0 and x["after_idle_event_s"] > 0 and x["idle_s"] == 0.2
+
+
+TINY = {  # per experiment: the smallest sizes that still exercise each of its parts
+    "claims_memory_roof": ["sizes.square=[]", "sizes.shapes=[[1048576,1,1],[256,1,128]]"],
+    "claims_smem": [],
+    "claims_ladder": ["sizes.square=[100,128]"],  # 100: no tile divides it
+    "claims_tensor_cores": ["sizes.square=[256]"],
+    "claims_tf32": ["sizes.shapes=[[64,64,256],[64,64,1024],[64,64,4096]]"],
+    "claims_cpu_gpu": ["sizes.square=[16,64,128]"],
+    "claims_first_run": ["sizes.square=[256]", "variant.first_run_gpu.probe.params.idle_s=0.2"],
+}
+
+
+def test_every_claims_experiment_has_a_tiny_size():
+    assert set(TINY) == set(EXPERIMENTS)
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_claims_experiment_runs_whole_at_a_tiny_size(name, tmp_path):
+    cfg = compose_cfg([f"+experiment={name}", *TINY[name], *QUICK], tmp_path)
+    _, rows = run_points(cfg, tmp_path / "run")
+    measured = [r for r in rows if r["status"] != "skipped"]
+    assert measured, rows
+    wrong_on_purpose = {"smem_tiled_nosync", "sgemm32_unguarded", "sgemm32_unguarded_ceil"}
+    for r in measured:
+        assert r["status"] == "ok" or r["variant"] in wrong_on_purpose, (r["variant"], r["m"], r["reason"])
