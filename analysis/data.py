@@ -1,0 +1,455 @@
+"""Result rows in, the quantities every figure and table shares out.
+
+The helpers here are the one place that decides what a measurement is (``status == ok``), what
+"cuBLAS" means for a point (the faster of the ``cublas`` and ``cublaslt`` backends in the same run),
+which device config holds a device's datasheet ceilings, and what the measured ceilings are (best
+throughput per precision; bandwidth from the ``copy`` probe). Other reports (the claims report)
+import them instead of re-deriving any of it.
+
+Row conventions other experiments follow (see ``gemmlab/rows.py`` for every column):
+- ``op == "copy"``: a device-to-device copy; ``bytes_min`` is the bytes read plus written, so
+  ``bytes_min / time_median_s`` is the measured memory bandwidth.
+- ``op == "transfer"``: host-device transfers of a GEMM point's operands (same ``precision``,
+  ``m``, ``n``, ``k``); ``time_median_s`` is the transfer time. Rows that split the directions
+  carry ``{"direction": "h2d" | "d2h"}`` in ``extra`` and are summed per point.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, List, Mapping, Optional, Sequence, Tuple
+
+import pandas as pd
+from omegaconf import OmegaConf
+
+from gemmlab import rows as result_rows
+from gemmlab.config import CONF_DIR
+
+GEMM, COPY, TRANSFER, GEMM_E2E = "gemm", "copy", "transfer", "gemm_e2e"
+# Ops whose TFLOP/s is a kernel's throughput at a known intensity: the roofline's points and the
+# measured peaks. Other probes (copy, transfer, gemm_e2e with its transfers, first_run, the
+# shared-memory and pitfall probes) measure something else.
+THROUGHPUT_OPS = (GEMM, "gemv", "vecadd")
+CUBLAS_BACKENDS = ("cublas", "cublaslt")  # "cuBLAS" of a point = the faster of these in its run
+HANDWRITTEN_BACKEND = "cuda"  # the ladder's stages
+CUTLASS_BACKEND = "cutlass"
+# The usual order of precisions, widest first; names not listed follow alphabetically.
+PRECISION_ORDER = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8")
+# Backends in the order figures list them: the CPU baseline, the ladder, then the libraries.
+BACKEND_ORDER = ("cpu_blas", "cuda", "cutlass", "cublas", "cublaslt", "cpu_probe", "gpu_probe")
+# Device config used when no config's name matches the rows' device (the project's GPU).
+FALLBACK_DEVICE_CONFIG = {"gpu": "h200", "cpu": "cpu"}
+
+POINT_KEYS = ["run_id", "precision", "m", "n", "k"]  # one GEMM problem within one run
+NUMERIC_COLUMNS = (
+    "flops", "bytes_min", "intensity", "intensity_model", "time_median_s", "time_p20_s",
+    "time_p80_s", "time_min_s", "samples", "noise", "tflops", "rel_error", "max_abs_error",
+    "tolerance", "baseline_time_median_s", "baseline_tflops", "pct_of_baseline",
+    "sm_clock_min_mhz", "sm_clock_max_mhz", "power_w", "temperature_c",
+    "bytes_dram", "bytes_l2", "bytes_l1", "intensity_dram", "intensity_l2", "intensity_l1",
+)
+SHAPE_COLUMNS = ("m", "n", "k")
+TEXT_COLUMNS = ("run_id", "device", "backend", "variant", "precision", "op", "status", "reason",
+                "in_dtype", "out_dtype", "compute", "extra")
+
+
+# -- reading ---------------------------------------------------------------------------------
+STABLE_DIGITS = 12
+
+
+def stable(x):
+    """``x`` rounded to 12 significant digits (a float or a Series).
+
+    CSV parsers and median implementations differ in the last bit between library versions;
+    rounding every number a figure draws keeps the files byte-identical across them.
+    """
+    import numpy as np
+
+    def one(v):
+        return v if v is None or pd.isna(v) or not np.isfinite(v) else float(f"{v:.{STABLE_DIGITS}g}")
+
+    if isinstance(x, pd.Series):
+        return x.astype("float64").map(one).astype("float64")
+    return one(x)
+
+def load(paths: Iterable[os.PathLike] | os.PathLike) -> pd.DataFrame:
+    """Every row of the results files at ``paths`` (files or folders), with typed columns.
+
+    Adds ``kind`` (cpu | gpu, from the backend), and ``stage`` / ``description`` from the
+    variant's config (``conf/variant/<variant>.yaml``). Rows identical in every column are one
+    measurement read twice (a sweep's merged file beside its jobs' files) and are kept once.
+    """
+    return normalize(result_rows.read(paths).drop_duplicates(ignore_index=True))
+
+
+def normalize(df: pd.DataFrame) -> pd.DataFrame:
+    """Typed columns and the derived ``kind``, ``stage``, ``description`` (see :func:`load`)."""
+    df = df.copy()
+    for c in result_rows.COLUMN_NAMES:
+        if c not in df.columns:
+            df[c] = pd.NA
+    for c in NUMERIC_COLUMNS:
+        df[c] = stable(pd.to_numeric(df[c], errors="coerce").astype("float64"))
+    for c in SHAPE_COLUMNS:
+        df[c] = pd.to_numeric(df[c], errors="coerce").astype("Int64")
+    for c in TEXT_COLUMNS:
+        df[c] = df[c].astype(object).where(df[c].notna(), "").astype(str)
+    df.loc[df["op"] == "", "op"] = GEMM  # rows written before the op column existed
+    df["kind"] = [backend_kind(b) for b in df["backend"]]
+    df["stage"] = pd.array([variant_info(v).stage for v in df["variant"]], dtype="Int64")
+    df["description"] = [variant_info(v).description for v in df["variant"]]
+    return df.reset_index(drop=True)
+
+
+def ok(df: pd.DataFrame) -> pd.DataFrame:
+    """The measurements: rows with ``status == ok`` (failed and skipped rows measured nothing)."""
+    return df[df["status"] == "ok"]
+
+
+def gemm(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["op"] == GEMM]
+
+
+def square(df: pd.DataFrame) -> pd.DataFrame:
+    return df[(df["m"] == df["n"]) & (df["n"] == df["k"])]
+
+
+# -- names, order, configs -------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def backend_kind(backend: str) -> str:
+    """cpu or gpu: which executor runs ``backend`` (its class says; unknown names count as GPU)."""
+    from gemmlab.backends.base import backend_class
+
+    try:
+        return backend_class(backend).kind
+    except Exception:  # a backend this checkout does not know (rows from a newer harness)
+        return "cpu" if backend.startswith("cpu") else "gpu"
+
+
+@dataclass(frozen=True)
+class VariantInfo:
+    name: str
+    backend: str = ""
+    stage: Optional[int] = None
+    description: str = ""
+    probe: Optional[str] = None  # probe.kind of a probe variant (not a GEMM), else None
+
+
+@functools.lru_cache(maxsize=None)
+def variant_info(name: str) -> VariantInfo:
+    """Stage and description from ``conf/variant/<name>.yaml`` (empty when there is none)."""
+    path = CONF_DIR / "variant" / f"{name}.yaml"
+    if not name or not path.exists():
+        return VariantInfo(name)
+    node = OmegaConf.load(path)
+    stage = node.get("stage")
+    probe = node.get("probe")
+    return VariantInfo(name, str(node.get("backend") or ""),
+                       None if stage is None else int(stage), str(node.get("description") or ""),
+                       None if probe is None else str(probe.get("kind")))
+
+
+def _ordered(names: Iterable[str], order: Sequence[str]) -> List[str]:
+    names = sorted({n for n in names if n})
+    rank = {n: i for i, n in enumerate(order)}
+    return sorted(names, key=lambda n: (rank.get(n, len(order)), n))
+
+
+def precision_order(names: Iterable[str]) -> List[str]:
+    return _ordered(names, PRECISION_ORDER)
+
+
+def backend_order(names: Iterable[str]) -> List[str]:
+    return _ordered(names, BACKEND_ORDER)
+
+
+def variant_order(df: pd.DataFrame) -> List[str]:
+    """Variants of ``df`` by backend, then stage, then name: the order of every legend."""
+    pairs = df[["backend", "variant"]].drop_duplicates()
+    b_rank = {b: i for i, b in enumerate(backend_order(pairs["backend"]))}
+
+    def key(p):
+        stage = variant_info(p[1]).stage
+        return (b_rank.get(p[0], len(b_rank)), stage if stage is not None else 1 << 30, p[1])
+
+    return list(dict.fromkeys(v for _, v in sorted(map(tuple, pairs.to_numpy()), key=key)))
+
+
+@functools.lru_cache(maxsize=None)
+def configured_backends() -> Tuple[str, ...]:
+    """Backends of the GEMM variants in ``conf/variant`` (probes left out): the backends a
+    complete dataset of GEMM rows covers."""
+    infos = [variant_info(p.stem) for p in (CONF_DIR / "variant").glob("*.yaml")]
+    return tuple(backend_order(i.backend for i in infos if i.probe is None))
+
+
+@functools.lru_cache(maxsize=None)
+def configured_precisions(kind: Optional[str] = None) -> Tuple[str, ...]:
+    """Precisions (``conf/precision``) that some variant (of backends of ``kind``, if given)
+    supports: what a complete dataset covers."""
+    supported = set()
+    for p in (CONF_DIR / "variant").glob("*.yaml"):
+        info = variant_info(p.stem)
+        if info.probe is not None or (kind is not None and backend_kind(info.backend) != kind):
+            continue
+        supported.update(str(x) for x in OmegaConf.load(p).get("precisions", []))
+    have = {p.stem for p in (CONF_DIR / "precision").glob("*.yaml")}
+    return tuple(precision_order(have & supported))
+
+
+def missing(present: Iterable[str], expected: Iterable[str]) -> List[str]:
+    present = set(present)
+    return [e for e in expected if e not in present]
+
+
+@dataclass(frozen=True)
+class DeviceConfig:
+    stem: str  # conf/device/<stem>.yaml
+    name: str
+    kind: str
+    memory_bandwidth_gbs: float
+    peak_tflops: Mapping[str, float]
+    source: str
+
+
+@functools.lru_cache(maxsize=None)
+def device_configs() -> Tuple[DeviceConfig, ...]:
+    out = []
+    for path in sorted((CONF_DIR / "device").glob("*.yaml")):
+        node = OmegaConf.load(path)
+        out.append(DeviceConfig(path.stem, str(node.name), str(node.get("kind", "gpu")),
+                                float(node.memory_bandwidth_gbs),
+                                {str(k): float(v) for k, v in node.get("peak_tflops", {}).items()},
+                                str(node.get("source", ""))))
+    return tuple(out)
+
+
+def match_device_config(device: Optional[str], kind: str) -> Tuple[DeviceConfig, bool]:
+    """The config whose ``name`` matches ``device`` (exact, contained, or its file stem as a
+    word of the device name), else the fallback for ``kind``; and whether it matched."""
+    configs = [c for c in device_configs() if c.kind == kind] or list(device_configs())
+    if device:
+        d = device.lower()
+        for test in (lambda c: c.name.lower() == d,
+                     lambda c: c.name.lower() in d or d in c.name.lower(),
+                     lambda c: re.search(rf"\b{re.escape(c.stem.lower())}\b", d) is not None):
+            for c in configs:
+                if test(c):
+                    return c, True
+    by_stem = {c.stem: c for c in device_configs()}
+    fallback = by_stem.get(FALLBACK_DEVICE_CONFIG.get(kind, "h200")) or configs[0]
+    return fallback, False
+
+
+# -- baselines and ceilings ------------------------------------------------------------------
+def best_cublas(df: pd.DataFrame) -> pd.DataFrame:
+    """Per (run_id, precision, m, n, k): the faster of cublas and cublaslt in that run.
+
+    Columns: the keys, ``cublas_variant``, ``cublas_time_s``, ``cublas_tflops``.
+    """
+    cols = POINT_KEYS + ["cublas_variant", "cublas_time_s", "cublas_tflops"]
+    lib = gemm(ok(df))
+    lib = lib[lib["backend"].isin(CUBLAS_BACKENDS) & lib["time_median_s"].notna()]
+    if lib.empty:
+        return pd.DataFrame({c: pd.Series(dtype="Int64" if c in SHAPE_COLUMNS else "float64"
+                                          if c.endswith(("_s", "_tflops")) else object) for c in cols})
+    # sort first so ties go to the same row whatever order the files were read in
+    lib = lib.sort_values(POINT_KEYS + ["time_median_s", "variant"], kind="stable")
+    best = lib.groupby(POINT_KEYS, sort=True).head(1)
+    best = best[POINT_KEYS + ["variant", "time_median_s", "tflops"]]
+    best.columns = cols
+    return best.reset_index(drop=True)
+
+
+def with_pct_of_cublas(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` plus ``cublas_variant``, ``cublas_tflops`` and ``pct_of_cublas`` (100 x cuBLAS time /
+    time, against :func:`best_cublas` of the same run and point; NaN where that run has none)."""
+    base = best_cublas(df)
+    out = df.merge(base, on=POINT_KEYS, how="left")
+    out["pct_of_cublas"] = stable(100.0 * out["cublas_time_s"] / out["time_median_s"])
+    out.index = df.index
+    return out
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """Datasheet and measured ceilings of one device (the rows' device of one kind)."""
+
+    kind: str  # gpu | cpu
+    device: Optional[str]  # the device named in the rows; None when no row of this kind
+    config: DeviceConfig  # the datasheet config chosen for it
+    matched: bool  # config's name matched the rows' device (False: fallback)
+    measured_tflops: Mapping[str, float]  # best ok throughput per precision
+    measured_bandwidth_gbs: Optional[float]  # best copy-probe bandwidth; None without copy rows
+    other_devices: Tuple[str, ...] = field(default=())  # devices of this kind left out
+
+    @property
+    def datasheet_tflops(self) -> Mapping[str, float]:
+        return self.config.peak_tflops
+
+    @property
+    def datasheet_bandwidth_gbs(self) -> float:
+        return self.config.memory_bandwidth_gbs
+
+    @property
+    def bandwidth_gbs(self) -> float:
+        """The memory roof: measured where the copy probe ran, else the datasheet's."""
+        m = self.measured_bandwidth_gbs
+        return m if m is not None else self.datasheet_bandwidth_gbs
+
+    def ridge(self, precision: str, measured: bool = True) -> Optional[float]:
+        """I* = P / BW in FLOP/byte, from measured ceilings (or the datasheet's)."""
+        if measured:
+            p, bw = self.measured_tflops.get(precision), self.bandwidth_gbs
+        else:
+            p, bw = self.datasheet_tflops.get(precision), self.datasheet_bandwidth_gbs
+        return None if p is None else p * 1e12 / (bw * 1e9)
+
+    @property
+    def label(self) -> str:
+        return self.device or self.config.name
+
+
+def primary_device(df: pd.DataFrame, kind: str) -> Tuple[Optional[str], Tuple[str, ...]]:
+    """The device with the most ok rows of ``kind`` (ties by name), and the others."""
+    rows = ok(df)
+    rows = rows[(rows["kind"] == kind) & (rows["device"] != "")]
+    if rows.empty:
+        return None, ()
+    counts = rows["device"].value_counts()
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ranked[0][0], tuple(d for d, _ in ranked[1:])
+
+
+def device_rows(df: pd.DataFrame, kind: str) -> pd.DataFrame:
+    """ok rows of ``kind`` on its primary device (what one roofline can show)."""
+    device, _ = primary_device(df, kind)
+    rows = ok(df)
+    return rows[(rows["kind"] == kind) & (rows["device"] == device)] if device else rows.iloc[:0]
+
+
+def copy_bandwidth_gbs(df: pd.DataFrame) -> Optional[float]:
+    """Best bandwidth of the ``copy`` rows in ``df`` (bytes read + written / time), GB/s."""
+    c = ok(df)
+    c = c[(c["op"] == COPY) & (c["time_median_s"] > 0) & (c["bytes_min"] > 0)]
+    if c.empty:
+        return None
+    return stable(float((c["bytes_min"] / c["time_median_s"]).max() / 1e9))
+
+
+def device_ceilings(df: pd.DataFrame, kind: str = "gpu") -> Ceilings:
+    """Ceilings of the primary device of ``kind`` in ``df``: datasheet from ``conf/device``,
+    measured from the rows (best TFLOP/s per precision over ok rows; copy-probe bandwidth)."""
+    device, others = primary_device(df, kind)
+    config, matched = match_device_config(device, kind)
+    rows = device_rows(df, kind)
+    rows = rows[rows["op"].isin(THROUGHPUT_OPS) & (rows["tflops"] > 0)]
+    measured = {p: float(rows.loc[rows["precision"] == p, "tflops"].max())
+                for p in precision_order(rows["precision"])}
+    return Ceilings(kind, device, config, matched, measured, copy_bandwidth_gbs(device_rows(df, kind)),
+                    others)
+
+
+def peak_rows(df: pd.DataFrame, kind: str = "gpu") -> pd.DataFrame:
+    """The row that set each precision's measured peak on the primary device of ``kind``."""
+    rows = device_rows(df, kind)
+    rows = rows[rows["op"].isin(THROUGHPUT_OPS) & (rows["tflops"] > 0)]
+    if rows.empty:
+        return rows
+    rows = rows.sort_values(["precision", "tflops", "variant"], ascending=[True, False, True],
+                            kind="stable")
+    return rows.groupby("precision", sort=True).head(1)
+
+
+def transfer_times(df: pd.DataFrame) -> pd.DataFrame:
+    """Host-device transfer time per GEMM point and transfer variant (pageable, pinned, ...), s:
+    ``op == transfer`` rows, the median over runs per direction, summed over directions.
+    Columns: precision, m, n, k, variant, ``memory`` (the row's ``extra.memory``, else the
+    variant), ``transfer_s``."""
+    cols = ["precision", "m", "n", "k", "variant"]
+    t = ok(df)
+    t = t[(t["op"] == TRANSFER) & t["time_median_s"].notna()]
+    if t.empty:
+        return pd.DataFrame({"precision": pd.Series(dtype=object),
+                             **{c: pd.Series(dtype="Int64") for c in "mnk"},
+                             "variant": pd.Series(dtype=object), "memory": pd.Series(dtype=object),
+                             "transfer_s": pd.Series(dtype="float64")})
+    extra = [_extra(e) for e in t["extra"]]
+    t = t.assign(direction=[e.get("direction", "total") for e in extra],
+                 memory=[str(e.get("memory") or v) for e, v in zip(extra, t["variant"])])
+    per = t.groupby(cols + ["memory", "direction"], sort=True)["time_median_s"].median()
+    total = per.groupby(level=cols + ["memory"], sort=True).sum().rename("transfer_s").reset_index()
+    total["transfer_s"] = stable(total["transfer_s"])
+    return total
+
+
+def _extra(text: str) -> dict:
+    try:
+        v = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return v if isinstance(v, dict) else {}
+
+
+def summarize_points(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """One line per ``by`` group of measured rows, across runs: median time, the widest p20-p80
+    range, the largest error; ``tflops`` from the median time."""
+    rows = df[df["time_median_s"].notna()]
+    if rows.empty:
+        return pd.DataFrame(columns=list(by) + ["time_s", "time_lo_s", "time_hi_s", "flops",
+                                                "rel_error", "intensity", "intensity_model",
+                                                "rows", "tflops", "tflops_lo", "tflops_hi"])
+    g = rows.groupby(list(by), sort=True, dropna=False)
+    out = g.agg(time_s=("time_median_s", "median"), time_lo_s=("time_p20_s", "min"),
+                time_hi_s=("time_p80_s", "max"), flops=("flops", "first"),
+                rel_error=("rel_error", "max"), intensity=("intensity", "first"),
+                intensity_model=("intensity_model", "first"),
+                rows=("time_median_s", "size")).reset_index()
+    out["tflops"] = out["flops"] / out["time_s"] / 1e12
+    out["tflops_lo"] = out["flops"] / out["time_hi_s"] / 1e12
+    out["tflops_hi"] = out["flops"] / out["time_lo_s"] / 1e12
+    for c in ("time_s", "tflops", "tflops_lo", "tflops_hi"):
+        out[c] = stable(out[c])
+    return out
+
+
+# -- one object for the whole paper ----------------------------------------------------------
+class Dataset:
+    """The rows of one paper build and what every figure derives from them (computed once)."""
+
+    def __init__(self, rows: pd.DataFrame, sources: Sequence[str] = ()):
+        self.rows = normalize(rows) if "kind" not in rows.columns else rows
+        self.sources = list(sources)
+
+    @classmethod
+    def from_paths(cls, paths: Sequence[os.PathLike]) -> "Dataset":
+        return cls(load(paths), [str(p) for p in paths])
+
+    @functools.cached_property
+    def ok(self) -> pd.DataFrame:
+        return ok(self.rows)
+
+    @functools.cached_property
+    def gpu(self) -> pd.DataFrame:
+        """ok rows on the primary GPU device."""
+        return device_rows(self.rows, "gpu")
+
+    @functools.cached_property
+    def cpu(self) -> pd.DataFrame:
+        return device_rows(self.rows, "cpu")
+
+    @functools.cached_property
+    def gpu_ceilings(self) -> Ceilings:
+        return device_ceilings(self.rows, "gpu")
+
+    @functools.cached_property
+    def cpu_ceilings(self) -> Ceilings:
+        return device_ceilings(self.rows, "cpu")
+
+    @functools.cached_property
+    def variants(self) -> List[str]:
+        """Every variant with an ok row, in legend order (fixes each variant's colour)."""
+        return variant_order(self.ok)

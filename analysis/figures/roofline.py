@@ -1,0 +1,212 @@
+"""The roofline of the GPU: FLOP/s against FLOP/byte, log-log (chapter 5.1, claims C1-C6).
+
+Roofs: the memory roof from the measured copy bandwidth (the datasheet's, dashed, beside it);
+one compute roof per precision at the best throughput measured (the datasheet peak dashed).
+Points: every variant at its algorithmic intensity (``intensity``: each operand moved once);
+where the variant models its DRAM intensity (``intensity_model``: the chapter's 0.25, T/4, 32),
+a hollow marker there at the same throughput, joined to the measured point, so the model's
+prediction and the measurement sit side by side.
+"""
+from __future__ import annotations
+
+import math
+from typing import Dict, List, Tuple
+
+from matplotlib.collections import LineCollection
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from .. import data, style
+
+ROOF_COLOR, SHEET_COLOR = "#222222", "#8c8c8c"
+AXES_HEIGHT_IN = 2.9  # the plot and its labels; the legend adds its own height
+
+
+def points(ds: data.Dataset):
+    """Measured points on the GPU (medians across runs), one per variant, precision and shape."""
+    rows = ds.gpu
+    rows = rows[rows["op"].isin(data.THROUGHPUT_OPS) & (rows["tflops"] > 0) & (rows["intensity"] > 0)]
+    return data.summarize_points(rows, ["variant", "backend", "precision", "op", "m", "n", "k"])
+
+
+def build(ds: data.Dataset) -> Figure:
+    with style.context():
+        return _build(ds)
+
+
+def _build(ds: data.Dataset) -> Figure:
+    ceil = ds.gpu_ceilings
+    pts = points(ds)
+    handles = _handles(pts)
+    fig = style.figure(AXES_HEIGHT_IN + style.legend_height([h.get_label() for h in handles]))
+    ax = fig.add_subplot()
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+
+    precisions = data.precision_order(pts["precision"]) or data.precision_order(ceil.datasheet_tflops)
+    measured = {p: ceil.measured_tflops[p] for p in precisions if p in ceil.measured_tflops}
+    sheet = {p: ceil.datasheet_tflops[p] for p in precisions if p in ceil.datasheet_tflops}
+    bw = ceil.bandwidth_gbs / 1e3  # TFLOP/s per FLOP/byte of intensity
+    bw_sheet = ceil.datasheet_bandwidth_gbs / 1e3
+
+    ridges = [P / bw for P in measured.values()] + [P / bw_sheet for P in sheet.values()]
+    xs = list(pts["intensity"]) + list(pts["intensity_model"].dropna())
+    x_lo = min(xs + ridges + [1.0]) / 4
+    x_hi = max(xs + ridges + [10.0]) * 6
+    tops = list(measured.values()) + list(sheet.values()) + list(pts["tflops"])
+    y_hi = max(tops) * 2.5
+    y_lo = min(list(pts["tflops"]) + [bw * x_lo, bw_sheet * x_lo]) / 2
+    ax.set_xlim(x_lo, x_hi)
+    ax.set_ylim(y_lo, y_hi)
+    style.log_axis(ax, "x")
+    style.log_axis(ax, "y")
+
+    # memory roofs, up to the highest compute roof they meet
+    ax.plot([x_lo, max(sheet.values(), default=y_hi) / bw_sheet],
+            [bw_sheet * x_lo, max(sheet.values(), default=y_hi)], ls="--", lw=0.8, color=SHEET_COLOR,
+            gid=style.gid("memroof", "datasheet"), zorder=1)
+    if ceil.measured_bandwidth_gbs is not None:
+        top = max(measured.values(), default=max(sheet.values(), default=y_hi))
+        ax.plot([x_lo, top / bw], [bw * x_lo, top], lw=1.1, color=ROOF_COLOR,
+                gid=style.gid("memroof", "measured"), zorder=2)
+    _label_memory_roof(ax, ceil, x_lo, bw)
+
+    # compute roofs and their ridge points
+    labels: List[Tuple[float, str, str]] = []  # (y, text, colour)
+    for p, P in sheet.items():
+        ax.plot([P / bw_sheet, x_hi], [P, P], ls="--", lw=0.8, color=SHEET_COLOR,
+                gid=style.gid("roof", "datasheet", p), zorder=1)
+    for P, names in _group_by_value(sheet).items():
+        labels.append((P, f"{'/'.join(names)} datasheet {style.format_sig(P)}", SHEET_COLOR))
+    for p, P in measured.items():
+        ridge = P / bw
+        ax.plot([ridge, x_hi], [P, P], lw=1.1, color=ROOF_COLOR, gid=style.gid("roof", "measured", p),
+                zorder=2)
+        ax.plot([ridge], [P], ls="", marker="o", ms=2.8, mfc="white", mec=ROOF_COLOR, mew=0.8,
+                gid=style.gid("ridge", p), zorder=4)
+        labels.append((P, f"{p} {style.format_sig(P)}, I* = {style.format_sig(ridge, 2)}", ROOF_COLOR))
+    # the measured points, and the modeled intensity beside them
+    for (variant, backend, precision), g in pts.groupby(["variant", "backend", "precision"], sort=True):
+        color = style.variant_color(variant, backend)
+        marker = style.precision_marker(precision)
+        ax.scatter(g["intensity"], g["tflops"], s=14, color=color, marker=marker, edgecolors="white",
+                   linewidths=0.3, zorder=5, gid=style.gid("point", variant, precision))
+        # the model beside the largest problem only: one prediction per variant, not one per size
+        mg = g[g["intensity_model"].notna()]
+        mg = mg[mg["flops"] == mg["flops"].max()]
+        if not mg.empty:
+            segs = [[(im, y), (ia, y)] for im, ia, y in zip(mg["intensity_model"], mg["intensity"], mg["tflops"])]
+            ax.add_collection(LineCollection(segs, colors=color, linewidths=0.6, linestyles=":", zorder=4,
+                                             gid=style.gid("model-link", variant, precision)))
+            ax.scatter(mg["intensity_model"], mg["tflops"], s=14, facecolors="none", edgecolors=color,
+                       marker=marker, linewidths=0.7, zorder=5, gid=style.gid("model", variant, precision))
+
+    ax.set_xlabel("Arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("Throughput (TFLOP/s)")
+    ax.set_title(ceil.label, loc="left")
+    style.note(ax, _notes(ds, ceil, pts), where="lower right")
+    style.legend_below(fig, handles)
+    fig.draw_without_rendering()  # lay out first: label spacing needs the axes' final height
+    _place_roof_labels(ax, labels, y_lo, y_hi, ax.get_position().height * fig.get_figheight(),
+                       max(bw, bw_sheet))
+    return fig
+
+
+def _group_by_value(peaks: Dict[str, float]) -> Dict[float, List[str]]:
+    out: Dict[float, List[str]] = {}
+    for p, P in peaks.items():
+        out.setdefault(P, []).append(p)
+    return out
+
+
+def _label_memory_roof(ax, ceil: data.Ceilings, x_lo: float, bw: float) -> None:
+    if ceil.measured_bandwidth_gbs is not None:
+        text = (f"{style.format_sig(ceil.measured_bandwidth_gbs / 1e3)} TB/s copy"
+                f" (datasheet {style.format_sig(ceil.datasheet_bandwidth_gbs / 1e3)})")
+    else:
+        text = f"datasheet {style.format_sig(ceil.datasheet_bandwidth_gbs / 1e3)} TB/s"
+    # under the roof's left part, hanging from it: the roof rises away from the text
+    x = x_lo * 1.5
+    ax.text(x * 1.15, bw * x / 1.15, text, fontsize=5.5, color=ROOF_COLOR, ha="left", va="top",
+            gid=style.gid("label", "memroof"), zorder=6)
+
+
+def spread(targets: List[float], gap: float) -> List[float]:
+    """Positions near ``targets`` (sorted ascending) at least ``gap`` apart, each cluster of
+    labels that would overlap centred on its targets' mean: the least total displacement."""
+    clusters = [[t] for t in targets]  # each: the targets it holds
+    while True:
+        starts = []
+        for c in clusters:
+            centre = sum(c) / len(c)
+            starts.append(centre - gap * (len(c) - 1) / 2)
+        merged = False
+        for i in range(len(clusters) - 1):
+            if starts[i] + gap * len(clusters[i]) > starts[i + 1] + 1e-12:
+                clusters[i:i + 2] = [clusters[i] + clusters[i + 1]]
+                merged = True
+                break
+        if not merged:
+            out = []
+            for c, s0 in zip(clusters, starts):
+                out += [s0 + gap * j for j in range(len(c))]
+            return out
+
+
+def _place_roof_labels(ax, labels: List[Tuple[float, str, str]], y_lo: float, y_hi: float,
+                       axes_height_in: float, bw_max: float) -> None:
+    """Each roof's label at its height, just left of the memory roof (where no point can be),
+    moved apart where two would overlap."""
+    decades_per_in = math.log10(y_hi / y_lo) / axes_height_in
+    gap = 1.2 * 5.5 / 72 * decades_per_in  # one line of text, in decades
+    labels = sorted(labels, key=lambda t: (t[0], t[1]))
+    ys = spread([math.log10(P) for P, _, _ in labels], gap)
+    for log_y, (P, text, color) in zip(ys, labels):
+        y = 10 ** log_y
+        ax.text(y / bw_max / 1.3, y, text, ha="right", va="center", fontsize=5.5, color=color,
+                gid=style.gid("label", "roof", text.split()[0]), zorder=6,
+                bbox=dict(boxstyle="square,pad=0.05", fc="white", ec="none", alpha=0.7))
+
+
+def _notes(ds: data.Dataset, ceil: data.Ceilings, pts) -> List[str]:
+    notes = []
+    if ceil.device is None:
+        notes.append(f"no GPU rows: {ceil.config.name} datasheet roofs only")
+    elif not ceil.matched:
+        notes.append(f"no conf/device entry named {ceil.device}: {ceil.config.stem} datasheet")
+    if ceil.other_devices:
+        notes.append(f"not shown: rows of {', '.join(ceil.other_devices)}")
+    if ceil.measured_bandwidth_gbs is None:
+        notes.append("no copy rows: memory roof is the datasheet's")
+    if not pts.empty and pts["intensity_model"].isna().all():
+        notes.append("no modeled intensity (intensity_model) in the rows")
+    gpu_backends = [b for b in data.configured_backends() if data.backend_kind(b) == "gpu"]
+    gone = data.missing(pts["backend"], gpu_backends)
+    if gone:
+        notes.append(f"no GPU rows of {', '.join(gone)}")
+    gone = data.missing(pts["precision"], data.configured_precisions())
+    if gone and not pts.empty:
+        notes.append(f"no rows at {', '.join(gone)}")
+    no_sheet = [p for p in data.precision_order(pts["precision"]) if p not in ceil.datasheet_tflops]
+    if no_sheet:
+        notes.append(f"no datasheet peak for {', '.join(no_sheet)}")
+    return notes
+
+
+def _handles(pts) -> List[Line2D]:
+    handles = []
+    pairs = pts[["variant", "backend"]].drop_duplicates()
+    order = data.variant_order(pairs)
+    backend_of = dict(zip(pairs["variant"], pairs["backend"]))
+    for v in order:
+        handles.append(Line2D([], [], ls="", marker="o", ms=3.5, color=style.variant_color(v, backend_of[v]),
+                              label=v))
+    for p in data.precision_order(pts["precision"]):
+        handles.append(Line2D([], [], ls="", marker=style.precision_marker(p), ms=3.5, color="#555555",
+                              label=p))
+    handles += [Line2D([], [], color=ROOF_COLOR, lw=1.1, label="measured roof"),
+                Line2D([], [], color=SHEET_COLOR, lw=0.8, ls="--", label="datasheet roof")]
+    if pts["intensity_model"].notna().any():
+        handles.append(Line2D([], [], color="#555555", lw=0.6, ls=":", marker="o", mfc="none", ms=3.5,
+                              label="modeled intensity"))
+    return handles

@@ -1,0 +1,73 @@
+"""Every figure and table of the paper from result files, in one command.
+
+    python -m analysis.paper                       # outputs/reference/ -> outputs/paper/
+    python -m analysis.paper outputs/runs/gemm/2026-11-29_22-16-16 --out /tmp/paper
+
+Writes roofline, ladder, throughput_vs_size, error_vs_precision, cpu_gpu_crossover (.pdf and
+.png) and tables.tex / tables.md. Same rows, same bytes: files whose content did not change are
+not rewritten. What the data lacks (a backend, a precision, the copy or transfer probes) is
+noted in the figure concerned and listed at the end, never an error.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Dict, List, Sequence
+
+from gemmlab.config import ROOT
+
+from . import data, style, tables
+from .figures import FIGURES
+
+DEFAULT_RESULTS = ROOT / "outputs" / "reference"
+DEFAULT_OUT = ROOT / "outputs" / "paper"
+TABLE_FILES = ("tables.tex", "tables.md")
+
+
+def expected_files() -> List[str]:
+    """Names of every file the command writes (tests and CI check them)."""
+    return [f"{name}.{fmt}" for name in FIGURES for fmt in ("pdf", "png")] + list(TABLE_FILES)
+
+
+def write_paper(ds: data.Dataset, out_dir: Path) -> Dict[str, List[str]]:
+    """Write every figure and table of ``ds`` to ``out_dir``; returns each figure's gap notes."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    notes: Dict[str, List[str]] = {}
+    for name, build in FIGURES.items():
+        fig = build(ds)
+        style.save(fig, out_dir, name)
+        notes[name] = style.notes_of(fig)
+    made = tables.build(ds)
+    style.write_if_changed(out_dir / "tables.tex", tables.render_latex(made).encode())
+    style.write_if_changed(out_dir / "tables.md", tables.render_markdown(made).encode())
+    return notes
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m analysis.paper", description=__doc__.splitlines()[0])
+    ap.add_argument("results", nargs="*", type=Path,
+                    help=f"results.csv files or folders searched for them (default {DEFAULT_RESULTS})")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
+    args = ap.parse_args(argv)
+    results = args.results or [DEFAULT_RESULTS]
+    try:
+        ds = data.Dataset.from_paths(results)
+    except FileNotFoundError as e:
+        print(f"analysis.paper: {e}", file=sys.stderr)
+        return 2
+    notes = write_paper(ds, args.out)
+    n_ok = int((ds.rows["status"] == "ok").sum())
+    print(f"analysis.paper: {len(ds.rows)} rows ({n_ok} ok) from {', '.join(map(str, results))}")
+    for f in expected_files():
+        print(f"  {args.out / f}")
+    for name, lines in notes.items():
+        for line in lines:
+            for part in line.splitlines():
+                print(f"  gap in {name}: {part}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,277 @@
+"""The paper's tables, computed from the rows and written as LaTeX (booktabs) and Markdown.
+
+1. Measured peak per precision against the datasheet (and the copy bandwidth against the
+   datasheet's), per device.
+2. The chapter's intensity table (5.1, claim C2): vector add, GEMV, GEMM N = 1024; the chapter's
+   formulas beside the measured row of each op (``vecadd``, ``gemv``, ``gemm``).
+3. The ladder (see ``analysis.ladder``): stage, variant, TFLOP/s, % of cuBLAS, relative error.
+
+Each ``*_frame`` returns the numbers as a DataFrame (what tests compare with the data); ``render``
+formats them.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Sequence
+
+import pandas as pd
+
+from . import data, ladder
+from .style import format_sig
+
+NOT_MEASURED = "not measured"
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    header: str
+    align: str = "r"  # l | r
+    fmt: Callable[[object], str] = lambda v: format_sig(v)
+
+
+@dataclass
+class Table:
+    name: str  # LaTeX label tab:<name>
+    title: str
+    columns: Sequence[Column]
+    frame: pd.DataFrame
+    empty: str = "no rows in the data"
+    footnote: str = ""
+
+
+def _text(v) -> str:
+    return "–" if v is None or (not isinstance(v, str) and pd.isna(v)) else str(v)
+
+
+def _int(v) -> str:
+    return "–" if v is None or pd.isna(v) else str(int(v))
+
+
+def _pct(v) -> str:
+    return "–" if v is None or pd.isna(v) else f"{v:.1f}"
+
+
+def shape(row) -> str:
+    return f"{int(row['m'])}×{int(row['n'])}×{int(row['k'])}"
+
+
+# -- 1. peaks --------------------------------------------------------------------------------
+def peak_frame(ds: data.Dataset) -> pd.DataFrame:
+    """Per device and precision: best measured TFLOP/s (ok rows), where, and the datasheet peak;
+    one ``memory`` line per device: best copy bandwidth against the datasheet, GB/s."""
+    lines = []
+    for kind in ("gpu", "cpu"):
+        ceil = ds.gpu_ceilings if kind == "gpu" else ds.cpu_ceilings
+        if ceil.device is None and kind == "cpu":
+            continue  # no CPU rows: the generic CPU config says nothing about this dataset
+        best = data.peak_rows(ds.rows, kind).set_index("precision") if ceil.device else None
+        for p in data.precision_order(set(ceil.measured_tflops) | set(ceil.datasheet_tflops)):
+            measured = ceil.measured_tflops.get(p)
+            sheet = ceil.datasheet_tflops.get(p)
+            at = ""
+            if measured is not None and best is not None and p in best.index:
+                r = best.loc[p]
+                at = f"{r['variant']} {shape(r)}"
+            lines.append({"device": ceil.label, "datasheet_config": ceil.config.stem, "ceiling": p,
+                          "unit": "TFLOP/s", "measured": measured, "at": at, "datasheet": sheet,
+                          "pct_of_datasheet": None if measured is None or not sheet else 100 * measured / sheet})
+        bw = ceil.measured_bandwidth_gbs
+        lines.append({"device": ceil.label, "datasheet_config": ceil.config.stem, "ceiling": "memory (copy)",
+                      "unit": "GB/s", "measured": bw, "at": "copy" if bw is not None else "",
+                      "datasheet": ceil.datasheet_bandwidth_gbs,
+                      "pct_of_datasheet": None if bw is None else 100 * bw / ceil.datasheet_bandwidth_gbs})
+    return pd.DataFrame(lines, columns=["device", "datasheet_config", "ceiling", "unit", "measured", "at",
+                                        "datasheet", "pct_of_datasheet"])
+
+
+def peak_table(ds: data.Dataset) -> Table:
+    return Table("peaks", "Measured peak per precision against the datasheet", [
+        Column("device", "Device", "l", _text),
+        Column("ceiling", "Ceiling", "l", _text),
+        Column("unit", "Unit", "l", _text),
+        Column("measured", "Measured", "r", lambda v: NOT_MEASURED if v is None or pd.isna(v) else format_sig(v)),
+        Column("at", "At", "l", _text),
+        Column("datasheet", "Datasheet", "r", format_sig),
+        Column("pct_of_datasheet", "% of datasheet", "r", _pct),
+    ], peak_frame(ds), footnote="Measured: the best ok row of each precision; memory: the copy probe "
+                                "(bytes read + written / time). Datasheet: conf/device/<config>.yaml.")
+
+
+# -- 2. the chapter's intensity table --------------------------------------------------------
+@dataclass(frozen=True)
+class ChapterOp:
+    """One line of the chapter's table: its formulas (FP32 operands), and the rows that measure it."""
+
+    label: str
+    op: str
+    flops: str
+    bytes_min: str
+    intensity: Callable[[int, int, int], float]  # the chapter's I at a row's (m, n, k)
+    square_n: Optional[int] = None  # the chapter's GEMM is N = 1024
+
+
+# The chapter's model (5.1), not measurements: FLOPs and minimum bytes for 4-byte floats.
+CHAPTER_OPS = (
+    ChapterOp("vector add (N)", "vecadd", "2N", "12N", lambda m, n, k: 2 / 12),
+    ChapterOp("GEMV (M×N)", "gemv", "2MN", "4MN", lambda m, n, k: 2 / 4),
+    ChapterOp("GEMM (N = 1024)", data.GEMM, "2N³", "12N²", lambda m, n, k: 2 * n ** 3 / (12 * n ** 2), 1024),
+)
+CHAPTER_PRECISION = "fp32"  # the chapter counts 4-byte floats
+
+
+def chapter_row(ds: data.Dataset, op: ChapterOp) -> Optional[pd.Series]:
+    """The measured point for a chapter op: GPU rows before CPU rows, FP32 before other
+    precisions, the largest problem, then the fastest variant (medians across runs)."""
+    rows = pd.concat([ds.gpu, ds.cpu])
+    rows = rows[(rows["op"] == op.op) & rows["time_median_s"].notna()]
+    if op.square_n is not None:
+        rows = data.square(rows)
+        rows = rows[rows["n"] == op.square_n]
+    if rows.empty:
+        return None
+    s = data.summarize_points(rows, ["kind", "device", "variant", "precision", "m", "n", "k"])
+    s = s.assign(bytes_min=[float(rows.loc[(rows["variant"] == v) & (rows["precision"] == p) & (rows["m"] == m)
+                                           & (rows["n"] == n) & (rows["k"] == k), "bytes_min"].iloc[0])
+                            for v, p, m, n, k in zip(s["variant"], s["precision"], s["m"], s["n"], s["k"])])
+    s = s.assign(gpu_first=(s["kind"] != "gpu"), fp32_first=(s["precision"] != CHAPTER_PRECISION))
+    s = s.sort_values(["gpu_first", "fp32_first", "flops", "time_s", "variant"],
+                      ascending=[True, True, False, True, True], kind="stable")
+    return s.iloc[0]
+
+
+def intensity_frame(ds: data.Dataset) -> pd.DataFrame:
+    lines = []
+    for op in CHAPTER_OPS:
+        r = chapter_row(ds, op)
+        line = {"operation": op.label, "op": op.op, "chapter_flops": op.flops, "chapter_bytes": op.bytes_min,
+                "chapter_intensity": op.intensity(1, op.square_n or 1, 1)}
+        if r is None:
+            lines.append(line)
+            continue
+        ceil = ds.gpu_ceilings if r["kind"] == "gpu" else ds.cpu_ceilings
+        intensity = r["flops"] / r["bytes_min"]
+        ridge = ceil.ridge(r["precision"], measured=r["precision"] in ceil.measured_tflops)
+        peak = ceil.measured_tflops.get(r["precision"], ceil.datasheet_tflops.get(r["precision"]))
+        roof = None if peak is None else min(peak, intensity * ceil.bandwidth_gbs / 1e3)
+        line.update({"device": r["device"], "variant": r["variant"], "precision": r["precision"],
+                     "m": int(r["m"]), "n": int(r["n"]), "k": int(r["k"]),
+                     "flops": float(r["flops"]), "bytes_min": float(r["bytes_min"]), "intensity": intensity,
+                     "tflops": float(r["tflops"]), "gbs": r["bytes_min"] / r["time_s"] / 1e9,
+                     "ridge": ridge, "bound": None if ridge is None else
+                     ("bandwidth" if intensity < ridge else "compute"),
+                     "pct_of_roof": None if roof is None else 100 * r["tflops"] / roof})
+        lines.append(line)
+    cols = ["operation", "op", "chapter_flops", "chapter_bytes", "chapter_intensity", "device", "variant",
+            "precision", "m", "n", "k", "flops", "bytes_min", "intensity", "tflops", "gbs", "ridge", "bound",
+            "pct_of_roof"]
+    return pd.DataFrame(lines, columns=cols)
+
+
+def intensity_table(ds: data.Dataset) -> Table:
+    f = intensity_frame(ds)
+    f["shape"] = [("–" if pd.isna(m) else f"{int(m)}×{int(n)}×{int(k)}") for m, n, k in zip(f["m"], f["n"], f["k"])]
+    return Table("intensity", "The chapter's arithmetic intensities, measured", [
+        Column("operation", "Operation", "l", _text),
+        Column("chapter_flops", "FLOPs", "l", _text),
+        Column("chapter_bytes", "Min. bytes", "l", _text),
+        Column("chapter_intensity", "I (chapter)", "r", format_sig),
+        Column("variant", "Measured by", "l", lambda v: NOT_MEASURED if pd.isna(v) else str(v)),
+        Column("precision", "Prec.", "l", _text),
+        Column("shape", "m×n×k", "l", _text),
+        Column("flops", "FLOPs", "r", format_sig),
+        Column("bytes_min", "Min. bytes", "r", format_sig),
+        Column("intensity", "I (FLOP/B)", "r", format_sig),
+        Column("tflops", "TFLOP/s", "r", format_sig),
+        Column("gbs", "GB/s", "r", format_sig),
+        Column("ridge", "I*", "r", format_sig),
+        Column("bound", "Bound", "l", _text),
+        Column("pct_of_roof", "% of roof", "r", _pct),
+    ], f, footnote="Chapter: formulas for FP32 operands (5.1). Measured: bytes_min and flops of the row; "
+                   "GB/s = bytes_min / median time; I* = measured peak / measured bandwidth of the device "
+                   "(datasheet where not measured); bound: I below or above I*; roof = min(P, I·BW).")
+
+
+# -- 3. the ladder ---------------------------------------------------------------------------
+def ladder_frame(ds: data.Dataset) -> pd.DataFrame:
+    return ladder.build(ds).entries
+
+
+def ladder_table(ds: data.Dataset) -> Table:
+    lad = ladder.build(ds)
+    f = lad.entries.copy()
+    f["what"] = [("stage" if g == ladder.GROUP_STAGE else "CUTLASS" if g == ladder.GROUP_CUTLASS else "cuBLAS")
+                 for g in f["group"]]
+    notes = [n for ns in lad.notes.values() for n in ns]
+    return Table("ladder", "The ladder: each hand-written stage at one size", [
+        Column("precision", "Prec.", "l", _text),
+        Column("n", "N", "r", _int),
+        Column("what", "Kind", "l", _text),
+        Column("stage", "Stage", "r", _int),
+        Column("variant", "Variant", "l", _text),
+        Column("tflops", "TFLOP/s", "r", format_sig),
+        Column("pct_of_cublas", "% of cuBLAS", "r", _pct),
+        Column("rel_error", "Rel. error", "r", lambda v: format_sig(v, 2)),
+    ], f, empty="no hand-written stage or library GEMM rows in the data",
+        footnote="% of cuBLAS: against the faster of cublas and cublaslt in the same run and point "
+                 "(median over runs)." + (" Gaps: " + "; ".join(dict.fromkeys(notes)) + "." if notes else ""))
+
+
+TABLES = (peak_table, intensity_table, ladder_table)
+
+
+# -- rendering -------------------------------------------------------------------------------
+def render_markdown(tables: Sequence[Table]) -> str:
+    out = ["<!-- generated by `python -m analysis.paper` from result rows; do not edit -->", ""]
+    for t in tables:
+        out += [f"### {t.title}", ""]
+        if t.frame.empty:
+            out += [f"_{t.empty}_", ""]
+        else:
+            out.append("| " + " | ".join(c.header for c in t.columns) + " |")
+            out.append("|" + "|".join("---:" if c.align == "r" else "---" for c in t.columns) + "|")
+            for _, row in t.frame.iterrows():
+                out.append("| " + " | ".join(c.fmt(row[c.key]).replace("|", "\\|") for c in t.columns) + " |")
+            out.append("")
+        if t.footnote:
+            out += [t.footnote, ""]
+    return "\n".join(out)
+
+
+_TEX_ESCAPE = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+               "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+               "<": r"\textless{}", ">": r"\textgreater{}", "×": r"$\times$", "–": "--", "³": r"$^3$", "²": r"$^2$", "·": r"$\cdot$"}
+_EXP = re.compile(r"^(-?\d+(?:\.\d+)?)e([+-]\d+)$")
+
+
+def tex(text: str) -> str:
+    m = _EXP.match(text)
+    if m:
+        return rf"${m.group(1)}\times10^{{{int(m.group(2))}}}$"
+    return "".join(_TEX_ESCAPE.get(ch, ch) for ch in text).replace("I*", r"$I^*$")
+
+
+def render_latex(tables: Sequence[Table]) -> str:
+    out = ["% generated by `python -m analysis.paper` from result rows; do not edit.",
+           "% needs \\usepackage{booktabs} and \\usepackage{graphicx} (\\resizebox)", ""]
+    for t in tables:
+        out += [r"\begin{table}[t]", r"\centering", r"\footnotesize", rf"\caption{{{tex(t.title)}}}",
+                rf"\label{{tab:{t.name}}}"]
+        if t.frame.empty:
+            out += [rf"\emph{{{tex(t.empty)}}}"]
+        else:
+            out.append(r"\resizebox{\linewidth}{!}{%" if len(t.columns) > 8 else "{%")
+            out.append(r"\begin{tabular}{" + "".join(c.align for c in t.columns) + "}")
+            out += [r"\toprule", " & ".join(tex(c.header) for c in t.columns) + r" \\", r"\midrule"]
+            for _, row in t.frame.iterrows():
+                out.append(" & ".join(tex(c.fmt(row[c.key])) for c in t.columns) + r" \\")
+            out += [r"\bottomrule", r"\end{tabular}}"]
+        if t.footnote:
+            out.append(rf"\par\smallskip\emph{{{tex(t.footnote)}}}")
+        out += [r"\end{table}", ""]
+    return "\n".join(out)
+
+
+def build(ds: data.Dataset) -> List[Table]:
+    return [make(ds) for make in TABLES]

@@ -1,0 +1,403 @@
+"""analysis.paper: every figure and table from result rows, with the expected series, numbers
+read back from the data, identical bytes on a rerun, and gaps noted instead of errors.
+
+Datasets: a CPU-only run made here with the harness (it exercises the paths where the GPU
+backends are missing), the same run plus the rows of GPU variants the harness skipped on this
+machine, and every reference dataset under ``outputs/reference/`` (the H200 runs, once there).
+Expected values are recomputed from the CSV with plain pandas, not with ``analysis.data``.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from omegaconf import OmegaConf
+
+from conftest import ROOT, compose_cfg, run_points
+
+from analysis import data, paper, style, tables
+from analysis.figures import FIGURES
+
+REFERENCE = ROOT / "outputs" / "reference"
+REFERENCE_SETS = sorted({p.relative_to(REFERENCE).parts[0] for p in REFERENCE.rglob("results.csv")}) \
+    if REFERENCE.is_dir() else []
+NO_REFERENCE = pytest.mark.skip(reason="no reference dataset under outputs/reference/ yet "
+                                       "(it appears with the lead's H200 run)")
+REFERENCE_PARAMS = [pytest.param(name, id=f"reference-{name}") for name in REFERENCE_SETS] or \
+    [pytest.param(None, id="reference", marks=NO_REFERENCE)]
+CPU_SIZES = "sizes.square=[64,128,256,1024]"  # 1024: the chapter's GEMM row of the intensity table
+
+
+# -- datasets --------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def cpu_results(tmp_path_factory) -> Path:
+    """A real CPU BLAS run at tiny sizes (fp32, fp64), made by the harness here."""
+    tmp = tmp_path_factory.mktemp("cpu_run")
+    cfg = compose_cfg(["variant=cpu_blas", "precision=[fp32,fp64]", "sizes=smoke", CPU_SIZES,
+                       "measure=quick", "run.progress=false"], tmp)
+    _, rows = run_points(cfg, tmp / "run")
+    assert rows and all(r["status"] == "ok" for r in rows)
+    return tmp / "run" / "results.csv"
+
+
+@pytest.fixture(scope="module")
+def skipped_gpu_results(tmp_path_factory, cpu_results) -> Path:
+    """The CPU run plus GPU variants the harness skipped here (no CUDA device): real skipped rows."""
+    tmp = tmp_path_factory.mktemp("gpu_skipped")
+    cfg = compose_cfg(["variant=[cublas,cublaslt]", "precision=[fp32,fp16]", "sizes=smoke",
+                       "measure=quick", "run.progress=false"], tmp)
+    _, rows = run_points(cfg, tmp / "run")
+    assert rows and all(r["status"] == "skipped" for r in rows), "expected a machine without a GPU"
+    (tmp / "cpu").mkdir()
+    (tmp / "cpu" / "results.csv").write_bytes(cpu_results.read_bytes())
+    return tmp
+
+
+def _reference(name) -> Path:
+    return REFERENCE / name
+
+
+def raw(path) -> pd.DataFrame:
+    """The rows as plain pandas reads them: the independent side of every comparison."""
+    files = sorted(Path(path).rglob("results.csv")) if Path(path).is_dir() else [Path(path)]
+    return pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
+
+
+def subset(path, out_dir: Path, keep) -> Path:
+    """Rows of ``path`` for which ``keep(frame)`` holds, as a new results file (a smaller dataset)."""
+    df = raw(path)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    df[keep(df)].to_csv(out_dir / "results.csv", index=False)
+    return out_dir / "results.csv"
+
+
+def build_all(path):
+    ds = data.Dataset.from_paths([path])
+    return ds, {name: build(ds) for name, build in FIGURES.items()}
+
+
+def all_notes(figs) -> str:
+    return "\n".join(n for f in figs.values() for n in style.notes_of(f))
+
+
+# -- files: every one written, the same bytes on a rerun --------------------------------------
+def test_cpu_dataset_writes_every_file_reproducibly(cpu_results, tmp_path):
+    ds = data.Dataset.from_paths([cpu_results])
+    first, second = tmp_path / "a", tmp_path / "b"
+    paper.write_paper(ds, first)
+    paper.write_paper(data.Dataset.from_paths([cpu_results]), second)
+    names = paper.expected_files()
+    assert sorted(p.name for p in first.iterdir()) == sorted(names)
+    for name in names:
+        a = (first / name).read_bytes()
+        assert a, name
+        assert a == (second / name).read_bytes(), f"{name} differs between two runs on the same rows"
+    from PIL import Image
+
+    for name in names:
+        if name.endswith(".pdf"):
+            pdf = (first / name).read_bytes()
+            assert pdf.startswith(b"%PDF") and b"/CreationDate" not in pdf
+            assert b"DejaVuSans" in pdf  # the fixed font, embedded
+        elif name.endswith(".png"):
+            with Image.open(first / name) as im:
+                assert "Software" not in im.info
+                assert im.size[0] == round(style.COLUMN_WIDTH_IN * style.PNG_DPI)  # single column
+    # an unchanged file is not rewritten (its mtime stays), so reruns do not churn git
+    before = {n: (first / n).stat().st_mtime_ns for n in names}
+    paper.write_paper(ds, first)
+    assert before == {n: (first / n).stat().st_mtime_ns for n in names}
+
+
+def test_command_line(cpu_results, tmp_path, capsys):
+    assert paper.main([str(cpu_results), "--out", str(tmp_path / "paper")]) == 0
+    assert sorted(p.name for p in (tmp_path / "paper").iterdir()) == sorted(paper.expected_files())
+    assert "gap in roofline" in capsys.readouterr().out
+    assert paper.main([str(tmp_path / "nothing-here"), "--out", str(tmp_path / "x")]) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", REFERENCE_PARAMS)
+def test_reference_writes_every_file(name, tmp_path):
+    ds = data.Dataset.from_paths([_reference(name)])
+    paper.write_paper(ds, tmp_path)
+    for f in paper.expected_files():
+        assert (tmp_path / f).stat().st_size > 0, f
+
+
+# -- series: what each figure draws is what the data holds ------------------------------------
+def stage_of(variant):
+    path = ROOT / "conf" / "variant" / f"{variant}.yaml"
+    return OmegaConf.load(path).get("stage") if path.exists() else None
+
+
+def series(fig, kind):
+    return {s.split(":", 1)[1] for s in style.series_of(fig) if s.split(":", 1)[0] == kind}
+
+
+def check_series(path, figs):
+    df = raw(path)
+    okr = df[df["status"] == "ok"].copy()
+    okr["gpu"] = ~okr["backend"].isin(["cpu_blas", "cpu_probe"])
+    gemm = okr[okr["op"].fillna("gemm") == "gemm"]
+    square = gemm[(gemm["m"] == gemm["n"]) & (gemm["n"] == gemm["k"])]
+
+    roof = figs["roofline"]
+    pts = okr[okr["gpu"] & okr["op"].isin(["gemm", "gemv", "vecadd"]) & (okr["tflops"] > 0) & (okr["intensity"] > 0)]
+    assert series(roof, "point") == {f"{v}:{p}" for v, p in zip(pts["variant"], pts["precision"])}
+    modeled = pts[pts["intensity_model"].notna()]
+    assert series(roof, "model") == {f"{v}:{p}" for v, p in zip(modeled["variant"], modeled["precision"])}
+    assert series(roof, "model-link") == series(roof, "model")
+    assert set(pts["precision"]) == {s.split(":")[1] for s in series(roof, "roof") if s.startswith("measured")}
+    assert series(roof, "ridge") == set(pts["precision"])
+    assert "datasheet" in series(roof, "memroof")
+    has_copy = (okr["op"] == "copy").any()
+    assert ("measured" in series(roof, "memroof")) == has_copy
+    if not has_copy:
+        assert any("no copy rows" in n for n in style.notes_of(roof))
+
+    thr = figs["throughput_vs_size"]
+    assert series(thr, "line") == {f"{v}:{p}" for v, p in zip(square["variant"], square["precision"])}
+
+    err = figs["error_vs_precision"]
+    with_err = gemm[gemm["rel_error"].notna()]
+    drawn = series(err, "error") | series(err, "error-exact")
+    assert drawn == {f"{b}:{p}" for b, p in zip(with_err["backend"], with_err["precision"])}
+    assert series(err, "tolerance") == set(with_err["precision"])
+    assert series(err, "band") == {"chapter"}
+
+    cross = figs["cpu_gpu_crossover"]
+    cpu_sq = square[~square["gpu"]]
+    assert series(cross, "cpu") == set(cpu_sq["precision"])
+    gpu_sq = square[square["gpu"]]
+    drawn_gpu = series(cross, "gpu")
+    panels = set(cpu_sq["precision"]) or set(data.configured_precisions("cpu"))
+    assert drawn_gpu == set(gpu_sq["precision"]) & panels
+    transfers = okr[(okr["op"] == "transfer") & (okr["m"] == okr["n"]) & (okr["n"] == okr["k"])]
+    memory = [json.loads(e).get("memory", v) if isinstance(e, str) else v
+              for e, v in zip(transfers["extra"], transfers["variant"])]
+    with_gpu = {(p, n) for p, n in zip(gpu_sq["precision"], gpu_sq["n"])}
+    assert series(cross, "gpu+transfers") == {f"{p}:{m}" for p, n, m in zip(transfers["precision"], transfers["n"], memory)
+                                              if p in panels and (p, n) in with_gpu}
+    if transfers.empty and drawn_gpu:
+        assert any("no transfer rows" in n for n in style.notes_of(cross))
+    e2e = okr[(okr["op"] == "gemm_e2e") & (okr["m"] == okr["n"]) & (okr["n"] == okr["k"])]
+    assert series(cross, "gpu-e2e") == set(e2e["precision"]) & panels
+
+    lad = figs["ladder"]
+    cuda = square[square["backend"] == "cuda"]
+    staged = [stage_of(v) is not None for v in cuda["variant"]]
+    if any(staged):  # the rungs: variants with a stage in their config (pitfalls have none)
+        cuda = cuda[staged]
+    bars = series(lad, "bar")
+    assert {b.split(":")[1] for b in bars} == (set(cuda["precision"]) if not cuda.empty
+                                                else set(gpu_sq["precision"]))
+    sizes = tables.ladder_frame(data.Dataset.from_paths([path])).groupby("precision")["n"].first()
+    for p, n in sizes.items():  # every stage that ran at the ladder's size is on it ...
+        at = cuda[(cuda["precision"] == p) & (cuda["n"] == n)]
+        assert {f"{v}:{p}" for v in at["variant"]} <= bars
+        # ... and that size is the one with the most stages
+        per_size = cuda[cuda["precision"] == p].groupby("n")["variant"].nunique()
+        assert per_size.empty or len(set(at["variant"])) == per_size.max()
+
+
+def test_cpu_dataset_series_and_gaps(cpu_results):
+    _, figs = build_all(cpu_results)
+    check_series(cpu_results, figs)
+    notes = all_notes(figs)
+    assert "no GPU rows" in notes  # the roofline says its roofs are the datasheet's only
+    assert "no GPU GEMM rows" in notes  # the ladder is empty, and says so
+    assert "cublas" in notes  # the missing backends are named
+
+
+def test_skipped_gpu_rows_are_not_measurements(skipped_gpu_results):
+    ds, figs = build_all(skipped_gpu_results)
+    check_series(skipped_gpu_results, figs)
+    assert ds.gpu.empty and not ds.cpu.empty
+    assert "no GPU rows" in all_notes(figs)
+
+
+@pytest.mark.parametrize("name", REFERENCE_PARAMS)
+def test_reference_series(name):
+    _, figs = build_all(_reference(name))
+    check_series(_reference(name), figs)
+
+
+# -- gaps: a dataset missing a backend or a precision still yields every figure ---------------
+def test_cpu_dataset_missing_a_precision(cpu_results, tmp_path):
+    path = subset(cpu_results, tmp_path, lambda df: df["precision"] != "fp64")
+    _, figs = build_all(path)
+    assert set(figs) == set(FIGURES)
+    assert "fp64" in style.notes_of(figs["throughput_vs_size"])[0]
+    check_series(path, figs)
+    peaks = tables.peak_frame(data.Dataset.from_paths([path]))
+    cpu_fp64 = peaks[(peaks["device"] == raw(path)["device"].iloc[0]) & (peaks["ceiling"] == "fp64")]
+    assert len(cpu_fp64) == 1 and pd.isna(cpu_fp64["measured"].iloc[0])  # the datasheet's, "not measured"
+
+
+def test_dataset_without_measurements(skipped_gpu_results, tmp_path):
+    """Only skipped rows (a GPU run on a machine without one): every figure, each saying why."""
+    path = subset(skipped_gpu_results, tmp_path, lambda df: df["status"] != "ok")
+    ds, figs = build_all(path)
+    assert ds.ok.empty
+    for name, fig in figs.items():
+        assert style.notes_of(fig), f"{name} notes nothing about an empty dataset"
+    made = tables.build(ds)
+    assert "not measured" in tables.render_markdown(made)
+
+
+@pytest.mark.parametrize("name", REFERENCE_PARAMS)
+def test_reference_missing_each_backend(name, tmp_path):
+    full = raw(_reference(name))
+    for b in sorted(set(full["backend"])):
+        path = subset(_reference(name), tmp_path / b, lambda df, b=b: df["backend"] != b)
+        if raw(path).empty:
+            continue
+        _, figs = build_all(path)
+        check_series(path, figs)
+        if b.endswith("_probe"):  # probes are named by what they measured: the copy roof
+            lost = full[(full["backend"] == b) & (full["status"] == "ok")]
+            if b == "gpu_probe" and (lost["op"] == "copy").any():
+                assert "no copy rows" in all_notes(figs)
+        else:
+            assert b in all_notes(figs), f"no figure notes that {b} is missing"
+
+
+# -- tables: every number read back from the data ----------------------------------------------
+def check_peak_table(path, ds):
+    df = raw(path)
+    okr = df[df["status"] == "ok"]
+    frame = tables.peak_frame(ds)
+    md = tables.render_markdown(tables.build(ds))
+    cpu_backends = ["cpu_blas", "cpu_probe"]
+    for kind, rows in (("gpu", okr[~okr["backend"].isin(cpu_backends)]), ("cpu", okr[okr["backend"].isin(cpu_backends)])):
+        if rows.empty:
+            continue
+        device = rows["device"].value_counts().index[0]
+        rows = rows[rows["device"] == device]
+        throughput = rows[rows["op"].isin(["gemm", "gemv", "vecadd"]) & (rows["tflops"] > 0)]
+        for p, best in throughput.groupby("precision")["tflops"].max().items():
+            line = frame[(frame["device"] == device) & (frame["ceiling"] == p)]
+            assert len(line) == 1
+            assert line["measured"].iloc[0] == pytest.approx(best, rel=1e-9)
+            assert style.format_sig(best) in md
+            cfg = OmegaConf.load(ROOT / "conf" / "device" / f"{line['datasheet_config'].iloc[0]}.yaml")
+            if p in cfg.peak_tflops:
+                assert line["datasheet"].iloc[0] == pytest.approx(float(cfg.peak_tflops[p]))
+                assert line["pct_of_datasheet"].iloc[0] == pytest.approx(100 * best / float(cfg.peak_tflops[p]))
+        copies = rows[rows["op"] == "copy"]
+        mem = frame[(frame["device"] == device) & (frame["ceiling"] == "memory (copy)")]["measured"].iloc[0]
+        if copies.empty:
+            assert pd.isna(mem)
+        else:
+            assert mem == pytest.approx((copies["bytes_min"] / copies["time_median_s"]).max() / 1e9)
+
+
+def check_intensity_table(path, ds):
+    df = raw(path)
+    okr = df[(df["status"] == "ok") & (df["op"].fillna("gemm") == "gemm")]
+    frame = tables.intensity_frame(ds).set_index("op")
+    assert frame.loc["gemm", "chapter_intensity"] == pytest.approx(2 * 1024 ** 3 / (12 * 1024 ** 2))
+    at = okr[(okr["m"] == 1024) & (okr["n"] == 1024) & (okr["k"] == 1024)]
+    if at.empty:
+        assert pd.isna(frame.loc["gemm", "tflops"])
+        return
+    line = frame.loc["gemm"]
+    rows = at[(at["variant"] == line["variant"]) & (at["precision"] == line["precision"])]
+    assert line["flops"] == rows["flops"].iloc[0] == 2 * 1024 ** 3
+    assert line["bytes_min"] == rows["bytes_min"].iloc[0]
+    assert line["intensity"] == pytest.approx(rows["flops"].iloc[0] / rows["bytes_min"].iloc[0])
+    median_t = rows["time_median_s"].median()
+    assert line["tflops"] == pytest.approx(2 * 1024 ** 3 / median_t / 1e12)
+    # the chapter's operands are FP32: its row is measured at fp32 where the data has it
+    if (at["precision"] == "fp32").any():
+        assert line["precision"] == "fp32"
+    md = tables.render_markdown(tables.build(ds))
+    assert style.format_sig(line["tflops"]) in md and style.format_sig(line["intensity"]) in md
+
+
+def check_ladder_table(path, ds):
+    df = raw(path)
+    okr = df[(df["status"] == "ok") & (df["op"].fillna("gemm") == "gemm")]
+    entries = tables.ladder_frame(ds)
+    for _, e in entries.iterrows():
+        at = okr[(okr["precision"] == e["precision"]) & (okr["m"] == e["n"]) & (okr["n"] == e["n"])
+                 & (okr["k"] == e["n"])]
+        if e["group"] == "cublas":
+            best = at[at["backend"].isin(["cublas", "cublaslt"])].groupby("run_id")["time_median_s"].min()
+            assert e["tflops"] == pytest.approx((2 * e["n"] ** 3 / best / 1e12).median())
+            continue
+        rows = at[at["variant"] == e["variant"]]
+        assert e["tflops"] == pytest.approx(rows["tflops"].median())
+        assert e["rel_error"] == pytest.approx(rows["rel_error"].max())
+        pct = []
+        for run, r in rows.groupby("run_id"):
+            base = at[(at["run_id"] == run) & at["backend"].isin(["cublas", "cublaslt"])]["time_median_s"]
+            pct += [100 * base.min() / t for t in r["time_median_s"]] if not base.empty else [float("nan")]
+        expected = pd.Series(pct).median()
+        assert (pd.isna(e["pct_of_cublas"]) and pd.isna(expected)) or e["pct_of_cublas"] == pytest.approx(expected)
+    stages = entries[entries["group"] == "stage"]
+    for p, g in stages.groupby("precision", sort=False):  # rungs in the order of their config's stage
+        order = [data.variant_info(v).stage for v in g["variant"]]
+        staged = [s for s in order if s is not None]
+        assert staged == sorted(staged)
+
+
+def test_cpu_dataset_tables(cpu_results):
+    ds = data.Dataset.from_paths([cpu_results])
+    check_peak_table(cpu_results, ds)
+    check_intensity_table(cpu_results, ds)
+    check_ladder_table(cpu_results, ds)
+    assert tables.ladder_frame(ds).empty
+    frame = tables.intensity_frame(ds).set_index("op")
+    assert frame.loc["gemm", "bound"] in ("bandwidth", "compute")
+    assert pd.isna(frame.loc["vecadd", "flops"])  # no vecadd rows: "not measured", no number
+    tex = tables.render_latex(tables.build(ds))
+    assert r"\begin{tabular}" in tex and "cpu\\_blas" in tex
+
+
+@pytest.mark.parametrize("name", REFERENCE_PARAMS)
+def test_reference_tables(name):
+    ds = data.Dataset.from_paths([_reference(name)])
+    check_peak_table(_reference(name), ds)
+    check_intensity_table(_reference(name), ds)
+    check_ladder_table(_reference(name), ds)
+
+
+# -- the shared helpers ------------------------------------------------------------------------
+def test_best_cublas_is_the_faster_library_of_the_same_run(skipped_gpu_results):
+    ds = data.Dataset.from_paths([skipped_gpu_results])
+    assert data.best_cublas(ds.rows).empty  # skipped rows are no baseline
+    ceil = data.device_ceilings(ds.rows, "gpu")
+    assert ceil.device is None and ceil.config.stem == data.FALLBACK_DEVICE_CONFIG["gpu"]
+    assert ceil.measured_bandwidth_gbs is None and ceil.bandwidth_gbs == ceil.datasheet_bandwidth_gbs
+    cpu = data.device_ceilings(ds.rows, "cpu")
+    assert cpu.config.kind == "cpu" and set(cpu.measured_tflops) == {"fp32", "fp64"}
+
+
+def test_device_config_matching():
+    h200, matched = data.match_device_config("NVIDIA H200", "gpu")
+    assert matched and h200.stem == "h200"
+    h100, matched = data.match_device_config("NVIDIA H100 80GB HBM3", "gpu")
+    assert matched and h100.stem == "h100"
+    other, matched = data.match_device_config("NVIDIA A100-SXM4-80GB", "gpu")
+    assert not matched and other.stem == "h200"
+
+
+def test_sweep_folder_rows_are_read_once(cpu_results, tmp_path):
+    """A sweep folder holds the merged file and each job's file: the same rows, counted once."""
+    (tmp_path / "job0").mkdir()
+    (tmp_path / "job0" / "results.csv").write_bytes(cpu_results.read_bytes())
+    (tmp_path / "results.csv").write_bytes(cpu_results.read_bytes())
+    assert len(data.load([tmp_path])) == len(raw(cpu_results))
+
+
+def test_roof_labels_are_spread_apart():
+    from analysis.figures.roofline import spread
+
+    ys = spread([0.0, 0.01, 0.02, 1.0], gap=0.1)
+    assert all(b - a >= 0.1 - 1e-9 for a, b in zip(ys, ys[1:]))
+    assert sum(ys[:3]) / 3 == pytest.approx(0.01)  # a crowded cluster stays centred on its roofs
+    assert ys[3] == 1.0  # a label with room stays at its roof
