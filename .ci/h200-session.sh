@@ -55,6 +55,11 @@ for stage in "$@"; do case $stage in
            step counters_fp16 300 python3 run.py "variant=[wmma,wmma_tiled,mma_sync,wgmma_tma,wgmma_ws,cutlass_auto,cublas]" \
              precision=fp16 "sizes.square=[4096]" sizes.shapes=[] measure=quick measure.counters=ncu measure.baseline=[] $Q \
              run.name=counters_fp16 hydra.run.dir=$REF/counters_fp16 ;;
+  claims_fix) step claims_cpu_gpu 200 python3 -X faulthandler run.py +experiment=claims_cpu_gpu $Q hydra.run.dir=$REF/claims_cpu_gpu
+           step claims_memory_roof 150 python3 -X faulthandler run.py +experiment=claims_memory_roof \
+             "variant=[copy_gpu,vecadd_gpu,gemv_gpu]" $Q hydra.run.dir=$REF/claims_memory_roof
+           step claims_memory_roof_cpu 150 python3 -X faulthandler run.py +experiment=claims_memory_roof \
+             "variant=[copy_cpu,vecadd_cpu,gemv_cpu]" $Q hydra.run.dir=$REF/claims_memory_roof_cpu ;;
   claims)  for e in $(ls experiments/claims_*.yaml | xargs -n1 basename | sed 's/.yaml$//'); do
              step "$e" 300 python3 run.py +experiment=$e $Q hydra.run.dir=$REF/$e
            done

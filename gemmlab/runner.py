@@ -132,6 +132,9 @@ class Runner:
             fields = {"status": "failed", "reason": _describe(e)}
         finally:
             b.release()
+        if fields.get("status") not in ("ok", "failed", "skipped"):  # a backend bug, not a crash
+            fields = {**fields, "status": "failed",
+                      "reason": f"backend {pt.backend} returned status {fields.get('status')!r}"}
         row = {**row, **self._device_fields(b.kind), **fields}
         if self._counters_on():
             row = self._with_counters(pt, b.kind, row)
