@@ -354,10 +354,16 @@ class Gemv(Probe):
         y = cp.empty((p.m,), dtype=a.dtype)
         handle = backend.blas_handle(ex)
         gemv = cublas.sgemv if p.in_dtype == "float32" else cublas.dgemv
-        args = (handle, CUBLAS_OP_T, p.k, p.m, 1.0, a.data.ptr, p.k, x.data.ptr, 1, 0.0, y.data.ptr, 1)
+        # CuPy's binding takes alpha and beta as host pointers (pointer mode host), not values:
+        # passing 1.0 itself segfaulted on the H200.
+        alpha, beta = np.ones(1, dtype=a.dtype), np.zeros(1, dtype=a.dtype)
+        args = (handle, CUBLAS_OP_T, p.k, p.m, alpha.ctypes.data, a.data.ptr, p.k, x.data.ptr, 1,
+                beta.ctypes.data, y.data.ptr, 1)
 
         def fn():
             gemv(*args)
+
+        fn.keepalive = (alpha, beta)
 
         y.fill(float("nan"))
         fn()
@@ -477,7 +483,8 @@ class GemmEndToEnd(Probe):
         return {**row, **timing_fields(t["summary"], p.flops), "timer": "perf_counter", "cache": "warm",
                 "warmup_s": t["warmup_s"],
                 "extra": {"includes": "H2D A, B from pageable memory, cuBLAS, D2H C, stream sync",
-                          "transfer_bytes": ha.nbytes + hb.nbytes + hc.nbytes}}
+                          "transfer_bytes": ha.nbytes + hb.nbytes + hc.nbytes},
+                "status": "ok"}
 
 
 class FirstRun(Probe):
