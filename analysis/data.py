@@ -26,7 +26,7 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from gemmlab import rows as result_rows
-from gemmlab.config import CONF_DIR
+from gemmlab.config import CONF_DIR, ROOT
 
 GEMM, COPY, TRANSFER, GEMM_E2E = "gemm", "copy", "transfer", "gemm_e2e"
 # Ops whose TFLOP/s is a kernel's throughput at a known intensity: the roofline's points and the
@@ -266,9 +266,16 @@ def best_cublas(df: pd.DataFrame) -> pd.DataFrame:
 
 def with_pct_of_cublas(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` plus ``cublas_variant``, ``cublas_tflops`` and ``pct_of_cublas`` (100 x cuBLAS time /
-    time, against :func:`best_cublas` of the same run and point; NaN where that run has none)."""
+    time). The row's own baseline, timed interleaved with it (``baseline_*``, same clock state),
+    comes first; else :func:`best_cublas` of the same run and point; NaN where there is neither."""
     base = best_cublas(df)
     out = df.merge(base, on=POINT_KEYS, how="left")
+    if "baseline_time_median_s" in out:
+        own = pd.to_numeric(out["baseline_time_median_s"], errors="coerce")
+        has = own.notna()
+        out.loc[has, "cublas_variant"] = out.loc[has, "baseline_variant"]
+        out.loc[has, "cublas_time_s"] = own[has]
+        out.loc[has, "cublas_tflops"] = pd.to_numeric(out.loc[has, "baseline_tflops"], errors="coerce")
     out["pct_of_cublas"] = stable(100.0 * out["cublas_time_s"] / out["time_median_s"])
     out.index = df.index
     return out

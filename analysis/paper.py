@@ -27,7 +27,10 @@ TABLE_FILES = ("tables.tex", "tables.md")
 
 def expected_files() -> List[str]:
     """Names of every file the command writes (tests and CI check them)."""
-    return [f"{name}.{fmt}" for name in FIGURES for fmt in ("pdf", "png")] + list(TABLE_FILES)
+    from .claims import CLAIMS_FILE
+
+    return ([f"{name}.{fmt}" for name in FIGURES for fmt in ("pdf", "png")] + list(TABLE_FILES)
+            + [CLAIMS_FILE])
 
 
 def write_paper(ds: data.Dataset, out_dir: Path) -> Dict[str, List[str]]:
@@ -42,6 +45,9 @@ def write_paper(ds: data.Dataset, out_dir: Path) -> Dict[str, List[str]]:
     made = tables.build(ds)
     style.write_if_changed(out_dir / "tables.tex", tables.render_latex(made).encode())
     style.write_if_changed(out_dir / "tables.md", tables.render_markdown(made).encode())
+    from .claims import write_claims  # the chapter's claims, verdicts computed from the same rows
+
+    write_claims(ds, out_dir)
     return notes
 
 

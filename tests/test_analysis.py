@@ -153,7 +153,7 @@ def check_series(path, figs):
     assert set(pts["precision"]) == {s.split(":")[1] for s in series(roof, "roof") if s.startswith("measured")}
     assert series(roof, "ridge") == set(pts["precision"])
     assert "datasheet" in series(roof, "memroof")
-    has_copy = (okr["op"] == "copy").any()
+    has_copy = ((okr["op"] == "copy") & okr["gpu"]).any()  # the GPU roofline uses GPU copies only
     assert ("measured" in series(roof, "memroof")) == has_copy
     if not has_copy:
         assert any("no copy rows" in n for n in style.notes_of(roof))
@@ -335,7 +335,10 @@ def check_ladder_table(path, ds):
         pct = []
         for run, r in rows.groupby("run_id"):
             base = at[(at["run_id"] == run) & at["backend"].isin(["cublas", "cublaslt"])]["time_median_s"]
-            pct += [100 * base.min() / t for t in r["time_median_s"]] if not base.empty else [float("nan")]
+            for _, x in r.iterrows():  # the row's own interleaved baseline first, else the run's
+                own = x.get("baseline_time_median_s")
+                b = own if pd.notna(own) else (base.min() if not base.empty else float("nan"))
+                pct.append(100 * b / x["time_median_s"])
         expected = pd.Series(pct).median()
         assert (pd.isna(e["pct_of_cublas"]) and pd.isna(expected)) or e["pct_of_cublas"] == pytest.approx(expected)
     stages = entries[entries["group"] == "stage"]
