@@ -220,6 +220,7 @@ class _progress:
 
 def print_summary(runner: Runner, path: Path) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     measured = [r for r in runner.summary_rows if r["status"] != "skipped"]
@@ -242,12 +243,19 @@ def print_summary(runner: Runner, path: Path) -> None:
         console.print(t)
     for r in measured:
         if r["status"] == "failed":
-            console.print(f"[red]failed[/] {r['variant']} {r['precision']} {r['m']}x{r['n']}x{r['k']}: {r.get('reason')}")
-    by_reason: Dict[str, List[str]] = {}
-    for (v, p, reason), n in skipped.items():
-        by_reason.setdefault(reason, []).append(f"{v}/{p} ({n})")
-    for reason, what in by_reason.items():
-        console.print(f"[yellow]skipped[/] {', '.join(what)}: {reason}")
+            console.print(f"[red]failed[/] {r['variant']} {r['precision']} {r['m']}x{r['n']}x{r['k']}: "
+                          f"{escape(str(r.get('reason')))}")
+    unsupported = sum(n for (_v, _p, reason), n in skipped.items() if " does not support " in reason)
+    by_reason: Dict[str, Counter] = {}
+    for (v, _p, reason), n in skipped.items():
+        if " does not support " not in reason:
+            by_reason.setdefault(reason, Counter())[v] += n
+    for reason, variants in by_reason.items():
+        what = ", ".join(f"{v} ({n})" for v, n in variants.items())
+        console.print(f"[yellow]skipped[/] {escape(what)}: {escape(reason)}")
+    if unsupported:
+        console.print(f"[yellow]skipped[/] {unsupported} points whose variant does not support the "
+                      "precision (each row says which it supports)")
     c = runner.counts
     console.print(f"ok {c['ok']}  failed {c['failed']}  skipped {c['skipped']}"
                   + (f"  already ok (resumed) {c['resumed']}" if c["resumed"] else "")
