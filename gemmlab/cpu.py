@@ -59,18 +59,24 @@ class CpuExecutor:
             if not res.passed:
                 return {**row, "status": "failed", "reason": res.failure()}
 
-        # warm-up by time
-        t0, it = time.perf_counter(), 0
-        while it < m.warmup_min_iters or time.perf_counter() - t0 < m.warmup_s:
-            launch.fn()
-            it += 1
-        row["warmup_s"] = time.perf_counter() - t0
+        t = host_timed(launch.fn, m)
+        return {**row, **timing_fields(t["summary"], point.flops), "warmup_s": t["warmup_s"], "status": "ok"}
 
-        times = []
-        start = time.perf_counter()
-        while not should_stop(times, time.perf_counter() - start, m):
-            s = time.perf_counter_ns()
-            launch.fn()
-            times.append((time.perf_counter_ns() - s) * 1e-9)
-        return {**row, **timing_fields(summarize(times), point.flops), "status": "ok"}
 
+
+def host_timed(fn, measure) -> Dict[str, Any]:
+    """Host-clock timing of a call that has finished when it returns (a CPU call, or a GPU call
+    that synchronises): warm-up by time, then one perf_counter sample per call until the
+    stopping rule holds. Returns the summary and the warm-up seconds."""
+    t0, it = time.perf_counter(), 0
+    while it < measure.warmup_min_iters or time.perf_counter() - t0 < measure.warmup_s:
+        fn()
+        it += 1
+    warmup_s = time.perf_counter() - t0
+    times = []
+    start = time.perf_counter()
+    while not should_stop(times, time.perf_counter() - start, measure):
+        s = time.perf_counter_ns()
+        fn()
+        times.append((time.perf_counter_ns() - s) * 1e-9)
+    return {"summary": summarize(times), "warmup_s": warmup_s}

@@ -259,7 +259,7 @@ def print_summary(runner: Runner, path: Path) -> None:
     c = runner.counts
     console.print(f"ok {c['ok']}  failed {c['failed']}  skipped {c['skipped']}"
                   + (f"  already ok (resumed) {c['resumed']}" if c["resumed"] else "")
-                  + (f"  INTERRUPTED" if c["interrupted"] else "") + f"   rows: {path}")
+                  + ("  INTERRUPTED" if c["interrupted"] else "") + f"   rows: {path}")
 
 
 def main(cfg: DictConfig) -> int:

@@ -22,15 +22,15 @@ from __future__ import annotations
 import functools
 import os
 import re
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
 from .. import check, dtypes, env
-from ..stats import should_stop, summarize, timing_fields
+from ..stats import timing_fields
+from ..cpu import host_timed
 from .base import Backend
 
 CHUNK_ALIGN = 4096  # elements; chunk boundaries on page multiples
@@ -92,22 +92,6 @@ def _chunks(n: int, parts: int) -> List[slice]:
     return [slice(s, min(n, s + step)) for s in range(0, n, step)]
 
 
-def _host_timed(fn: Callable[[], None], measure) -> Dict[str, Any]:
-    """The CPU executor's timing: warm-up by time, then samples until the stopping rule holds."""
-    t0, it = time.perf_counter(), 0
-    while it < measure.warmup_min_iters or time.perf_counter() - t0 < measure.warmup_s:
-        fn()
-        it += 1
-    warmup_s = time.perf_counter() - t0
-    times: List[float] = []
-    start = time.perf_counter()
-    while not should_stop(times, time.perf_counter() - start, measure):
-        s = time.perf_counter_ns()
-        fn()
-        times.append((time.perf_counter_ns() - s) * 1e-9)
-    return {"summary": summarize(times), "warmup_s": warmup_s}
-
-
 class CpuProbe(Backend):
     name = "cpu_probe"
     kind = "cpu"
@@ -156,7 +140,7 @@ class CpuProbe(Backend):
                "kernel_name": kernel_name, "library_version": f"numpy {np.__version__}"}
         if not res.passed:
             return {**row, "status": "failed", "reason": res.failure()}
-        t = _host_timed(fn, ex.measure)
+        t = host_timed(fn, ex.measure)
         return {**row, **timing_fields(t["summary"], flops), "warmup_s": t["warmup_s"], "status": "ok"}
 
     def _copy(self, p, ex, seed, pool, threads):

@@ -13,7 +13,6 @@ from typing import Optional
 
 import numpy as np
 
-from .. import dtypes
 from .base import Backend, Launch
 
 # cudaDataType_t (library_types.h) and cublasComputeType_t (cublas_api.h)

@@ -45,13 +45,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
 
 from .. import cache, check, dtypes
 from ..config import ROOT
-from ..stats import should_stop, summarize, timing_fields
+from ..stats import timing_fields
+from ..cpu import host_timed
 from .base import Backend
 
 KERNELS_DIR = ROOT / "kernels" / "cuda"
@@ -110,23 +111,6 @@ def _timed_fields(ex, timed, flops: int) -> Dict[str, Any]:
     """Row fields of one timed call, as GpuExecutor._measure writes them."""
     return {**timing_fields(timed.summary, flops), **_clock_fields(ex, timed), "timer": "cuda_event",
             "warmup_s": timed.warmup_s, "cache": _cache_policy(ex)}
-
-
-def _host_timed(fn: Callable[[], None], measure) -> Dict[str, Any]:
-    """Host-clock samples of a call that ends synchronised, with the CPU executor's discipline:
-    warm-up by time, then samples until the stopping rule holds."""
-    t0, it = time.perf_counter(), 0
-    while it < measure.warmup_min_iters or time.perf_counter() - t0 < measure.warmup_s:
-        fn()
-        it += 1
-    warmup_s = time.perf_counter() - t0
-    times: List[float] = []
-    start = time.perf_counter()
-    while not should_stop(times, time.perf_counter() - start, measure):
-        s = time.perf_counter_ns()
-        fn()
-        times.append((time.perf_counter_ns() - s) * 1e-9)
-    return {"summary": summarize(times), "warmup_s": warmup_s}
 
 
 def _compare(cp, out, ref64, tolerance: float) -> check.CheckResult:
@@ -479,7 +463,7 @@ class GemmEndToEnd(Probe):
                "kernel_name": f"H2D A, B (pageable) + {launch.info.get('kernel_name', 'cuBLAS')} + D2H C + sync"}
         if not res.passed:
             return {**row, "status": "failed", "reason": res.failure()}
-        t = _host_timed(fn, ex.measure)
+        t = host_timed(fn, ex.measure)
         return {**row, **timing_fields(t["summary"], p.flops), "timer": "perf_counter", "cache": "warm",
                 "warmup_s": t["warmup_s"],
                 "extra": {"includes": "H2D A, B from pageable memory, cuBLAS, D2H C, stream sync",

@@ -32,7 +32,7 @@ def cast(cp, x32, name: str):
 
 
 def to_float64(cp, x):
-    if x.dtype == dtypes.numpy_dtype("bfloat16") if _has_bf16() else False:
+    if _has_bf16() and x.dtype == dtypes.numpy_dtype("bfloat16"):
         try:
             return x.astype(cp.float64)
         except Exception:

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, List, Sequence
 
 from ..stats import Summary, should_stop, summarize
-from .nvml import ClockStats, Sampler
+from .nvml import ClockStats
 
 SPIN_SRC = r"""
 extern "C" __global__ void gemmlab_spin(unsigned long long ns) {
