@@ -26,7 +26,7 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from gemmlab import rows as result_rows
-from gemmlab.config import CONF_DIR, ROOT
+from gemmlab.config import CONF_DIR
 
 GEMM, COPY, TRANSFER, GEMM_E2E = "gemm", "copy", "transfer", "gemm_e2e"
 # Ops whose TFLOP/s is a kernel's throughput at a known intensity: the roofline's points and the

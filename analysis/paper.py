@@ -3,9 +3,9 @@
     python -m analysis.paper                       # outputs/reference/ -> outputs/paper/
     python -m analysis.paper outputs/runs/gemm/2026-11-29_22-16-16 --out /tmp/paper
 
-Writes roofline, ladder, throughput_vs_size, error_vs_precision, cpu_gpu_crossover (.pdf and
-.png) and tables.tex / tables.md. Same rows, same bytes: files whose content did not change are
-not rewritten. What the data lacks (a backend, a precision, the copy or transfer probes) is
+Writes roofline, ladder, throughput_vs_size, error_vs_precision, cpu_gpu_crossover,
+hierarchical_roofline (.pdf and .png) and tables.tex / tables.md. Same rows, same bytes: files
+whose content did not change are not rewritten. What the data lacks (a backend, a precision, the copy or transfer probes) is
 noted in the figure concerned and listed at the end, never an error.
 """
 from __future__ import annotations

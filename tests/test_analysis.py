@@ -18,7 +18,8 @@ from omegaconf import OmegaConf
 from conftest import ROOT, compose_cfg, run_points
 
 from analysis import data, paper, style, tables
-from analysis.figures import FIGURES
+from analysis.figures import hierarchical_roofline
+from analysis.paper import FIGURES  # every figure the paper writes
 
 REFERENCE = ROOT / "outputs" / "reference"
 REFERENCE_SETS = sorted({p.relative_to(REFERENCE).parts[0] for p in REFERENCE.rglob("results.csv")}) \
@@ -186,6 +187,8 @@ def check_series(path, figs):
     e2e = okr[(okr["op"] == "gemm_e2e") & (okr["m"] == okr["n"]) & (okr["n"] == okr["k"])]
     assert series(cross, "gpu-e2e") == set(e2e["precision"]) & panels
 
+    check_hierarchical_series(okr, figs["hierarchical_roofline"])
+
     lad = figs["ladder"]
     cuda = square[square["backend"] == "cuda"]
     staged = [stage_of(v) is not None for v in cuda["variant"]]
@@ -201,6 +204,78 @@ def check_series(path, figs):
         # ... and that size is the one with the most stages
         per_size = cuda[cuda["precision"] == p].groupby("n")["variant"].nunique()
         assert per_size.empty or len(set(at["variant"])) == per_size.max()
+
+
+LEVELS = ("dram", "l2", "l1")
+
+
+def counter_rows(okr):
+    """ok GPU throughput rows with hardware counters, and each level's intensity from the bytes
+    (inf where zero bytes were counted)."""
+    c = okr[okr["gpu"] & okr["op"].isin(["gemm", "gemv", "vecadd"]) & (okr["tflops"] > 0)].copy()
+    for lvl in LEVELS:
+        c[f"bytes_{lvl}"] = pd.to_numeric(c.get(f"bytes_{lvl}"), errors="coerce")
+    c = c[c[[f"bytes_{lvl}" for lvl in LEVELS]].notna().any(axis=1)]
+    for lvl in LEVELS:
+        b = c[f"bytes_{lvl}"]
+        c[f"x_{lvl}"] = [float("nan") if pd.isna(v) else float("inf") if v == 0 else f / v
+                         for f, v in zip(c["flops"], b)]
+    return c
+
+
+def offsets(fig, gid):
+    """(x, y) of the markers of the artist with ``gid`` (exactly one such artist)."""
+    found = [c for ax in fig.axes for c in ax.collections if c.get_gid() == gid]
+    assert len(found) == 1, gid
+    return [tuple(map(float, xy)) for xy in found[0].get_offsets()]
+
+
+def check_hierarchical_series(okr, fig):
+    """Each kernel with counters at its DRAM, L2 and L1 intensity (off scale where the level
+    carried less than the operands), its modeled intensity beside, at its TFLOP/s."""
+    c = counter_rows(okr)
+    notes = "\n".join(style.notes_of(fig))
+    for lvl in LEVELS:
+        has = c[c[f"bytes_{lvl}"].notna()]
+        drawn = series(fig, lvl) | series(fig, f"offscale-{lvl}")
+        assert drawn == {f"{v}:{p}" for v, p in zip(has["variant"], has["precision"])}, lvl
+        cut = hierarchical_roofline.OFFSCALE_FACTOR * c["intensity"].max()
+        for _, r in has.iterrows():
+            x = r[f"x_{lvl}"]
+            off = x == float("inf") or x > cut
+            kind = f"offscale-{lvl}" if off else lvl
+            [(x_drawn, y_drawn)] = offsets(fig, f"{kind}:{r['variant']}:{r['precision']}")
+            assert y_drawn == pytest.approx(r["tflops"], rel=1e-9)
+            if off:
+                value = "∞" if x == float("inf") else style.format_sig(x, 3)
+                assert f"off scale: {r['variant']} {lvl.upper()} {value}" in notes
+            else:
+                assert x_drawn == pytest.approx(x, rel=1e-9)
+                assert x_drawn == pytest.approx(r[f"intensity_{lvl}"], rel=1e-9)  # the row's own column
+    modeled = c[c["intensity_model"].notna()]
+    assert series(fig, "model") == {f"{v}:{p}" for v, p in zip(modeled["variant"], modeled["precision"])}
+    for _, r in modeled.iterrows():
+        assert offsets(fig, f"model:{r['variant']}:{r['precision']}") == \
+            [pytest.approx((r["intensity_model"], r["tflops"]), rel=1e-9)]
+    assert series(fig, "levels") == {f"{v}:{p}" for v, p in zip(c["variant"], c["precision"])}
+    # roofs: one compute roof per precision with counters, at its measured peak; DRAM always;
+    # no L2/L1 roof without rows that measured them, and the axes say so
+    assert series(fig, "roof") == {f"measured:{p}" for p in set(c["precision"])}
+    assert series(fig, "memroof") == {"dram"} | {lvl for lvl in ("l2", "l1")
+                                                 if (okr["op"] == f"{lvl}_bandwidth").any()}
+    if not ((okr["op"] == "l2_bandwidth") | (okr["op"] == "l1_bandwidth")).any():
+        assert hierarchical_roofline.LEVEL_ROOFS_MISSING in notes
+    if c.empty:
+        assert hierarchical_roofline.NO_COUNTERS in notes
+        assert len(fig.axes) == 1
+    else:
+        assert hierarchical_roofline.NO_COUNTERS not in notes
+        assert [ax.get_title(loc="left").split(",")[0] for ax in fig.axes] == \
+            data.precision_order(c["precision"])  # one panel per precision
+    for ax in fig.axes:
+        assert ax.get_xscale() == ax.get_yscale() == "log"
+        assert "FLOP/byte" in ax.get_xlabel() or ax is not fig.axes[-1]
+        assert "TFLOP/s" in ax.get_ylabel()
 
 
 def test_cpu_dataset_series_and_gaps(cpu_results):
@@ -404,3 +479,96 @@ def test_roof_labels_are_spread_apart():
     assert all(b - a >= 0.1 - 1e-9 for a, b in zip(ys, ys[1:]))
     assert sum(ys[:3]) / 3 == pytest.approx(0.01)  # a crowded cluster stays centred on its roofs
     assert ys[3] == 1.0  # a label with room stays at its roof
+
+
+# -- the hierarchical roofline: measured bytes per memory level ---------------------------------
+def with_counters(name):
+    """Reference datasets that hold rows with hardware counters."""
+    if name is None:
+        return False
+    df = raw(_reference(name))
+    return any(c in df.columns and df[c].notna().any() for c in ("bytes_dram", "bytes_l2", "bytes_l1"))
+
+
+COUNTER_PARAMS = [p for p in REFERENCE_PARAMS if with_counters(p.values[0])] or \
+    [pytest.param(None, id="reference-counters",
+                  marks=pytest.mark.skip(reason="no reference rows with hardware counters yet"))]
+
+
+def test_hierarchical_roofline_without_counters_notes_it(cpu_results, tmp_path):
+    """No row has counters: the figure is still made, one empty panel with the DRAM roof, and
+    the note says why."""
+    ds, figs = build_all(cpu_results)
+    fig = figs["hierarchical_roofline"]
+    notes = "\n".join(style.notes_of(fig))
+    assert hierarchical_roofline.NO_COUNTERS in notes
+    assert hierarchical_roofline.LEVEL_ROOFS_MISSING in notes
+    assert series(fig, "memroof") == {"dram"}
+    assert not (series(fig, "dram") | series(fig, "l2") | series(fig, "l1") | series(fig, "model"))
+    style.save(fig, tmp_path, "hierarchical_roofline")
+    assert (tmp_path / "hierarchical_roofline.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("name", COUNTER_PARAMS)
+def test_hierarchical_roofline_reference(name, tmp_path):
+    """The H200 rows with counters: every kernel at its three levels, same bytes on a rerun, and
+    the same dataset with the counter columns emptied still yields the figure, with the note."""
+    path = _reference(name)
+    okr = raw(path)
+    okr = okr[okr["status"] == "ok"].copy()
+    okr["gpu"] = ~okr["backend"].isin(["cpu_blas", "cpu_probe"])
+    c = counter_rows(okr)
+    assert not c.empty
+    ds = data.Dataset.from_paths([path])
+    fig = hierarchical_roofline.build(ds)
+    check_hierarchical_series(okr, fig)
+    again = hierarchical_roofline.build(data.Dataset.from_paths([path]))
+    for fmt in ("pdf", "png"):  # deterministic bytes, as every figure
+        assert style.render(fig, fmt) == style.render(again, fmt)
+    # the measured DRAM roof: the copy rows' bandwidth, as the roofline's
+    label = [t.get_text() for ax in fig.axes for t in ax.texts if t.get_gid() == "label:memroof:dram"][0]
+    copies = okr[(okr["op"] == "copy") & okr["gpu"]]
+    if not copies.empty:
+        bw_tbs = (copies["bytes_min"] / copies["time_median_s"]).max() / 1e12
+        assert label == f"DRAM {style.format_sig(bw_tbs)} TB/s"
+
+    stripped = raw(path)
+    for col in ("bytes_dram", "bytes_l2", "bytes_l1", "intensity_dram", "intensity_l2", "intensity_l1"):
+        stripped[col] = float("nan")
+    (tmp_path / "stripped").mkdir()
+    stripped.to_csv(tmp_path / "stripped" / "results.csv", index=False)
+    bare = hierarchical_roofline.build(data.Dataset.from_paths([tmp_path / "stripped"]))
+    assert hierarchical_roofline.NO_COUNTERS in "\n".join(style.notes_of(bare))
+    assert not series(bare, "dram")
+
+
+@pytest.mark.parametrize("name", COUNTER_PARAMS)
+def test_hierarchical_roofline_draws_a_measured_level_roof(name, tmp_path):
+    """Where rows measured the L2 bandwidth (op l2_bandwidth, read like the copy probe), an L2
+    roof is drawn at it and only L1 is noted as not measured. The row is made here from the
+    copy row with its time halved (a test input, not a measurement)."""
+    df = raw(_reference(name))
+    copy = df[(df["op"] == "copy") & (df["status"] == "ok") & ~df["backend"].isin(["cpu_probe"])]
+    if copy.empty:
+        pytest.skip("no GPU copy row to derive the test row from")
+    row = copy.iloc[:1].copy()
+    row["op"], row["time_median_s"] = "l2_bandwidth", row["time_median_s"] / 2
+    path = tmp_path / "results.csv"
+    pd.concat([df, row], ignore_index=True).to_csv(path, index=False)
+    fig = hierarchical_roofline.build(data.Dataset.from_paths([path]))
+    assert series(fig, "memroof") == {"dram", "l2"}
+    notes = "\n".join(style.notes_of(fig))
+    assert hierarchical_roofline.LEVEL_ROOFS_MISSING not in notes and "L1 bandwidth not measured" in notes
+    l2_tbs = float((row["bytes_min"] / row["time_median_s"]).iloc[0]) / 1e12
+    labels = [t.get_text() for ax in fig.axes for t in ax.texts if t.get_gid() == "label:memroof:l2"]
+    assert labels and all(t == f"L2 {style.format_sig(l2_tbs)} TB/s" for t in labels)
+
+
+def test_hidden_pairs_and_offscale_limit():
+    rows = pd.DataFrame({
+        "variant": ["a", "b", "c"], "tflops": [50.0, 51.0, 40.0], "intensity": [600.0] * 3,
+        "intensity_dram": [346.0, 347.0, 346.0], "intensity_l2": [40.0, 40.5, 40.0],
+        "intensity_l1": [float("inf"), float("inf"), 41.0]})
+    # a and b: same throughput and bytes (b drawn over a); c differs in TFLOP/s and L1
+    assert hierarchical_roofline.hidden_pairs(rows) == [("a", "b")]
+    assert hierarchical_roofline.offscale_limit(rows) == hierarchical_roofline.OFFSCALE_FACTOR * 600.0

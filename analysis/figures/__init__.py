@@ -9,7 +9,7 @@ from typing import Callable, Dict
 
 from matplotlib.figure import Figure
 
-from . import crossover, errors, ladder, roofline, throughput
+from . import crossover, errors, hierarchical_roofline, ladder, roofline, throughput
 
 FIGURES: Dict[str, Callable[..., Figure]] = {
     "roofline": roofline.build,
@@ -17,4 +17,5 @@ FIGURES: Dict[str, Callable[..., Figure]] = {
     "throughput_vs_size": throughput.build,
     "error_vs_precision": errors.build,
     "cpu_gpu_crossover": crossover.build,
+    "hierarchical_roofline": hierarchical_roofline.build,
 }
