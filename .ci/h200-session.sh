@@ -6,7 +6,7 @@
 #
 # Needs the wheels in .whl/ (../shared/gpu-host/wheels.sh .whl) and $OUT (where logs and a tarball
 # of outputs/reference go). Stages: core kernels hopper cutlass_bench cutlass cutlass_n8192
-# cutlass_odd ladder tc tune pitfalls cublas counters claims fidelity. Nothing else may write
+# cutlass_odd ladder tc tune tune_ws pitfalls cublas counters claims fidelity. Nothing else may write
 # files under $OUT: only 8 files come back.
 set -u
 source .ci/gpu-env.sh || exit 1
@@ -42,9 +42,13 @@ for stage in "$@"; do case $stage in
   tc)      step ladder_tc 300 python3 run.py "variant=[wmma,wmma_tiled,mma_sync,wgmma_tma,wgmma_ws]" \
              "precision=[fp16,bf16]" "sizes.square=[4096,8192]" sizes.shapes=[] measure=sustained \
              measure.max_time_s=2 $Q run.name=ladder_tc hydra.run.dir=$REF/ladder_tc ;;
-  tune)    step tune_warp_tiled 240 python3 run.py -m variant=warp_tiled precision=fp32 "sizes.square=[4096]" sizes.shapes=[] $Q \
+  tune)    step tune_warp_tiled 240 python3 run.py -m variant=warp_tiled precision=fp32 "sizes.square=[4096]" sizes.shapes=[] \
+             measure.max_time_s=1.5 $Q \
              'variant.warp_tiled.cuda.defines={STAGES:3},{STAGES:2},{STAGES:4},{BK:8,STAGES:4},{BK:32,STAGES:3},{WM:32,WN:64},{THREADS:128,WN:64,WNITER:4},{BN:256,WN:64,WNITER:4,MIN_BLOCKS:1}' \
              run.name=tune_warp_tiled hydra.sweep.dir=$REF/tune_warp_tiled ;;
+  tune_ws) step tune_wgmma_ws 200 python3 run.py -m variant=wgmma_ws precision=bf16 "sizes.square=[8192]" sizes.shapes=[] \
+             measure.max_time_s=1.5 $Q 'variant.wgmma_ws.cuda.defines={CLUSTER_M:2,GROUP_M:8},{CLUSTER_M:1,GROUP_M:8},{CLUSTER_M:2,GROUP_M:16},{CLUSTER_M:1,GROUP_M:16}' \
+             run.name=tune_wgmma_ws hydra.sweep.dir=$REF/tune_wgmma_ws ;;
   pitfalls) step pitfalls 180 python3 run.py "variant=[smem_tiled,smem_tiled_colread,smem_tiled_colread_padded,smem_tiled_nosync]" \
              precision=fp32 "sizes.square=[4096]" sizes.shapes=[] measure.check_repeats=5 run.fail_on_error=false $Q \
              run.name=pitfalls hydra.run.dir=$REF/pitfalls ;;
