@@ -213,9 +213,11 @@ def ladder_table(ds: data.Dataset) -> Table:
         Column("tflops", "TFLOP/s", "r", format_sig),
         Column("pct_of_cublas", "% of cuBLAS", "r", _pct),
         Column("rel_error", "Rel. error", "r", lambda v: format_sig(v, 2)),
+        Column("kernel_name", "Configuration", "l", _text),
     ], f, empty="no hand-written stage or library GEMM rows in the data",
-        footnote="% of cuBLAS: against the faster of cublas and cublaslt in the same run and point "
-                 "(median over runs)." + (" Gaps: " + "; ".join(dict.fromkeys(notes)) + "." if notes else ""))
+        footnote="% of cuBLAS: against the faster of cublas and cublaslt timed interleaved with the "
+                 "point (else in the same run), median over runs; where a sweep tried several "
+                 "configurations of a stage, its best." + (" Gaps: " + "; ".join(dict.fromkeys(notes)) + "." if notes else ""))
 
 
 TABLES = (peak_table, intensity_table, ladder_table)
