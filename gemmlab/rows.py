@@ -180,9 +180,11 @@ def read(paths: Iterable[os.PathLike] | os.PathLike):
             raise FileNotFoundError(f"no results file or folder at {p}")
     if not files:
         raise FileNotFoundError(f"no {RESULTS_FILE} under {[str(p) for p in paths]}")
-    # round_trip: pandas' default float parser can be ULPs off, which churns generated figures
-    frames = [pd.read_csv(f, dtype={"reason": "string", "extra": "string"}, keep_default_na=True,
-                          float_precision="round_trip") for f in files]
+    # pandas < 3 parses floats up to ULPs off unless asked for round_trip (which churned generated
+    # figures); pandas 3 parses exactly and deprecates the option.
+    exact = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
+    frames = [pd.read_csv(f, dtype={"reason": "string", "extra": "string"}, keep_default_na=True, **exact)
+              for f in files]
     df = pd.concat(frames, ignore_index=True)
     for c in COLUMN_NAMES:  # files written by older versions may lack a column
         if c not in df.columns:
