@@ -40,7 +40,7 @@ def find_cuobjdump():
     return None
 
 
-def build(variant: str, precision: str, cache_folder: Path):
+def build(variant: str, precision: str, cache_folder: Path, overrides=()):
     """Compile one variant exactly as the cuda launcher does (same flags, same cache code).
 
     Returns (cubin path, nvcc/ptxas output text).
@@ -51,7 +51,7 @@ def build(variant: str, precision: str, cache_folder: Path):
 
     if nvcc.find_nvcc() is None:
         pytest.skip("nvcc not found")
-    cfg = compose_cfg([f"variant={variant}", f"precision={precision}", "sizes=smoke"])
+    cfg = compose_cfg([f"variant={variant}", f"precision={precision}", "sizes=smoke", *overrides])
     point = expand(cfg)[0]
     kb = build_for(point, str(ROOT))
     assert "-gencode=arch=compute_90a,code=sm_90a" in kb.flags, kb.flags
@@ -126,7 +126,11 @@ def test_sass_uses_the_tensor_core_path_each_stage_claims(builds):
         assert not any(x.startswith("HMMA") for x in ops[v]), f"{v} falls back to HMMA"
         assert any(x.startswith("UTMALDG.2D") for x in ops[v]), f"{v} has no TMA loads"
     ws = ops["wgmma_ws"]
-    assert any(x.startswith("UTMALDG.2D.MULTICAST") for x in ws), "wgmma_ws does not multicast"
+    # 2-CTA clusters are off by default (slower on the H200); built with them, B is multicast
+    folder = Path(builds[("wgmma_ws", "bf16")][0]).parent
+    clustered = opcodes(sass(build("wgmma_ws", "bf16", folder,
+                                   ["variant.wgmma_ws.cuda.defines.CLUSTER_M=2"])[0]))
+    assert any(x.startswith("UTMALDG.2D.MULTICAST") for x in clustered), "CLUSTER_M=2 does not multicast"
     assert any(x.startswith("UTMASTG.2D") for x in ws), "wgmma_ws has no TMA store epilogue"
     assert any(x.startswith("STSM") for x in ws), "wgmma_ws has no stmatrix epilogue"
     assert {"USETMAXREG.DEALLOC.CTAPOOL", "USETMAXREG.TRY_ALLOC.CTAPOOL"} <= set(ws), "setmaxnreg missing"
