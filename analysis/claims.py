@@ -1176,12 +1176,12 @@ def render_markdown(verdicts: Sequence[Verdict], ds: data.Dataset) -> str:
     return "\n".join(lines)
 
 
-def write_claims(ds: data.Dataset, out_dir: Path) -> Path:
+def write_claims(ds: data.Dataset, out_dir: Path, verdicts=None) -> Path:
     """Write ``out_dir/claims.md`` for ``ds`` (unchanged content is not rewritten); returns its path."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / CLAIMS_FILE
-    write_if_changed(path, render_markdown(evaluate(ds), ds).encode())
+    write_if_changed(path, render_markdown(verdicts if verdicts is not None else evaluate(ds), ds).encode())
     return path
 
 
@@ -1192,15 +1192,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
     args = ap.parse_args(argv)
     results = args.results or [DEFAULT_RESULTS]
-    try:
-        ds = data.Dataset.from_paths(results)
-    except FileNotFoundError as e:
-        print(f"analysis.claims: {e}", file=sys.stderr)
+    ds = data.dataset_from_cli("analysis.claims", results)
+    if ds is None:
         return 2
     verdicts = evaluate(ds)
-    path = args.out / CLAIMS_FILE
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_if_changed(path, render_markdown(verdicts, ds).encode())
+    path = write_claims(ds, args.out, verdicts)
     print(f"analysis.claims: {len(ds.rows)} rows -> {path}")
     for v in verdicts:
         print(f"  {v.claim:5s} {v.verdict}")

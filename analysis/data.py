@@ -460,3 +460,15 @@ class Dataset:
     def variants(self) -> List[str]:
         """Every variant with an ok row, in legend order (fixes each variant's colour)."""
         return variant_order(self.ok)
+
+
+def dataset_from_cli(prog: str, results) -> "Dataset | None":
+    """The Dataset of the command line's RESULTS (default: the reference data), or None after
+    printing why there is none (the command then exits 2)."""
+    import sys
+
+    try:
+        return Dataset.from_paths(results)
+    except FileNotFoundError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return None

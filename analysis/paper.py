@@ -58,10 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
     args = ap.parse_args(argv)
     results = args.results or [DEFAULT_RESULTS]
-    try:
-        ds = data.Dataset.from_paths(results)
-    except FileNotFoundError as e:
-        print(f"analysis.paper: {e}", file=sys.stderr)
+    ds = data.dataset_from_cli("analysis.paper", results)
+    if ds is None:
         return 2
     notes = write_paper(ds, args.out)
     n_ok = int((ds.rows["status"] == "ok").sum())

@@ -49,14 +49,17 @@ class GpuExecutor:
         self.dev = info()
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self.nvml = Nvml(self.dev["pci_bus_id"])
+        # the physical GPU (nvidia-smi's index and UUID), also in a job pinned by CUDA_VISIBLE_DEVICES
+        from ..gpu_pinning import gpu_identity
+
+        self._identity = gpu_identity()
         self.timer = GpuTimer(self.measure, self.stream, self.dev["l2_bytes"], lambda: Sampler(self.nvml))
         self._ready = True
 
     def device_fields(self) -> Dict[str, Any]:
         self._init()
         d = self.dev
-        return {"device": d["device"], "gpu_index": self.nvml.index if self.nvml.ok else d["ordinal"],
-                "gpu_uuid": self.nvml.uuid, "sm_count": d["sm_count"], "l2_bytes": d["l2_bytes"],
+        return {"device": d["device"], **self._identity, "sm_count": d["sm_count"], "l2_bytes": d["l2_bytes"],
                 "driver_version": d["driver_version"], "cuda_runtime_version": d["cuda_runtime_version"],
                 "cupy_version": d["cupy_version"]}
 

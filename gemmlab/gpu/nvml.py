@@ -35,7 +35,8 @@ class ClockStats:
 
 
 class Nvml:
-    """One device's NVML handle, found by PCI bus id so CUDA_VISIBLE_DEVICES cannot confuse it."""
+    """One device's NVML handle for clocks, power and temperature, found by PCI bus id so
+    CUDA_VISIBLE_DEVICES cannot confuse it (the GPU's identity: gemmlab.gpu_pinning.gpu_identity)."""
 
     def __init__(self, pci_bus_id: str):
         self.ok = False
@@ -46,14 +47,11 @@ class Nvml:
             pynvml.nvmlInit()
             self._n = pynvml
             self.handle = pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id)
-            self.index = int(pynvml.nvmlDeviceGetIndex(self.handle))
-            uuid = pynvml.nvmlDeviceGetUUID(self.handle)
-            self.uuid = uuid.decode() if isinstance(uuid, bytes) else uuid
             self.max_sm_clock_mhz = float(pynvml.nvmlDeviceGetMaxClockInfo(self.handle, pynvml.NVML_CLOCK_SM))
             self.ok = True
         except Exception as e:  # ImportError, NVMLError
             self.reason = f"NVML unavailable ({type(e).__name__}: {e})"
-            self.index, self.uuid, self.max_sm_clock_mhz = None, None, None
+            self.max_sm_clock_mhz = None
             log.warning(self.reason)
 
     def read(self) -> Tuple[float, float, float]:
