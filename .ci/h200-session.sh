@@ -6,7 +6,8 @@
 #
 # Needs the wheels in .whl/ (../shared/gpu-host/wheels.sh .whl) and $OUT (where logs and a tarball
 # of outputs/reference go). Stages: core kernels hopper cutlass_bench cutlass cutlass_n8192
-# cutlass_odd ladder tc tune tune_ws pitfalls cublas counters claims fidelity. Nothing else may write
+# cutlass_odd ladder tc tune tune_ws pitfalls cublas counters claims fidelity timer_study
+# pinning multi_gpu (the last two on a host with two GPUs). Nothing else may write
 # files under $OUT: only 8 files come back.
 set -u
 source .ci/gpu-env.sh || exit 1
@@ -27,6 +28,19 @@ step() {  # step NAME SECONDS CMD...: run, keep the tail in the log, never stop 
 for stage in "$@"; do case $stage in
   core)    step gpu_core 240 python3 -m pytest -m gpu tests/test_gpu_core.py -q -p no:cacheprovider ;;
   fidelity) step fidelity 200 python3 -m gemmlab.bench.fidelity --rounds 5 --out "$OUT/fidelity.json" ;;
+  timer_study)  # which flush / spin policy agrees with do_bench, and which is quietest
+           T="max_time_s=1.5"
+           step timer_study 300 python3 -m gemmlab.bench.fidelity --rounds 3 --sizes 2048 4096 \
+             --precisions fp16 bf16 --variants cublas \
+             --timers "$T" "$T,spin=as_needed" "$T,flush_method=read,spin=as_needed" "$T,cache=warm" \
+             --out "$OUT/timer_study.json"
+           step timer_study_lt 150 python3 -m gemmlab.bench.fidelity --rounds 3 --sizes 2048 4096 \
+             --precisions fp16 --variants cublaslt \
+             --timers "$T" "$T,spin=as_needed" "$T,flush_method=read,spin=as_needed" "$T,cache=warm" \
+             --out "$OUT/timer_study_lt.json" ;;
+  pinning) step gpu_pinning 300 python3 -m pytest tests/test_gpu_pinning.py -q -rA -x -p no:cacheprovider ;;
+  multi_gpu) step multi_gpu 480 python3 -m gemmlab.bench.multi_gpu --out "$REF/multi_gpu" \
+             -- variant=cublas precision=fp16,bf16,tf32,fp32 sizes=square measure=sustained ;;
   kernels) step gpu_kernels 300 python3 -m pytest -m gpu tests/test_gpu_cuda_kernels.py -q -rA -p no:cacheprovider ;;
   hopper)  step gpu_hopper 300 python3 -m pytest -m gpu tests/test_gpu_hopper_kernels.py -q -rA -p no:cacheprovider ;;
   cutlass_bench) step cutlass_compile_bench 300 python3 -m gemmlab.bench.cutlass_compile --kernels 8 \

@@ -36,14 +36,14 @@ def test_launch_latency_stays_outside_the_events():
     assert t.summary.median_s < 8e-6, t.summary
 
 
-def _gemv_like_cublas(cache):
+def _gemv_like_cublas(cache, **measure):
     """A memory-bound product whose 32 MB operand fits in the L2: cold vs warm is visible."""
     import cupy
 
     from gemmlab.backends.cublas import Cublas
     from gemmlab.points import expand
 
-    timer, stream = _timer(cache=cache, warmup_s=0.1, min_samples=30, max_samples=60)
+    timer, stream = _timer(cache=cache, warmup_s=0.1, min_samples=30, max_samples=60, **measure)
     cfg = compose_cfg(["variant=cublas", "precision=fp32", "sizes=smoke"])
     cfg.sizes.square = []
     cfg.sizes.shapes = [[4096, 16, 2048]]
@@ -57,9 +57,19 @@ def _gemv_like_cublas(cache):
     return t.summary.median_s
 
 
-def test_flush_makes_a_repeated_small_gemm_slower_than_warm():
-    warm, cold = _gemv_like_cublas("warm"), _gemv_like_cublas("flush")
+@pytest.mark.parametrize("flush_method", ["memset", "read"])
+def test_flush_makes_a_repeated_small_gemm_slower_than_warm(flush_method):
+    warm = _gemv_like_cublas("warm")
+    cold = _gemv_like_cublas("flush", flush_method=flush_method, spin="as_needed")
     assert cold > 1.15 * warm, (cold, warm)
+
+
+def test_a_flush_without_spin_still_keeps_launch_latency_outside():
+    """spin=as_needed: the flush alone is the busy work before the start event."""
+    timer, stream = _timer(cache="flush", spin="as_needed", warmup_s=0.05, min_samples=50, max_samples=100)
+    (t,) = timer.measure([[lambda: timer.spin(2.0)]])
+    assert t.busy_us < timer.m.busy_us or t.flush_us > 0, (t.busy_us, t.flush_us)
+    assert t.summary.median_s < 8e-6, t.summary
 
 
 @pytest.fixture(scope="module")

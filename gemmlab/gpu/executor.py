@@ -148,6 +148,7 @@ class GpuExecutor:
         row.update(t.clocks.fields(limit, m.throttle_fraction, m.clock_stable_fraction))
         row.update(timer="cuda_graph" if m.cuda_graph and not graph_note else "cuda_event",
                    warmup_s=t.warmup_s)
+        row["extra"]["timer"] = t.timer_fields(m)
         if graph_note:
             row["extra"]["cuda_graph"] = graph_note
         if len(timed) > 1:

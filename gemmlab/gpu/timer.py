@@ -4,11 +4,21 @@ variant and its cuBLAS baseline are measured under the same clock state.
 
 One sample, in stream order::
 
-    [L2 flush: memset of a buffer >= 2x the L2 size]  (cache=flush)
-    [spin kernel, busy_us]      the GPU is busy while the host enqueues the next three commands,
+    [L2 flush: a buffer >= 2x the L2 size]  (cache=flush; memset, or read by a kernel)
+    [spin kernel]               the GPU is busy while the host enqueues the next two commands,
     [start event]               so host launch latency from Python never lands between the events
     [the call under test]
     [stop event]
+
+The spin lasts at least twice the host's measured enqueue cost of (start event + call), and at
+least busy_us. With spin=as_needed and a flush queued, the flush is itself the busy work: the spin
+only makes up what the flush (timed on the GPU during warm-up) does not cover, often nothing. A
+spin keeps one thread busy while the rest of the GPU idles, which lowers the average power and so
+raises the SM clock the call under test runs at; as_needed keeps the duty cycle closer to a
+back-to-back benchmark's (triton's do_bench queues flush, call, flush, call, ... with no gaps).
+
+flush_method=memset leaves the L2 full of dirty lines that the call under test writes back as it
+evicts them (as nvbench and do_bench flush); flush_method=read leaves clean lines instead.
 
 cache=rotate instead cycles through input sets that together exceed the L2; cache=warm does
 neither (back-to-back, warm L2, as SGEMM_CUDA and fast.cu time). Samples are enqueued in batches
@@ -29,6 +39,19 @@ extern "C" __global__ void gemmlab_spin(unsigned long long ns) {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
     do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
 }
+
+// Reads every 16 bytes of the buffer once (grid-stride); the sink store never happens in practice
+// but keeps the loads from being removed.
+extern "C" __global__ void gemmlab_read_flush(const uint4* __restrict__ p, unsigned long long n16,
+                                              unsigned int* sink) {
+    unsigned int acc = 0;
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n16;
+         i += (unsigned long long)gridDim.x * blockDim.x) {
+        uint4 v = __ldcg(p + i);
+        acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    if (acc == 0x9e3779b9u) *sink = acc;
+}
 """
 
 
@@ -38,7 +61,14 @@ class Timed:
     clocks: ClockStats
     times_s: List[float]
     warmup_s: float
-    busy_us: float
+    busy_us: float  # the spin queued before each start event (0: none, the flush covers it)
+    flush_us: float = 0.0  # GPU time of one flush, measured during warm-up (0 without a flush)
+
+    def timer_fields(self, measure) -> dict:
+        """What the row's extra.timer says about how this call was timed."""
+        return {"flush_method": getattr(measure.flush_method, "value", measure.flush_method),
+                "spin": getattr(measure.spin, "value", measure.spin),
+                "spin_us": round(self.busy_us, 2), "flush_us": round(self.flush_us, 2)}
 
 
 class GpuTimer:
@@ -51,24 +81,59 @@ class GpuTimer:
         self.cache = getattr(measure.cache, "value", measure.cache)
         self.l2_bytes = l2_bytes
         self.flush_bytes = 2 * l2_bytes
+        self.flush_method = getattr(measure.flush_method, "value", measure.flush_method)
+        self.spin_policy = getattr(measure.spin, "value", measure.spin)
         self._flush = cupy.empty(self.flush_bytes, dtype=cupy.uint8) if self.cache == "flush" else None
-        self._spin = cupy.RawKernel(SPIN_SRC, "gemmlab_spin")
+        if self._flush is not None and self.flush_method == "read":
+            self._flush.fill(1)  # defined contents, written once
+        module = cupy.RawModule(code=SPIN_SRC)
+        self._spin = module.get_function("gemmlab_spin")
+        self._read_flush = module.get_function("gemmlab_read_flush")
+        self._sink = cupy.zeros(1, dtype=cupy.uint32)
+        self._read_blocks = 4 * cupy.cuda.Device().attributes["MultiProcessorCount"]
         self._sampler_factory = sampler_factory
         self._flush_value = 0
 
     # -- building blocks ------------------------------------------------------------------
     def spin(self, us: float) -> None:
-        """Enqueue a kernel that spins for ``us`` microseconds of GPU time (globaltimer)."""
+        """Enqueue a kernel that spins for ``us`` microseconds of GPU time (globaltimer); nothing
+        for ``us <= 0``."""
         import numpy as np
+
+        if us <= 0:
+            return
 
         with self.stream:  # RawKernel launches on the current stream
             self._spin((1,), (1,), (np.uint64(max(0, int(us * 1000))),))
 
     def flush_l2(self) -> None:
-        if self._flush is not None:
+        if self._flush is None:
+            return
+        if self.flush_method == "read":
+            import numpy as np
+
+            with self.stream:
+                self._read_flush((self._read_blocks,), (512,),
+                                 (self._flush, np.uint64(self.flush_bytes // 16), self._sink))
+        else:
             self._flush_value = (self._flush_value + 1) & 0xFF
             self.cupy.cuda.runtime.memsetAsync(self._flush.data.ptr, self._flush_value,
                                                self.flush_bytes, self.stream.ptr)
+
+    def _flush_gpu_us(self, repeats: int = 5) -> float:
+        """Median GPU time of one flush (0 without a flush)."""
+        if self._flush is None:
+            return 0.0
+        cp = self.cupy
+        times = []
+        for _ in range(repeats):
+            e0, e1 = cp.cuda.Event(), cp.cuda.Event()
+            e0.record(self.stream)
+            self.flush_l2()
+            e1.record(self.stream)
+            e1.synchronize()
+            times.append(cp.cuda.get_elapsed_time(e0, e1) * 1e3)
+        return sorted(times)[len(times) // 2]
 
     def capture_graph(self, fn: Callable[[], None]) -> Callable[[], None]:
         """Capture ``fn`` into a CUDA graph once; the returned callable replays it."""
@@ -113,7 +178,8 @@ class GpuTimer:
             it += 1
             self.stream.synchronize()
         warmup_s = time.perf_counter() - t0
-        busy_us = [max(m.busy_us, 2e6 * sorted(h)[len(h) // 2] + 10.0) for h in host_s]
+        flush_us = self._flush_gpu_us()
+        busy_us = [self._spin_us(sorted(h)[len(h) // 2], flush_us) for h in host_s]
 
         batch = max(1, int(m.batch))
         events = [[(cp.cuda.Event(), cp.cuda.Event()) for _ in range(batch)] for _ in range(n)]
@@ -139,4 +205,12 @@ class GpuTimer:
                 if should_stop(times[0], time.perf_counter() - start, m):
                     break
             clocks = [sampler.window(s) for s in spans]
-        return [Timed(summarize(t), c, t, warmup_s, b) for t, c, b in zip(times, clocks, busy_us)]
+        return [Timed(summarize(t), c, t, warmup_s, b, flush_us) for t, c, b in zip(times, clocks, busy_us)]
+
+    def _spin_us(self, host_enqueue_s: float, flush_us: float) -> float:
+        """The spin before a start event: twice the host's enqueue cost plus a margin must be
+        covered by busy GPU work queued ahead of the start event."""
+        needed_us = 2e6 * host_enqueue_s + 10.0
+        if self.spin_policy == "as_needed" and flush_us > 0:
+            return max(0.0, needed_us - flush_us)
+        return max(self.m.busy_us, needed_us)
