@@ -27,16 +27,16 @@ step() {  # step NAME SECONDS CMD...: run, keep the tail in the log, never stop 
 
 for stage in "$@"; do case $stage in
   core)    step gpu_core 240 python3 -m pytest -m gpu tests/test_gpu_core.py -q -p no:cacheprovider ;;
-  fidelity) step fidelity 200 python3 -m gemmlab.bench.fidelity --rounds 5 --out "$OUT/fidelity.json" ;;
+  fidelity) step fidelity 330 python3 -m gemmlab.bench.fidelity --rounds 5 --out "$REF/fidelity/fidelity.json" ;;
   timer_study)  # which flush / spin policy agrees with do_bench, and which is quietest
            T="max_time_s=1.5"
            step timer_study 300 python3 -m gemmlab.bench.fidelity --rounds 3 --sizes 2048 4096 \
              --precisions fp16 bf16 --variants cublas \
-             --timers "$T" "$T,spin=as_needed" "$T,flush_method=read,spin=as_needed" "$T,cache=warm" \
+             --timers "$T" "$T,spin=as_needed" "$T,spin=as_needed,flush_bytes=do_bench" "$T,cache=warm" \
              --out "$OUT/timer_study.json"
            step timer_study_lt 150 python3 -m gemmlab.bench.fidelity --rounds 3 --sizes 2048 4096 \
              --precisions fp16 --variants cublaslt \
-             --timers "$T" "$T,spin=as_needed" "$T,flush_method=read,spin=as_needed" "$T,cache=warm" \
+             --timers "$T" "$T,spin=as_needed" "$T,spin=as_needed,flush_bytes=do_bench" "$T,cache=warm" \
              --out "$OUT/timer_study_lt.json" ;;
   pinning) step gpu_pinning 300 python3 -m pytest tests/test_gpu_pinning.py -q -rA -x -p no:cacheprovider ;;
   multi_gpu) step multi_gpu 480 python3 -m gemmlab.bench.multi_gpu --out "$REF/multi_gpu" \

@@ -40,11 +40,6 @@ class CachePolicy(str, Enum):
     warm = "warm"  # nothing: the same inputs stay in L2 (back-to-back timing)
 
 
-class FlushMethod(str, Enum):
-    memset = "memset"  # cudaMemsetAsync of the flush buffer (nvbench's and triton's do_bench way)
-    read = "read"  # a kernel reads the flush buffer: L2 left holding clean lines, no write-backs
-
-
 class SpinPolicy(str, Enum):
     always = "always"  # a spin of at least busy_us before every start event
     as_needed = "as_needed"  # spin only for what the queued flush does not already cover
@@ -179,7 +174,7 @@ class MeasureConf:
     batch: int = 10  # samples enqueued between host synchronisations
     cache: CachePolicy = CachePolicy.flush
     busy_us: float = 20.0  # spin queued before each start event so launch latency stays outside
-    flush_method: FlushMethod = FlushMethod.memset  # how cache=flush evicts the L2
+    flush_bytes: int = 0  # cache=flush writes this many bytes; 0 = twice the device's L2
     spin: SpinPolicy = SpinPolicy.always  # whether a flush already counts as the busy work
     cuda_graph: bool = False  # launch the timed call as a CUDA graph
     seed: int = 0

@@ -4,7 +4,7 @@ variant and its cuBLAS baseline are measured under the same clock state.
 
 One sample, in stream order::
 
-    [L2 flush: a buffer >= 2x the L2 size]  (cache=flush; memset, or read by a kernel)
+    [L2 flush: memset of a buffer >= 2x the L2 size]  (cache=flush; flush_bytes sets another size)
     [spin kernel]               the GPU is busy while the host enqueues the next two commands,
     [start event]               so host launch latency from Python never lands between the events
     [the call under test]
@@ -17,8 +17,10 @@ spin keeps one thread busy while the rest of the GPU idles, which lowers the ave
 raises the SM clock the call under test runs at; as_needed keeps the duty cycle closer to a
 back-to-back benchmark's (triton's do_bench queues flush, call, flush, call, ... with no gaps).
 
-flush_method=memset leaves the L2 full of dirty lines that the call under test writes back as it
-evicts them (as nvbench and do_bench flush); flush_method=read leaves clean lines instead.
+The flush is a memset, as nvbench and do_bench flush: a kernel that only *reads* a buffer twice the
+L2 size did not evict it on the H200 (a small GEMM timed after it ran as fast as with a warm L2).
+A memset leaves the L2 full of dirty lines, written back while the next commands run; the spin
+gives that write-back time to drain before the start event, and so lowers the noise.
 
 cache=rotate instead cycles through input sets that together exceed the L2; cache=warm does
 neither (back-to-back, warm L2, as SGEMM_CUDA and fast.cu time). Samples are enqueued in batches
@@ -39,19 +41,6 @@ extern "C" __global__ void gemmlab_spin(unsigned long long ns) {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
     do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
 }
-
-// Reads every 16 bytes of the buffer once (grid-stride); the sink store never happens in practice
-// but keeps the loads from being removed.
-extern "C" __global__ void gemmlab_read_flush(const uint4* __restrict__ p, unsigned long long n16,
-                                              unsigned int* sink) {
-    unsigned int acc = 0;
-    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n16;
-         i += (unsigned long long)gridDim.x * blockDim.x) {
-        uint4 v = __ldcg(p + i);
-        acc ^= v.x ^ v.y ^ v.z ^ v.w;
-    }
-    if (acc == 0x9e3779b9u) *sink = acc;
-}
 """
 
 
@@ -66,8 +55,7 @@ class Timed:
 
     def timer_fields(self, measure) -> dict:
         """What the row's extra.timer says about how this call was timed."""
-        return {"flush_method": getattr(measure.flush_method, "value", measure.flush_method),
-                "spin": getattr(measure.spin, "value", measure.spin),
+        return {"spin": getattr(measure.spin, "value", measure.spin),
                 "spin_us": round(self.busy_us, 2), "flush_us": round(self.flush_us, 2)}
 
 
@@ -80,17 +68,13 @@ class GpuTimer:
         self.stream = stream
         self.cache = getattr(measure.cache, "value", measure.cache)
         self.l2_bytes = l2_bytes
-        self.flush_bytes = 2 * l2_bytes
-        self.flush_method = getattr(measure.flush_method, "value", measure.flush_method)
+        self.flush_bytes = int(getattr(measure, "flush_bytes", 0) or 0) or 2 * l2_bytes
+        if self.cache == "flush" and self.flush_bytes < l2_bytes:
+            raise ValueError(f"measure.flush_bytes={self.flush_bytes} is smaller than the L2 ({l2_bytes} B): "
+                             "the flush would leave part of the inputs cached")
         self.spin_policy = getattr(measure.spin, "value", measure.spin)
         self._flush = cupy.empty(self.flush_bytes, dtype=cupy.uint8) if self.cache == "flush" else None
-        if self._flush is not None and self.flush_method == "read":
-            self._flush.fill(1)  # defined contents, written once
-        module = cupy.RawModule(code=SPIN_SRC)
-        self._spin = module.get_function("gemmlab_spin")
-        self._read_flush = module.get_function("gemmlab_read_flush")
-        self._sink = cupy.zeros(1, dtype=cupy.uint32)
-        self._read_blocks = 4 * cupy.cuda.Device().attributes["MultiProcessorCount"]
+        self._spin = cupy.RawKernel(SPIN_SRC, "gemmlab_spin")
         self._sampler_factory = sampler_factory
         self._flush_value = 0
 
@@ -107,15 +91,7 @@ class GpuTimer:
             self._spin((1,), (1,), (np.uint64(max(0, int(us * 1000))),))
 
     def flush_l2(self) -> None:
-        if self._flush is None:
-            return
-        if self.flush_method == "read":
-            import numpy as np
-
-            with self.stream:
-                self._read_flush((self._read_blocks,), (512,),
-                                 (self._flush, np.uint64(self.flush_bytes // 16), self._sink))
-        else:
+        if self._flush is not None:
             self._flush_value = (self._flush_value + 1) & 0xFF
             self.cupy.cuda.runtime.memsetAsync(self._flush.data.ptr, self._flush_value,
                                                self.flush_bytes, self.stream.ptr)
