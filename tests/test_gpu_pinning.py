@@ -93,7 +93,9 @@ def test_per_gpu_launcher_runs_one_job_per_gpu_at_a_time(tmp_path, lock_dir):
     """Four jobs may use (pretend) GPUs 0 and 1, but this test holds GPU 0 meanwhile: all four
     start at once, each waits for GPU 1, and they run on it strictly one after another."""
     sweep = tmp_path / "sweep"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "0,1"}
+    # keep the caller's PYTHONPATH: on a GPU host the dependencies may live only there
+    pythonpath = os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    env = {**os.environ, "PYTHONPATH": pythonpath, "CUDA_VISIBLE_DEVICES": "0,1"}
     cmd = [sys.executable, "run.py", "-m", "hydra/launcher=per_gpu", f"hydra.sweep.dir={sweep}",
            "variant=cpu_blas", "precision=fp32,fp64", "sizes=smoke", "sizes.shapes=[]",
            "sizes.square=[64],[80]", "measure=quick", "measure.threads=1", "measure.warmup_s=0.05",
