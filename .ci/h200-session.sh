@@ -46,8 +46,8 @@ for stage in "$@"; do case $stage in
   cutlass_bench) step cutlass_compile_bench 300 python3 -m gemmlab.bench.cutlass_compile --kernels 8 \
              --precision fp16,bf16 --size 8192 --out "$OUT/cutlass_compile_bench.json" ;;
   cutlass) step gpu_cutlass 420 python3 -m pytest -m gpu tests/test_gpu_cutlass.py -q -rA -p no:cacheprovider ;;
-  cutlass_n8192) step cutlass_n8192 300 python3 run.py "variant=[cutlass_auto,cutlass_search]" "precision=[tf32,fp16,bf16]" \
-             "sizes.square=[8192]" sizes.shapes=[] variant.cutlass_search.cutlass.search_limit=5 measure=sustained \
+  cutlass_n8192) step cutlass_n8192 330 python3 run.py "variant=[cutlass_auto,cutlass_search,cutlass_tf32_tn]" \
+             "precision=[tf32,fp16,bf16]" "sizes.square=[8192]" sizes.shapes=[] measure=sustained \
              measure.max_time_s=2 run.fail_on_error=false $Q run.name=cutlass_n8192 hydra.run.dir=$REF/cutlass_n8192 ;;
   cutlass_odd) step cutlass_odd 200 python3 run.py "variant=[cutlass_auto]" "precision=[fp64,fp32,tf32,fp16,bf16]" sizes=odd \
              measure=quick run.fail_on_error=false $Q run.name=cutlass_odd hydra.run.dir=$REF/cutlass_odd ;;

@@ -107,8 +107,20 @@ class CutlassConf:
     kernel_schedule: str = "auto"  # auto | tma_warp_specialized | pingpong | cooperative
     epilogue_schedule: str = "auto"
     tile_scheduler: str = "auto"  # auto | persistent | stream_k
+    # runtime arguments of the persistent CUTLASS 3 tile schedulers (no recompile): CTA swizzle
+    # 1 | 2 | 4 | 8 and raster order heuristic | along_m | along_n
+    swizzle: int = 1
+    raster_order: str = "heuristic"
     search: bool = False  # profile tile descriptions and keep the best
     search_limit: int = 0  # 0 = all tile descriptions
+    # listed: CUTLASS's order (largest tiles first, every schedule of one tile before the next);
+    # diverse: round-robin over (CTA tile, cluster) groups, preferred schedules first
+    search_order: str = "listed"
+    search_groups: int = 0  # diverse: the first N (tile, cluster) groups; 0 = all
+    # the best N kernels are timed again with every swizzle x raster order below; 0 = off
+    search_scheduler_top: int = 3
+    search_swizzles: List[int] = field(default_factory=lambda: [1, 2, 4, 8])
+    search_raster_orders: List[str] = field(default_factory=lambda: ["heuristic", "along_m", "along_n"])
     compile_jobs: int = 0  # 0 = one per CPU core
 
 

@@ -66,7 +66,8 @@ def test_every_cutlass_variant_composes_and_validates(tmp_path, name):
     v = cfg.variant[name]
     assert getattr(v.backend, "value", v.backend) == "cutlass"
     opts = kernel_options(name, v.cutlass)
-    assert opts.layout_a == "row" and opts.layout_b == "row"
+    # the harness's operands are row-major; a variant named *_tn stores B column-major
+    assert (opts.layout_a, opts.layout_b) == (("row", "col") if name.endswith("_tn") else ("row", "row"))
     Cutlass(cfg)  # checks the variant against every selected precision
 
 
@@ -74,8 +75,12 @@ def test_search_variant_has_limit_and_auto_has_none_set(tmp_path):
     cfg = compose_cfg(["variant=[cutlass_auto,cutlass_search]"], tmp_path)
     auto = kernel_options("cutlass_auto", cfg.variant.cutlass_auto.cutlass)
     search = kernel_options("cutlass_search", cfg.variant.cutlass_search.cutlass)
-    assert not auto.search and not auto.constrained
+    assert not auto.search and not auto.constrained and not auto.scheduler_args_set
     assert search.search and search.search_limit > 0
+    assert search.search_order == "diverse" and search.search_groups > 1
+    assert search.search_scheduler_top > 0
+    assert set(search.search_swizzles) == {1, 2, 4, 8}
+    assert set(search.search_raster_orders) == {"heuristic", "along_m", "along_n"}
 
 
 def test_unknown_schedule_name_is_a_clear_error_at_start(tmp_path):
@@ -96,6 +101,14 @@ def test_unknown_schedule_name_is_a_clear_error_at_start(tmp_path):
     ("variant.cutlass_auto.cutlass.layout_c=col", "layout_c must be row"),
     ("variant.cutlass_auto.cutlass.tile_scheduler=streamk", "stream_k"),
     ("variant.cutlass_auto.cutlass.epilogue_schedule=tma", "needs kernel_schedule"),
+    ("variant.cutlass_auto.cutlass.swizzle=3", r"cutlass\.swizzle=3 is not one of 1, 2, 4, 8"),
+    ("variant.cutlass_auto.cutlass.raster_order=along_k", r"cutlass\.raster_order='along_k' is not one of heuristic"),
+    ("variant.cutlass_auto.cutlass.search_order=random", r"cutlass\.search_order='random' is not one of listed, diverse"),
+    ("variant.cutlass_auto.cutlass.search_swizzles=[1,16]", r"cutlass\.search_swizzles=16 is not one of"),
+    ("variant.cutlass_auto.cutlass.search_raster_orders=[along_m,zigzag]", r"cutlass\.search_raster_orders='zigzag'"),
+    ("variant.cutlass_auto.cutlass.search_raster_orders=[]", r"cutlass\.search_raster_orders is empty"),
+    ("variant.cutlass_auto.cutlass.search_groups=-1", r"cutlass\.search_groups=-1 must be an integer >= 0"),
+    ("variant.cutlass_auto.cutlass.search_scheduler_top=-2", r"cutlass\.search_scheduler_top=-2"),
 ])
 def test_bad_options_name_the_key(tmp_path, override, message):
     cfg = cutlass_cfg(tmp_path, ["variant=[cutlass_auto]", "precision=[fp16]", override])

@@ -1,7 +1,10 @@
-"""The cutlass backend on a GPU: correct at square and odd sizes, fn = one launch, cache hits, search.
+"""The cutlass backend on a GPU: correct at square and odd sizes, fn = one launch, cache hits, search
+(kernels, then swizzle x raster order), swizzled launches, TF32 with a column-major B (TN).
 
-Compiles about 7 CUTLASS kernels (in parallel, one round on a 16-core host) into ``paths.cache``
-(``$GEMMLAB_CACHE``): point it at the cache of the benchmark steps so they share it.
+Compiles about 9 CUTLASS kernels (in parallel, one or two rounds on a 16-core host) into
+``paths.cache`` (``$GEMMLAB_CACHE``); 4 of them (the FP16 and TF32 auto kernels, the first two FP16
+search candidates, the first TN one) are kernels the N = 8192 sweep builds too: point both at one
+cache and run the sweep first.
 
     GEMMLAB_CACHE=/tmp/gemmlab-cache pytest -m gpu tests/test_gpu_cutlass.py -q
 """
@@ -21,8 +24,10 @@ pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 PRECISIONS = ["fp64", "fp32", "tf32", "fp16", "bf16"]
 # square, odd (no tile divides; 16-bit kernels need even sizes and skip these), non-square
 SHAPES = [[128, 128, 128], [1024, 1024, 1024], [1000, 1000, 1000], [1023, 1023, 1023],
-          [33, 65, 17], [512, 256, 1024]]
+          [33, 65, 17], [512, 256, 1024], [384, 768, 256]]
 SEARCH_LIMIT = 2
+SWIZZLE_SHAPE = [384, 768, 256]  # 3 x 3 tiles of 128x256: a swizzle of 4 changes the launch grid
+TN_SHAPES = [[1024, 1024, 1024], [512, 256, 1024]]
 
 
 def _cfg(tmp_path: Path, variants, precisions, shapes, overrides=()):
@@ -43,16 +48,19 @@ def prepared(tmp_path_factory):
     from gemmlab.points import expand
 
     tmp = tmp_path_factory.mktemp("cutlass")
-    cfg = _cfg(tmp, ["cutlass_auto", "cutlass_search"], PRECISIONS, SHAPES,
+    cfg = _cfg(tmp, ["cutlass_auto", "cutlass_search", "cutlass_tf32_tn"], PRECISIONS, SHAPES,
                [f"variant.cutlass_search.cutlass.search_limit={SEARCH_LIMIT}",
-                "variant.cutlass_search.precisions=[fp16]"])
+                "variant.cutlass_search.precisions=[fp16]",
+                "variant.cutlass_tf32_tn.cutlass.search_limit=1"])
     b = Cutlass(cfg)
     assert b.unavailable() is None
     b.out_dir = tmp / "run"
     points = [p for p in expand(cfg) if not p.skip_reason]
     runnable = [p for p in points if b.skip_reason(p) is None]
-    # search only at one size (its candidates are listed per alignment)
-    runnable = [p for p in runnable if p.variant == "cutlass_auto" or [p.m, p.n, p.k] == [1024, 1024, 1024]]
+    # search only at aligned sizes (its candidates are listed per alignment)
+    runnable = [p for p in runnable if p.variant == "cutlass_auto"
+                or (p.variant == "cutlass_search" and [p.m, p.n, p.k] == [1024, 1024, 1024])
+                or (p.variant == "cutlass_tf32_tn" and [p.m, p.n, p.k] in TN_SHAPES)]
     t0 = time.perf_counter()
     b.prepare(runnable)
     return {"cfg": cfg, "backend": b, "points": points, "runnable": runnable, "tmp": tmp,
@@ -186,15 +194,97 @@ def test_cache_hit_costs_under_a_second(prepared):
 def test_search_times_every_candidate_and_keeps_the_fastest(prepared):
     b = prepared["backend"]
     (p,) = [p for p in prepared["runnable"] if p.variant == "cutlass_search"]
+    opts = b.options[p.variant]
     launch, res = _run_point(b, p)
     assert res.passed, res.failure()
-    records = launch.info["extra"]["search"]
+    extra = launch.info["extra"]
+    records = extra["search"]
     assert len(records) == SEARCH_LIMIT
     ok = [r for r in records if r["status"] == "ok"]
     assert ok and sum(r["best"] for r in records) == 1
     best = next(r for r in records if r["best"])
-    assert best["time_median_s"] == min(r["time_median_s"] for r in ok)
     assert launch.info["kernel_name"] == best["kernel"]
+    # second round: the best kernels again with every swizzle x raster order, the fastest kept
+    trials = extra["search_scheduler"]
+    combos = len(opts.search_swizzles) * len(opts.search_raster_orders)
+    assert len(trials) == combos * min(len(ok), opts.search_scheduler_top)
+    assert {r["kernel"] for r in trials} <= {r["kernel"] for r in ok}
+    timed = [r for r in trials if r["status"] == "ok"]
+    assert len(timed) == len(trials), [r.get("error") for r in trials if r["status"] != "ok"]
+    (won,) = [r for r in trials if r["best"]]
+    assert won["time_median_s"] == min(r["time_median_s"] for r in timed)
+    assert won["kernel"] == best["kernel"]
+    cutlass = extra["cutlass"]
+    assert (cutlass["swizzle"], cutlass["raster_order"], cutlass["grid"]) == \
+        (won["swizzle"], won["raster_order"], won["grid"])
+
+
+def test_swizzle_and_raster_order_reach_the_kernel(prepared):
+    """Run-time tile-scheduler arguments: every launch is correct, and the launch grid, which CUTLASS
+    computes from the same arguments, follows them (rounded up to the swizzle, oriented by the
+    raster order)."""
+    import math
+
+    import cupy
+
+    from gemmlab.gpu import arrays
+
+    b = prepared["backend"]
+    (p,) = [p for p in prepared["points"] if p.variant == "cutlass_auto" and p.precision == "fp16"
+            and [p.m, p.n, p.k] == SWIZZLE_SHAPE]
+    (kernel,) = b.kernels(p)
+    assert kernel.config["persistent"], kernel.config
+    a, bb, c, ref = _inputs(p, seed=2)
+    grids, failures = {}, []
+    for swizzle, raster in [(1, "heuristic"), (1, "along_m"), (1, "along_n"), (4, "along_m"), (8, "along_n")]:
+        launch = b._load(kernel, p, a, bb, c, swizzle, raster)
+        arrays.poison(cupy, c)
+        launch()
+        cupy.cuda.get_current_stream().synchronize()
+        res = _check(p, c, ref)
+        if not res.passed:
+            failures.append(f"swizzle {swizzle} {raster} grid {launch.grid}: {res.failure()}")
+        grids[swizzle, raster] = launch.grid
+        launch.close()
+    assert not failures, "\n".join(failures)
+    cluster_m, cluster_n = kernel.config["cluster"][:2]
+    # along m: clusters side by side in x; along n: in y
+    assert grids[1, "along_m"][1] == cluster_n and grids[1, "along_n"][0] == cluster_m, grids
+    assert grids[1, "along_m"] != grids[1, "along_n"], grids
+    assert grids[1, "heuristic"] in (grids[1, "along_m"], grids[1, "along_n"]), grids
+    # the tile grid is rounded up to the swizzle: more (idle) CTAs than tiles for this small problem
+    assert math.prod(grids[4, "along_m"]) > math.prod(grids[1, "along_m"]), grids
+
+    # the same through the variant's options, recorded in the row
+    from gemmlab.backends.cutlass import Cutlass
+    from gemmlab.points import expand
+
+    cfg = _cfg(prepared["tmp"] / "swizzled", ["cutlass_auto"], ["fp16"], [SWIZZLE_SHAPE],
+               ["variant.cutlass_auto.cutlass.swizzle=4", "variant.cutlass_auto.cutlass.raster_order=along_m"])
+    swizzled = Cutlass(cfg)
+    swizzled.out_dir = prepared["tmp"] / "run_swizzled"
+    (sp,) = [q for q in expand(cfg) if not q.skip_reason]
+    launch, res = _run_point(swizzled, sp)
+    assert res.passed, res.failure()
+    info = launch.info["extra"]["cutlass"]
+    assert (info["swizzle"], info["raster_order"], info["grid"]) == (4, "along_m", grids[4, "along_m"])
+    assert launch.info["compile_s"] == 0  # the same kernel as without a swizzle: no compile
+
+
+def test_tn_tf32_is_correct_and_says_its_layout(prepared):
+    b = prepared["backend"]
+    tn = [p for p in prepared["runnable"] if p.variant == "cutlass_tf32_tn"]
+    assert sorted([p.m, p.n, p.k] for p in tn) == sorted(TN_SHAPES)
+    failures = []
+    for p in tn:
+        launch, res = _run_point(b, p)  # B handed over column-major by make_inputs
+        if not res.passed:
+            failures.append(f"{p.m}x{p.n}x{p.k} {launch.info['kernel_name']}: {res.failure()}")
+        info = launch.info["extra"]["cutlass"]
+        assert (info["layout_a"], info["layout_b"], info["layout_c"]) == ("row", "col", "row")
+        assert info["wgmma_operands"] == "smem x smem"
+        assert "tf32" in launch.info["kernel_name"] and "_tnt_" in launch.info["kernel_name"]
+    assert not failures, "\n".join(failures)
 
 
 def test_runner_rows_through_the_gpu_executor(prepared, tmp_path):

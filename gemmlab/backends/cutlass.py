@@ -15,17 +15,41 @@ A variant's ``cutlass:`` block (:class:`gemmlab.config.CutlassConf`) chooses the
   converts.) Every field left ``auto``/empty keeps CUTLASS's default: the first kernel CUTLASS lists
   for the operands' alignment. Fields that are set pick the first listed kernel that matches them,
   or, when CUTLASS lists none, a tile description built from the default with those fields changed.
-- ``search: true`` profiles the listed kernels that match the set fields (the first ``search_limit``,
-  0 = all), like the CUTLASS profiler's kernel search: each candidate is checked and timed here with
-  CUDA events (interleaved rounds, back-to-back launches), the fastest correct one is what the
-  executor then measures; every candidate is recorded in the row's ``extra.search``.
+  CUTLASS's list is put in a fixed order first (cutlass_cppgen orders tiles of equal size by
+  Python's hash seed, so its "first kernel" changed between processes; see ``Catalog._deterministic``).
+- ``swizzle`` (1, 2, 4, 8) and ``raster_order`` (heuristic, along_m, along_n) are run-time arguments
+  of the persistent tile schedulers of CUTLASS 3 (SM90 cooperative and ping-pong kernels), the
+  profiler's ``--swizzle_size`` and ``--raster_order``: the largest swizzle of CTAs the tile grid
+  allows, and whether consecutive CTAs walk along m or n. No recompile: the same kernel launched
+  with other arguments (and a launch grid computed from them). cutlass_cppgen always passes 1 and
+  heuristic; :func:`scheduler_arguments_class` sets them. A kernel that ignores them (non-persistent
+  schedules, CUTLASS 2.x kernels) skips the point when they are set.
+- ``search: true`` profiles the listed kernels that match the set fields, like the CUTLASS
+  profiler's kernel search: each candidate is checked and timed here with CUDA events (interleaved
+  rounds, back-to-back launches), the fastest correct one is what the executor then measures; every
+  candidate is recorded in the row's ``extra.search``. Which candidates: ``search_order: listed``
+  takes the first ``search_limit`` (0 = all) of CUTLASS's list, which are the schedules of one tile;
+  ``diverse`` goes round-robin over the first ``search_groups`` (CTA tile, cluster) groups, each
+  group's schedules by :func:`schedule_preference`, duplicates of ``ScheduleAuto`` dropped. Then the
+  ``search_scheduler_top`` fastest persistent kernels are checked and timed again, interleaved, with
+  every ``search_swizzles`` x ``search_raster_orders``; the fastest correct (kernel, swizzle, raster
+  order) is measured, and every trial is in ``extra.search_scheduler``.
 - Alignment: the largest alignment CUTLASS offers that divides the leading dimensions (like
   ``plan.run``). Odd sizes get the lower-alignment kernels where CUTLASS has them (TF32, FP32, FP64:
   alignment 1); FP16/BF16 need even leading dimensions and are skipped with the reason otherwise.
 - Layouts: ``layout_a``/``layout_b`` row or col (a col operand is copied once, outside the timed
-  region, by :meth:`Cutlass.make_inputs`); C is row-major. SM90 16-bit kernels are built with no C
-  operand (``element_C = void``: D = A @ B, as cuBLAS computes it with beta = 0); the others get C =
-  D and beta = 0, so their epilogue never reads C.
+  region, by :meth:`Cutlass.make_inputs`; the check uses the same values); C is row-major. SM90
+  16-bit kernels are built with no C operand (``element_C = void``: D = A @ B, as cuBLAS computes
+  it with beta = 0); the others get C = D and beta = 0, so their epilogue never reads C.
+- TF32 and layouts: SM90 wgmma reads 16-bit operands from shared memory in either major order, but
+  32-bit (TF32) ones only K-major, i.e. A row-major and B column-major ("TN"). With the usual
+  row-major B ("NN") CUTLASS's builder swaps A and B (computing the transposed problem, hence
+  ``EpilogueTransposed`` in its TF32 list) and transposes B from shared memory into registers every
+  k-step for the register-A form of wgmma (:func:`wgmma_operands`); that ran at ~60% of cuBLAS TF32
+  at N = 8192. The ``cutlass_tf32_tn`` variant stores B column-major instead (copied once, untimed);
+  the row says so (``extra.cutlass.layout_b``, ``wgmma_operands``). Its baselines get the same
+  buffers: cuBLAS runs NN on them (reading B's storage as row-major), cuBLASLt (nvmath reads
+  strides) runs TN; see the variant's YAML.
 
 Compiling (``prepare``): the distinct kernels of a run are emitted here and compiled before any timing
 by nvcc processes run side by side (device cubin and host library of a kernel in parallel,
@@ -46,8 +70,10 @@ before each launch, as CUTLASS's own adapter does, since its barrier counters ar
 kernel; the row's ``extra.cutlass.launch`` says so.
 
 Besides the row columns, ``Launch.info["extra"]`` carries ``cutlass`` (the kernel's configuration:
-CTA tile, cluster, schedules, alignment, grid, block, workspace) and, for a search, ``search``: one
-record per candidate (status, rel_error, time_median_s, tflops, compile_s, best).
+CTA tile, cluster, schedules, layouts, alignment, swizzle, raster order, grid, block, workspace)
+and, for a search, ``search``: one record per candidate kernel (status, rel_error, time_median_s,
+tflops, compile_s, best), and ``search_scheduler``: one per (kernel, swizzle, raster order) timed
+in the second round (with its grid).
 """
 from __future__ import annotations
 
@@ -95,10 +121,31 @@ EPILOGUE_SCHEDULES = {
     "transposed": "EpilogueTransposed",
 }
 TILE_SCHEDULERS = {"auto": "Default", "persistent": "Persistent", "stream_k": "StreamK"}
+# Runtime arguments of CUTLASS 3's SM90 persistent tile schedulers (PersistentTileSchedulerSm90 and
+# its stream-K form): the largest CTA swizzle (a power of two; the scheduler takes the largest one
+# not over this that the tile grid allows) and the raster order, whose values are those of
+# cutlass::gemm::kernel::detail::RasterOrderOptions (tile_scheduler_detail.hpp).
+SWIZZLES = (1, 2, 4, 8)
+RASTER_ORDERS = {"heuristic": 0, "along_m": 1, "along_n": 2}
+SEARCH_ORDERS = ("listed", "diverse")
+# Kernel schedules whose persistent tile scheduler reads swizzle and raster order at run time; the
+# non-persistent ones (TmaWarpSpecialized, CpAsyncWarpSpecialized) launch one CTA per tile in grid
+# order and ignore them, and CUTLASS 2.x kernels have their swizzle compiled in.
+PERSISTENT_SCHEDULES = ("TmaWarpSpecializedPingpong", "TmaWarpSpecializedCooperative",
+                        "CpAsyncWarpSpecializedPingpong", "CpAsyncWarpSpecializedCooperative")
+TMA_EPILOGUES = ("TmaWarpSpecialized", "TmaWarpSpecializedCooperative")
+TMA_ALIGNMENT_BYTES = 16  # CUTLASS's detail::tma_alignment_bytes: below it ScheduleAuto means cp.async
+# A consumer warp group holds its share of the CTA tile's FP32 accumulators in registers: the whole
+# tile with ping-pong (two groups on two tiles), half of it with cooperative (two groups on one).
+# Beyond 128 accumulators per thread the kernel spills (the 256x128 ping-pong kernels spilled and ran
+# an order of magnitude slower than the cooperative ones in the first H200 search), so the diverse
+# search tries such kernels last.
+MAX_ACCUMULATORS_PER_THREAD = 128
 OPCLASSES = ("auto", "tensorop", "simt")
 LAYOUTS = {"row": "RowMajor", "col": "ColumnMajor"}
 # storage type name (gemmlab.dtypes) -> cutlass DataType member
 ELEMENTS = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
+ELEMENT_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8}
 # the precisions (PrecisionConf.compute) this backend builds and the opcode class `auto` means for each
 AUTO_OPCLASS = {"fp16": "tensorop", "bf16": "tensorop", "tf32": "tensorop", "fp32": "simt",
                 "fp64": "tensorop"}
@@ -143,9 +190,21 @@ class KernelOptions:
     kernel_schedule: str = "auto"
     epilogue_schedule: str = "auto"
     tile_scheduler: str = "auto"
+    swizzle: int = 1
+    raster_order: str = "heuristic"
     search: bool = False
     search_limit: int = 0
+    search_order: str = "listed"
+    search_groups: int = 0
+    search_scheduler_top: int = 0
+    search_swizzles: Tuple[int, ...] = SWIZZLES
+    search_raster_orders: Tuple[str, ...] = tuple(RASTER_ORDERS)
     compile_jobs: int = 0
+
+    @property
+    def scheduler_args_set(self) -> bool:
+        """Whether swizzle or raster order differ from CUTLASS's defaults (1, heuristic)."""
+        return self.swizzle != 1 or self.raster_order != "heuristic"
 
     @property
     def constrained(self) -> bool:
@@ -187,6 +246,36 @@ def kernel_options(variant: str, conf) -> KernelOptions:
     stages = conf.get("stages")
     if stages is not None and (not isinstance(stages, int) or isinstance(stages, bool) or stages < 1):
         raise ConfigError(f"{where}stages={stages!r} must be a positive integer or null (auto)")
+
+    def swizzle_value(key: str, value) -> int:
+        if isinstance(value, bool) or value not in SWIZZLES:
+            raise ConfigError(f"{where}{key}={value!r} is not one of {', '.join(map(str, SWIZZLES))}")
+        return int(value)
+
+    def raster_value(key: str, value) -> str:
+        v = str(value).lower()
+        if v not in RASTER_ORDERS:
+            raise ConfigError(f"{where}{key}={value!r} is not one of {', '.join(RASTER_ORDERS)}")
+        return v
+
+    def non_empty(key: str, default):
+        v = conf.get(key)
+        v = list(default) if v is None else list(v)
+        if not v:
+            raise ConfigError(f"{where}{key} is empty: list at least one value")
+        return v
+
+    swizzles = tuple(dict.fromkeys(swizzle_value("search_swizzles", x)
+                                   for x in non_empty("search_swizzles", SWIZZLES)))
+    rasters = tuple(dict.fromkeys(raster_value("search_raster_orders", x)
+                                  for x in non_empty("search_raster_orders", RASTER_ORDERS)))
+    counts = {}
+    for key in ("search_limit", "search_groups", "search_scheduler_top", "compile_jobs"):
+        value = conf.get(key, 0)
+        value = 0 if value is None else value
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ConfigError(f"{where}{key}={value!r} must be an integer >= 0 (0 = all / off / one per core)")
+        counts[key] = value
     opts = KernelOptions(
         opclass=choice("opclass", OPCLASSES),
         layout_a=choice("layout_a", LAYOUTS), layout_b=choice("layout_b", LAYOUTS),
@@ -194,12 +283,12 @@ def kernel_options(variant: str, conf) -> KernelOptions:
         kernel_schedule=choice("kernel_schedule", KERNEL_SCHEDULES),
         epilogue_schedule=choice("epilogue_schedule", EPILOGUE_SCHEDULES),
         tile_scheduler=choice("tile_scheduler", TILE_SCHEDULERS),
+        swizzle=swizzle_value("swizzle", conf.get("swizzle", 1)),
+        raster_order=raster_value("raster_order", conf.get("raster_order", "heuristic")),
         search=bool(conf.get("search", False)),
-        search_limit=int(conf.get("search_limit", 0) or 0),
-        compile_jobs=int(conf.get("compile_jobs", 0) or 0),
+        search_order=choice("search_order", SEARCH_ORDERS) if conf.get("search_order") else "listed",
+        search_swizzles=swizzles, search_raster_orders=rasters, **counts,
     )
-    if opts.search_limit < 0 or opts.compile_jobs < 0:
-        raise ConfigError(f"{where}search_limit and compile_jobs must be >= 0 (0 = all / one per core)")
     if opts.epilogue_schedule != "auto" and opts.kernel_schedule == "auto" and not opts.search:
         raise ConfigError(f"{where}epilogue_schedule={opts.epilogue_schedule} needs kernel_schedule set "
                           "as well: CUTLASS takes both schedules, or neither (auto)")
@@ -308,10 +397,17 @@ class Catalog:
                      ops_all.find_alignment((point.m, point.n), self.cutlass.LayoutType.RowMajor, "C"))
             cache_key = (point.variant, point.compute, ein, eout, eacc, opts, align)
             if cache_key not in self._kernels:
-                self._kernels[cache_key] = self._select(plan, opts, align, point, sm90_16bit)
-            return self._kernels[cache_key]
+                self._kernels[cache_key] = self._select(plan, opts, align, point, sm90_16bit,
+                                                        ELEMENT_BYTES[ein])
+            kernels = self._kernels[cache_key]
+        if not opts.search and opts.scheduler_args_set and not kernels[0].config["persistent"]:
+            raise Unsupported(
+                f"swizzle={opts.swizzle}, raster_order={opts.raster_order}: these are run-time arguments "
+                "of the persistent tile schedulers of CUTLASS 3 (SM90 cooperative / ping-pong kernels); "
+                f"{kernels[0].name} is not one (set swizzle: 1, raster_order: heuristic)")
+        return kernels
 
-    def _select(self, plan, opts: KernelOptions, align, point, void_c: bool) -> List[Kernel]:
+    def _select(self, plan, opts: KernelOptions, align, point, void_c: bool, elem_bytes: int) -> List[Kernel]:
         from cutlass_cppgen.utils.datatypes import td_from_profiler_op
 
         try:
@@ -332,22 +428,27 @@ class Catalog:
             if sig not in seen:
                 seen.add(sig)
                 candidates.append((td, (op.A.alignment, op.B.alignment, op.C.alignment)))
+        candidates = self._deterministic(candidates)
+        build = functools.partial(self._kernel, plan, void_c=void_c, elem_bytes=elem_bytes,
+                                  layouts=(opts.layout_a, opts.layout_b))
         if opts.search:
             chosen = [c for c in candidates if self._matches(c[0], opts)]
+            if opts.search_order == "diverse":
+                chosen = self._diverse(chosen, opts.search_groups, elem_bytes)
             if opts.search_limit:
                 chosen = chosen[:opts.search_limit]
             if not chosen:
                 raise Unsupported(f"none of CUTLASS's {len(candidates)} {point.precision} kernels for "
                                   "these operands matches the variant's tile/cluster/schedule filters")
-            return [self._kernel(plan, td, al, void_c, listed=True) for td, al in chosen]
+            return [build(td, al, listed=True) for td, al in chosen]
         if not opts.constrained:
-            td, al = candidates[0]  # what plan.construct() takes: CUTLASS's default
-            return [self._kernel(plan, td, al, void_c, listed=True)]
+            td, al = candidates[0]  # what plan.construct() takes: CUTLASS's default (see _deterministic)
+            return [build(td, al, listed=True)]
         matching = [c for c in candidates if self._matches(c[0], opts)]
         if matching:
             # fields left auto stay at CUTLASS's defaults where a listed kernel allows it
             td, al = min(matching, key=lambda c: self.describe(c[0])["tile_scheduler"] != "Default")
-            return [self._kernel(plan, td, al, void_c, listed=True)]
+            return [build(td, al, listed=True)]
         # Listed only for larger alignments (TMA needs 16-byte rows): say so rather than compile
         # a kernel CUTLASS would reject.
         elsewhere = sorted({f"{op.A.alignment} {op.B.alignment} {op.C.alignment}"
@@ -357,9 +458,10 @@ class Catalog:
             raise Unsupported(f"CUTLASS lists this {point.precision} configuration only for alignments "
                               f"(A B C) {elsewhere}; these leading dimensions allow {list(align)}")
         td, al = candidates[0]
-        return [self._kernel(plan, self._customized(td, opts), al, void_c, listed=False)]
+        return [build(self._customized(td, opts), al, listed=False)]
 
-    def _kernel(self, plan, td, align, void_c: bool, listed: bool) -> Kernel:
+    def _kernel(self, plan, td, align, listed: bool, void_c: bool, elem_bytes: int,
+                layouts: Tuple[str, str]) -> Kernel:
         if listed:
             # construct() re-validates a passed td with a rule CUTLASS's own TF32 descriptions fail
             # (auto kernel schedule with the transposed epilogue); one set on the plan is used as is.
@@ -374,10 +476,16 @@ class Catalog:
         from cutlass_cppgen.backend import compiler
 
         key = op.rt_module.emit() + name + compiler.backend  # = cutlass_cppgen's ArtifactManager key
-        return Kernel(name=name, key=key, operation=op, void_c=void_c,
-                      config={**self.describe(td), "alignment": list(align),
-                              "opclass": _enum_name(td.math_instruction.opcode_class),
-                              "arch": op.arch, "in_cutlass_list": listed, "void_c": void_c})
+        d = self.describe(td)
+        cutlass3 = _enum_name(op.api) == "v3x"
+        schedule = resolved_schedule(d, align, elem_bytes) if cutlass3 else None
+        config = {**d, "alignment": list(align), "opclass": _enum_name(td.math_instruction.opcode_class),
+                  "arch": op.arch, "in_cutlass_list": listed, "void_c": void_c,
+                  "layout_a": layouts[0], "layout_b": layouts[1], "layout_c": "row",
+                  "persistent": schedule in PERSISTENT_SCHEDULES}
+        if cutlass3 and config["opclass"] == "TensorOp":
+            config["wgmma_operands"] = wgmma_operands(layouts, elem_bytes)
+        return Kernel(name=name, key=key, operation=op, void_c=void_c, config=config)
 
     # -- tile descriptions ---------------------------------------------------------------------
     @staticmethod
@@ -394,6 +502,51 @@ class Catalog:
                 "tile_scheduler": _enum_name(td.tile_scheduler) or "Default",
                 "warp_count": list(td.warp_count) if td.warp_count else None,
                 "instruction_shape": list(td.math_instruction.instruction_shape or [])}
+
+    # -- candidate order -------------------------------------------------------------------------
+    def _deterministic(self, candidates: List[tuple]) -> List[tuple]:
+        """CUTLASS's list in an order that is the same in every process.
+
+        cutlass_cppgen sorts its kernels by cluster tile (CTA tile x cluster) volume only, and kernels
+        of equal volume (128x256 with a 2x1 cluster, 256x128 with 1x2) come in an order that follows
+        Python's string hash seed, so "CUTLASS's default" and "the first K" changed from one run
+        to the next. Ties are broken here by CTA tile volume, then the wider n, the taller m, the
+        deeper k and the cluster; a tile's schedules keep CUTLASS's order (stable sort)."""
+        def key(c):
+            d = self.describe(c[0])
+            (m, n, k), cl = d["tile"], d["cluster"]
+            return (-(m * n * k * cl[0] * cl[1] * cl[2]), -(m * n * k), -n, -m, -k, tuple(cl))
+
+        return sorted(candidates, key=key)
+
+    def _diverse(self, candidates: List[tuple], max_groups: int, elem_bytes: int) -> List[tuple]:
+        """Round-robin over (CTA tile, cluster) groups: every group's preferred schedule, then every
+        group's second, ... (groups in list order, the first ``max_groups`` of them, 0 = all); the
+        kernels :func:`schedule_preference` expects to be slow come after all the others, again
+        round-robin.
+
+        Within a group the schedules go by :func:`schedule_preference`; an explicit schedule that is
+        what ``ScheduleAuto`` resolves to in the same group is dropped (the same kernel compiled
+        twice), the auto one is kept, since it is also the ``cutlass_auto`` kernel."""
+        groups: Dict[tuple, List[tuple]] = {}
+        for c in candidates:
+            d = self.describe(c[0])
+            groups.setdefault((tuple(d["tile"]), tuple(d["cluster"])), []).append(c)
+        tiers: Tuple[List[list], List[list]] = ([], [])  # per group: (expected fast, expected slow)
+        for members in list(groups.values())[:max_groups or None]:
+            described = [(self.describe(td), al) for td, al in members]
+            autos = {equivalent_schedule(d, al, elem_bytes) for d, al in described
+                     if d["kernel_schedule"] == "ScheduleAuto"}
+            ranked = sorted((schedule_preference(d, al, elem_bytes), i) for i, (d, al) in enumerate(described)
+                            if d["kernel_schedule"] == "ScheduleAuto"
+                            or equivalent_schedule(d, al, elem_bytes) not in autos)
+            for slow, tier in zip((False, True), tiers):
+                tier.append([members[i] for pref, i in ranked if pref[0] == slow])
+        out = []
+        for tier in tiers:
+            for r in range(max((len(g) for g in tier), default=0)):
+                out += [g[r] for g in tier if r < len(g)]
+        return out
 
     def _signature(self, td) -> tuple:
         d = self.describe(td)
@@ -444,6 +597,61 @@ class Catalog:
         if opts.tile_scheduler != "auto":
             update["tile_scheduler"] = getattr(c.TileSchedulerType, TILE_SCHEDULERS[opts.tile_scheduler])
         return base.clone_and_update(update)
+
+
+# -- what a tile description means on SM90 ---------------------------------------------------------
+def resolved_schedule(d: Dict[str, Any], align, elem_bytes: int) -> str:
+    """The kernel schedule a CUTLASS 3 kernel runs: ``ScheduleAuto`` resolved as CUTLASS's SM90
+    CollectiveBuilder does (TMA when A and B rows are 16-byte aligned; then ping-pong for a CTA
+    tile of m 64, cooperative otherwise; cp.async warp-specialized without TMA)."""
+    ks = d["kernel_schedule"]
+    if ks != "ScheduleAuto":
+        return ks
+    if any(a * elem_bytes < TMA_ALIGNMENT_BYTES for a in align[:2]):
+        return "CpAsyncWarpSpecialized"
+    return "TmaWarpSpecializedPingpong" if d["tile"][0] == 64 else "TmaWarpSpecializedCooperative"
+
+
+def equivalent_schedule(d: Dict[str, Any], align, elem_bytes: int) -> tuple:
+    """What decides the compiled kernel besides tile and cluster, with ``auto`` resolved (an auto
+    epilogue is CUTLASS's NoSmemWarpSpecialized)."""
+    epilogue = d["epilogue_schedule"]
+    return (resolved_schedule(d, align, elem_bytes),
+            "NoSmemWarpSpecialized" if epilogue == "ScheduleAuto" else epilogue,
+            d["tile_scheduler"], d["stages"])
+
+
+def schedule_preference(d: Dict[str, Any], align, elem_bytes: int) -> tuple:
+    """Sort key of a tile's schedules in the diverse search (smaller = tried first).
+
+    Persistent kernels that keep their accumulators in registers come first, then the data-parallel
+    tile scheduler before stream-K (which also needs a workspace memset per launch), then the TMA
+    epilogue (whole tiles stored by TMA through shared memory) before the direct stores from
+    registers, then the auto schedule before an explicit one. Last: non-persistent kernels, ping-pong tiles whose
+    accumulators exceed :data:`MAX_ACCUMULATORS_PER_THREAD`, cooperative tiles under m 128."""
+    ks = resolved_schedule(d, align, elem_bytes)
+    m, n = d["tile"][0], d["tile"][1]
+    cooperative = "Cooperative" in ks
+    accumulators = m * n // (256 if cooperative else 128)
+    slow = (ks not in PERSISTENT_SCHEDULES or accumulators > MAX_ACCUMULATORS_PER_THREAD
+            or (cooperative and m < 128))
+    return (slow, d["tile_scheduler"] == "StreamK", d["epilogue_schedule"] not in TMA_EPILOGUES,
+            d["kernel_schedule"] != "ScheduleAuto")
+
+
+def wgmma_operands(layouts: Tuple[str, str], elem_bytes: int) -> str:
+    """Where an SM90 tensor-op kernel's wgmma reads its operands from.
+
+    wgmma reads 16-bit operands from shared memory in either major order, but 32-bit (TF32) ones
+    only K-major (A row-major, B column-major). For any other TF32 layout CUTLASS's builder loads
+    the MN-major operand from shared memory into registers, transposing it there, and issues the
+    register-A form of wgmma; a row-major B is first swapped into A's place (the problem is
+    computed transposed, hence the EpilogueTransposed of CUTLASS's TF32 row-major-B kernels)."""
+    if elem_bytes <= 2 or tuple(layouts) == ("row", "col"):
+        return "smem x smem"
+    if layouts[0] == "row":  # A K-major, B MN-major: swapped
+        return "registers x smem (A and B swapped: B transposed into registers; epilogue transposed)"
+    return "registers x smem (A transposed into registers)"
 
 
 # ==================================================================================================
@@ -619,10 +827,44 @@ def _ptxas_usage(text: str) -> Tuple[Optional[int], Optional[int]]:
 # ==================================================================================================
 # Launching: arguments built once, fn = one cuLaunchKernelEx
 # ==================================================================================================
-class KernelLaunch:
-    """A loaded kernel bound to (a, b, c): calling it enqueues the kernel on the current stream."""
+@functools.lru_cache(maxsize=None)
+def scheduler_arguments_class():
+    """cutlass_cppgen's ``GemmArguments3x`` with the tile scheduler's swizzle and raster order set.
 
-    def __init__(self, kernel: Kernel, point, a, b, c):
+    cutlass_cppgen fills the scheduler arguments with ``max_swizzle_size = 1`` and
+    ``raster_order_option = 0`` (heuristic) in ``c_types.get_tile_scheduler_arguments_3x``. This
+    subclass sets both fields of that ctypes struct (the ``scheduler`` member of the arguments, laid
+    out as CUTLASS's ``TileScheduler::Arguments``: int swizzle, RasterOrderOptions as int) each time
+    the arguments are built, so everything cutlass_cppgen derives from them sees the same values:
+    the kernel Params (``get_args``), the launch grid (``get_grid_shape``, which rounds the tile
+    grid up to the swizzle and orients it by the raster order) and the workspace size. No
+    module-level function is patched, so concurrent launches with other values are unaffected."""
+    from cutlass_cppgen.backend.gemm_operation import GemmArguments3x
+
+    class GemmArgumentsWithScheduler(GemmArguments3x):
+        def __init__(self, *args, swizzle: int = 1, raster_order: str = "heuristic", **kwargs):
+            # set before the base __init__, which builds the arguments (initialize())
+            self.max_swizzle_size = int(swizzle)
+            self.raster_order_option = RASTER_ORDERS[raster_order]
+            super().__init__(*args, **kwargs)
+
+        def get_arguments(self):
+            arguments = super().get_arguments()
+            scheduler = arguments.scheduler  # a view into `arguments`: its fields are theirs
+            scheduler.max_swizzle_size = self.max_swizzle_size
+            scheduler.raster_order_option = self.raster_order_option
+            return arguments
+
+    return GemmArgumentsWithScheduler
+
+
+class KernelLaunch:
+    """A loaded kernel bound to (a, b, c): calling it enqueues the kernel on the current stream.
+
+    ``swizzle`` and ``raster_order`` go into the tile scheduler's arguments of a CUTLASS 3 kernel
+    (see :func:`scheduler_arguments_class`); a CUTLASS 2.x kernel takes only the defaults."""
+
+    def __init__(self, kernel: Kernel, point, a, b, c, swizzle: int = 1, raster_order: str = "heuristic"):
         import cupy
         from cuda.bindings import driver
         from cutlass_cppgen.backend.gemm_operation import GemmArguments
@@ -640,10 +882,18 @@ class KernelLaunch:
         def ptr(x):
             return driver.CUdeviceptr(int(x.data.ptr))
 
-        self.args = GemmArguments(
+        arguments = dict(
             operation=op, problem_size=GemmCoord(point.m, point.n, point.k), A=ptr(a), B=ptr(b),
             C=None if kernel.void_c else ptr(c), D=ptr(c), output_op=op.epilogue_type(1.0, 0.0),
             gemm_mode=GemmUniversalMode.Gemm, split_k_slices=1, stream=driver.CUstream(stream_ptr))
+        self.swizzle, self.raster_order = int(swizzle), str(raster_order)
+        if _enum_name(op.api) == "v3x":
+            self.args = scheduler_arguments_class()(**arguments, swizzle=self.swizzle,
+                                                    raster_order=self.raster_order)
+        elif (self.swizzle, self.raster_order) == (1, "heuristic"):
+            self.args = GemmArguments(**arguments)
+        else:
+            raise ValueError(f"{kernel.name} is a CUTLASS 2.x kernel: its swizzle is compiled in")
         # The launch that ExecutableOperation.run() rebuilds on every call, built once here.
         self._param_bytes = (ctypes.c_char * len(self.args.host_workspace)).from_buffer(self.args.host_workspace)
         self._param_ptrs = (ctypes.c_void_p * 1)(ctypes.addressof(self._param_bytes))
@@ -750,9 +1000,10 @@ class Cutlass(Backend):
         self._cache: Optional[KernelCache] = None
         self._results: Dict[str, CompileResult] = {}
         self._launches: List[KernelLaunch] = []
-        # point key -> (chosen kernel's key hash, search records): the executor makes one launch
-        # per input set (cache=rotate); the search runs on the first and the others reuse its pick
-        self._searched: Dict[str, Tuple[str, List[Dict[str, Any]]]] = {}
+        # point key -> what the search chose (kernel, swizzle, raster order) and its records: the
+        # executor makes one launch per input set (cache=rotate); the search runs on the first and
+        # the others reuse its pick
+        self._searched: Dict[str, SearchPick] = {}
         self.out_dir: Optional[Path] = None  # the runner may set the run folder
 
     # -- setup -----------------------------------------------------------------------------------
@@ -876,18 +1127,18 @@ class Cutlass(Backend):
             raise CutlassCompileError(f"CUTLASS kernel {f.name} did not compile ({f.error}); log: {f.log}")
         opts = self.options[point.variant]
         if opts.search and point.key in self._searched:
-            chosen, records = self._searched[point.key]
-            (kernel,) = [k for k in kernels if k.key_hash == chosen]
-            launch = self._load(kernel, point, a, b, c)
+            pick = self._searched[point.key]
+            (kernel,) = [k for k in kernels if k.key_hash == pick.key_hash]
+            launch = self._load(kernel, point, a, b, c, pick.swizzle, pick.raster_order)
             self._launches.append(launch)
-            return Launch(launch, self._info(launch, records, kernels))
+            return Launch(launch, self._info(launch, pick, kernels))
         records: List[Dict[str, Any]] = [self._record(self._results[k.key_hash], k) for k in kernels]
         launches = []
         for k, rec in zip(kernels, records):
             if rec["status"] == "failed":
                 continue
             try:
-                launches.append(self._load(k, point, a, b, c))
+                launches.append(self._load(k, point, a, b, c, *self._scheduler_args(k, opts)))
             except Exception as e:
                 if not opts.search:
                     raise
@@ -895,18 +1146,27 @@ class Cutlass(Backend):
         if not launches:
             raise RuntimeError("no CUTLASS candidate could be loaded: "
                                + "; ".join(f"{r['kernel']}: {r.get('error')}" for r in records))
+        pick = None
         if opts.search:
-            best = self._search(point, launches, records, a, b, c)
-            self._searched[point.key] = (best.kernel.key_hash, records)
+            best, pick = self._search(point, opts, launches, records, a, b, c)
+            self._searched[point.key] = pick
         else:
             best = launches[0]
         for launch in launches:
             if launch is not best:
                 launch.close()
         self._launches.append(best)
-        return Launch(best, self._info(best, records if opts.search else None, kernels))
+        return Launch(best, self._info(best, pick, kernels))
 
-    def _load(self, kernel: Kernel, point, a, b, c) -> KernelLaunch:
+    @staticmethod
+    def _scheduler_args(kernel: Kernel, opts: KernelOptions) -> Tuple[int, str]:
+        """The variant's swizzle and raster order where the kernel reads them, else the defaults."""
+        if kernel.config.get("persistent"):
+            return opts.swizzle, opts.raster_order
+        return 1, "heuristic"
+
+    def _load(self, kernel: Kernel, point, a, b, c, swizzle: int = 1,
+              raster_order: str = "heuristic") -> KernelLaunch:
         if not self._cache.has(kernel):
             raise CutlassCompileError(f"CUTLASS kernel {kernel.name} is not in the cache {self._cache.db}")
         import cupy
@@ -921,7 +1181,7 @@ class Cutlass(Backend):
         from cutlass_cppgen.backend import compiler
 
         compiler.add_module([kernel.operation])  # a cache hit: loads cubin + host library, no nvcc
-        return KernelLaunch(kernel, point, a, b, c)
+        return KernelLaunch(kernel, point, a, b, c, swizzle, raster_order)
 
     def release(self) -> None:
         for launch in self._launches:
@@ -929,64 +1189,91 @@ class Cutlass(Backend):
         self._launches = []
 
     # -- search ----------------------------------------------------------------------------------
-    def _search(self, point, launches: List[KernelLaunch], records, a, b, c) -> KernelLaunch:
-        """Check and time every candidate; returns the fastest correct one, marking it in records."""
+    def _search(self, point, opts: KernelOptions, launches: List[KernelLaunch], records, a, b, c):
+        """Check and time every candidate kernel; then time the best ``search_scheduler_top`` again
+        with every swizzle x raster order. Returns the fastest correct launch and a SearchPick."""
+        import cupy
+
+        from ..gpu import arrays
+
+        by_hash = {r["key_hash"]: r for r in records}
+        ref = arrays.to_float64(cupy, a) @ arrays.to_float64(cupy, b)
+        try:
+            good = []
+            for launch in launches:
+                rec = by_hash[launch.kernel.key_hash]
+                rec.update(swizzle=launch.swizzle, raster_order=launch.raster_order)
+                if self._check_candidate(point, launch, rec, ref, c):
+                    good.append(launch)
+            if not good:
+                raise RuntimeError("no CUTLASS search candidate computed a correct result: "
+                                   + "; ".join(f"{r['kernel']}: {r.get('error')}" for r in records))
+            for launch, result in zip(good, _time_interleaved(good, point)):
+                by_hash[launch.kernel.key_hash].update(status="ok", **result)
+            good.sort(key=lambda l: by_hash[l.kernel.key_hash]["time_median_s"])
+            best = good[0]
+            scheduler_records: List[Dict[str, Any]] = []
+            top = [l for l in good if l.kernel.config.get("persistent")][:opts.search_scheduler_top]
+            combos = [(s, r) for s in opts.search_swizzles for r in opts.search_raster_orders]
+            if top and len(combos) > 1:
+                best = self._search_scheduler(point, top, combos, scheduler_records, ref, a, b, c) or best
+        finally:
+            del ref
+        by_hash[best.kernel.key_hash]["best"] = True
+        pick = SearchPick(best.kernel.key_hash, best.swizzle, best.raster_order, records, scheduler_records)
+        return best, pick
+
+    def _search_scheduler(self, point, top: List[KernelLaunch], combos, scheduler_records, ref,
+                          a, b, c) -> Optional[KernelLaunch]:
+        """Time ``top`` kernels with every (swizzle, raster order): run-time arguments, no compile."""
+        trials: List[Tuple[KernelLaunch, Dict[str, Any]]] = []
+        for kernel_launch in top:
+            for swizzle, raster in combos:
+                rec = {"kernel": kernel_launch.kernel.name, "key_hash": kernel_launch.kernel.key_hash,
+                       "swizzle": swizzle, "raster_order": raster, "best": False}
+                scheduler_records.append(rec)
+                try:
+                    launch = KernelLaunch(kernel_launch.kernel, point, a, b, c, swizzle, raster)
+                except Exception as e:
+                    rec.update(status="failed", error=f"arguments: {type(e).__name__}: {_first_line(e)}")
+                    continue
+                rec["grid"] = launch.grid
+                if self._check_candidate(point, launch, rec, ref, c):
+                    trials.append((launch, rec))
+                else:
+                    launch.close()
+        if not trials:
+            return None
+        for (_, rec), result in zip(trials, _time_interleaved([l for l, _ in trials], point)):
+            rec.update(status="ok", **result)
+        best, best_rec = min(trials, key=lambda t: t[1]["time_median_s"])
+        best_rec["best"] = True
+        for launch, _ in trials:
+            if launch is not best:
+                launch.close()
+        return best
+
+    @staticmethod
+    def _check_candidate(point, launch: KernelLaunch, rec: Dict[str, Any], ref, c) -> bool:
+        """Poison C, launch once, compare with the FP64 product; records the outcome in ``rec``."""
         import cupy
 
         from .. import check
         from ..gpu import arrays
 
-        by_name = {r["key_hash"]: r for r in records}
-        ref = arrays.to_float64(cupy, a) @ arrays.to_float64(cupy, b)
-        good: List[KernelLaunch] = []
-        for launch in launches:
-            rec = by_name[launch.kernel.key_hash]
-            arrays.poison(cupy, c)
-            try:
-                launch()
-                cupy.cuda.get_current_stream().synchronize()
-            except Exception as e:
-                rec.update(status="failed", error=f"launch: {type(e).__name__}: {_first_line(e)}")
-                continue
-            res = check.compare(cupy, arrays.to_float64(cupy, c), ref, point.tolerance)
-            rec["rel_error"] = res.rel_error
-            if not res.passed:
-                rec.update(status="wrong", error=res.failure())
-                continue
-            good.append(launch)
-        del ref
-        if not good:
-            raise RuntimeError("no CUTLASS search candidate computed a correct result: "
-                               + "; ".join(f"{r['kernel']}: {r.get('error')}" for r in records))
-        stream = cupy.cuda.get_current_stream()
-        start, end = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record(stream)
-        good[0]()
-        end.record(stream)
-        end.synchronize()
-        one_s = max(cupy.cuda.get_elapsed_time(start, end) * 1e-3, 1e-7)
-        reps = int(min(SEARCH_MAX_REPS, max(1, round(SEARCH_SAMPLE_S / one_s))))
-        samples: Dict[str, List[float]] = {l.kernel.key_hash: [] for l in good}
-        for r in range(SEARCH_ROUNDS + 1):
-            order = good[r % len(good):] + good[:r % len(good)]
-            for launch in order:
-                start.record(stream)
-                for _ in range(reps):
-                    launch()
-                end.record(stream)
-                end.synchronize()
-                if r:  # round 0 warms the clocks and caches
-                    samples[launch.kernel.key_hash].append(
-                        cupy.cuda.get_elapsed_time(start, end) * 1e-3 / reps)
-        for launch in good:
-            ts = sorted(samples[launch.kernel.key_hash])
-            median = ts[len(ts) // 2]
-            by_name[launch.kernel.key_hash].update(
-                status="ok", time_median_s=median, tflops=point.flops / median / 1e12,
-                samples=len(ts), launches_per_sample=reps)
-        best = min(good, key=lambda l: by_name[l.kernel.key_hash]["time_median_s"])
-        by_name[best.kernel.key_hash]["best"] = True
-        return best
+        arrays.poison(cupy, c)
+        try:
+            launch()
+            cupy.cuda.get_current_stream().synchronize()
+        except Exception as e:
+            rec.update(status="failed", error=f"launch: {type(e).__name__}: {_first_line(e)}")
+            return False
+        res = check.compare(cupy, arrays.to_float64(cupy, c), ref, point.tolerance)
+        rec["rel_error"] = res.rel_error
+        if not res.passed:
+            rec.update(status="wrong", error=res.failure())
+            return False
+        return True
 
     # -- row fields ------------------------------------------------------------------------------
     def _record(self, res: CompileResult, kernel: Kernel) -> Dict[str, Any]:
@@ -994,24 +1281,72 @@ class Cutlass(Backend):
                 "status": "failed" if not res.ok else "ready", "compile": res.status,
                 "compile_s": res.compile_s, "error": res.error, "log": res.log, "best": False}
 
-    def _info(self, best: KernelLaunch, records, kernels: List[Kernel]) -> Dict[str, Any]:
+    def _info(self, best: KernelLaunch, pick: Optional["SearchPick"], kernels: List[Kernel]) -> Dict[str, Any]:
         attrs = best.function_attributes()
         res = self._results[best.kernel.key_hash]
         meta = self._cache.meta(best.kernel)
         spill = res.spill_bytes if res.status == "compiled" else meta.get("spill_bytes")
-        extra: Dict[str, Any] = {"cutlass": {**best.kernel.config, "grid": best.grid,
+        extra: Dict[str, Any] = {"cutlass": {**best.kernel.config, "swizzle": best.swizzle,
+                                             "raster_order": best.raster_order, "grid": best.grid,
                                              "block": best.block, "local_bytes": attrs["local_bytes"],
                                              "workspace_bytes": best.workspace_bytes,
                                              "launch": ("memset workspace + kernel" if best.workspace_bytes
                                                         else "kernel"),
                                              "compile": res.status}}
         compile_s = res.compile_s
-        if records is not None:
-            extra["search"] = records
+        if pick is not None:
+            extra["search"] = pick.records
+            if pick.scheduler_records:
+                extra["search_scheduler"] = pick.scheduler_records
             compile_s = sum(self._results[k.key_hash].compile_s for k in kernels)
         return {"kernel_name": best.kernel.name, "registers": attrs["registers"],
                 "smem_bytes": attrs["smem_bytes"], "spill_bytes": spill, "compile_s": compile_s,
                 "library_version": _library_version(self._cutlass), "extra": extra}
+
+
+@dataclass
+class SearchPick:
+    """What a search chose for a point (kernel, scheduler arguments) and every trial's record."""
+
+    key_hash: str
+    swizzle: int
+    raster_order: str
+    records: List[Dict[str, Any]]
+    scheduler_records: List[Dict[str, Any]]
+
+
+def _time_interleaved(launches: List[KernelLaunch], point) -> List[Dict[str, Any]]:
+    """Median time of each launch: rounds over all of them, each round in a rotated order so clock
+    drift hits all alike, each sample a run of back-to-back launches at least SEARCH_SAMPLE_S long."""
+    import cupy
+
+    stream = cupy.cuda.get_current_stream()
+    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    start.record(stream)
+    launches[0]()
+    end.record(stream)
+    end.synchronize()
+    one_s = max(cupy.cuda.get_elapsed_time(start, end) * 1e-3, 1e-7)
+    reps = int(min(SEARCH_MAX_REPS, max(1, round(SEARCH_SAMPLE_S / one_s))))
+    samples: List[List[float]] = [[] for _ in launches]
+    indices = list(range(len(launches)))
+    for r in range(SEARCH_ROUNDS + 1):
+        shift = r % len(indices)
+        for i in indices[shift:] + indices[:shift]:
+            start.record(stream)
+            for _ in range(reps):
+                launches[i]()
+            end.record(stream)
+            end.synchronize()
+            if r:  # round 0 warms the clocks and caches
+                samples[i].append(cupy.cuda.get_elapsed_time(start, end) * 1e-3 / reps)
+    out = []
+    for ts in samples:
+        ts = sorted(ts)
+        median = ts[len(ts) // 2]
+        out.append({"time_median_s": median, "tflops": point.flops / median / 1e12, "samples": len(ts),
+                    "launches_per_sample": reps})
+    return out
 
 
 # ==================================================================================================
