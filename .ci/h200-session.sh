@@ -6,7 +6,7 @@
 #
 # Needs the wheels in .whl/ (../shared/gpu-host/wheels.sh .whl) and $OUT (where logs and a tarball
 # of outputs/reference go). Stages: core kernels hopper cutlass_bench cutlass cutlass_n8192
-# cutlass_odd ladder tc tune tune_ws pitfalls cublas counters claims fidelity timer_study
+# cutlass_odd ladder tc tune tune_mma tune_ws pitfalls cublas counters claims fidelity timer_study
 # pinning multi_gpu (the last two on a host with two GPUs). Nothing else may write
 # files under $OUT: only 8 files come back.
 set -u
@@ -60,6 +60,9 @@ for stage in "$@"; do case $stage in
              measure.max_time_s=1.5 $Q \
              'variant.warp_tiled.cuda.defines={STAGES:3},{STAGES:2},{STAGES:4},{BK:8,STAGES:4},{BK:32,STAGES:3},{WM:32,WN:64},{THREADS:128,WN:64,WNITER:4},{BN:256,WN:64,WNITER:4,MIN_BLOCKS:1}' \
              run.name=tune_warp_tiled hydra.sweep.dir=$REF/tune_warp_tiled ;;
+  tune_mma) step tune_mma_sync 420 python3 run.py -m variant=mma_sync precision=bf16 "sizes.square=[8192]" sizes.shapes=[] \
+             measure.max_time_s=1.5 $Q 'variant.mma_sync.cuda.defines={FRAG_PIPE:0},{FRAG_PIPE:1},{STAGES:3},{BM:256,BN:128},{BN:128,STAGES:3,MIN_BLOCKS:2},{BN:128,STAGES:3,MIN_BLOCKS:2,FRAG_PIPE:0},{BK:32,STAGES:6},{BN:128,BK:32,STAGES:6,MIN_BLOCKS:2},{BN:128,WN:32}' \
+             run.name=tune_mma_sync hydra.sweep.dir=$REF/tune_mma_sync ;;
   tune_ws) step tune_wgmma_ws 200 python3 run.py -m variant=wgmma_ws precision=bf16 "sizes.square=[8192]" sizes.shapes=[] \
              measure.max_time_s=1.5 $Q 'variant.wgmma_ws.cuda.defines={CLUSTER_M:2,GROUP_M:8},{CLUSTER_M:1,GROUP_M:8},{CLUSTER_M:2,GROUP_M:16},{CLUSTER_M:1,GROUP_M:16}' \
              run.name=tune_wgmma_ws hydra.sweep.dir=$REF/tune_wgmma_ws ;;

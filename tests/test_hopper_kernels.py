@@ -238,3 +238,141 @@ def test_tensor_map_rules_reject_what_tma_cannot_encode():
             tma.check(replace(good[0], **change))
     with pytest.raises(tma.TensorMapError, match="operand"):
         tma.resolve(p, {}, [{"operand": "D", "box": [64, 64], "swizzle": 128}])
+
+
+# ---- mma_sync: the tuning sweep, its loop structure, and the kernel on the CPU ----------------------
+# The configurations one H200 tuning run compares (deltas from conf/variant/mma_sync.yaml's
+# defines). The first is the shape and loop structure of the kernel before fragment pipelining
+# (128x256x64, 4 stages, fragments loaded just before their MMAs); the second is the default.
+MMA_SYNC_SWEEP = [
+    "{FRAG_PIPE:0}",
+    "{FRAG_PIPE:1}",
+    "{STAGES:3}",
+    "{BM:256,BN:128}",
+    "{BN:128,STAGES:3,MIN_BLOCKS:2}",
+    "{BN:128,STAGES:3,MIN_BLOCKS:2,FRAG_PIPE:0}",
+    "{BK:32,STAGES:6}",
+    "{BN:128,BK:32,STAGES:6,MIN_BLOCKS:2}",
+    "{BN:128,WN:32}",
+]
+
+
+def _mma_sync_overrides(defines):
+    return [f"variant.mma_sync.cuda.defines={defines}"]
+
+
+def _sass_loop_with_copies(sass_text: str):
+    """The instructions of the innermost loop that issues cp.async (the fast path's k-tile loop):
+    the body of a backward branch, as [(opcode, operands)]."""
+    ins = [(int(m.group(1), 16), m.group(2), m.group(3)) for m in
+           re.finditer(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][\w.]*)([^;]*);", sass_text)]
+    loops = []
+    for addr, op, rest in ins:
+        target = re.search(r"0x([0-9a-f]+)", rest) if op == "BRA" else None
+        if target and int(target.group(1), 16) < addr:
+            body = [(o, r) for a, o, r in ins if int(target.group(1), 16) <= a < addr]
+            if any(o.startswith("LDGSTS") for o, _ in body):
+                loops.append(body)
+    assert loops, "no loop issues cp.async (LDGSTS)"
+    return min(loops, key=len)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("defines", MMA_SYNC_SWEEP)
+def test_mma_sync_sweep_configurations_build_without_spills(builds, defines):
+    from gemmlab.points import expand
+
+    cfg = compose_cfg(["variant=mma_sync", "precision=bf16", "sizes.square=[8192]", "sizes.shapes=[]",
+                       *_mma_sync_overrides(defines)])
+    (point,) = expand(cfg)
+    assert point.skip_reason is None, point.skip_reason  # the YAML's rules accept it at N = 8192
+    folder = Path(builds[("mma_sync", "bf16")][0]).parent
+    _, report = build("mma_sync", "bf16", folder, _mma_sync_overrides(defines))
+    nums = ptxas_numbers(report)
+    assert nums["spill"] == 0 and nums["stack"] == 0 and nums["registers"] <= 255, (defines, nums)
+    assert "warning" not in report.lower(), report
+
+
+@pytest.mark.slow
+def test_mma_sync_k_tile_loop_is_one_block_of_mma_ldmatrix_and_copies(builds):
+    """The point of the rewrite: per k-tile, one barrier and no branch (the copies' addressing is set
+    up before the loop), so ptxas can interleave copies, ldmatrix and MMAs freely."""
+    d = compose_cfg(["variant=mma_sync", "precision=bf16", "sizes=smoke"]).variant.mma_sync.cuda.defines
+    body = _sass_loop_with_copies(sass(builds[("mma_sync", "bf16")][0]))
+    ops = [o for o, _ in body]
+    count = lambda prefix: sum(o.startswith(prefix) for o in ops)  # noqa: E731
+    # per k-tile and thread: BK/16 steps of (WM/16)x(WN/8) MMAs and WM/16 + WN/16 ldmatrix.x4; the
+    # stage's (BM + BN) x BK 16-bit elements in 16-byte copies over all threads
+    steps, threads = d.BK // 16, 32 * (d.BM // d.WM) * (d.BN // d.WN)
+    mma, ldsm = steps * (d.WM // 16) * (d.WN // 8), steps * (d.WM // 16 + d.WN // 16)
+    copies = (d.BM + d.BN) * d.BK * 2 // (16 * threads)
+    assert (count("HMMA.16816.F32.BF16"), count("LDSM"), count("LDGSTS")) == (mma, ldsm, copies), ops
+    assert count("BAR.SYNC") == 1 and count("BRA") == 0, ops
+    overhead = len(ops) - mma - ldsm - copies
+    assert overhead < mma, f"{overhead} other instructions per k-tile ({mma} MMAs)"
+
+
+MMA_SYNC_EMULATED_SHAPES = [
+    (129, 264, 392),  # 16-byte rows: partial tiles in M and N, a partial first k-tile (8), more k-tiles than stages
+    (257, 129, 72),  # N % 8 != 0: the element-wise path, two k-tiles
+]
+
+
+UNIT_ROUNDOFF = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11}
+
+
+def _emulate_mma_sync(tmp_path_factory, precision, overrides, shapes):
+    import numpy as np
+
+    from gemmlab.backends.cuda_kernels import build_for
+    from gemmlab.points import expand
+    from test_cuda_kernels import _inputs, emulate  # the host emulation harness
+
+    if shutil.which("g++") is None:
+        pytest.skip("g++ not found (host emulation)")
+    folder = tmp_path_factory.mktemp("emu-mma-sync")
+    rng = np.random.default_rng(5)
+    for m, n, k in shapes:
+        cfg = compose_cfg(["variant=mma_sync", f"precision={precision}", "sizes.square=[]",
+                           f"sizes.shapes=[[{m},{n},{k}]]", *overrides])
+        (p,) = expand(cfg)
+        assert p.skip_reason is None, p.skip_reason
+        a, b = _inputs(p, rng)
+        c = emulate(build_for(p), p, folder, a, b).astype(np.float64)
+        assert not np.isnan(c).any(), f"{overrides}: {np.isnan(c).sum()} NaN in C at {m}x{n}x{k}"
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        rel = np.linalg.norm(c - ref) / np.linalg.norm(ref)
+        # fp32 accumulation and one rounding to the 16-bit output give about 0.4 of the output's
+        # unit roundoff; a lost k16 step or a misplaced fragment gives O(1)
+        assert rel < UNIT_ROUNDOFF[p.out_dtype], f"{overrides} at {m}x{n}x{k}: rel_error {rel:.2e}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("defines", MMA_SYNC_SWEEP)
+def test_mma_sync_sweep_configurations_compute_a_b_on_the_cpu(defines, tmp_path_factory):
+    """Every sweep entry through the host emulation (warp-collective ldmatrix / mma.sync emulated,
+    cp.async landing only at the wait that retires it): indexing, swizzles, the pipeline's waits and
+    barriers, partial tiles and the element-wise path, checked against FP64 before any GPU time."""
+    _emulate_mma_sync(tmp_path_factory, "bf16", _mma_sync_overrides(defines), MMA_SYNC_EMULATED_SHAPES)
+
+
+@pytest.mark.slow
+def test_mma_sync_fp16_and_eager_copies_on_the_cpu(tmp_path_factory):
+    _emulate_mma_sync(tmp_path_factory, "fp16", [], MMA_SYNC_EMULATED_SHAPES + [(1, 8, 64)])
+    # copies landing at issue instead: a stage overwritten while another warp still reads it shows
+    _emulate_mma_sync(tmp_path_factory, "bf16", ["+variant.mma_sync.cuda.defines.GEMMLAB_EMU_EAGER_COPIES=1"],
+                      MMA_SYNC_EMULATED_SHAPES[:1])
+
+
+@pytest.mark.parametrize("defines,words", [
+    ("{BN:128,STAGES:4,MIN_BLOCKS:2}", "must fit in an SM"),  # 2 x 128 KB
+    ("{STAGES:5}", "must fit in an SM"),  # 240 KB for one 128x256x64 block
+    ("{WN:48,BN:192}", "WN 16, 32 or 64"),
+    ("{BK:16}", "BK must be 32 or 64"),
+])
+def test_mma_sync_rules_skip_configurations_that_cannot_run(defines, words):
+    from gemmlab.points import expand
+
+    cfg = compose_cfg(["variant=mma_sync", "precision=bf16", "sizes=smoke", *_mma_sync_overrides(defines)])
+    for p in expand(cfg):
+        assert p.skip_reason and words in p.skip_reason, (defines, p.skip_reason)
