@@ -23,8 +23,10 @@ A memset leaves the L2 full of dirty lines, written back while the next commands
 gives that write-back time to drain before the start event, and so lowers the noise.
 
 cache=rotate instead cycles through input sets that together exceed the L2; cache=warm does
-neither (back-to-back, warm L2, as SGEMM_CUDA and fast.cu time). Samples are enqueued in batches
-and the host synchronises once per batch; calls are interleaved batch by batch.
+neither (back-to-back, warm L2, as SGEMM_CUDA and fast.cu time). Samples are enqueued in batches,
+calls interleaved batch by batch, and the next round of batches is always queued before the host
+waits for the last one: the GPU works back to back, as under triton's do_bench, instead of idling
+while Python reads events (an idle GPU runs at a higher SM clock than a busy one).
 """
 from __future__ import annotations
 
@@ -140,9 +142,16 @@ class GpuTimer:
         m, cp = self.m, self.cupy
         n = len(calls)
 
+        # The flush's own GPU time, measured first so nothing idles the GPU between warm-up
+        # and samples.
+        flush_us = self._flush_gpu_us()
+
         # Warm-up by time, all calls in turn, and learn each call's host enqueue cost so the
-        # spin before the start event can cover it.
+        # spin before the start event can cover it. The host runs at most two iterations ahead
+        # of the GPU and never drains the queue, so the GPU works back to back, as in the
+        # samples, and its clock settles where it will be while they are taken.
         host_s = [[] for _ in range(n)]
+        marks: List = []
         t0, it = time.perf_counter(), 0
         while it < m.warmup_min_iters or time.perf_counter() - t0 < m.warmup_s:
             for i, fns in enumerate(calls):
@@ -152,34 +161,56 @@ class GpuTimer:
                 fns[it % len(fns)]()
                 host_s[i].append(time.perf_counter() - h)
             it += 1
-            self.stream.synchronize()
+            mark = cp.cuda.Event(disable_timing=True)
+            mark.record(self.stream)
+            marks.append(mark)
+            if len(marks) > 2:
+                marks.pop(0).synchronize()
         warmup_s = time.perf_counter() - t0
-        flush_us = self._flush_gpu_us()
         busy_us = [self._spin_us(sorted(h)[len(h) // 2], flush_us) for h in host_s]
 
+        # Samples in rounds (a batch of every call, interleaved); the next round is enqueued
+        # before the host waits for the previous one, so the GPU never idles between batches
+        # while Python reads events, clocks and the stopping rule.
         batch = max(1, int(m.batch))
-        events = [[(cp.cuda.Event(), cp.cuda.Event()) for _ in range(batch)] for _ in range(n)]
+        events = [[[(cp.cuda.Event(), cp.cuda.Event()) for _ in range(batch)] for _ in range(n)]
+                  for _ in range(2)]
         times: List[List[float]] = [[] for _ in range(n)]
         spans: List[list] = [[] for _ in range(n)]
-        sample = 0
+
+        def enqueue(slot: int, sample: int, sampler) -> List[float]:
+            starts = []
+            for i, fns in enumerate(calls):
+                starts.append(sampler.now())
+                for j in range(batch):
+                    self.flush_l2()
+                    self.spin(busy_us[i])
+                    ev0, ev1 = events[slot][i][j]
+                    ev0.record(self.stream)
+                    fns[(sample + j) % len(fns)]()
+                    ev1.record(self.stream)
+            return starts
+
+        def collect(slot: int, starts: List[float], sampler) -> None:
+            for i in range(n):
+                events[slot][i][-1][1].synchronize()
+                spans[i].append((starts[i], sampler.now()))
+                times[i].extend(cp.cuda.get_elapsed_time(a, b) * 1e-3 for a, b in events[slot][i])
+
         with self._sampler_factory() as sampler:
             start = time.perf_counter()
+            slot, sample = 0, 0
+            inflight = (slot, enqueue(slot, sample, sampler))
             while True:
-                for i, fns in enumerate(calls):
-                    t_enq = sampler.now()
-                    for j in range(batch):
-                        self.flush_l2()
-                        self.spin(busy_us[i])
-                        ev0, ev1 = events[i][j]
-                        ev0.record(self.stream)
-                        fns[(sample + j) % len(fns)]()
-                        ev1.record(self.stream)
-                    events[i][-1][1].synchronize()
-                    spans[i].append((t_enq, sampler.now()))
-                    times[i].extend(cp.cuda.get_elapsed_time(a, b) * 1e-3 for a, b in events[i])
                 sample += batch
+                slot = 1 - slot
+                nxt = (slot, enqueue(slot, sample, sampler))  # keep the GPU fed ...
+                collect(*inflight, sampler)  # ... while this round's events are read
+                inflight = nxt
                 if should_stop(times[0], time.perf_counter() - start, m):
                     break
+            collect(*inflight, sampler)  # the last round ran too: its samples count, up to the cap
+            times = [t[:max(int(m.max_samples), 1)] for t in times]
             clocks = [sampler.window(s) for s in spans]
         return [Timed(summarize(t), c, t, warmup_s, b, flush_us) for t, c, b in zip(times, clocks, busy_us)]
 

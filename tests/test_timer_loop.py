@@ -1,0 +1,100 @@
+"""The GPU timer's loop, run on the CPU against a stand-in for CuPy: every sample it enqueues is
+collected once, the host never waits on an event it has not recorded, and the next round is
+queued before the previous one is read (the GPU never drains between rounds)."""
+from __future__ import annotations
+
+import contextlib
+import types
+
+from conftest import compose_cfg
+
+
+class FakeStream:
+    def __init__(self):
+        self.log = []  # what was enqueued, in order
+        self.ptr = 0
+
+    def synchronize(self):
+        self.log.append(("sync",))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+class FakeEvent:
+    count = 0
+
+    def __init__(self, disable_timing=False):
+        self.recorded = None
+
+    def record(self, stream):
+        FakeEvent.count += 1
+        self.recorded = FakeEvent.count
+        self.stream = stream
+        stream.log.append(("record", id(self)))
+
+    def synchronize(self):
+        assert self.recorded is not None, "waited on an event that was never recorded"
+        self.stream.log.append(("wait", id(self)))
+
+
+def fake_cupy():
+    cp = types.SimpleNamespace()
+    cuda = types.SimpleNamespace(Event=FakeEvent, get_elapsed_time=lambda a, b: 0.001 * (b.recorded - a.recorded))
+    cp.cuda = cuda
+    return cp
+
+
+class FakeSampler:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+    def now(self):
+        return 0.0
+
+    def window(self, spans):
+        return spans
+
+
+def make_timer(**measure):
+    from gemmlab.gpu.timer import GpuTimer
+
+    cfg = compose_cfg(["measure=quick", "measure.cache=warm"] + [f"measure.{k}={v}" for k, v in measure.items()])
+    t = GpuTimer.__new__(GpuTimer)
+    t.cupy, t.m, t.stream = fake_cupy(), cfg.measure, FakeStream()
+    t.cache, t.l2_bytes, t.flush_bytes, t.spin_policy = "warm", 1 << 20, 2 << 20, "always"
+    t._flush, t._sampler_factory, t._flush_value = None, FakeSampler, 0
+    t.spin = lambda us: t.stream.log.append(("spin", us))
+    return t
+
+
+def test_every_enqueued_sample_is_collected_and_rounds_overlap():
+    timer = make_timer(min_samples=6, max_samples=9, batch=3, max_noise=0.0, max_time_s=100, min_time_s=0,
+                       warmup_s=0, warmup_min_iters=1)
+    calls_made = {"a": 0, "b": 0}
+
+    def call(name):
+        def fn():
+            calls_made[name] += 1
+            timer.stream.log.append(("call", name))
+        return fn
+
+    with contextlib.ExitStack():
+        a, b = timer._measure([[call("a")], [call("b")]])
+    # max_samples caps what is kept; the loop may have measured one more round than that
+    assert len(a.times_s) == 9 and len(b.times_s) == 9
+    assert calls_made["a"] == calls_made["b"]
+    log = timer.stream.log
+    assert ("sync",) not in log, "the timer drained the whole stream"
+    # warm-up: one iteration of both calls, no wait; then the first wait comes only after two
+    # rounds (2 calls x batch 3 each) are queued: the second round is enqueued before the first
+    # is read
+    waits = [i for i, x in enumerate(log) if x[0] == "wait"]
+    calls = [i for i, x in enumerate(log) if x[0] == "call"]
+    assert sum(1 for c in calls if c < waits[0]) == 2 + 2 * 2 * 3, log
