@@ -239,9 +239,9 @@ static_assert(copies_cover_the_tiles_once_without_conflicts(), "the copy plan mi
 
 // ---- PTX wrappers (the host emulation's versions are at the end of the file) --------------------
 #if !defined(GEMMLAB_HOST_EMULATION)
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
+#include "hopper/ptx.cuh"  // smem_u32 and pack2, shared with the wgmma stages
+using hopper::pack2;
+using hopper::smem_u32;
 
 // 16 bytes global -> shared, bypassing L1; bytes past `src_bytes` (0 or 16 here) are zero-filled
 // and nothing is read when it is 0.
@@ -280,17 +280,6 @@ __device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[
         "{%0, %1, %2, %3};"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-}
-
-template <class T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  if constexpr (std::is_same<T, __half>::value) {
-    __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&h);
-  } else {
-    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&h);
   }
 }
 
