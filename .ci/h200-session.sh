@@ -7,7 +7,7 @@
 # Needs the wheels in .whl/ (../shared/gpu-host/wheels.sh .whl) and $OUT (where logs and a tarball
 # of outputs/reference go). Stages: core kernels hopper cutlass_bench cutlass cutlass_n8192
 # cutlass_odd ladder tc tune tune_mma tune_ws pitfalls cublas counters claims fidelity timer_study
-# pinning multi_gpu (the last two on a host with two GPUs). Nothing else may write
+# noise_study pinning multi_gpu (the last two on a host with two GPUs). Nothing else may write
 # files under $OUT: only 8 files come back.
 set -u
 source .ci/gpu-env.sh || exit 1
@@ -38,6 +38,14 @@ for stage in "$@"; do case $stage in
              --precisions fp16 --variants cublaslt \
              --timers "$T" "$T,spin=as_needed" "$T,spin=as_needed,flush_bytes=do_bench" "$T,cache=warm" \
              --out "$OUT/timer_study_lt.json" ;;
+  noise_study)  # noise at N >= 2048: events vs CUPTI kernel spans, with and without the L2 discard
+           step noise_study 330 python3 run.py -m "variant=[cublas,cublaslt]" "precision=[fp16,bf16,fp8]" \
+             "sizes.square=[2048,4096]" sizes.shapes=[] measure=sustained measure.max_time_s=2.5 \
+             measure.timer=events,cupti measure.flush_discard=false,true run.fail_on_error=false $Q \
+             run.name=noise_study hydra.sweep.dir=$REF/noise_study
+           step fidelity_cupti 300 python3 -m gemmlab.bench.fidelity --rounds 5 --measure default \
+             --timers "" "timer=cupti" "flush_discard=true" "timer=cupti,flush_discard=true" \
+             --out "$OUT/fidelity_cupti.json" ;;
   pinning) step gpu_pinning 300 python3 -m pytest tests/test_gpu_pinning.py -q -rA -x -p no:cacheprovider ;;
   multi_gpu) step multi_gpu 480 python3 -m gemmlab.bench.multi_gpu --out "$REF/multi_gpu" \
              -- variant=cublas precision=fp16,bf16,tf32,fp32 sizes=square measure=sustained ;;

@@ -45,6 +45,11 @@ class SpinPolicy(str, Enum):
     as_needed = "as_needed"  # spin only for what the queued flush does not already cover
 
 
+class TimerSource(str, Enum):
+    events = "events"  # each sample is its CUDA event pair's elapsed time
+    cupti = "cupti"  # each sample spans the call's kernels in CUPTI's records (needs cupti-python)
+
+
 class Distribution(str, Enum):
     normal = "normal"
     uniform = "uniform"  # on [-1, 1]
@@ -188,6 +193,8 @@ class MeasureConf:
     busy_us: float = 20.0  # spin queued before each start event so launch latency stays outside
     flush_bytes: int = 0  # cache=flush writes this many bytes; 0 = twice the device's L2
     spin: SpinPolicy = SpinPolicy.always  # whether a flush already counts as the busy work
+    flush_discard: bool = False  # after the flush, discard its lines from the L2 (no dirty lines left)
+    timer: TimerSource = TimerSource.events
     cuda_graph: bool = False  # launch the timed call as a CUDA graph
     seed: int = 0
     distribution: Distribution = Distribution.normal

@@ -39,7 +39,7 @@ COLUMNS: List[tuple] = [
     ("time_p80_s", "80th percentile, s"), ("time_min_s", "fastest sample, s"),
     ("samples", "timed samples"), ("noise", "(p80 - p20) / median"),
     ("tflops", "flops / time_median_s / 1e12"),
-    ("timer", "perf_counter | cuda_event | cuda_graph"),
+    ("timer", "perf_counter | cuda_event | cuda_graph | cupti_kernel"),
     ("cache", "flush | rotate | warm"),
     ("warmup_s", "warm-up time spent before the timed samples, s"),
     # correctness

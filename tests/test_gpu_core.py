@@ -1,6 +1,8 @@
 """GPU measurement core and the cuBLAS / cuBLASLt backends (run for real with `pytest -m gpu`)."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from conftest import compose_cfg, run_points
@@ -57,11 +59,55 @@ def _gemv_like_cublas(cache, **measure):
     return t.summary.median_s
 
 
-@pytest.mark.parametrize("spin", ["always", "as_needed"])
-def test_flush_makes_a_repeated_small_gemm_slower_than_warm(spin):
+@pytest.mark.parametrize("spin,discard", [("always", False), ("as_needed", False), ("always", True)])
+def test_flush_makes_a_repeated_small_gemm_slower_than_warm(spin, discard):
     warm = _gemv_like_cublas("warm")
-    cold = _gemv_like_cublas("flush", spin=spin)
+    cold = _gemv_like_cublas("flush", spin=spin, flush_discard=discard)
     assert cold > 1.15 * warm, (cold, warm)
+
+
+BUSY_SRC = r"""
+extern "C" __global__ void gemmlab_test_busy(unsigned long long ns) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+}
+"""
+
+
+def test_cupti_timer_measures_a_kernel_of_known_duration():
+    """measure.timer=cupti: samples are the kernel's own span; the events around it stay in the
+    result and are never shorter."""
+    pytest.importorskip("cupti", reason="measure.timer=cupti needs cupti-python")
+    import cupy
+    import numpy as np
+
+    timer, stream = _timer(cache="flush", timer="cupti", warmup_s=0.05, min_samples=20, max_samples=40)
+    busy = cupy.RawKernel(BUSY_SRC, "gemmlab_test_busy")
+    for us in (30.0, 200.0):
+        def fn():
+            with stream:
+                busy((1,), (1,), (np.uint64(int(us * 1000)),))
+        (t,) = timer.measure([[fn]])
+        assert len(t.times_s) == len(t.event_times_s) >= 20
+        assert t.summary.median_s == pytest.approx(us * 1e-6, rel=0.02), (us, t.summary)
+        ev = sorted(t.event_times_s)[len(t.event_times_s) // 2]
+        assert ev >= t.summary.median_s, (ev, t.summary.median_s)
+
+
+def test_cupti_timer_on_a_library_gemm(tmp_path):
+    """A whole point through run.py with timer=cupti and the discard flush: every sample found,
+    the kernel span within the event time and not far below it."""
+    pytest.importorskip("cupti", reason="measure.timer=cupti needs cupti-python")
+    cfg = compose_cfg(["variant=cublaslt", "precision=fp16", "measure=quick", "run.progress=false",
+                       "measure.timer=cupti", "measure.flush_discard=true"],
+                      tmp_path)
+    cfg.sizes.square, cfg.sizes.shapes = [2048], []
+    _, rows = run_points(cfg, tmp_path / "run")
+    (row,) = rows
+    assert row["status"] == "ok" and row["timer"] == "cupti_kernel", row.get("reason")
+    ev = json.loads(row["extra"])["timer"]["event_median_s"]
+    assert 0.8 * ev <= float(row["time_median_s"]) <= ev, (row["time_median_s"], ev)
 
 
 def test_a_flush_without_spin_still_keeps_launch_latency_outside():

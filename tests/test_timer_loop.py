@@ -70,6 +70,7 @@ def make_timer(**measure):
     t.cupy, t.m, t.stream = fake_cupy(), cfg.measure, FakeStream()
     t.cache, t.l2_bytes, t.flush_bytes, t.spin_policy = "warm", 1 << 20, 2 << 20, "always"
     t._flush, t._sampler_factory, t._flush_value = None, FakeSampler, 0
+    t._discard, t._trace, t.source = None, None, "events"
     t.spin = lambda us: t.stream.log.append(("spin", us))
     return t
 

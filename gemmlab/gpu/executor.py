@@ -146,8 +146,8 @@ class GpuExecutor:
         limit = self.nvml.max_sm_clock_mhz
         row.update(timing_fields(t.summary, p.flops))
         row.update(t.clocks.fields(limit, m.throttle_fraction, m.clock_stable_fraction))
-        row.update(timer="cuda_graph" if m.cuda_graph and not graph_note else "cuda_event",
-                   warmup_s=t.warmup_s)
+        kind = "cuda_graph" if m.cuda_graph and not graph_note else "cuda_event"
+        row.update(timer="cupti_kernel" if t.event_times_s else kind, warmup_s=t.warmup_s)
         row["extra"]["timer"] = t.timer_fields(m)
         if graph_note:
             row["extra"]["cuda_graph"] = graph_note

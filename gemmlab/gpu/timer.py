@@ -22,6 +22,14 @@ L2 size did not evict it on the H200 (a small GEMM timed after it ran as fast as
 A memset leaves the L2 full of dirty lines, written back while the next commands run; the spin
 gives that write-back time to drain before the start event, and so lowers the noise.
 
+With measure.flush_discard the flush is followed by a kernel that discards the buffer's lines from
+the L2 (PTX discard.global.L2): the call then starts on an L2 that holds neither its inputs nor
+dirty lines waiting to be written back, the same state every sample.
+
+measure.timer=cupti keeps the events (they drive the stopping rule) but takes each sample from
+CUPTI's kernel records instead: from the call's first kernel starting to its last kernel ending,
+without the front end's start-up after the start event (gemmlab/gpu/cupti_trace.py).
+
 cache=rotate instead cycles through input sets that together exceed the L2; cache=warm does
 neither (back-to-back, warm L2, as SGEMM_CUDA and fast.cu time). Samples are enqueued in batches,
 calls interleaved batch by batch, and the next round of batches is always queued before the host
@@ -32,7 +40,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable, List, Sequence
+from typing import Callable, List, Optional, Sequence
 
 from ..stats import Summary, should_stop, summarize
 from .nvml import ClockStats
@@ -46,6 +54,15 @@ extern "C" __global__ void gemmlab_spin(unsigned long long ns) {
 """
 
 
+DISCARD_SRC = r"""
+extern "C" __global__ void gemmlab_l2_discard(char* p, unsigned long long lines) {
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < lines;
+         i += (unsigned long long)gridDim.x * blockDim.x)
+        asm volatile("discard.global.L2 [%0], 128;" :: "l"(p + i * 128) : "memory");
+}
+"""
+
+
 @dataclass
 class Timed:
     summary: Summary
@@ -54,11 +71,18 @@ class Timed:
     warmup_s: float
     busy_us: float  # the spin queued before each start event (0: none, the flush covers it)
     flush_us: float = 0.0  # GPU time of one flush, measured during warm-up (0 without a flush)
+    event_times_s: Optional[List[float]] = None  # the event pairs' times when CUPTI's are the samples
 
     def timer_fields(self, measure) -> dict:
         """What the row's extra.timer says about how this call was timed."""
-        return {"spin": getattr(measure.spin, "value", measure.spin),
-                "spin_us": round(self.busy_us, 2), "flush_us": round(self.flush_us, 2)}
+        out = {"spin": getattr(measure.spin, "value", measure.spin),
+               "spin_us": round(self.busy_us, 2), "flush_us": round(self.flush_us, 2)}
+        if getattr(measure, "flush_discard", False):
+            out["flush_discard"] = True
+        if self.event_times_s:
+            ev = summarize(self.event_times_s)
+            out.update(source="cupti", event_median_s=ev.median_s, event_noise=ev.noise)
+        return out
 
 
 class GpuTimer:
@@ -77,6 +101,14 @@ class GpuTimer:
         self.spin_policy = getattr(measure.spin, "value", measure.spin)
         self._flush = cupy.empty(self.flush_bytes, dtype=cupy.uint8) if self.cache == "flush" else None
         self._spin = cupy.RawKernel(SPIN_SRC, "gemmlab_spin")
+        self._discard = (cupy.RawKernel(DISCARD_SRC, "gemmlab_l2_discard")
+                         if self._flush is not None and getattr(measure, "flush_discard", False) else None)
+        self.source = getattr(getattr(measure, "timer", "events"), "value", getattr(measure, "timer", "events"))
+        self._trace = None
+        if self.source == "cupti":
+            from .cupti_trace import KernelTrace
+
+            self._trace = KernelTrace.get()
         self._sampler_factory = sampler_factory
         self._flush_value = 0
 
@@ -97,6 +129,11 @@ class GpuTimer:
             self._flush_value = (self._flush_value + 1) & 0xFF
             self.cupy.cuda.runtime.memsetAsync(self._flush.data.ptr, self._flush_value,
                                                self.flush_bytes, self.stream.ptr)
+            if self._discard is not None:
+                import numpy as np
+
+                with self.stream:
+                    self._discard((264,), (256,), (self._flush, np.uint64(self.flush_bytes // 128)))
 
     def _flush_gpu_us(self, repeats: int = 5) -> float:
         """Median GPU time of one flush (0 without a flush)."""
@@ -177,11 +214,13 @@ class GpuTimer:
                   for _ in range(2)]
         times: List[List[float]] = [[] for _ in range(n)]
         spans: List[list] = [[] for _ in range(n)]
+        order: List[int] = []  # which call each enqueued sample belongs to, in stream order
 
         def enqueue(slot: int, sample: int, sampler) -> List[float]:
             starts = []
             for i, fns in enumerate(calls):
                 starts.append(sampler.now())
+                order.extend([i] * batch)
                 for j in range(batch):
                     self.flush_l2()
                     self.spin(busy_us[i])
@@ -197,6 +236,29 @@ class GpuTimer:
                 spans[i].append((starts[i], sampler.now()))
                 times[i].extend(cp.cuda.get_elapsed_time(a, b) * 1e-3 for a, b in events[slot][i])
 
+        trace, records = self._trace, None
+        if trace is not None:
+            trace.start()
+        try:
+            clocks = self._sample_loop(enqueue, collect, times, spans)
+        finally:
+            if trace is not None:
+                records = trace.stop()  # also after a failure, so tracing never stays on
+        event_times = [None] * n
+        if records is not None:
+            from .cupti_trace import assign, sample_spans
+
+            flush_bytes = self.flush_bytes if self._flush is not None else None
+            event_times = times
+            times = assign(sample_spans(records, flush_bytes), order, n)
+        cap = max(int(m.max_samples), 1)
+        return [Timed(summarize(t[:cap]), c, t[:cap], warmup_s, b, flush_us,
+                      e[:cap] if e is not None else None)
+                for t, c, b, e in zip(times, clocks, busy_us, event_times)]
+
+    def _sample_loop(self, enqueue, collect, times, spans):
+        m = self.m
+        batch = max(1, int(m.batch))
         with self._sampler_factory() as sampler:
             start = time.perf_counter()
             slot, sample = 0, 0
@@ -210,9 +272,7 @@ class GpuTimer:
                 if should_stop(times[0], time.perf_counter() - start, m):
                     break
             collect(*inflight, sampler)  # the last round ran too: its samples count, up to the cap
-            times = [t[:max(int(m.max_samples), 1)] for t in times]
-            clocks = [sampler.window(s) for s in spans]
-        return [Timed(summarize(t), c, t, warmup_s, b, flush_us) for t, c, b in zip(times, clocks, busy_us)]
+            return [sampler.window(s) for s in spans]
 
     def _spin_us(self, host_enqueue_s: float, flush_us: float) -> float:
         """The spin before a start event: twice the host's enqueue cost plus a margin must be

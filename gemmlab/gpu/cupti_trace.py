@@ -1,0 +1,117 @@
+"""Kernel-only sample times from CUPTI activity records (``measure.timer=cupti``).
+
+A CUDA event pair times everything the stream does between the two events: the GPU front end
+starting the call's first kernel after the start event, the call's kernels, and the gaps between
+them. CUPTI's concurrent-kernel records carry each kernel's own start and end on the GPU (ns), so a
+sample can instead span from the call's first kernel starting to its last kernel ending.
+
+The timer still records its events (they drive the stopping rule and stay in the row as
+``extra.timer.event_median_s``); this module only turns the records of one measurement back into
+per-sample times. Records are split into samples at the timer's own work between samples: the L2
+flush (a memset of exactly ``flush_bytes``), the discard kernel after it, and the spin kernel.
+Everything else on the stream belongs to a call, including memsets a library issues itself.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, List, Optional, Sequence
+
+SEPARATOR_KERNELS = ("gemmlab_spin", "gemmlab_l2_discard")
+
+
+@dataclass(frozen=True)
+class Record:
+    kind: str  # "kernel" | "memset"
+    name: str  # kernel name ("" for a memset)
+    start_ns: int
+    end_ns: int
+    bytes: int = 0  # memset size
+
+
+def is_separator(r: Record, flush_bytes: Optional[int]) -> bool:
+    if r.kind == "kernel":
+        return r.name in SEPARATOR_KERNELS
+    return flush_bytes is not None and r.kind == "memset" and r.bytes == flush_bytes
+
+
+def sample_spans(records: Iterable[Record], flush_bytes: Optional[int]) -> List[float]:
+    """Seconds from the first to the last GPU activity of each sample, in stream order.
+
+    A sample is a maximal run of records between the timer's separators (flush memset, discard
+    or spin kernel); runs of separators with nothing between them make no sample."""
+    spans, first, last = [], None, None
+    for r in sorted(records, key=lambda r: (r.start_ns, r.end_ns)):
+        if is_separator(r, flush_bytes):
+            if first is not None:
+                spans.append((last - first) * 1e-9)
+            first = last = None
+            continue
+        first = r.start_ns if first is None else first
+        last = r.end_ns if last is None else max(last, r.end_ns)
+    if first is not None:
+        spans.append((last - first) * 1e-9)
+    return spans
+
+
+def assign(spans: Sequence[float], order: Sequence[int], n_calls: int) -> List[List[float]]:
+    """Give each call its samples: ``order[k]`` is the call whose sample was enqueued k-th."""
+    if len(spans) != len(order):
+        raise RuntimeError(f"CUPTI saw {len(spans)} samples where the timer enqueued {len(order)}: "
+                           "a call launched work the timer cannot tell from its own (or records "
+                           "were dropped); time this call with measure.timer=events")
+    out: List[List[float]] = [[] for _ in range(n_calls)]
+    for i, s in zip(order, spans):
+        out[i].append(s)
+    return out
+
+
+class KernelTrace:
+    """Collects CUPTI concurrent-kernel and memset records between ``start()`` and ``stop()``.
+
+    One per process: CUPTI's activity callbacks are process-wide."""
+
+    _instance: Optional["KernelTrace"] = None
+
+    def __init__(self):
+        try:
+            from cupti import cupti
+        except ImportError as e:
+            raise RuntimeError("measure.timer=cupti needs CUPTI's Python bindings: "
+                               "pip install cupti-python (they bring libcupti)") from e
+        self._c = cupti
+        self._records: List[Record] = []
+        self._kinds = (cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMSET)
+        cupti.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
+
+    @classmethod
+    def get(cls) -> "KernelTrace":
+        if cls._instance is None:
+            cls._instance = cls()
+        return cls._instance
+
+    @staticmethod
+    def _buffer_requested():
+        return 8 << 20, 0  # bytes per buffer, no limit on records
+
+    def _buffer_completed(self, activities):
+        kernel, memset = int(self._c.ActivityKind.CONCURRENT_KERNEL), int(self._c.ActivityKind.MEMSET)
+        for a in activities:
+            k = int(a.kind)
+            if k == kernel:
+                self._records.append(Record("kernel", str(a.name), int(a.start), int(a.end)))
+            elif k == memset:
+                self._records.append(Record("memset", "", int(a.start), int(a.end), int(a.bytes)))
+
+    def start(self) -> None:
+        self._c.activity_flush_all(1)  # drop whatever an earlier measurement left behind
+        self._records = []
+        for k in self._kinds:
+            self._c.activity_enable(k)
+
+    def stop(self) -> List[Record]:
+        """Stop collecting and return the records (the stream must have finished the work)."""
+        for k in self._kinds:
+            self._c.activity_disable(k)
+        self._c.activity_flush_all(1)
+        records, self._records = self._records, []
+        return records
