@@ -28,6 +28,8 @@ step() {  # step NAME SECONDS CMD...: run, keep the tail in the log, never stop 
 for stage in "$@"; do case $stage in
   core)    step gpu_core 240 python3 -m pytest -m gpu tests/test_gpu_core.py -q -p no:cacheprovider ;;
   fidelity) step fidelity 330 python3 -m gemmlab.bench.fidelity --rounds 5 --out "$REF/fidelity/fidelity.json" ;;
+  fidelity3) step fidelity 330 python3 -m gemmlab.bench.fidelity --rounds 5 --timers "" "flush_discard=false" \
+             "flush_discard=false,spin=as_needed,flush_bytes=do_bench" --out "$REF/fidelity/fidelity.json" ;;
   timer_study)  # which flush / spin policy agrees with do_bench, and which is quietest
            T="max_time_s=1.5"
            step timer_study 300 python3 -m gemmlab.bench.fidelity --rounds 3 --sizes 2048 4096 \

@@ -193,7 +193,7 @@ class MeasureConf:
     busy_us: float = 20.0  # spin queued before each start event so launch latency stays outside
     flush_bytes: int = 0  # cache=flush writes this many bytes; 0 = twice the device's L2
     spin: SpinPolicy = SpinPolicy.always  # whether a flush already counts as the busy work
-    flush_discard: bool = False  # after the flush, discard its lines from the L2 (no dirty lines left)
+    flush_discard: bool = True  # after the flush, discard its lines from the L2 (no dirty lines left)
     timer: TimerSource = TimerSource.events
     cuda_graph: bool = False  # launch the timed call as a CUDA graph
     seed: int = 0

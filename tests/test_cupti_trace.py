@@ -62,7 +62,7 @@ def test_the_timer_takes_cupti_spans_and_keeps_the_event_times():
             self.on = True
             timer.spin = self.spin  # every spin and call becomes a record
 
-        def spin(self, us):
+        def spin(self, us, out_ptr=0):
             self.recs.append(Record("kernel", "gemmlab_spin", self.t, self.t + 10))
             self.t += 10
 

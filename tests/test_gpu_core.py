@@ -59,11 +59,45 @@ def _gemv_like_cublas(cache, **measure):
     return t.summary.median_s
 
 
-@pytest.mark.parametrize("spin,discard", [("always", False), ("as_needed", False), ("always", True)])
-def test_flush_makes_a_repeated_small_gemm_slower_than_warm(spin, discard):
+@pytest.mark.parametrize("spin", ["always", "as_needed"])
+def test_flush_makes_a_repeated_small_gemm_slower_than_warm(spin):
+    """Part of this gap is the flush's dirty lines being written back while the product runs:
+    with measure.flush_discard the same product times as fast cold as warm (H200, 2026-11-30),
+    so the read-bound test below is the one that shows the inputs are evicted."""
     warm = _gemv_like_cublas("warm")
-    cold = _gemv_like_cublas("flush", spin=spin, flush_discard=discard)
+    cold = _gemv_like_cublas("flush", spin=spin)
     assert cold > 1.15 * warm, (cold, warm)
+
+
+def _read_bound(cache, **measure):
+    """A sum over 32 MiB, which fits in the L2: it reads at L2 speed when warm, HBM speed when cold."""
+    import cupy
+
+    timer, stream = _timer(cache=cache, warmup_s=0.1, min_samples=30, max_samples=60, **measure)
+    with stream:
+        x = cupy.random.standard_normal(8 << 20, dtype=cupy.float32)
+        y = cupy.empty((), dtype=cupy.float32)
+        (t,) = timer.measure([[lambda: cupy.sum(x, out=y)]])
+    return t.summary.median_s
+
+
+@pytest.mark.parametrize("spin,discard", [("always", False), ("as_needed", False), ("always", True)])
+def test_flush_makes_a_read_bound_call_slower_than_warm(spin, discard):
+    """The flush really evicts the inputs, also when its own lines are discarded afterwards."""
+    warm = _read_bound("warm")
+    cold = _read_bound("flush", spin=spin, flush_discard=discard)
+    assert cold > 1.15 * warm, (cold, warm)
+
+
+def test_spin_reports_the_sm_clock_of_every_sample():
+    """The in-band clock (cycles / globaltimer ns in the spin before each sample) agrees with
+    NVML on a lightly loaded GPU, and there is one reading per sample."""
+    timer, stream = _timer(cache="warm", warmup_s=0.05, min_samples=20, max_samples=40)
+    (t,) = timer.measure([[lambda: timer.spin(50.0)]])
+    assert len(t.sm_clock_inband_mhz) == len(t.times_s)
+    lo, med, hi = t.inband_range()
+    assert t.clocks.sm_clock_max_mhz and med == pytest.approx(t.clocks.sm_clock_max_mhz, rel=0.05), \
+        (t.inband_range(), t.clocks)
 
 
 BUSY_SRC = r"""

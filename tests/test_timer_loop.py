@@ -71,8 +71,25 @@ def make_timer(**measure):
     t.cache, t.l2_bytes, t.flush_bytes, t.spin_policy = "warm", 1 << 20, 2 << 20, "always"
     t._flush, t._sampler_factory, t._flush_value = None, FakeSampler, 0
     t._discard, t._trace, t.source = None, None, "events"
-    t.spin = lambda us: t.stream.log.append(("spin", us))
+    t.spin = lambda us, out_ptr=0: t.stream.log.append(("spin", us))
+    t._clock_slots = lambda n, batch: FakeClockSlots(t.stream, n, batch)
     return t
+
+
+class FakeClockSlots:
+    """What the spin kernels report: 1500 MHz before every sample; the copy is queued per round."""
+
+    def __init__(self, stream, n, batch):
+        self.stream, self.n, self.batch = stream, n, batch
+
+    def ptr(self, slot, i, j):
+        return 1 + slot * 1000 + i * 100 + j
+
+    def copy_out(self, slot):
+        self.stream.log.append(("clock_copy", slot))
+
+    def read(self, slot):
+        return [[1500.0] * self.batch for _ in range(self.n)]
 
 
 def test_every_enqueued_sample_is_collected_and_rounds_overlap():
@@ -91,6 +108,7 @@ def test_every_enqueued_sample_is_collected_and_rounds_overlap():
     # max_samples caps what is kept; the loop may have measured one more round than that
     assert len(a.times_s) == 9 and len(b.times_s) == 9
     assert calls_made["a"] == calls_made["b"]
+    assert a.sm_clock_inband_mhz == [1500.0] * 9 and a.inband_range() == [1500.0, 1500.0, 1500.0]
     log = timer.stream.log
     assert ("sync",) not in log, "the timer drained the whole stream"
     # warm-up: one iteration of both calls, no wait; then the first wait comes only after two

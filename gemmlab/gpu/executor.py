@@ -146,6 +146,10 @@ class GpuExecutor:
         limit = self.nvml.max_sm_clock_mhz
         row.update(timing_fields(t.summary, p.flops))
         row.update(t.clocks.fields(limit, m.throttle_fraction, m.clock_stable_fraction))
+        inband = t.inband_range()  # [min, median, max] MHz the spin measured before the samples
+        if inband:  # NVML polls every 5 ms; the spin reads the clock right before each sample
+            steady = inband[2] - inband[0] <= m.clock_stable_fraction * inband[2]
+            row["clock_stable"] = bool(row.get("clock_stable", True)) and steady
         kind = "cuda_graph" if m.cuda_graph and not graph_note else "cuda_event"
         row.update(timer="cupti_kernel" if t.event_times_s else kind, warmup_s=t.warmup_s)
         row["extra"]["timer"] = t.timer_fields(m)

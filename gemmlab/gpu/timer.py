@@ -46,10 +46,13 @@ from ..stats import Summary, should_stop, summarize
 from .nvml import ClockStats
 
 SPIN_SRC = r"""
-extern "C" __global__ void gemmlab_spin(unsigned long long ns) {
+extern "C" __global__ void gemmlab_spin(unsigned long long ns, unsigned long long* out) {
     unsigned long long t0, t;
+    long long c0 = clock64();
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
     do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+    long long c1 = clock64();
+    if (out) { out[0] = t - t0; out[1] = (unsigned long long)(c1 - c0); }  // SM clock = cycles / ns
 }
 """
 
@@ -72,6 +75,12 @@ class Timed:
     busy_us: float  # the spin queued before each start event (0: none, the flush covers it)
     flush_us: float = 0.0  # GPU time of one flush, measured during warm-up (0 without a flush)
     event_times_s: Optional[List[float]] = None  # the event pairs' times when CUPTI's are the samples
+    sm_clock_inband_mhz: Optional[List[float]] = None  # per sample, from the spin before it
+
+    def inband_range(self) -> Optional[List[float]]:
+        """[min, median, max] of the SM clock the spin kernels measured before the samples."""
+        k = sorted(self.sm_clock_inband_mhz or [])
+        return [round(k[0], 1), round(k[len(k) // 2], 1), round(k[-1], 1)] if k else None
 
     def timer_fields(self, measure) -> dict:
         """What the row's extra.timer says about how this call was timed."""
@@ -79,6 +88,8 @@ class Timed:
                "spin_us": round(self.busy_us, 2), "flush_us": round(self.flush_us, 2)}
         if getattr(measure, "flush_discard", False):
             out["flush_discard"] = True
+        if self.sm_clock_inband_mhz:
+            out["sm_clock_inband_mhz"] = self.inband_range()
         if self.event_times_s:
             ev = summarize(self.event_times_s)
             out.update(source="cupti", event_median_s=ev.median_s, event_noise=ev.noise)
@@ -113,16 +124,17 @@ class GpuTimer:
         self._flush_value = 0
 
     # -- building blocks ------------------------------------------------------------------
-    def spin(self, us: float) -> None:
+    def spin(self, us: float, out_ptr: int = 0) -> None:
         """Enqueue a kernel that spins for ``us`` microseconds of GPU time (globaltimer); nothing
-        for ``us <= 0``."""
+        for ``us <= 0``. With ``out_ptr`` it writes (ns spun, SM cycles spun) there: the SM clock
+        right before the sample, measured on the GPU rather than polled."""
         import numpy as np
 
         if us <= 0:
             return
 
         with self.stream:  # RawKernel launches on the current stream
-            self._spin((1,), (1,), (np.uint64(max(0, int(us * 1000))),))
+            self._spin((1,), (1,), (np.uint64(max(0, int(us * 1000))), np.uint64(out_ptr)))
 
     def flush_l2(self) -> None:
         if self._flush is not None:
@@ -212,6 +224,11 @@ class GpuTimer:
         batch = max(1, int(m.batch))
         events = [[[(cp.cuda.Event(), cp.cuda.Event()) for _ in range(batch)] for _ in range(n)]
                   for _ in range(2)]
+        # The spin before each sample reports the SM clock it ran at: per slot, per call, per
+        # sample (ns, cycles), copied to pinned memory behind the round so reading it never
+        # drains the queue.
+        clk = self._clock_slots(n, batch) if any(b > 0 for b in busy_us) else None
+        inband: List[List[float]] = [[] for _ in range(n)]
         times: List[List[float]] = [[] for _ in range(n)]
         spans: List[list] = [[] for _ in range(n)]
         order: List[int] = []  # which call each enqueued sample belongs to, in stream order
@@ -223,11 +240,13 @@ class GpuTimer:
                 order.extend([i] * batch)
                 for j in range(batch):
                     self.flush_l2()
-                    self.spin(busy_us[i])
+                    self.spin(busy_us[i], clk.ptr(slot, i, j) if clk else 0)
                     ev0, ev1 = events[slot][i][j]
                     ev0.record(self.stream)
                     fns[(sample + j) % len(fns)]()
                     ev1.record(self.stream)
+            if clk:
+                clk.copy_out(slot)
             return starts
 
         def collect(slot: int, starts: List[float], sampler) -> None:
@@ -235,6 +254,10 @@ class GpuTimer:
                 events[slot][i][-1][1].synchronize()
                 spans[i].append((starts[i], sampler.now()))
                 times[i].extend(cp.cuda.get_elapsed_time(a, b) * 1e-3 for a, b in events[slot][i])
+            if clk:
+                for i, mhz in enumerate(clk.read(slot)):
+                    if busy_us[i] > 0:
+                        inband[i].extend(mhz)
 
         trace, records = self._trace, None
         if trace is not None:
@@ -253,8 +276,8 @@ class GpuTimer:
             times = assign(sample_spans(records, flush_bytes), order, n)
         cap = max(int(m.max_samples), 1)
         return [Timed(summarize(t[:cap]), c, t[:cap], warmup_s, b, flush_us,
-                      e[:cap] if e is not None else None)
-                for t, c, b, e in zip(times, clocks, busy_us, event_times)]
+                      e[:cap] if e is not None else None, k[:cap] or None)
+                for t, c, b, e, k in zip(times, clocks, busy_us, event_times, inband)]
 
     def _sample_loop(self, enqueue, collect, times, spans):
         m = self.m
@@ -274,6 +297,9 @@ class GpuTimer:
             collect(*inflight, sampler)  # the last round ran too: its samples count, up to the cap
             return [sampler.window(s) for s in spans]
 
+    def _clock_slots(self, n_calls: int, batch: int) -> "_ClockSlots":
+        return _ClockSlots(self.cupy, self.stream, n_calls, batch)
+
     def _spin_us(self, host_enqueue_s: float, flush_us: float) -> float:
         """The spin before a start event: twice the host's enqueue cost plus a margin must be
         covered by busy GPU work queued ahead of the start event."""
@@ -281,3 +307,32 @@ class GpuTimer:
         if self.spin_policy == "as_needed" and flush_us > 0:
             return max(0.0, needed_us - flush_us)
         return max(self.m.busy_us, needed_us)
+
+
+class _ClockSlots:
+    """Device slots the spin kernels write (ns, cycles) into, two rounds deep, and their pinned
+    host copies, read once the round's events have completed."""
+
+    def __init__(self, cp, stream, n_calls: int, batch: int):
+        import numpy as np
+
+        import cupyx
+
+        self.cp, self.stream, self.shape = cp, stream, (n_calls, batch, 2)
+        self.dev = cp.zeros((2, n_calls, batch, 2), dtype=cp.uint64)
+        self.host = cupyx.empty_pinned((2, n_calls, batch, 2), dtype=np.uint64)
+        self.done = [cp.cuda.Event(disable_timing=True) for _ in range(2)]
+
+    def ptr(self, slot: int, i: int, j: int) -> int:
+        return self.dev[slot, i, j].data.ptr
+
+    def copy_out(self, slot: int) -> None:
+        self.dev[slot].get(stream=self.stream, out=self.host[slot], blocking=False)
+        self.done[slot].record(self.stream)
+
+    def read(self, slot: int) -> List[List[float]]:
+        """SM clock in MHz per call and sample of this round (cycles / ns * 1000)."""
+        self.done[slot].synchronize()
+        h = self.host[slot]
+        return [[1000.0 * float(c) / float(t) for t, c in h[i] if t > 0] for i in range(self.shape[0])]
+
