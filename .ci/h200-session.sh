@@ -28,8 +28,6 @@ step() {  # step NAME SECONDS CMD...: run, keep the tail in the log, never stop 
 for stage in "$@"; do case $stage in
   core)    step gpu_core 240 python3 -m pytest -m gpu tests/test_gpu_core.py -q -p no:cacheprovider ;;
   fidelity) step fidelity 330 python3 -m gemmlab.bench.fidelity --rounds 5 --out "$REF/fidelity/fidelity.json" ;;
-  fidelity3) step fidelity 330 python3 -m gemmlab.bench.fidelity --rounds 5 --timers "" "flush_discard=false" \
-             "flush_discard=false,spin=as_needed,flush_bytes=do_bench" --out "$REF/fidelity/fidelity.json" ;;
   timer_study)  # which flush / spin policy agrees with do_bench, and which is quietest
            T="max_time_s=1.5"
            step timer_study 300 python3 -m gemmlab.bench.fidelity --rounds 3 --sizes 2048 4096 \
@@ -79,7 +77,8 @@ for stage in "$@"; do case $stage in
   pitfalls) step pitfalls 180 python3 run.py "variant=[smem_tiled,smem_tiled_colread,smem_tiled_colread_padded,smem_tiled_nosync]" \
              precision=fp32 "sizes.square=[4096]" sizes.shapes=[] measure.check_repeats=5 run.fail_on_error=false $Q \
              run.name=pitfalls hydra.run.dir=$REF/pitfalls ;;
-  cublas)  step cublas_square 360 python3 run.py +experiment=cublas_square $Q hydra.run.dir=$REF/cublas_square ;;
+  cublas)  rm -rf "$REF/cublas_square"  # a fresh sweep, not a resume of the committed rows
+           step cublas_square 360 python3 run.py +experiment=cublas_square $Q hydra.run.dir=$REF/cublas_square ;;
   counters) step counters_fp32 300 python3 run.py "variant=[naive,smem_tiled,register_blocked,double_buffered,warp_tiled,cutlass_auto,cublas]" \
              precision=fp32 "sizes.square=[4096]" sizes.shapes=[] measure=quick measure.counters=ncu measure.baseline=[] $Q \
              run.name=counters_fp32 hydra.run.dir=$REF/counters_fp32
