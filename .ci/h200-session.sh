@@ -47,8 +47,11 @@ for stage in "$@"; do case $stage in
              --timers "" "timer=cupti" "flush_discard=true" "timer=cupti,flush_discard=true" \
              --out "$OUT/fidelity_cupti.json" ;;
   pinning) step gpu_pinning 300 python3 -m pytest tests/test_gpu_pinning.py -q -rA -x -p no:cacheprovider ;;
-  multi_gpu) step multi_gpu 480 python3 -m gemmlab.bench.multi_gpu --out "$REF/multi_gpu" \
+  multi_gpu) step multi_gpu 480 python3 -m gemmlab.bench.multi_gpu --out "$REF/${MG_OUT:-multi_gpu}" \
              -- variant=cublas precision=fp16,bf16,tf32,fp32 sizes=square measure=sustained ;;
+  multi_gpu_cupti)  # the same check timed by CUPTI: kernel-only times and the kernels cuBLAS picked
+           step multi_gpu_cupti 480 python3 -m gemmlab.bench.multi_gpu --out "$REF/${MG_OUT:-multi_gpu}_cupti" \
+             -- variant=cublas precision=fp16,bf16,tf32,fp32 sizes=square measure=sustained measure.timer=cupti ;;
   kernels) step gpu_kernels 300 python3 -m pytest -m gpu tests/test_gpu_cuda_kernels.py -q -rA -p no:cacheprovider ;;
   hopper)  step gpu_hopper 300 python3 -m pytest -m gpu tests/test_gpu_hopper_kernels.py -q -rA -p no:cacheprovider ;;
   cutlass_bench) step cutlass_compile_bench 300 python3 -m gemmlab.bench.cutlass_compile --kernels 8 \

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gemmlab.gpu.cupti_trace import Record, assign, sample_spans
+from gemmlab.gpu.cupti_trace import Record, assign, kernel_names, sample_spans, split_samples
 
 FLUSH = 1 << 27
 
@@ -27,6 +27,12 @@ def test_a_sample_spans_first_kernel_start_to_last_kernel_end():
             flush(120_000), Record("kernel", "gemmlab_l2_discard", 171_000, 180_000),
             kernel("gemm", 200_000, 228_000)]
     assert sample_spans(recs, FLUSH) == pytest.approx([30e-6, 28e-6])
+
+
+def test_each_sample_names_the_kernels_its_call_launched():
+    recs = [flush(0), kernel("gemm_a", 60_000, 80_000), kernel("splitk_reduce", 80_500, 81_000), flush(90_000),
+            kernel("gemm_b", 150_000, 170_000)]
+    assert [kernel_names(s) for s in split_samples(recs, FLUSH)] == [["gemm_a", "splitk_reduce"], ["gemm_b"]]
 
 
 def test_records_arrive_out_of_order_and_a_library_memset_stays_in_its_call():
@@ -84,3 +90,4 @@ def test_the_timer_takes_cupti_spans_and_keeps_the_event_times():
     assert a.times_s == pytest.approx([1e-6] * 6) and b.times_s == pytest.approx([3e-6] * 6)
     assert len(a.times_s) == 6 and len(a.event_times_s) == 6
     assert a.timer_fields(timer.m)["source"] == "cupti"
+    assert a.timer_fields(timer.m)["kernels"] == ["gemm"]

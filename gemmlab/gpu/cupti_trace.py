@@ -34,23 +34,36 @@ def is_separator(r: Record, flush_bytes: Optional[int]) -> bool:
     return flush_bytes is not None and r.kind == "memset" and r.bytes == flush_bytes
 
 
-def sample_spans(records: Iterable[Record], flush_bytes: Optional[int]) -> List[float]:
-    """Seconds from the first to the last GPU activity of each sample, in stream order.
-
-    A sample is a maximal run of records between the timer's separators (flush memset, discard
-    or spin kernel); runs of separators with nothing between them make no sample."""
-    spans, first, last = [], None, None
+def split_samples(records: Iterable[Record], flush_bytes: Optional[int]) -> List[List[Record]]:
+    """The call's records of each sample, in stream order: a sample is a maximal run of records
+    between the timer's separators (flush memset, discard or spin kernel); runs of separators with
+    nothing between them make no sample."""
+    samples, cur = [], []
     for r in sorted(records, key=lambda r: (r.start_ns, r.end_ns)):
         if is_separator(r, flush_bytes):
-            if first is not None:
-                spans.append((last - first) * 1e-9)
-            first = last = None
-            continue
-        first = r.start_ns if first is None else first
-        last = r.end_ns if last is None else max(last, r.end_ns)
-    if first is not None:
-        spans.append((last - first) * 1e-9)
-    return spans
+            if cur:
+                samples.append(cur)
+            cur = []
+        else:
+            cur.append(r)
+    if cur:
+        samples.append(cur)
+    return samples
+
+
+def span_s(sample: Sequence[Record]) -> float:
+    """Seconds from the first record's start to the last record's end."""
+    return (max(r.end_ns for r in sample) - min(r.start_ns for r in sample)) * 1e-9
+
+
+def sample_spans(records: Iterable[Record], flush_bytes: Optional[int]) -> List[float]:
+    """Seconds from the first to the last GPU activity of each sample, in stream order."""
+    return [span_s(s) for s in split_samples(records, flush_bytes)]
+
+
+def kernel_names(sample: Sequence[Record]) -> List[str]:
+    """The kernels one sample launched, in order (which kernel a library picked for the call)."""
+    return [r.name for r in sample if r.kind == "kernel"]
 
 
 def assign(spans: Sequence[float], order: Sequence[int], n_calls: int) -> List[List[float]]:

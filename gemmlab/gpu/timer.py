@@ -76,6 +76,7 @@ class Timed:
     flush_us: float = 0.0  # GPU time of one flush, measured during warm-up (0 without a flush)
     event_times_s: Optional[List[float]] = None  # the event pairs' times when CUPTI's are the samples
     sm_clock_inband_mhz: Optional[List[float]] = None  # per sample, from the spin before it
+    kernels: Optional[List[str]] = None  # with CUPTI: the kernel sequence(s) the call launched
 
     def inband_range(self) -> Optional[List[float]]:
         """[min, median, max] of the SM clock the spin kernels measured before the samples."""
@@ -92,7 +93,8 @@ class Timed:
             out["sm_clock_inband_mhz"] = self.inband_range()
         if self.event_times_s:
             ev = summarize(self.event_times_s)
-            out.update(source="cupti", event_median_s=ev.median_s, event_noise=ev.noise)
+            out.update(source="cupti", event_median_s=ev.median_s, event_noise=ev.noise,
+                       kernels=self.kernels)
         return out
 
 
@@ -267,17 +269,19 @@ class GpuTimer:
         finally:
             if trace is not None:
                 records = trace.stop()  # also after a failure, so tracing never stays on
-        event_times = [None] * n
+        event_times, kernels = [None] * n, [None] * n
         if records is not None:
-            from .cupti_trace import assign, sample_spans
+            from .cupti_trace import assign, kernel_names, span_s, split_samples
 
-            flush_bytes = self.flush_bytes if self._flush is not None else None
+            samples = split_samples(records, self.flush_bytes if self._flush is not None else None)
             event_times = times
-            times = assign(sample_spans(records, flush_bytes), order, n)
+            times = assign([span_s(x) for x in samples], order, n)
+            for i, names in enumerate(assign([kernel_names(x) for x in samples], order, n)):
+                kernels[i] = sorted({"; ".join(k) for k in names})  # more than one: it changed
         cap = max(int(m.max_samples), 1)
         return [Timed(summarize(t[:cap]), c, t[:cap], warmup_s, b, flush_us,
-                      e[:cap] if e is not None else None, k[:cap] or None)
-                for t, c, b, e, k in zip(times, clocks, busy_us, event_times, inband)]
+                      e[:cap] if e is not None else None, k[:cap] or None, kn)
+                for t, c, b, e, k, kn in zip(times, clocks, busy_us, event_times, inband, kernels)]
 
     def _sample_loop(self, enqueue, collect, times, spans):
         m = self.m
