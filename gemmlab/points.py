@@ -31,6 +31,7 @@ class Point:
     variant_cfg: Any = field(compare=False, repr=False, default=None)
     precision_cfg: Any = field(compare=False, repr=False, default=None)
     skip_reason: Optional[str] = None  # known before running (unsupported precision, constraint)
+    method: Any = field(compare=False, repr=False, default=None)  # how it is timed (METHOD_FIELDS)
 
     @property
     def flops(self) -> int:
@@ -71,6 +72,8 @@ class Point:
             if self.precision_cfg is not None else self.precision,
             "name": self.variant, "prec": self.precision, "shape": [self.m, self.n, self.k],
         }
+        if self.method:  # a sweep over how points are timed keeps one row per setting
+            payload["method"] = self.method
         return hashlib.sha1(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -96,6 +99,21 @@ def shapes(sizes: DictConfig) -> List[Tuple[int, int, int]]:
     return list(dict.fromkeys(out))
 
 
+# The measure settings that change what a sample is (not how many are taken): part of the key, so
+# a sweep over them (measure.timer=events,cupti) merges into one row per setting, and a rerun
+# with another timing method measures again instead of resuming.
+METHOD_FIELDS = ("cache", "flush_bytes", "flush_discard", "spin", "busy_us", "timer", "cuda_graph",
+                 "warmup_s", "distribution", "seed")
+
+
+def method_of(measure) -> Optional[Dict[str, Any]]:
+    if measure is None:
+        return None
+    m = OmegaConf.to_container(measure, resolve=True, enum_to_str=True) if isinstance(measure, DictConfig) \
+        else dict(measure)
+    return {f: m.get(f) for f in METHOD_FIELDS if f in m}
+
+
 def expand(cfg: DictConfig) -> List[Point]:
     """Every point of the run, in order: variant, then precision, then shape."""
     if not cfg.variant:
@@ -104,6 +122,7 @@ def expand(cfg: DictConfig) -> List[Point]:
         raise ConfigError("no precision selected")
     pts: List[Point] = []
     shape_list = shapes(cfg.sizes)
+    method = method_of(cfg.get("measure"))
     for vname, v in cfg.variant.items():
         for pname, p in cfg.precision.items():
             out_dtype = v.out_dtype or p.out_dtype
@@ -114,7 +133,7 @@ def expand(cfg: DictConfig) -> List[Point]:
                 pt = Point(variant=vname, backend=_backend_name(v.backend), precision=pname,
                            m=m, n=n, k=k, in_dtype=p.in_dtype, out_dtype=out_dtype,
                            compute=p.compute, tolerance=float(p.tolerance),
-                           variant_cfg=v, precision_cfg=p, skip_reason=reason)
+                           variant_cfg=v, precision_cfg=p, skip_reason=reason, method=method)
                 if reason is None:
                     reason = requirement_failure(pt)
                     if reason:

@@ -143,3 +143,8 @@ def test_point_keys_are_stable_and_distinguish_configs():
     assert [p.key for p in a] == [p.key for p in b]
     assert len({p.key for p in a}) == len(a)
     assert not {p.key for p in a} & {p.key for p in c}
+    # how a point is timed is part of it; how long the stopping rule waits is not
+    d = expand(compose_cfg(["variant=cpu_blas", "precision=fp32", "sizes=smoke", "measure.timer=cupti"]))
+    e = expand(compose_cfg(["variant=cpu_blas", "precision=fp32", "sizes=smoke", "measure.max_time_s=9"]))
+    assert not {p.key for p in a} & {p.key for p in d}
+    assert [p.key for p in a] == [p.key for p in e]
