@@ -129,6 +129,20 @@ def test_cupti_timer_measures_a_kernel_of_known_duration():
         assert ev >= t.summary.median_s, (ev, t.summary.median_s)
 
 
+def test_cupti_timer_times_a_copy():
+    """A call that only copies (the transfer probes) has CUPTI records too."""
+    pytest.importorskip("cupti", reason="measure.timer=cupti needs cupti-python")
+    import cupy
+    import cupyx
+
+    timer, stream = _timer(cache="warm", timer="cupti", warmup_s=0.05, min_samples=20, max_samples=40)
+    host = cupyx.empty_pinned(16 << 20, dtype=cupy.uint8)
+    dev = cupy.empty(16 << 20, dtype=cupy.uint8)
+    (t,) = timer.measure([[lambda: dev.set(host, stream=stream)]])
+    ev = sorted(t.event_times_s)[len(t.event_times_s) // 2]
+    assert len(t.times_s) >= 20 and 0.5 * ev <= t.summary.median_s <= ev, (t.summary, ev)
+
+
 def test_cupti_timer_on_a_library_gemm(tmp_path):
     """A whole point through run.py with timer=cupti and the discard flush: every sample found,
     the kernel span within the event time and not far below it."""

@@ -21,11 +21,11 @@ SEPARATOR_KERNELS = ("gemmlab_spin", "gemmlab_l2_discard")
 
 @dataclass(frozen=True)
 class Record:
-    kind: str  # "kernel" | "memset"
+    kind: str  # "kernel" | "memset" | "memcpy"
     name: str  # kernel name ("" for a memset)
     start_ns: int
     end_ns: int
-    bytes: int = 0  # memset size
+    bytes: int = 0  # memset / memcpy size
 
 
 def is_separator(r: Record, flush_bytes: Optional[int]) -> bool:
@@ -79,7 +79,7 @@ def assign(spans: Sequence[float], order: Sequence[int], n_calls: int) -> List[L
 
 
 class KernelTrace:
-    """Collects CUPTI concurrent-kernel and memset records between ``start()`` and ``stop()``.
+    """Collects CUPTI concurrent-kernel, memset and memcpy records between ``start()`` and ``stop()``.
 
     One per process: CUPTI's activity callbacks are process-wide."""
 
@@ -93,7 +93,8 @@ class KernelTrace:
                                "pip install cupti-python (they bring libcupti)") from e
         self._c = cupti
         self._records: List[Record] = []
-        self._kinds = (cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMSET)
+        self._kinds = (cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMSET,
+                       cupti.ActivityKind.MEMCPY)
         cupti.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
 
     @classmethod
@@ -107,13 +108,16 @@ class KernelTrace:
         return 8 << 20, 0  # bytes per buffer, no limit on records
 
     def _buffer_completed(self, activities):
-        kernel, memset = int(self._c.ActivityKind.CONCURRENT_KERNEL), int(self._c.ActivityKind.MEMSET)
+        kinds = self._c.ActivityKind
+        kernel, memset, memcpy = int(kinds.CONCURRENT_KERNEL), int(kinds.MEMSET), int(kinds.MEMCPY)
         for a in activities:
             k = int(a.kind)
             if k == kernel:
                 self._records.append(Record("kernel", str(a.name), int(a.start), int(a.end)))
             elif k == memset:
                 self._records.append(Record("memset", "", int(a.start), int(a.end), int(a.bytes)))
+            elif k == memcpy:  # a call may copy (the transfer probes time nothing else)
+                self._records.append(Record("memcpy", "", int(a.start), int(a.end), int(getattr(a, "bytes", 0))))
 
     def start(self) -> None:
         self._c.activity_flush_all(1)  # drop whatever an earlier measurement left behind
