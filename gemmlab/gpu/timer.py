@@ -5,26 +5,28 @@ variant and its cuBLAS baseline are measured under the same clock state.
 One sample, in stream order::
 
     [L2 flush: memset of a buffer >= 2x the L2 size]  (cache=flush; flush_bytes sets another size)
+    [L2 discard of that buffer's lines]               (flush_discard, on by default)
     [spin kernel]               the GPU is busy while the host enqueues the next two commands,
-    [start event]               so host launch latency from Python never lands between the events
-    [the call under test]
+    [start event]               so host launch latency from Python never lands between the events;
+    [the call under test]       the spin also measures the SM clock (cycles / globaltimer ns)
     [stop event]
 
 The spin lasts at least twice the host's measured enqueue cost of (start event + call), and at
 least busy_us. With spin=as_needed and a flush queued, the flush is itself the busy work: the spin
-only makes up what the flush (timed on the GPU during warm-up) does not cover, often nothing. A
-spin keeps one thread busy while the rest of the GPU idles, which lowers the average power and so
-raises the SM clock the call under test runs at; as_needed keeps the duty cycle closer to a
-back-to-back benchmark's (triton's do_bench queues flush, call, flush, call, ... with no gaps).
+only makes up what the flush (timed on the GPU during warm-up) does not cover, often nothing (and
+then no in-band clock is read). A spin keeps one thread busy while the rest of the GPU idles,
+which lowers the average power and so raises the SM clock the call under test runs at; as_needed
+keeps the duty cycle closer to a back-to-back benchmark's (triton's do_bench queues flush, call,
+flush, call, ... with no gaps).
 
-The flush is a memset, as nvbench and do_bench flush: a kernel that only *reads* a buffer twice the
-L2 size did not evict it on the H200 (a small GEMM timed after it ran as fast as with a warm L2).
-A memset leaves the L2 full of dirty lines, written back while the next commands run; the spin
-gives that write-back time to drain before the start event, and so lowers the noise.
-
-With measure.flush_discard the flush is followed by a kernel that discards the buffer's lines from
-the L2 (PTX discard.global.L2): the call then starts on an L2 that holds neither its inputs nor
-dirty lines waiting to be written back, the same state every sample.
+The flush is a memset, as nvbench and do_bench flush. A memset leaves the L2 full of dirty lines,
+and whatever runs next pays their write-back: with the events around the call, that made the
+front end's start-up jitter (2.8-4.6% noise for 20-30 us calls on the H200 while the kernels'
+own spans varied by 0.5%). The discard (PTX discard.global.L2) drops those lines unwritten, so
+every call starts on an L2 that holds neither its inputs nor dirty lines: 1.3-1.6%
+(outputs/reference/h200-2026-11-30/noise_study). A read-bound call still runs at HBM speed after
+it (tests/test_gpu_core.py). A small GEMM's cold/warm gap, once taken as proof that only a write
+evicts, turned out to be mostly that write-back: with the discard it times as fast cold as warm.
 
 measure.timer=cupti keeps the events (they drive the stopping rule) but takes each sample from
 CUPTI's kernel records instead: from the call's first kernel starting to its last kernel ending,
