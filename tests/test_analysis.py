@@ -343,7 +343,7 @@ def test_reference_missing_each_backend(name, tmp_path):
 # -- tables: every number read back from the data ----------------------------------------------
 def check_peak_table(path, ds):
     df = raw(path)
-    okr = df[df["status"] == "ok"]
+    okr = df[(df["status"] == "ok") & (df["timer"].astype(str) != "cupti_kernel")]  # as data.ok
     frame = tables.peak_frame(ds)
     md = tables.render_markdown(tables.build(ds))
     cpu_backends = ["cpu_blas", "cpu_probe"]
@@ -574,3 +574,13 @@ def test_hidden_pairs_and_offscale_limit():
     # a and b: same throughput and bytes (b drawn over a); c differs in TFLOP/s and L1
     assert hierarchical_roofline.hidden_pairs(rows) == [("a", "b")]
     assert hierarchical_roofline.offscale_limit(rows) == hierarchical_roofline.OFFSCALE_FACTOR * 600.0
+
+
+def test_cupti_timed_rows_are_not_mixed_with_event_timed_ones():
+    """A CUPTI kernel span leaves out the launch start-up: figures and claims read event rows."""
+    df = data.normalize(pd.DataFrame([
+        {"status": "ok", "timer": "cuda_event", "backend": "cublas", "variant": "cublas"},
+        {"status": "ok", "timer": "cupti_kernel", "backend": "cublas", "variant": "cublas"},
+        {"status": "failed", "timer": "cuda_event", "backend": "cublas", "variant": "cublas"}]))
+    assert list(data.ok(df)["timer"]) == ["cuda_event"]
+
