@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from gemmlab.gpu.cupti_trace import Record, assign, kernel_names, sample_spans, split_samples
+from gemmlab.gpu.cupti_trace import Record, assign, kernel_names, span_s, split_samples
+
+
+def sample_spans(records, flush_bytes):
+    return [span_s(s) for s in split_samples(records, flush_bytes)]
 
 FLUSH = 1 << 27
 

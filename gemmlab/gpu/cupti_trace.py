@@ -56,11 +56,6 @@ def span_s(sample: Sequence[Record]) -> float:
     return (max(r.end_ns for r in sample) - min(r.start_ns for r in sample)) * 1e-9
 
 
-def sample_spans(records: Iterable[Record], flush_bytes: Optional[int]) -> List[float]:
-    """Seconds from the first to the last GPU activity of each sample, in stream order."""
-    return [span_s(s) for s in split_samples(records, flush_bytes)]
-
-
 def kernel_names(sample: Sequence[Record]) -> List[str]:
     """The kernels one sample launched, in order (which kernel a library picked for the call)."""
     return [r.name for r in sample if r.kind == "kernel"]
