@@ -51,8 +51,11 @@ class TimerSource(str, Enum):
 
 
 class Distribution(str, Enum):
-    normal = "normal"
+    normal = "normal"  # standard normal
     uniform = "uniform"  # on [-1, 1]
+    # small integers in [-4, 4]: every product and partial sum is exact in the accumulate type,
+    # so the check demands C == round_out(A @ B) element by element (gemmlab/check.py)
+    exact = "exact"
 
 
 class Counters(str, Enum):
@@ -198,6 +201,7 @@ class MeasureConf:
     cuda_graph: bool = False  # launch the timed call as a CUDA graph
     seed: int = 0
     distribution: Distribution = Distribution.normal
+    input_scale: float = 1.0  # inputs are drawn from `distribution`, then multiplied by this
     check: bool = True
     check_repeats: int = 1  # run the checked call this often on the same inputs (races move the error)
     throttle_fraction: float = 0.9  # min SM clock below this fraction of max marks the row
@@ -214,6 +218,12 @@ class DeviceConf:
     memory_bandwidth_gbs: float = MISSING
     peak_tflops: Dict[str, float] = field(default_factory=dict)
     source: str = ""
+    # Dense FLOP per clock per SM of the fastest unit for each precision's compute type (tensor
+    # cores, or FFMA/DFMA where those are faster): the peak at the clock a point ran at is this x
+    # SM count x the in-band SM clock. A point faster than that is impossible and fails. Applies
+    # only to a GPU whose compute capability is ``compute_capability``.
+    compute_capability: Optional[str] = None
+    sm_flops_per_clock: Dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -230,6 +240,7 @@ class RunConf:
     fail_on_error: bool = True  # non-zero exit code when a point failed
     progress: bool = True
     resume: bool = True  # skip points already ok in this run's results file
+    gpu_wait_s: float = 1800.0  # how long to wait for another gemmlab run to release the GPU
 
 
 @dataclass

@@ -42,10 +42,15 @@ COLUMNS: List[tuple] = [
     ("timer", "perf_counter | cuda_event | cuda_graph | cupti_kernel"),
     ("cache", "flush | rotate | warm"),
     ("warmup_s", "warm-up time spent before the timed samples, s"),
+    ("reliable", "samples >= min_samples, noise <= max_noise and no clock drift over the samples"),
+    ("unreliable_reason", "why reliable is false"),
     # correctness
     ("rel_error", "||C - C_ref||_F / ||C_ref||_F against an FP64 product of the same inputs"),
     ("max_abs_error", "max |C - C_ref|"),
     ("tolerance", "largest rel_error that passes, from the precision config"),
+    ("check_elem_max", "largest |C - C_ref| / bound over the elements (> 1 fails; gemmlab/check.py)"),
+    ("check_elem_fail", "elements whose error exceeds their bound (or are NaN/Inf)"),
+    ("check_reference", "what computed C_ref (independent of the point's own library)"),
     ("status", "ok | failed | skipped"),
     ("reason", "why a point failed or was skipped"),
     # the cuBLAS baseline measured adjacent in time
@@ -66,6 +71,8 @@ COLUMNS: List[tuple] = [
     ("throttled", "SM clock fell below measure.throttle_fraction of its maximum"),
     ("power_w", "mean board power over the samples, W"),
     ("temperature_c", "max GPU temperature over the samples, C"),
+    ("contended", "another process had a CUDA context on this GPU while the point ran (NVML)"),
+    ("peak_at_clock_tflops", "precision's peak at the highest SM clock seen: rate/SM/clock x SMs x clock"),
     # host BLAS
     ("cpu_model", "host CPU model"), ("blas_vendor", "BLAS library (threadpoolctl)"),
     ("blas_arch", "BLAS kernel architecture"), ("blas_threads", "BLAS threads used"),
@@ -80,7 +87,8 @@ COLUMNS: List[tuple] = [
     ("intensity_dram", "flops / bytes_dram"), ("intensity_l2", "flops / bytes_l2"),
     ("intensity_l1", "flops / bytes_l1"), ("counters_reason", "why the counter columns are empty"),
     # provenance
-    ("seed", "input RNG seed"), ("distribution", "normal | uniform"),
+    ("seed", "input RNG seed"), ("distribution", "normal | uniform | exact"),
+    ("input_scale", "factor applied to the drawn inputs"),
     ("gemmlab_version", ""), ("git_commit", "commit of the harness (+dirty)"),
     ("python_version", ""), ("numpy_version", ""), ("cupy_version", ""),
     ("experiment", "experiment config name, if any"),
