@@ -7,22 +7,25 @@
 # Needs the wheels in .whl/ (../shared/gpu-host/wheels.sh .whl) and $OUT (where logs and a tarball
 # of outputs/reference go). Stages: core kernels hopper cutlass_bench cutlass cutlass_n8192
 # cutlass_odd ladder tc tune tune_mma tune_ws pitfalls cublas counters claims fidelity timer_study
-# noise_study pinning multi_gpu (the last two on a host with two GPUs). Nothing else may write
-# files under $OUT: only 8 files come back.
+# noise_study validity negative_controls correctness exact concurrent contended pinning multi_gpu
+# (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
+# $OUT/reference.tgz: only 8 files come back from $OUT.
 set -u
 source .ci/gpu-env.sh || exit 1
 : "${OUT:=/tmp/gemmlab-out}"; mkdir -p "$OUT"
+LOGS=${LOGS:-/tmp/gemmlab-logs}; mkdir -p "$LOGS"
 REF=outputs/reference/${GEMMLAB_REF:-h200-$(date +%Y-%m-%d)}
 Q="run.progress=false"
 
 step() {  # step NAME SECONDS CMD...: run, keep the tail in the log, never stop the session
   local name=$1 secs=$2; shift 2
   echo "=== $name ($(date +%T))"
-  timeout "$secs" "$@" > "$OUT/$name.log" 2>&1; local rc=$?
-  tail -n "${TAIL:-15}" "$OUT/$name.log"; echo "=== $name rc=$rc"
+  timeout "$secs" "$@" > "$LOGS/$name.log" 2>&1; local rc=$?
+  tail -n "${TAIL:-15}" "$LOGS/$name.log"; echo "=== $name rc=$rc"
   # after every step, so what finished comes back even if the session is cut short
   find outputs/reference -name run.log -delete 2>/dev/null  # logs are not data (nvmath's can be huge)
   tar czf "$OUT/reference.tgz" outputs/reference 2>/dev/null
+  tar czf "$OUT/logs.tgz" -C "$LOGS" . 2>/dev/null
 }
 
 for stage in "$@"; do case $stage in
@@ -97,5 +100,38 @@ for stage in "$@"; do case $stage in
              step "$e" 300 python3 run.py +experiment=$e $Q hydra.run.dir=$REF/$e
            done
            step claims_report 120 python3 -m analysis.claims outputs/reference --out "$OUT/paper" ;;
+  validity) step gpu_validity 420 python3 -m pytest -m gpu tests/test_gpu_validity.py tests/test_gpu_negative_controls.py \
+             tests/test_gpu_core.py -q -rA -p no:cacheprovider ;;
+  negative_controls)  # every wrong_* variant must fail at every size in each precision it supports
+           step negative_controls 300 python3 run.py "variant=[wrong_tile,wrong_edge_row,wrong_k_tail,wrong_low_acc]" \
+             "precision=[fp64,fp32,fp16,bf16]" "sizes.square=[1024,4096,8192,16384]" sizes.shapes=[] \
+             measure=quick measure.baseline=[] run.fail_on_error=false $Q hydra.run.dir=$REF/negative_controls ;;
+  correctness)  # every default variant, square + odd + rect, every precision: no correct kernel may fail
+           step correctness 570 python3 run.py variant=default "precision=[fp64,fp32,tf32,fp16,bf16,fp8]" \
+             "sizes.square=[128,256,512,1024,2048,4096,8192,1000,1023,4097]" \
+             "sizes.shapes=[[8192,1024,1024],[1024,8192,1024],[1024,1024,8192],[4096,1,4096],[1,4096,4096],[4096,16,4096]]" \
+             measure=quick measure.baseline=[] run.fail_on_error=false $Q hydra.run.dir=$REF/correctness ;;
+  exact)   # fp64 cuBLAS against the host BLAS at 4096; exact inputs: library points must match exactly
+           step independent_fp64 200 python3 run.py variant=cublas precision=fp64 "sizes.square=[4096]" sizes.shapes=[] \
+             measure=quick $Q hydra.run.dir=$REF/independent_fp64
+           step exact 200 python3 run.py "variant=[cublas,cublaslt]" "precision=[fp64,fp32,tf32,fp16,bf16,fp8]" \
+             "sizes.square=[1024,4096]" sizes.shapes=[] measure=quick measure.distribution=exact \
+             run.fail_on_error=false $Q hydra.run.dir=$REF/exact ;;
+  concurrent)  # one GPU, one measurement: alone, then two runs started together (the second waits)
+           C="variant=cublas precision=fp16 sizes.square=[8192] sizes.shapes=[] measure=sustained $Q"
+           step concurrent_solo 120 python3 run.py $C hydra.run.dir=$REF/concurrent/solo
+           (timeout 200 python3 run.py $C hydra.run.dir=$REF/concurrent/first > "$LOGS/concurrent_first.log" 2>&1 &)
+           for _ in $(seq 300); do [ -f $REF/concurrent/first/results.csv ] && break; sleep 0.2; done  # it holds the GPU
+           step concurrent_second 240 python3 run.py $C hydra.run.dir=$REF/concurrent/second
+           wait; sleep 1; tail -n 5 "$LOGS/concurrent_first.log" ;;
+  contended)  # a foreign process on the GPU (a torch matmul loop): rows must say contended=true
+           python3 -c "import torch,time
+a=torch.randn(4096,4096,device='cuda')
+t=time.time()
+while time.time()-t<45: a@a" &
+           FOREIGN=$!; sleep 3
+           step contended 120 python3 run.py variant=cublas "precision=[fp16,fp32]" "sizes.square=[4096]" sizes.shapes=[] \
+             measure=quick $Q hydra.run.dir=$REF/contended
+           kill $FOREIGN; wait ;;
   *) echo "unknown stage $stage" ;;
 esac; done

@@ -302,6 +302,13 @@ def compare(xp, out, r, tolerance: float, s=None, k: int = 0, model: Optional[Er
     return Reference(xp, r, s, k, model, name or default_name(xp), tolerance, out_dtype, exact).verify(out)
 
 
+def relative_error(xp, out, r) -> float:
+    """||out - r||_F / ||r||_F: a diagnostic number (never a verdict on its own)."""
+    d = _as_f64(xp, out) - r
+    n = float(xp.linalg.norm(r))
+    return float(xp.linalg.norm(d)) / n if n > 0 else float(xp.linalg.norm(d))
+
+
 def _dtype_name(x) -> str:
     name = str(x.dtype)
     return {"float8_e4m3fn": "float8_e4m3fn"}.get(name, name)
@@ -409,6 +416,17 @@ def gemm_reference(xp, point, kind: str, a_ref, b_ref, exact: bool) -> Reference
         fn = lambda a, b: split_product(xp, a, b)  # noqa: E731
     return Reference.gemm(xp, a_ref, b_ref, model, point.tolerance, point.out_dtype, exact,
                           reference=fn, name=name)
+
+
+def recheck(reference: Reference, out, row: Dict[str, Any]) -> Optional[str]:
+    """The output the timed calls left, checked again against the same reference (a kernel right
+    on its first call and wrong when repeated, or under a cold L2, fails here). Records the result
+    in ``row['extra']['check_after_timing']`` and releases the reference; returns the failure."""
+    res = reference.verify(out)
+    reference.release()
+    row["extra"] = {**(row.get("extra") or {}), "check_after_timing": {
+        "check_elem_max": res.elem_max, "check_elem_fail": res.elem_fail, "rel_error": res.rel_error}}
+    return None if res.passed else f"after timing: {res.failure()}"
 
 
 # -- repeats ---------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from typing import Any, Dict
 import numpy as np
 
 from . import check, dtypes, env
+from .config import Distribution
 from .stats import should_stop, summarize, timing_fields
 
 
@@ -37,30 +38,48 @@ class CpuExecutor:
             return self._measure(point, backend, seed)
 
     def _measure(self, point, backend, seed: int) -> Dict[str, Any]:
-        if backend.measure_point is not None:
-            return backend.measure_point(point, self, seed)
+        try:
+            if backend.measure_point is not None:
+                return backend.measure_point(point, self, seed)
+            return self._measure_gemm(point, backend, seed)
+        except check.InputError as e:
+            return {"status": "failed", "reason": f"inputs: {e}"}
+
+    def random(self, rng, shape, dtype_name: str):
+        """Inputs as every CPU backend draws them (measure.distribution, measure.input_scale)."""
+        m = self.measure
+        x = check.random_matrix(np, rng, shape, m.distribution.value, m.input_scale)
+        return x.astype(dtypes.numpy_dtype(dtype_name))
+
+    def reference(self, point, a_ref, b_ref):
+        """The check's reference for a GEMM point on the host (gemmlab/check.py)."""
+        return check.gemm_reference(np, point, self.kind, a_ref, b_ref,
+                                    self.measure.distribution == Distribution.exact)
+
+    def _measure_gemm(self, point, backend, seed: int) -> Dict[str, Any]:
         m = self.measure
         rng = np.random.default_rng(seed)
-        dist = getattr(m.distribution, "value", m.distribution)
-        in_dt, out_dt = dtypes.numpy_dtype(point.in_dtype), dtypes.numpy_dtype(point.out_dtype)
-        a = check.random_matrix(np, rng, (point.m, point.k), dist).astype(in_dt)
-        b = check.random_matrix(np, rng, (point.k, point.n), dist).astype(in_dt)
+        a = self.random(rng, (point.m, point.k), point.in_dtype)
+        b = self.random(rng, (point.k, point.n), point.in_dtype)
         a, b, a_ref, b_ref = backend.make_inputs(point, a, b)
-        c = np.empty((point.m, point.n), dtype=out_dt)
+        c = np.empty((point.m, point.n), dtype=dtypes.numpy_dtype(point.out_dtype))
         launch = backend.make_launch(point, a, b, c)
         row: Dict[str, Any] = {**env.blas_info(), **launch.info, "timer": "perf_counter", "cache": "warm"}
 
+        reference = None
         if m.check:
+            reference = self.reference(point, a_ref, b_ref)
             check.poison(c)
             launch.fn()
-            ref = check.fp64_reference(np, a_ref.astype(np.float64), b_ref.astype(np.float64))
-            res = check.compare(np, c.astype(np.float64), ref, point.tolerance)
-            row.update(rel_error=res.rel_error, max_abs_error=res.max_abs_error)
+            res = reference.verify(c)
+            row.update(res.fields())
             if not res.passed:
                 return {**row, "status": "failed", "reason": res.failure()}
 
         t = host_timed(launch.fn, m)
-        return {**row, **timing_fields(t["summary"], point.flops), "warmup_s": t["warmup_s"], "status": "ok"}
+        row.update(timing_fields(t["summary"], point.flops), warmup_s=t["warmup_s"])
+        why = check.recheck(reference, c, row) if reference is not None else None
+        return {**row, "status": "failed", "reason": why} if why else {**row, "status": "ok"}
 
 
 

@@ -22,8 +22,6 @@ pinned job.
 """
 from __future__ import annotations
 
-import errno
-import fcntl
 import functools
 import json
 import logging
@@ -144,24 +142,9 @@ class GpuClaim:
 
 
 def _try_lock(path: Path):
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    try:  # any user's jobs on this host share the GPUs, and so the lock files
-        os.fchmod(fd, 0o666)
-    except OSError:
-        pass
-    fh = os.fdopen(fd, "r+")
-    try:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as e:
-        fh.close()
-        if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-            return None
-        raise
-    fh.seek(0)
-    fh.truncate()
-    fh.write(json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "since": time.time()}))
-    fh.flush()
-    return fh
+    from .locks import try_lock
+
+    return try_lock(path)
 
 
 def claim_gpu(candidates: Sequence[str], poll_s: float = 0.5, timeout_s: Optional[float] = None) -> GpuClaim:
@@ -211,6 +194,53 @@ def cuda_started() -> bool:
     import sys
 
     return any(m in sys.modules for m in ("cupy", "torch", "cuda.bindings.driver", "pycuda.driver"))
+
+
+class GpuBusy(RuntimeError):
+    """Another gemmlab run held the GPU for longer than run.gpu_wait_s."""
+
+
+def claim_for_run(timeout_s: float, poll_s: float = 0.5, announce=None) -> Optional[GpuClaim]:
+    """Claim the GPU this process will measure on (CUDA's device 0: the first entry of
+    CUDA_VISIBLE_DEVICES, else GPU 0), waiting up to ``timeout_s`` for another gemmlab run to
+    release it; ``announce(text)`` says once that it waits. Identifies the GPU through NVML, so
+    the waiting process never opens a CUDA context on the GPU that the other one is timing (its
+    context would count as a foreign process there). A job pinned by PinOneGpu keeps its claim.
+    Returns None where there is no GPU to claim."""
+    global _claim
+    if _claim is not None:
+        return _claim
+    visible = parse_visible(os.environ.get("CUDA_VISIBLE_DEVICES"))
+    if visible == []:
+        return None
+    entry = visible[0] if visible else "0"
+    if not cuda_started():  # numeric entries and device 0 mean nvidia-smi's order, as the locks do
+        os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    ident = resolve(entry)
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", ident["uuid"] or entry)
+    path = lock_dir() / f"{name}.lock"
+    start, told = time.monotonic(), False
+    while True:
+        fh = _try_lock(path)
+        if fh is not None:
+            _claim = GpuClaim(entry, ident["index"], ident["uuid"], path, time.monotonic() - start, fh)
+            return _claim
+        from .locks import holder
+
+        waited = time.monotonic() - start
+        what = f"GPU {ident['index'] if ident['index'] is not None else entry}" + (
+            f" ({ident['uuid']})" if ident["uuid"] else "")
+        if waited >= timeout_s:
+            raise GpuBusy(f"{what} is held by another gemmlab run ({holder(path)}) and was not released "
+                          f"within run.gpu_wait_s={timeout_s:g} s; nothing was measured on it")
+        if not told:
+            msg = (f"{what} is in use by another gemmlab run ({holder(path)}): waiting up to "
+                   f"{timeout_s:g} s for it (run.gpu_wait_s)")
+            log.warning(msg)
+            if announce is not None:
+                announce(msg)
+            told = True
+        time.sleep(min(poll_s * (0.5 + random.random()), max(0.0, timeout_s - waited)) or 0.01)
 
 
 # -- the Hydra callback ----------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Hydra callbacks: merge a sweep's rows into one file when the sweep ends."""
+"""Hydra callbacks: one sweep per sweep folder, and its rows merged into one file when it ends."""
 from __future__ import annotations
 
 import logging
@@ -9,9 +9,11 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from .locks import BusyError, lock_folder
 from .rows import RESULTS_FILE, merge
 
 log = logging.getLogger("gemmlab")
+SWEEP_LOCK = ".gemmlab-sweep.lock"  # held by the process that launched the sweep, until it ends
 
 
 def merge_sweep(sweep_dir: Path) -> Path | None:
@@ -19,6 +21,18 @@ def merge_sweep(sweep_dir: Path) -> Path | None:
     sweep_dir = Path(sweep_dir)
     jobs = sorted({p.parent for p in sweep_dir.rglob(RESULTS_FILE) if p.parent != sweep_dir})
     return merge(jobs, sweep_dir / RESULTS_FILE)
+
+
+class LockSweepFolder(Callback):
+    """A second sweep into a folder that a running sweep writes refuses to start, naming the
+    first one's PID: two sweeps would measure every point twice, on one GPU at once."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        try:
+            lock_folder(Path(config.hydra.sweep.dir), SWEEP_LOCK, "gemmlab sweep")
+        except BusyError as e:
+            print(f"gemmlab: error: {e}", file=sys.stderr)
+            sys.exit(2)
 
 
 class MergeResults(Callback):

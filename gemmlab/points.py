@@ -103,7 +103,7 @@ def shapes(sizes: DictConfig) -> List[Tuple[int, int, int]]:
 # a sweep over them (measure.timer=events,cupti) merges into one row per setting, and a rerun
 # with another timing method measures again instead of resuming.
 METHOD_FIELDS = ("cache", "flush_bytes", "flush_discard", "spin", "busy_us", "timer", "cuda_graph",
-                 "warmup_s", "distribution", "seed")
+                 "warmup_s", "distribution", "input_scale", "seed")
 
 
 def method_of(measure) -> Optional[Dict[str, Any]]:

@@ -11,12 +11,14 @@ from typing import Any, Dict, List, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from . import env
+from . import env, validity
 from .backends.base import Backend, backend_class
+from .locks import BusyError, lock_folder
 from .points import ConfigError, Point, expand
 from .rows import RowWriter, ok_keys
 
 log = logging.getLogger("gemmlab")
+RUN_LOCK = ".gemmlab-run.lock"  # one run at a time per results folder
 
 
 class Runner:
@@ -28,9 +30,12 @@ class Runner:
         self._executors: Dict[str, Any] = {}
         self._unavailable: Dict[str, Optional[str]] = {}
         stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        self.run_id = f"{stamp}-{hashlib.sha1(str(self.out_dir).encode()).hexdigest()[:6]}"
+        # unique per process: two runs into one folder in the same second still differ
+        salt = f"{self.out_dir}|{os.getpid()}|{os.urandom(4).hex()}"
+        self.run_id = f"{stamp}-{hashlib.sha1(salt.encode()).hexdigest()[:8]}"
         self.counts: Counter = Counter()
         self.summary_rows: List[Dict[str, Any]] = []
+        self.gpu_busy: Optional[str] = None  # why the GPU could not be claimed
 
     # -- backends and executors -------------------------------------------------------------
     def executor(self, kind: str):
@@ -72,7 +77,7 @@ class Runner:
             "in_dtype": pt.in_dtype, "out_dtype": pt.out_dtype, "compute": pt.compute,
             "point_key": pt.key, "flops": pt.flops, "bytes_min": pt.bytes_min,
             "intensity": pt.intensity, "intensity_model": model, "tolerance": pt.tolerance,
-            "seed": m.seed, "distribution": getattr(m.distribution, "value", m.distribution),
+            "seed": m.seed, "distribution": m.distribution.value, "input_scale": m.input_scale,
             "experiment": (self.cfg.get("experiment") or {}).get("name"),
             **env.provenance(),
         }
@@ -87,6 +92,7 @@ class Runner:
 
     # -- the run ---------------------------------------------------------------------------
     def run(self) -> Counter:
+        lock_folder(self.out_dir, RUN_LOCK, "gemmlab run")  # raises BusyError naming the holder
         done = ok_keys(self.out_dir) if self.cfg.run.resume else set()
         todo = [p for p in self.points if p.key not in done]
         if len(todo) < len(self.points):
@@ -97,8 +103,11 @@ class Runner:
         by_backend: Dict[str, List[Point]] = {}
         for p in runnable:
             by_backend.setdefault(p.backend, []).append(p)
+        if any(self.backend(name).kind == "gpu" for name in by_backend):
+            self._claim_gpu()
         for name, pts in by_backend.items():
-            self.backend(name).prepare(pts)
+            if not (self.gpu_busy and self.backend(name).kind == "gpu"):
+                self.backend(name).prepare(pts)
 
         with RowWriter(self.out_dir) as writer, _progress(self.cfg.run.progress, len(todo)) as bar:
             try:
@@ -115,6 +124,20 @@ class Runner:
                 self.counts["interrupted"] += 1
         return self.counts
 
+    def _claim_gpu(self) -> None:
+        """One GPU, one measurement: wait for any other gemmlab run on this GPU to end."""
+        from .gpu_pinning import GpuBusy, claim_for_run
+
+        try:
+            claim = claim_for_run(float(self.cfg.run.gpu_wait_s), announce=_say)
+        except GpuBusy as e:
+            self.gpu_busy = str(e)
+            log.error("%s", e)
+            _say(f"gemmlab: error: {e}")
+            return
+        if claim is not None and claim.waited_s > 1:
+            log.info("claimed GPU %s after waiting %.0f s", claim.entry, claim.waited_s)
+
     def measure(self, pt: Point) -> Dict[str, Any]:
         row = self.base_row(pt)
         reason = self.skip_reason(pt)
@@ -122,6 +145,8 @@ class Runner:
             kind = self.backend(pt.backend).kind if pt.backend in self._backends else "cpu"
             return {**row, **self._device_fields(kind, quiet=True), "status": "skipped", "reason": reason}
         b = self.backend(pt.backend)
+        if b.kind == "gpu" and self.gpu_busy:
+            return {**row, "status": "failed", "reason": self.gpu_busy}
         ex = self.executor(b.kind)
         try:
             fields = ex.measure_point(pt, b, seed=self.cfg.measure.seed)
@@ -136,13 +161,14 @@ class Runner:
             fields = {**fields, "status": "failed",
                       "reason": f"backend {pt.backend} returned status {fields.get('status')!r}"}
         row = {**row, **self._device_fields(b.kind), **fields}
+        row.update(validity.reliability(row, self.cfg.measure))
         if self._counters_on():
             row = self._with_counters(pt, b.kind, row)
         return row
 
     # -- hardware counters (measure.counters=ncu) -------------------------------------------
     def _counters_on(self) -> bool:
-        return getattr(self.cfg.measure.counters, "value", self.cfg.measure.counters) == "ncu"
+        return self.cfg.measure.counters.value == "ncu"
 
     def _with_counters(self, pt: Point, kind: str, row: Dict[str, Any]) -> Dict[str, Any]:
         from . import counters
@@ -167,6 +193,13 @@ class Runner:
             return self.executor(kind).device_fields()
         except Exception:
             return {}
+
+
+def _say(text: str) -> None:
+    """A line for the person at the terminal (stderr), beside the log."""
+    import sys
+
+    print(text, file=sys.stderr, flush=True)
 
 
 def _as_dict(v) -> Dict[str, Any]:
@@ -227,7 +260,7 @@ def print_summary(runner: Runner, path: Path) -> None:
     skipped = Counter((r["variant"], r["precision"], r.get("reason") or "")
                       for r in runner.summary_rows if r["status"] == "skipped")
     t = Table(title=f"gemmlab: {len(measured)} measured points", show_lines=False)
-    for col in ("variant", "precision", "m x n x k", "status", "TFLOP/s", "% base", "rel err", "noise"):
+    for col in ("variant", "precision", "m x n x k", "status", "TFLOP/s", "% base", "err/bound", "noise"):
         t.add_column(col, no_wrap=True)
 
     def f(v, spec):
@@ -237,7 +270,8 @@ def print_summary(runner: Runner, path: Path) -> None:
         t.add_row(r["variant"], r["precision"], f"{r['m']}x{r['n']}x{r['k']}",
                   r["status"] if r["status"] == "ok" else f"[red]{r['status']}",
                   f(r.get("tflops"), ".4g"), f(r.get("pct_of_baseline"), ".1f"),
-                  f(r.get("rel_error"), ".1e"), f(r.get("noise"), ".1%"))
+                  f(r.get("check_elem_max"), ".2g"),
+                  f(r.get("noise"), ".1%") + ("" if r.get("reliable") is not False else " [yellow]unreliable"))
     console = Console(width=max(100, Console().width))
     if measured:
         console.print(t)
@@ -256,6 +290,18 @@ def print_summary(runner: Runner, path: Path) -> None:
     if unsupported:
         console.print(f"[yellow]skipped[/] {unsupported} points whose variant does not support the "
                       "precision (each row says which it supports)")
+    unreliable = [r for r in measured if r.get("reliable") is False]
+    if unreliable:
+        why = Counter(str(r.get("unreliable_reason") or "").split(" (")[0].split(" >")[0].split(" <")[0]
+                      for r in unreliable)
+        console.print(f"[yellow]unreliable[/] {len(unreliable)} ok points (figures draw them hollow, claims and "
+                      f"tables leave them out): " + escape(", ".join(f"{w} ({n})" for w, n in why.items())))
+    contended = [r for r in measured if r.get("contended")]
+    if contended:
+        pids = sorted({p for r in contended for p in _as_dict(r.get("extra")).get("foreign_pids", [])})
+        console.print(f"[red]warning[/] {len(contended)} points were timed while another process was on the "
+                      f"GPU (PIDs {', '.join(map(str, pids))}): they are marked contended=true and left out "
+                      "of figures and claims; measure again on an idle GPU")
     c = runner.counts
     console.print(f"ok {c['ok']}  failed {c['failed']}  skipped {c['skipped']}"
                   + (f"  already ok (resumed) {c['resumed']}" if c["resumed"] else "")
@@ -271,11 +317,15 @@ def main(cfg: DictConfig) -> int:
     except ValueError:  # called without Hydra (tests): write next to the cwd
         out_dir = Path(cfg.paths.outputs) / "runs" / "adhoc"
     runner = Runner(cfg, out_dir)
-    counts = runner.run()
+    try:
+        counts = runner.run()
+    except BusyError as e:
+        _say(f"gemmlab: error: {e}")
+        return 2
     print_summary(runner, out_dir / "results.csv")
     if counts["interrupted"]:
         return 130
     return 1 if counts["failed"] and cfg.run.fail_on_error else 0
 
 
-__all__ = ["Runner", "main", "ConfigError", "OmegaConf"]
+__all__ = ["Runner", "main", "ConfigError"]

@@ -82,7 +82,9 @@ def test_fp64_check_catches_a_wrong_result(tmp_path, monkeypatch):
 
     monkeypatch.setattr(cpu_blas.CpuBlas, "make_launch", off_by_a_bit)
     _, rows = run_points(_cpu_cfg(tmp_path, "sizes.shapes=[]", "sizes.square=[64]"), tmp_path / "run")
-    assert rows and all(r["status"] == "failed" and "exceeds tolerance" in r["reason"] for r in rows), rows
+    assert rows and all(r["status"] == "failed" and "exceed their error bound" in r["reason"]
+                        and "(row 0, col 0)" in r["reason"] and r["check_elem_fail"] == "1" for r in rows), rows
+    assert all(float(r["check_elem_max"]) > 1 for r in rows)
     assert all(r["time_median_s"] == "" for r in rows), "a wrong result must not be timed"
 
 

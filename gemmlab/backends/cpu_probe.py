@@ -127,61 +127,63 @@ class CpuProbe(Backend):
                 "cache": "warm"}
 
     # -- the probes -------------------------------------------------------------------------
-    @staticmethod
-    def _random(rng, shape, dt, distribution):
-        return check.random_matrix(np, rng, shape, distribution).astype(dtypes.numpy_dtype(dt))
-
-    def _timed(self, p, ex, fn, out, ref64, flops, nbytes, kernel_name) -> Dict[str, Any]:
+    def _timed(self, p, ex, fn, out, reference, flops, nbytes, kernel_name) -> Dict[str, Any]:
+        """Check ``out`` against ``reference`` (gemmlab.check.Reference), time, check again."""
         out[...] = np.nan
         fn()
-        res = check.compare(np, out.astype(np.float64), ref64, p.tolerance)
-        row = {"rel_error": res.rel_error, "max_abs_error": res.max_abs_error, "flops": flops,
-               "bytes_min": nbytes, "intensity": (flops / nbytes) if flops else None,
+        res = reference.verify(out)
+        row = {**res.fields(), "flops": flops, "bytes_min": nbytes, "intensity": (flops / nbytes) if flops else None,
                "kernel_name": kernel_name, "library_version": f"numpy {np.__version__}"}
         if not res.passed:
             return {**row, "status": "failed", "reason": res.failure()}
         t = host_timed(fn, ex.measure)
-        return {**row, **timing_fields(t["summary"], flops), "warmup_s": t["warmup_s"], "status": "ok"}
+        row.update(timing_fields(t["summary"], flops), warmup_s=t["warmup_s"])
+        why = check.recheck(reference, out, row)
+        return {**row, "status": "failed", "reason": why} if why else {**row, "status": "ok"}
+
+    @staticmethod
+    def _elementwise(p, r, s, k):
+        """The reference of an element-wise probe: R (FP64) and the |terms| S behind each element."""
+        return check.Reference(np, r, s, k, check.model_of(p), "NumPy FP64 (host)", p.tolerance, p.out_dtype)
 
     def _copy(self, p, ex, seed, pool, threads):
-        dist = getattr(ex.measure.distribution, "value", ex.measure.distribution)
-        src = self._random(np.random.default_rng(seed), (p.m,), p.in_dtype, dist)
+        src = ex.random(np.random.default_rng(seed), (p.m,), p.in_dtype)
         dst = np.empty_like(src)
         parts = _chunks(p.m, threads)
 
         def fn():
             list(pool.map(lambda s: np.copyto(dst[s], src[s]), parts))
 
-        return self._timed(p, ex, fn, dst, src.astype(np.float64), 0, 2 * src.nbytes,
-                           f"numpy.copyto in {len(parts)} chunks")
+        ref = self._elementwise(p, src.astype(np.float64), np.zeros(p.m), 0)  # a copy is exact
+        return self._timed(p, ex, fn, dst, ref, 0, 2 * src.nbytes, f"numpy.copyto in {len(parts)} chunks")
 
     def _vecadd(self, p, ex, seed, pool, threads):
-        dist = getattr(ex.measure.distribution, "value", ex.measure.distribution)
         rng = np.random.default_rng(seed)
-        a = self._random(rng, (p.m,), p.in_dtype, dist)
-        b = self._random(rng, (p.m,), p.in_dtype, dist)
+        a = ex.random(rng, (p.m,), p.in_dtype)
+        b = ex.random(rng, (p.m,), p.in_dtype)
         c = np.empty_like(a)
         parts = _chunks(p.m, threads)
 
         def fn():
             list(pool.map(lambda s: np.add(a[s], b[s], out=c[s]), parts))
 
-        return self._timed(p, ex, fn, c, a.astype(np.float64) + b.astype(np.float64), p.m, 3 * a.nbytes,
-                           f"numpy.add in {len(parts)} chunks")
+        a64, b64 = a.astype(np.float64), b.astype(np.float64)
+        ref = self._elementwise(p, a64 + b64, np.abs(a64) + np.abs(b64), 1)
+        return self._timed(p, ex, fn, c, ref, p.m, 3 * a.nbytes, f"numpy.add in {len(parts)} chunks")
 
     def _gemv(self, p, ex, seed, pool, threads):
-        dist = getattr(ex.measure.distribution, "value", ex.measure.distribution)
         rng = np.random.default_rng(seed)
-        a = self._random(rng, (p.m, p.k), p.in_dtype, dist)
-        x = self._random(rng, (p.k,), p.in_dtype, dist)
+        a = ex.random(rng, (p.m, p.k), p.in_dtype)
+        x = ex.random(rng, (p.k,), p.in_dtype)
         y = np.empty((p.m,), dtype=a.dtype)
 
         def fn():
             np.matmul(a, x, out=y)
 
         item = dtypes.itemsize(p.in_dtype)
-        return self._timed(p, ex, fn, y, a.astype(np.float64) @ x.astype(np.float64), 2 * p.m * p.k,
-                           item * (p.m * p.k + p.k + p.m), f"numpy.matmul matrix-vector ({a.dtype.name})")
+        ref = ex.reference(p, a, x[:, None])  # a GEMM with n = 1: the same reference rules
+        return self._timed(p, ex, fn, y, ref, 2 * p.m * p.k, item * (p.m * p.k + p.k + p.m),
+                           f"numpy.matmul matrix-vector ({a.dtype.name})")
 
 
 BACKEND = CpuProbe

@@ -7,11 +7,12 @@ import logging
 import math
 from typing import Any, Dict, List, Optional
 
-from .. import check, dtypes
-from ..config import load_variant
+from .. import check, dtypes, validity
+from ..config import CachePolicy, Distribution, load_variant
 from ..stats import timing_fields
 from . import arrays
 from .device import free_bytes, info, no_device_reason
+from .nvml import drift as nvml_drift
 
 log = logging.getLogger("gemmlab")
 
@@ -69,12 +70,12 @@ class GpuExecutor:
         return a * (p.m * p.k + p.k * p.n) + dtypes.itemsize(p.out_dtype) * p.m * p.n
 
     def _check_bytes(self, p) -> int:
-        # FP64 copies of A and B, the reference, the upcast output, the difference and a mask.
-        return 8 * (p.m * p.k + p.k * p.n) + 25 * p.m * p.n
+        # FP64 A and B and their absolute values, R, the bound, the upcast output and a chunk's
+        # temporaries (gemmlab/check.py).
+        return 16 * (p.m * p.k + p.k * p.n) + 40 * p.m * p.n
 
     def _n_sets(self, p) -> int:
-        cache = getattr(self.measure.cache, "value", self.measure.cache)
-        if cache != "rotate":
+        if self.measure.cache != CachePolicy.rotate:
             return 1
         per = self._bytes_per_set(p)
         return int(min(MAX_ROTATE_SETS, max(2, math.ceil(2 * self.dev["l2_bytes"] / per) + 1)))
@@ -82,17 +83,54 @@ class GpuExecutor:
     # -- one point ----------------------------------------------------------------------------
     def measure_point(self, point, backend, seed: int) -> Dict[str, Any]:
         self._init()
+        before = self.nvml.foreign()
         with self.stream:
             try:
                 if backend.measure_point is not None:
-                    return backend.measure_point(point, self, seed)
-                return self._measure(point, backend, seed)
+                    fields = backend.measure_point(point, self, seed)
+                else:
+                    fields = self._measure(point, backend, seed)
+            except check.InputError as e:
+                fields = {"status": "failed", "reason": f"inputs: {e}"}
             finally:
                 self.stream.synchronize()
                 for _v, b in self._baselines.values():
                     if b is not None:
                         b.release()
                 self.cp.get_default_memory_pool().free_all_blocks()
+        return self.finish(point, fields, before, self.nvml.foreign())
+
+    def finish(self, p, fields: Dict[str, Any], before, after) -> Dict[str, Any]:
+        """Contention and impossible results, the same for every GPU backend."""
+        fields = dict(fields)
+        extra = dict(fields.get("extra") or {})
+        pids = set(before or ()) | set(after or ()) | set(extra.get("timer", {}).get("foreign_pids", ()))
+        if before is not None or after is not None:
+            fields["contended"] = bool(pids)
+            if pids:
+                extra["foreign_pids"] = sorted(pids)
+                fields["extra"] = extra
+        rates = self.cfg.device.sm_flops_per_clock or {}
+        cc = self.cfg.device.get("compute_capability")
+        rate = rates.get(p.compute) if cc == self.dev["cc"] else None
+        clock = validity.highest_clock_mhz({**fields, "extra": extra}, self.nvml.max_sm_clock_mhz)
+        if rate and clock and fields.get("status") == "ok" and fields.get("flops", p.flops):
+            fields["peak_at_clock_tflops"] = validity.peak_tflops(rate, self.dev["sm_count"], clock)
+        row = {"op": "gemm", "precision": p.precision, "flops": p.flops, "bytes_min": p.bytes_min,
+               **fields, "extra": extra}
+        why = validity.impossible(row, rate, self.dev["sm_count"], clock, self.cfg.device.memory_bandwidth_gbs,
+                                  self.dev["l2_bytes"])
+        if why:
+            fields.update(status="failed", reason=why)
+        return fields
+
+    def reference(self, p, a_ref, b_ref):
+        """The check's reference for a GEMM point on this device (gemmlab/check.py)."""
+        return check.gemm_reference(self.cp, p, self.kind, a_ref, b_ref, self.exact)
+
+    @property
+    def exact(self) -> bool:
+        return self.measure.distribution == Distribution.exact
 
     def _measure(self, p, backend, seed: int) -> Dict[str, Any]:
         cp, m = self.cp, self.measure
@@ -105,25 +143,26 @@ class GpuExecutor:
 
         sets = self.make_sets(p, backend, seed, n_sets)
         launches = [backend.make_launch(p, s[0], s[1], s[4]) for s in sets]
-        row: Dict[str, Any] = {**launches[0].info, "cache": getattr(m.cache, "value", m.cache)}
+        row: Dict[str, Any] = {**launches[0].info, "cache": m.cache.value}
         row["extra"] = dict(launches[0].info.get("extra") or {})  # the backend's own details
         if n_sets > 1:
             row["extra"]["rotate_sets"] = n_sets
 
+        reference = None
         if m.check:
             a, b, a_ref, b_ref, c = sets[0]
-            ref = check.fp64_reference(cp, arrays.to_float64(cp, a_ref), arrays.to_float64(cp, b_ref))
+            reference = self.reference(p, a_ref, b_ref)
             results = []
             for _ in range(max(1, m.check_repeats)):  # >1: a race shows as an error that moves
                 arrays.poison(cp, c)
                 launches[0].fn()
-                results.append(check.compare(cp, arrays.to_float64(cp, c), ref, p.tolerance))
-            del ref
+                results.append(reference.verify(c))
             res = check.worst(results)
-            row.update(rel_error=res.rel_error, max_abs_error=res.max_abs_error)
+            row.update(res.fields())
             if len(results) > 1:
                 row["extra"].update(check.spread(results))
             if not res.passed:
+                reference.release()
                 return {**row, "status": "failed", "reason": res.failure()}
 
         calls: List[List] = [[l.fn for l in launches]]
@@ -143,16 +182,9 @@ class GpuExecutor:
         timed = self.timer.measure(calls)
 
         t = timed[0]
-        limit = self.nvml.max_sm_clock_mhz
-        row.update(timing_fields(t.summary, p.flops))
-        row.update(t.clocks.fields(limit, m.throttle_fraction, m.clock_stable_fraction))
-        inband = t.inband_range()  # [min, median, max] MHz the spin measured before the samples
-        if inband:  # NVML polls every 5 ms; the spin reads the clock right before each sample
-            steady = inband[2] - inband[0] <= m.clock_stable_fraction * inband[2]
-            row["clock_stable"] = bool(row.get("clock_stable", True)) and steady
-        kind = "cuda_graph" if m.cuda_graph and not graph_note else "cuda_event"
-        row.update(timer="cupti_kernel" if t.event_times_s else kind, warmup_s=t.warmup_s)
-        row["extra"]["timer"] = t.timer_fields(m)
+        fields, timer_extra = self.timed_fields(t, p.flops, graph=m.cuda_graph and not graph_note)
+        row.update(fields)
+        row["extra"]["timer"] = timer_extra
         if graph_note:
             row["extra"]["cuda_graph"] = graph_note
         if len(timed) > 1:
@@ -163,17 +195,39 @@ class GpuExecutor:
                        pct_of_baseline=100.0 * bt.summary.median_s / t.summary.median_s,
                        baseline_sm_clock_min_mhz=bt.clocks.sm_clock_min_mhz,
                        baseline_sm_clock_max_mhz=bt.clocks.sm_clock_max_mhz)
-        return {**row, "status": "ok"}
+        why = check.recheck(reference, sets[0][4], row) if reference is not None else None
+        return {**row, "status": "failed", "reason": why} if why else {**row, "status": "ok"}
+
+    def timed_fields(self, t, flops: int, graph: bool = False, cache: Optional[str] = None):
+        """The row fields of one timed call and its ``extra.timer``: the one timing-to-row path
+        of every GPU backend (GEMMs and probes)."""
+        m = self.measure
+        row = dict(timing_fields(t.summary, flops))
+        row.update(t.clocks.fields(self.nvml.max_sm_clock_mhz, m.throttle_fraction, m.clock_stable_fraction))
+        inband = t.inband_range()  # [min, median, max] MHz the spin measured before the samples
+        if inband:  # NVML polls every 5 ms; the spin reads the clock right before each sample
+            steady = inband[2] - inband[0] <= m.clock_stable_fraction * inband[2]
+            row["clock_stable"] = bool(row.get("clock_stable", True)) and steady
+        kind = "cuda_graph" if graph else "cuda_event"
+        row.update(timer="cupti_kernel" if t.event_times_s else kind, warmup_s=t.warmup_s)
+        if cache is not None:
+            row["cache"] = cache
+        extra = t.timer_fields(m)
+        drift = nvml_drift(t.sm_clock_inband_mhz) if t.sm_clock_inband_mhz else t.clocks.drift
+        if drift is not None:
+            extra["sm_clock_drift"] = round(drift, 4)
+        if t.clocks.foreign_pids:
+            extra["foreign_pids"] = list(t.clocks.foreign_pids)
+        return row, extra
 
     def make_sets(self, p, backend, seed: int, n_sets: int):
         """``n_sets`` tuples (a, b, a_ref, b_ref, c) of fresh random inputs from ``seed``."""
         cp, m = self.cp, self.measure
         rng = cp.random.default_rng(seed)
-        dist = getattr(m.distribution, "value", m.distribution)
         sets = []
         for _ in range(n_sets):
-            a32 = check.random_matrix(cp, rng, (p.m, p.k), dist)
-            b32 = check.random_matrix(cp, rng, (p.k, p.n), dist)
+            a32 = check.random_matrix(cp, rng, (p.m, p.k), m.distribution.value, m.input_scale)
+            b32 = check.random_matrix(cp, rng, (p.k, p.n), m.distribution.value, m.input_scale)
             if backend.wants_fp32_inputs(p):
                 a, b = a32, b32
             else:
@@ -217,8 +271,8 @@ class GpuExecutor:
             try:
                 fns = []
                 for a, bb, _ar, _br, c in sets:
-                    cc = c if c.dtype == dtypes.numpy_dtype(out_dtype) else arrays.empty(self.cp, c.shape, out_dtype)
-                    fns.append(b.make_launch(bp, a, bb, cc).fn)
+                    # its own output: the variant's stays as its timed calls left it (checked after)
+                    fns.append(b.make_launch(bp, a, bb, arrays.empty(self.cp, c.shape, out_dtype)).fn)
                 yield name, fns
             except Exception as e:  # a baseline that cannot run leaves the columns empty
                 log.warning("baseline %s for %s: %s", name, p.variant, e)

@@ -7,6 +7,7 @@ enqueue and its synchronisation. Without nvidia-ml-py (or NVML) the columns stay
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ class ClockStats:
     power_w: Optional[float] = None
     temperature_c: Optional[float] = None
     readings: int = 0
+    drift: Optional[float] = None  # (median of the last third - of the first third) / max clock
+    foreign_pids: Tuple[int, ...] = ()  # other processes seen on the GPU while sampling
 
     def fields(self, limit_mhz: Optional[float], throttle_fraction: float, stable_fraction: float) -> Dict:
         out = {"sm_clock_min_mhz": self.sm_clock_min_mhz, "sm_clock_max_mhz": self.sm_clock_max_mhz,
@@ -54,6 +57,20 @@ class Nvml:
             self.max_sm_clock_mhz = None
             log.warning(self.reason)
 
+    def processes(self) -> Optional[List[int]]:
+        """PIDs of every process with a CUDA context on this GPU (NVML), or None if unknown."""
+        if not self.ok:
+            return None
+        n = self._n
+        try:
+            return [int(p.pid) for p in n.nvmlDeviceGetComputeRunningProcesses(self.handle)]
+        except Exception:  # not supported here: contention cannot be told
+            return None
+
+    def foreign(self) -> Optional[List[int]]:
+        """Processes on this GPU that are not this run (nor its children), or None if unknown."""
+        return foreign_pids(self.processes())
+
     def read(self) -> Tuple[float, float, float]:
         n = self._n
         clk = n.nvmlDeviceGetClockInfo(self.handle, n.NVML_CLOCK_SM)
@@ -65,12 +82,56 @@ class Nvml:
         return float(clk), float(pw), float(tmp)
 
 
+def _own_tree() -> set:
+    """This process and its descendants (children it started, e.g. probe subprocesses)."""
+    me = os.getpid()
+    parents: Dict[int, int] = {}
+    try:
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                try:
+                    with open(f"/proc/{d}/stat") as fh:
+                        stat = fh.read()
+                    parents[int(d)] = int(stat.rsplit(")", 1)[1].split()[1])
+                except (OSError, ValueError, IndexError):
+                    continue
+    except OSError:
+        return {me}
+    tree, grew = {me}, True
+    while grew:
+        grew = False
+        for pid, ppid in parents.items():
+            if ppid in tree and pid not in tree:
+                tree.add(pid)
+                grew = True
+    return tree
+
+
+def foreign_pids(pids: Optional[List[int]]) -> Optional[List[int]]:
+    """Those of ``pids`` that are not this run. When this process is not among them at all (a PID
+    namespace NVML does not share), one of them is taken to be this run."""
+    if pids is None:
+        return None
+    me = os.getpid()
+    if me not in pids:
+        return sorted(pids)[1:] if len(pids) > 1 else []
+    others = [p for p in pids if p != me]
+    if not others:  # the usual case: no need to read /proc
+        return []
+    own = _own_tree()
+    return sorted(p for p in others if p not in own)
+
+
 class Sampler:
-    """Polls NVML in a thread; ``window(t0, t1)`` summarises readings taken in [t0, t1]."""
+    """Polls NVML in a thread; ``window(spans)`` summarises readings taken inside the spans. Every
+    ``PROCESS_EVERY`` readings it also lists the GPU's processes, to catch another run."""
+
+    PROCESS_EVERY = 10
 
     def __init__(self, nvml: Nvml, period_s: float = 0.005):
         self.nvml, self.period_s = nvml, period_s
         self.readings: List[Tuple[float, float, float, float]] = []
+        self.foreign: set = set()
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
 
@@ -81,12 +142,16 @@ class Sampler:
         return self
 
     def _run(self):
+        i = 0
         while not self._stop.is_set():
             try:
                 clk, pw, tmp = self.nvml.read()
                 self.readings.append((time.perf_counter(), clk, pw, tmp))
+                if i % self.PROCESS_EVERY == 0:
+                    self.foreign.update(self.nvml.foreign() or ())
             except Exception:  # a failed read must never stop the measurement
                 pass
+            i += 1
             self._stop.wait(self.period_s)
 
     def __exit__(self, *exc):
@@ -110,4 +175,16 @@ class Sampler:
         clocks = [r[1] for r in sel]
         powers = [r[2] for r in sel if r[2] == r[2]]
         return ClockStats(min(clocks), max(clocks), sum(powers) / len(powers) if powers else None,
-                          max(r[3] for r in sel), len(sel))
+                          max(r[3] for r in sel), len(sel), drift(clocks), tuple(sorted(self.foreign)))
+
+
+def drift(clocks: List[float]) -> Optional[float]:
+    """How far the clock moved over a series, in order: (median of the last third - median of
+    the first third) / the largest reading. An oscillation around a settled level (a power-capped
+    GEMM) gives ~0; a clock still falling when the samples began gives a large negative value."""
+    if len(clocks) < 6:
+        return None
+    third = len(clocks) // 3
+    first, last = sorted(clocks[:third]), sorted(clocks[-third:])
+    top = max(clocks)
+    return (last[len(last) // 2] - first[len(first) // 2]) / top if top > 0 else None
