@@ -102,10 +102,12 @@ def _child(config: str, key: str) -> int:
     from omegaconf import OmegaConf
 
     from .backends.base import backend_class
+    from .config import GemmlabConf
     from .gpu.executor import GpuExecutor
     from .points import expand
 
-    cfg = OmegaConf.load(config)
+    # through the schema, as at run time: typed values (enums) and the same point keys
+    cfg = OmegaConf.merge(OmegaConf.structured(GemmlabConf), OmegaConf.load(config))
     pts = [p for p in expand(cfg) if p.key == key]
     if not pts:
         print(f"no point with key {key} in {config}", file=sys.stderr)

@@ -5,6 +5,12 @@ fp32 runs CUBLAS_COMPUTE_32F with the default math mode (true FP32, no TF32), tf
 CUBLAS_COMPUTE_32F_FAST_TF32 on FP32 storage, fp16/bf16 accumulate in FP32, fp64 in FP64.
 Row-major C = A @ B is computed as the column-major product C^T = B^T A^T, which reads the same
 buffers with no transposition.
+
+The handle disallows reduced-precision reductions (CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION):
+by default cuBLAS may add split-K partial sums of an FP16/BF16 GEMM in FP16/BF16, which is not the
+FP32 accumulation the precision asks for. On the H200 that put FP16 and BF16 results at 4097^3 up
+to 2 and 16 times outside the element-wise error bound (1.3 M elements of BF16 C off by 1-2 ulp)
+and broke exact integer sums (measure.distribution=exact), while N = 1024 was unaffected.
 """
 from __future__ import annotations
 
@@ -26,6 +32,8 @@ COMPUTE = {  # precision compute -> (cublasComputeType_t, name, scale dtype)
 }
 CUBLAS_GEMM_DEFAULT = -1
 CUBLAS_OP_N = 0
+# cublasMath_t: no split-K reduction in a type narrower than the compute type
+CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION = 16
 
 
 class Cublas(Backend):
@@ -57,7 +65,7 @@ class Cublas(Backend):
         if self._handle is None:
             self._handle = cublas.create()
             cublas.setPointerMode(self._handle, cublas.CUBLAS_POINTER_MODE_HOST)
-            cublas.setMathMode(self._handle, cublas.CUBLAS_DEFAULT_MATH)
+            cublas.setMathMode(self._handle, cublas.CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)
         if stream_ptr != self._stream_ptr:
             cublas.setStream(self._handle, stream_ptr)
             self._stream_ptr = stream_ptr
@@ -81,7 +89,9 @@ class Cublas(Backend):
             gemm_ex(*args)
 
         fn.keepalive = (alpha, beta, a, b, c)
-        info = {"kernel_name": f"cublasGemmEx {compute_name} {p.in_dtype}->{p.out_dtype}",
+        info = {"kernel_name": f"cublasGemmEx {compute_name} {p.in_dtype}->{p.out_dtype} (FP32 reduction)"
+                               if p.in_dtype in ("float16", "bfloat16") else
+                               f"cublasGemmEx {compute_name} {p.in_dtype}->{p.out_dtype}",
                 "library_version": f"cuBLAS {cublas.getVersion(handle)}"
                 + (f" NVIDIA_TF32_OVERRIDE={os.environ['NVIDIA_TF32_OVERRIDE']}"
                    if "NVIDIA_TF32_OVERRIDE" in os.environ else "")}

@@ -1,6 +1,10 @@
 """cublaslt: cuBLASLt through nvmath-python: a planned (optionally autotuned) ``Matmul``, executed
 in place into the harness's output buffer so the timed call allocates nothing.
 
+Plans allow only reductions in the compute type (MatmulReductionScheme.COMPUTE_TYPE, or none):
+the default mask also lets split-K partial sums be added in the output type (INPLACE, OUTPUT_TYPE),
+which for FP16/BF16 is not the FP32 accumulation the precision asks for (see cublas.py).
+
 bfloat16 operands are handed to nvmath as PyTorch tensors that alias the CuPy buffers (through a
 uint16 DLPack view), because CuPy's bfloat16 arrays are not a type nvmath's CuPy wrapper knows.
 """
@@ -89,7 +93,7 @@ class CublasLt(Backend):
         import cupy
         import nvmath
         from nvmath.linalg import ComputeType
-        from nvmath.linalg.advanced import Matmul, MatmulOptions
+        from nvmath.linalg.advanced import Matmul, MatmulOptions, MatmulPlanPreferences, MatmulReductionScheme
 
         stream = cupy.cuda.get_current_stream()
         opts = MatmulOptions(inplace=True, compute_type=getattr(ComputeType, COMPUTE[p.compute]),
@@ -99,7 +103,8 @@ class CublasLt(Backend):
         mm = Matmul(ta, tb, c=tc, alpha=1.0, beta=0.0, quantization_scales=scales, options=opts,
                     stream=stream.ptr)
         self._plans.append(mm)
-        mm.plan(stream=stream.ptr)
+        prefs = MatmulPlanPreferences(reduction_scheme_mask=MatmulReductionScheme.COMPUTE_TYPE)
+        mm.plan(preferences=prefs, stream=stream.ptr)
         lt = p.variant_cfg.get("cublaslt") if p.variant_cfg is not None else None
         autotuned = bool(lt and lt.autotune)
         if autotuned:
@@ -112,7 +117,7 @@ class CublasLt(Backend):
 
         fn.keepalive = (ta, tb, tc, a, b, c)
         info = {"kernel_name": f"cublasLtMatmul {COMPUTE[p.compute]} algo={algo}"
-                               + (" autotuned" if autotuned else ""),
+                               + (" autotuned" if autotuned else "") + " (compute-type reduction)",
                 "library_version": f"nvmath-python {nvmath.__version__}"}
         return Launch(fn, info)
 
