@@ -16,10 +16,19 @@ source .ci/gpu-env.sh || exit 1
 LOGS=${LOGS:-/tmp/gemmlab-logs}; mkdir -p "$LOGS"
 REF=outputs/reference/${GEMMLAB_REF:-h200-$(date +%Y-%m-%d)}
 Q="run.progress=false"
+# every default variant, square + odd + rect, every precision (the correctness reference sweep)
+CORRECTNESS=(variant=default "precision=[fp64,fp32,tf32,fp16,bf16,fp8]"
+  "sizes.square=[128,256,512,1024,2048,4096,8192,1000,1023,4097]"
+  "sizes.shapes=[[8192,1024,1024],[1024,8192,1024],[1024,1024,8192],[4096,1,4096],[1,4096,4096],[4096,16,4096]]")
 
 step() {  # step NAME SECONDS CMD...: run, keep the tail in the log, never stop the session
   local name=$1 secs=$2; shift 2
-  echo "=== $name ($(date +%T))"
+  if [ -n "${DEADLINE:-}" ]; then  # DEADLINE=<epoch s>: no step runs past it (the command's limit)
+    local left=$(( DEADLINE - $(date +%s) ))
+    [ "$left" -lt "$secs" ] && secs=$left
+    [ "$secs" -lt 20 ] && { echo "=== $name skipped: ${secs}s left before the deadline"; return; }
+  fi
+  echo "=== $name ($(date +%T), limit ${secs}s)"
   timeout "$secs" "$@" > "$LOGS/$name.log" 2>&1; local rc=$?
   tail -n "${TAIL:-15}" "$LOGS/$name.log"; echo "=== $name rc=$rc"
   # after every step, so what finished comes back even if the session is cut short
@@ -64,7 +73,7 @@ for stage in "$@"; do case $stage in
              "precision=[tf32,fp16,bf16]" "sizes.square=[8192]" sizes.shapes=[] measure=sustained \
              measure.max_time_s=2 run.fail_on_error=false $Q run.name=cutlass_n8192 hydra.run.dir=$REF/cutlass_n8192 ;;
   cutlass_odd) step cutlass_odd 200 python3 run.py "variant=[cutlass_auto]" "precision=[fp64,fp32,tf32,fp16,bf16]" sizes=odd \
-             measure=quick run.fail_on_error=false $Q run.name=cutlass_odd hydra.run.dir=$REF/cutlass_odd ;;
+             run.fail_on_error=false $Q run.name=cutlass_odd hydra.run.dir=$REF/cutlass_odd ;;
   ladder)  step ladder_fp32 240 python3 run.py "variant=[naive,smem_tiled,register_blocked,double_buffered,warp_tiled]" \
              precision=fp32 "sizes.square=[4096]" sizes.shapes=[] $Q run.name=ladder_fp32 hydra.run.dir=$REF/ladder_fp32 ;;
   tc)      step ladder_tc 300 python3 run.py "variant=[wmma,wmma_tiled,mma_sync,wgmma_tma,wgmma_ws]" \
@@ -86,10 +95,10 @@ for stage in "$@"; do case $stage in
   cublas)  rm -rf "$REF/cublas_square"  # a fresh sweep, not a resume of the committed rows
            step cublas_square 360 python3 run.py +experiment=cublas_square $Q hydra.run.dir=$REF/cublas_square ;;
   counters) step counters_fp32 300 python3 run.py "variant=[naive,smem_tiled,register_blocked,double_buffered,warp_tiled,cutlass_auto,cublas]" \
-             precision=fp32 "sizes.square=[4096]" sizes.shapes=[] measure=quick measure.counters=ncu measure.baseline=[] $Q \
+             precision=fp32 "sizes.square=[4096]" sizes.shapes=[] measure.counters=ncu measure.baseline=[] $Q \
              run.name=counters_fp32 hydra.run.dir=$REF/counters_fp32
            step counters_fp16 300 python3 run.py "variant=[wmma,wmma_tiled,mma_sync,wgmma_tma,wgmma_ws,cutlass_auto,cublas]" \
-             precision=fp16 "sizes.square=[4096]" sizes.shapes=[] measure=quick measure.counters=ncu measure.baseline=[] $Q \
+             precision=fp16 "sizes.square=[4096]" sizes.shapes=[] measure=sustained measure.counters=ncu measure.baseline=[] $Q \
              run.name=counters_fp16 hydra.run.dir=$REF/counters_fp16 ;;
   claims_fix) step claims_cpu_gpu 200 python3 -X faulthandler run.py +experiment=claims_cpu_gpu $Q hydra.run.dir=$REF/claims_cpu_gpu
            step claims_memory_roof 150 python3 -X faulthandler run.py +experiment=claims_memory_roof \
@@ -98,18 +107,18 @@ for stage in "$@"; do case $stage in
              "variant=[copy_cpu,vecadd_cpu,gemv_cpu]" $Q hydra.run.dir=$REF/claims_memory_roof_cpu ;;
   claims)  for e in $(ls experiments/claims_*.yaml | xargs -n1 basename | sed 's/.yaml$//'); do
              step "$e" 300 python3 run.py +experiment=$e $Q hydra.run.dir=$REF/$e
-           done
-           step claims_report 120 python3 -m analysis.claims outputs/reference --out "$OUT/paper" ;;
+           done ;;  # the report is built from the rows afterwards: python -m analysis.claims
   validity) step gpu_validity 420 python3 -m pytest -m gpu tests/test_gpu_validity.py tests/test_gpu_negative_controls.py \
              tests/test_gpu_core.py -q -rA -p no:cacheprovider ;;
   negative_controls)  # every wrong_* variant must fail at every size in each precision it supports
            step negative_controls 300 python3 run.py "variant=[wrong_tile,wrong_edge_row,wrong_k_tail,wrong_low_acc]" \
              "precision=[fp64,fp32,fp16,bf16]" "sizes.square=[1024,4096,8192,16384]" sizes.shapes=[] \
              measure=quick measure.baseline=[] run.fail_on_error=false $Q hydra.run.dir=$REF/negative_controls ;;
-  correctness)  # every default variant, square + odd + rect, every precision: no correct kernel may fail
-           step correctness 570 python3 run.py variant=default "precision=[fp64,fp32,tf32,fp16,bf16,fp8]" \
-             "sizes.square=[128,256,512,1024,2048,4096,8192,1000,1023,4097]" \
-             "sizes.shapes=[[8192,1024,1024],[1024,8192,1024],[1024,1024,8192],[4096,1,4096],[1,4096,4096],[4096,16,4096]]" \
+  precompile)  # in the background, no CUDA context: the correctness sweep's kernels into the cache
+           (CUDA_VISIBLE_DEVICES= nohup python3 -m gemmlab.bench.precompile --jobs 8 "${CORRECTNESS[@]}" \
+              > "$LOGS/precompile.log" 2>&1 &) ;;
+  correctness)  # no correct kernel may fail anywhere
+           step correctness 570 python3 run.py "${CORRECTNESS[@]}" \
              measure=quick measure.baseline=[] run.fail_on_error=false $Q hydra.run.dir=$REF/correctness ;;
   exact)   # fp64 cuBLAS against the host BLAS at 4096; exact inputs: library points must match exactly
            step independent_fp64 200 python3 run.py variant=cublas precision=fp64 "sizes.square=[4096]" sizes.shapes=[] \
