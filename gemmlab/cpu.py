@@ -7,7 +7,7 @@ from typing import Any, Dict
 
 import numpy as np
 
-from . import check, dtypes, env
+from . import check, dtypes, env, samples
 from .config import Distribution
 from .stats import should_stop, summarize, timing_fields
 
@@ -77,7 +77,7 @@ class CpuExecutor:
                 return {**row, "status": "failed", "reason": res.failure()}
 
         t = host_timed(launch.fn, m)
-        row.update(timing_fields(t["summary"], point.flops), warmup_s=t["warmup_s"])
+        row.update(timing_fields(t["summary"], point.flops), warmup_s=t["warmup_s"], _samples=t["_samples"])
         why = check.recheck(reference, c, row) if reference is not None else None
         return {**row, "status": "failed", "reason": why} if why else {**row, "status": "ok"}
 
@@ -98,4 +98,4 @@ def host_timed(fn, measure) -> Dict[str, Any]:
         s = time.perf_counter_ns()
         fn()
         times.append((time.perf_counter_ns() - s) * 1e-9)
-    return {"summary": summarize(times), "warmup_s": warmup_s}
+    return {"summary": summarize(times), "warmup_s": warmup_s, "_samples": [samples.entry("", times)]}

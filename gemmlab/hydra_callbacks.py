@@ -17,10 +17,20 @@ SWEEP_LOCK = ".gemmlab-sweep.lock"  # held by the process that launched the swee
 
 
 def merge_sweep(sweep_dir: Path) -> Path | None:
-    """Merge every job folder's results.csv under ``sweep_dir`` into ``sweep_dir/results.csv``."""
+    """Merge every job folder's results.csv under ``sweep_dir`` into ``sweep_dir/results.csv``,
+    and the samples of the rows kept into ``sweep_dir/samples.parquet``."""
+    import csv
+
+    from . import samples
+
     sweep_dir = Path(sweep_dir)
     jobs = sorted({p.parent for p in sweep_dir.rglob(RESULTS_FILE) if p.parent != sweep_dir})
-    return merge(jobs, sweep_dir / RESULTS_FILE)
+    out = merge(jobs, sweep_dir / RESULTS_FILE)
+    if out is not None:
+        with open(out, newline="") as fh:
+            keep = {(r.get("run_id"), r.get("point_key")) for r in csv.DictReader(fh)}
+        samples.merge(jobs, sweep_dir, keep)
+    return out
 
 
 class LockSweepFolder(Callback):

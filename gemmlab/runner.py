@@ -16,6 +16,7 @@ from .backends.base import Backend, backend_class
 from .locks import BusyError, lock_folder
 from .points import ConfigError, Point, expand
 from .rows import RowWriter, ok_keys
+from .samples import SampleWriter
 
 log = logging.getLogger("gemmlab")
 RUN_LOCK = ".gemmlab-run.lock"  # one run at a time per results folder
@@ -109,13 +110,17 @@ class Runner:
             if not (self.gpu_busy and self.backend(name).kind == "gpu"):
                 self.backend(name).prepare(pts)
 
-        with RowWriter(self.out_dir) as writer, _progress(self.cfg.run.progress, len(todo)) as bar:
+        with RowWriter(self.out_dir) as writer, SampleWriter(self.out_dir) as sample_writer, \
+                _progress(self.cfg.run.progress, len(todo)) as bar:
             try:
                 for pt in todo:
                     bar.describe(f"{pt.variant} {pt.precision} {pt.m}x{pt.n}x{pt.k}")
                     row = self.measure(pt)
                     row["timestamp"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+                    entries = row.pop("_samples", None) or []
                     writer.write(row)
+                    sample_writer.write(self.run_id, pt.key,
+                                        [{**e, "call": e["call"] or pt.variant} for e in entries])
                     self.counts[row["status"]] += 1
                     self.summary_rows.append(row)
                     bar.advance()

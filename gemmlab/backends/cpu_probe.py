@@ -137,7 +137,7 @@ class CpuProbe(Backend):
         if not res.passed:
             return {**row, "status": "failed", "reason": res.failure()}
         t = host_timed(fn, ex.measure)
-        row.update(timing_fields(t["summary"], flops), warmup_s=t["warmup_s"])
+        row.update(timing_fields(t["summary"], flops), warmup_s=t["warmup_s"], _samples=t["_samples"])
         why = check.recheck(reference, out, row)
         return {**row, "status": "failed", "reason": why} if why else {**row, "status": "ok"}
 

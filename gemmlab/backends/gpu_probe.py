@@ -471,6 +471,7 @@ class GemmEndToEnd(Probe):
             return failed
         t = host_timed(fn, ex.measure)
         row.update(timing_fields(t["summary"], p.flops), timer="perf_counter", cache="warm", warmup_s=t["warmup_s"],
+                   _samples=t["_samples"],
                    extra={"includes": "H2D A, B from pageable memory, cuBLAS, D2H C, stream sync",
                           "transfer_bytes": ha.nbytes + hb.nbytes + hc.nbytes})
         return _rechecked(row, ref, cp.asarray(hc))

@@ -7,7 +7,7 @@ import logging
 import math
 from typing import Any, Dict, List, Optional
 
-from .. import check, dtypes, validity
+from .. import check, dtypes, samples, validity
 from ..config import CachePolicy, Distribution, load_variant
 from ..stats import timing_fields
 from . import arrays
@@ -183,6 +183,8 @@ class GpuExecutor:
 
         t = timed[0]
         fields, timer_extra = self.timed_fields(t, p.flops, graph=m.cuda_graph and not graph_note)
+        fields["_samples"] += [samples.entry(name, x.times_s, x.sm_clock_inband_mhz)
+                               for name, x in zip(names[1:], timed[1:])]
         row.update(fields)
         row["extra"]["timer"] = timer_extra
         if graph_note:
@@ -198,11 +200,13 @@ class GpuExecutor:
         why = check.recheck(reference, sets[0][4], row) if reference is not None else None
         return {**row, "status": "failed", "reason": why} if why else {**row, "status": "ok"}
 
-    def timed_fields(self, t, flops: int, graph: bool = False, cache: Optional[str] = None):
+    def timed_fields(self, t, flops: int, graph: bool = False, cache: Optional[str] = None, call: str = ""):
         """The row fields of one timed call and its ``extra.timer``: the one timing-to-row path
-        of every GPU backend (GEMMs and probes)."""
+        of every GPU backend (GEMMs and probes). ``_samples`` (popped by the runner, written to
+        samples.parquet) holds the call's per-sample times and in-band clocks."""
         m = self.measure
         row = dict(timing_fields(t.summary, flops))
+        row["_samples"] = [samples.entry(call, t.times_s, t.sm_clock_inband_mhz)]
         row.update(t.clocks.fields(self.nvml.max_sm_clock_mhz, m.throttle_fraction, m.clock_stable_fraction))
         inband = t.inband_range()  # [min, median, max] MHz the spin measured before the samples
         if inband:  # NVML polls every 5 ms; the spin reads the clock right before each sample
