@@ -160,7 +160,7 @@ def test_pitfalls_stay_out_of_the_default_sweep():
 # (N % 8 == 0 and K % 8 == 0 at 130 x 200 x 40), multiples of 16 and 32 for the variants that
 # require them (the chapter's wmma and sgemm32), M = 1 and N = 1.
 EMULATED_SHAPES = [(33, 65, 17), (130, 200, 40), (64, 96, 32), (1, 70, 37), (150, 1, 20)]
-_EMU_C = {"float": "float32", "__half": "float16", "__nv_bfloat16": "bfloat16"}
+_EMU_C = {"double": "float64", "float": "float32", "__half": "float16", "__nv_bfloat16": "bfloat16"}
 
 
 def emulatable(build: KernelBuild, vcfg) -> bool:
