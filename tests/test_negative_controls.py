@@ -169,7 +169,7 @@ def test_the_check_fails_each_control_where_its_bug_is(variant, precision, emula
         region = bug_region(variant, m, n, k)
         outside = np.argwhere(bad & ~region)
         assert outside.size == 0, (f"{where}: {len(outside)} elements fail outside the bug, first at "
-                                   f"{tuple(outside[0])}")
+                                   f"{tuple(int(x) for x in outside[0])}")
         if variant != "wrong_low_acc":  # its failures are where the rounding happens to be largest
             assert bad[region].mean() > 0.5, f"{where}: only {bad[region].sum()} of {region.sum()} fail"
 
