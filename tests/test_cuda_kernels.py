@@ -5,7 +5,8 @@
 - every kernels/cuda/*.cu starts with the header comment the project asks for;
 - the kernels that need no inline PTX run on the CPU through a host emulation
   (kernels/cuda/common/host_emulation): the YAML's block/grid/smem rules launch them at odd
-  and rectangular shapes, and the output must match an FP64 product everywhere (an uncovered
+  and rectangular shapes, and the output must match an FP64 product everywhere and pass the
+  element-wise check (gemmlab/check.py) unless the kernel is wrong on purpose (an uncovered
   element stays NaN; an out-of-bounds access trips AddressSanitizer);
 - nvcc's cache, ptxas parsing, compile failures with the log's path, kernel names.
 """
@@ -23,7 +24,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import ROOT, compose_cfg
-from gemmlab import nvcc
+from gemmlab import check, nvcc
 from gemmlab.backends.cuda_kernels import CudaKernels, KernelBuild, build_for, launch_shape
 from gemmlab.config import variant_files
 from gemmlab.points import expand
@@ -160,7 +161,7 @@ def test_pitfalls_stay_out_of_the_default_sweep():
 # (N % 8 == 0 and K % 8 == 0 at 130 x 200 x 40), multiples of 16 and 32 for the variants that
 # require them (the chapter's wmma and sgemm32), M = 1 and N = 1.
 EMULATED_SHAPES = [(33, 65, 17), (130, 200, 40), (64, 96, 32), (1, 70, 37), (150, 1, 20)]
-_EMU_C = {"float": "float32", "__half": "float16", "__nv_bfloat16": "bfloat16"}
+_EMU_C = {"double": "float64", "float": "float32", "__half": "float16", "__nv_bfloat16": "bfloat16"}
 
 
 def emulatable(build: KernelBuild, vcfg) -> bool:
@@ -238,6 +239,10 @@ def test_launch_rules_cover_c_and_kernels_compute_a_b_on_the_cpu(variant, precis
         ref = a.astype(np.float64) @ b.astype(np.float64)
         rel = np.linalg.norm(c - ref) / np.linalg.norm(ref)
         assert rel < 1e-5, f"{build.kernel_name} at {m}x{n}x{k}: rel_error {rel:.2e}"
+        res = check.Reference.gemm(np, a, b, check.model_of(p), p.tolerance, p.out_dtype).verify(c)
+        assert res.passed, (f"{build.kernel_name} ({precision}) at {m}x{n}x{k} fails the element-wise check: "
+                            f"{res.failure()} (check_elem_max {res.elem_max:.3g}, check_elem_fail "
+                            f"{res.elem_fail}, rel_error {res.rel_error:.3g})")
         ran += 1
     if not ran and not wrong_on_purpose(build):
         pytest.skip(f"{variant}: its `requires` rule out every shape of EMULATED_SHAPES; add one it takes")
