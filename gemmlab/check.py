@@ -5,7 +5,7 @@ The verdict is element-wise. For every element of C = A @ B (K-long dot products
 and Stability of Numerical Algorithms*, 2nd ed., section 3.1; Higham & Mary, SIAM J. Sci.
 Comput. 41 (2019), the probabilistic bound)::
 
-    bound_ij = (gamma(K, u_acc) + 2 u_conv + gamma(K, u_ref)) * S_ij + u_out * |R_ij|
+    bound_ij = (gamma(K, u_acc) + 2 u_conv + gamma(K, u_ref)) * S_ij + u_out * |R_ij| + eta_out
     S = |A| @ |B|   (an FP64 product of the absolute values of the same inputs)
     gamma(K, u) = u * min(K / (1 - K u), LAMBDA * sqrt(K))
 
@@ -16,7 +16,8 @@ Comput. 41 (2019), the probabilistic bound)::
 - ``u_conv``: inputs the unit rounds before multiplying (TF32 math on FP32 storage rounds each
   operand to 11 significant bits): at most ``2 u_conv |a| |b|`` per product, whatever the order.
 - ``u_ref``: the reference's own FP64 arithmetic (it is not exact either).
-- ``u_out``: rounding the result to the output type.
+- ``u_out``: rounding the result to the output type; ``eta_out``, half its smallest subnormal:
+  results in the subnormal range round with an absolute error, fl(x) = x (1 + d) + e (Higham 2.2).
 
 Every constant lives in this module's tables (``UNIT_ROUNDOFF``, ``LAMBDA``, ``ACCUMULATE``).
 A point fails if any element exceeds its bound, is NaN or Inf, or if the relative Frobenius
@@ -60,8 +61,12 @@ LAMBDA = 3.0
 # Hopper's FP8 tensor cores keep about 14 bits while accumulating (DeepSeek-V3 technical report,
 # arXiv:2412.19437, section 3.3.2: "limited to retaining around 14 bits").
 ACCUMULATE = {"fp8": 2.0 ** -14}
-# Compute types whose units round FP32 operands before multiplying.
-CONVERT = {"tf32": UNIT_ROUNDOFF["tf32"]}
+# Compute types whose units round FP32 operands before multiplying: TF32 tensor cores keep the top
+# 19 bits of an FP32 operand, which truncates (2^-10) unless the kernel rounded it first (2^-11).
+CONVERT = {"tf32": 2.0 ** -10}
+# Half the smallest subnormal per storage type: the absolute part of rounding a tiny result.
+ETA = {"float64": 2.0 ** -1075, "float32": 2.0 ** -150, "float16": 2.0 ** -25, "bfloat16": 2.0 ** -134,
+       "float8_e4m3fn": 2.0 ** -10, "float8_e5m2": 2.0 ** -17}
 # Largest finite value per storage type (overflow to Inf is named as such).
 FINITE_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float8_e4m3fn": 448.0,
               "float8_e5m2": 57344.0, "float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}
@@ -110,6 +115,7 @@ class ErrorModel:
     u_out: float
     u_ref: float = UNIT_ROUNDOFF["float64"]
     lam: float = LAMBDA
+    eta_out: float = 0.0
 
     @staticmethod
     def gamma(k: int, u: float, lam: float = LAMBDA) -> float:
@@ -123,7 +129,7 @@ class ErrorModel:
         return (self.gamma(k, self.u_acc, self.lam) + 2 * self.u_conv + self.gamma(k, self.u_ref, self.lam))
 
     def describe(self, k: int) -> str:
-        return (f"bound = {self.coefficient(k):.3g} * (|A||B|)_ij + {self.u_out:.3g} * |C_ref_ij| "
+        return (f"bound = {self.coefficient(k):.3g} * (|A||B|)_ij + {self.u_out:.3g} * |C_ref_ij| + {self.eta_out:.3g} "
                 f"(K={k}, u_acc={self.u_acc:.3g}, u_conv={self.u_conv:.3g}, u_out={self.u_out:.3g})")
 
 
@@ -132,7 +138,8 @@ def error_model(compute: str, out_dtype: str, accumulate: str = "float32") -> Er
     u_acc = ACCUMULATE.get(compute, UNIT_ROUNDOFF.get(accumulate, UNIT_ROUNDOFF["float32"]))
     if compute == "fp64":
         u_acc = UNIT_ROUNDOFF["float64"]
-    return ErrorModel(u_acc=u_acc, u_conv=CONVERT.get(compute, 0.0), u_out=UNIT_ROUNDOFF[out_dtype])
+    return ErrorModel(u_acc=u_acc, u_conv=CONVERT.get(compute, 0.0), u_out=UNIT_ROUNDOFF[out_dtype],
+                      eta_out=ETA.get(out_dtype, 0.0))
 
 
 def model_of(point) -> ErrorModel:
@@ -210,6 +217,7 @@ class Reference:
             self.target = r
             s *= model.coefficient(self.k)  # in place: the bound takes S's memory
             s += model.u_out * xp.abs(r)
+            s += model.eta_out
             self.bound = s
         self.r = r
 
@@ -294,7 +302,8 @@ def compare(xp, out, r, tolerance: float, s=None, k: int = 0, model: Optional[Er
     if out_dtype is None:
         out_dtype = _dtype_name(out)
     if model is None:
-        model = ErrorModel(u_acc=0.0, u_conv=0.0, u_out=UNIT_ROUNDOFF.get(out_dtype, 0.0), u_ref=0.0)
+        model = ErrorModel(u_acc=0.0, u_conv=0.0, u_out=UNIT_ROUNDOFF.get(out_dtype, 0.0), u_ref=0.0,
+                           eta_out=ETA.get(out_dtype, 0.0))
     if s is None:
         s = xp.zeros_like(r)
     else:

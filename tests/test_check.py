@@ -370,3 +370,13 @@ def test_two_sweeps_started_at_once_into_one_folder_one_refuses(tmp_path):
 
     df = read(sweep / "results.csv")
     assert len(df) == 2 and df.point_key.nunique() == 2  # one sweep's rows, each point once
+
+
+def test_tiny_results_round_with_an_absolute_error_inside_the_bound():
+    """fl(x) = x (1 + d) + e: FP16 results in the subnormal range (input_scale 2^-8, K = 16)."""
+    rng = np.random.default_rng(3)
+    a = (rng.standard_normal((256, 16), dtype=np.float32) * 2.0 ** -8).astype(np.float16)
+    b = (rng.standard_normal((16, 256), dtype=np.float32) * 2.0 ** -8).astype(np.float16)
+    c = (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float16)  # FP32 sums, one rounding
+    res = _ref(a, b).verify(c)
+    assert res.passed, res.failure()
