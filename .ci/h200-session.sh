@@ -10,7 +10,10 @@
 # noise_study validity negative_controls correctness exact concurrent contended pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
+# Set GEMMLAB_GIT_COMMIT to the commit being measured: the tree copied to a GPU host may carry a
+# stale .git, and the rows' git_commit would name that one.
 set -u
+[ -n "${GEMMLAB_GIT_COMMIT:-}" ] || echo "warning: GEMMLAB_GIT_COMMIT is not set: rows name whatever .git says"
 source .ci/gpu-env.sh || exit 1
 : "${OUT:=/tmp/gemmlab-out}"; mkdir -p "$OUT"
 LOGS=${LOGS:-/tmp/gemmlab-logs}; mkdir -p "$LOGS"
