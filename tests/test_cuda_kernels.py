@@ -406,3 +406,17 @@ def test_warp_tiled_rules_skip_an_inconsistent_configuration():
     p = next(p for p in points_at(64, 64, 64, ("variant.warp_tiled.cuda.defines={THREADS:128}",))
              if p.variant == "warp_tiled" and p.precision == "fp32")
     assert p.skip_reason and "THREADS must be one warp per" in p.skip_reason
+
+
+@NEEDS_NVCC
+def test_precompile_fills_the_cache_a_run_then_hits(tmp_path, monkeypatch):
+    """python -m gemmlab.bench.precompile compiles what a run needs; the run's compile then costs 0 s."""
+    from gemmlab.bench import precompile
+
+    monkeypatch.setenv("GEMMLAB_CACHE", str(tmp_path / "cache"))
+    args = ["variant=[smem_tiled]", "precision=fp32", "sizes=smoke", "variant.smem_tiled.cuda.defines.TILE=8"]
+    assert precompile.main(["--out", str(tmp_path / "logs"), *args]) == 0
+    cfg = compose_cfg(args)
+    (p,) = {build_for(p): p for p in expand(cfg)}.values()
+    again = nvcc.compile_cubin(build_for(p).source, build_for(p).flags, Path(cfg.paths.cache) / "cuda")
+    assert again.compile_s == 0.0
