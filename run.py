@@ -10,6 +10,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
+from gemmlab import validate
 from gemmlab.config import register_configs
 
 register_configs()
@@ -20,12 +21,22 @@ def main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
+    try:
+        validate.check(cfg)  # ranges, and keys added with `+`, before any point is measured
+    except validate.SettingError as e:
+        _usage_error(str(e))
     from gemmlab.runner import main as run_points
 
     code = run_points(cfg)
     # In a sweep, every job runs; the merge callback sets the exit code once all have ended.
     if code and HydraConfig.get().mode != RunMode.MULTIRUN:
         sys.exit(code)
+
+
+def _usage_error(line: str) -> None:
+    """One line on stderr, no traceback, exit code 2."""
+    print(f"gemmlab: {line}", file=sys.stderr, flush=True)
+    sys.exit(validate.EXIT_CODE)
 
 
 if __name__ == "__main__":
