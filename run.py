@@ -40,4 +40,9 @@ def _usage_error(line: str) -> None:
 
 
 if __name__ == "__main__":
+    # What Hydra would reject without naming what is valid (an option its grammar cannot read,
+    # an enum value, a misspelt key), in one line, before Hydra parses the command line.
+    problem = validate.argv_problem(sys.argv[1:])
+    if problem:
+        _usage_error(problem)
     main()

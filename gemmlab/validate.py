@@ -9,6 +9,9 @@ module does both on the composed config, before any point is measured:
   gets its rules wherever it appears.
 - :func:`problems` walks the composed config next to the dataclasses of ``gemmlab.config``: a key
   that is not a field of its node's dataclass is reported with the closest valid key.
+- :func:`argv_problem` looks at the command line before Hydra parses it, for what Hydra would
+  report badly: a group option its override grammar cannot lex (``variant=naïve``), an enum
+  value, a misspelt key (Hydra suggests appending it with ``+``).
 
 Each problem is one line: ``measure.min_samples=-1 is invalid: must be an integer >= 1``.
 """
@@ -291,6 +294,98 @@ def _did_you_mean(word: str, known: Sequence[str], prefix: str = "") -> str:
     if close:
         return f"; did you mean {prefix + '.' if prefix else ''}{close[0]}?"
     return f"; valid: {', '.join(known)}"
+
+
+# -- the command line, before Hydra parses it -------------------------------------------------
+# Hydra's flags whose value is the next argument (not an override)
+_VALUE_FLAGS = {"--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd",
+                "--experimental-rerun", "--package", "-p", "--shell-completion", "-sc"}
+
+
+def argv_problem(argv: Sequence[str]) -> Optional[str]:
+    """The first command-line override Hydra would reject without saying what is valid, as one
+    line; None when there is none (Hydra then parses the command line as usual)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    parser = OverridesParser.create()
+    args = list(argv)
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if arg == "--":
+            break
+        if arg in _VALUE_FLAGS:
+            i += 1
+            continue
+        if arg.startswith("-") or "=" not in arg:
+            continue
+        key = arg.split("=", 1)[0].lstrip("+~").split("@", 1)[0]
+        try:
+            (override,) = parser.parse_overrides([arg])
+        except OverrideParseException:
+            options = group_options(key)
+            if options is None:
+                continue  # not a config group: Hydra's own error says where the lexer stopped
+            return (f"{arg} is invalid: Hydra's override grammar cannot read {arg.split('=', 1)[1]!r} "
+                    f"(ASCII letters, digits and _-./ in option names); valid choices for {key}: "
+                    f"{', '.join(options)}")
+        if override.is_delete() or "/" in key or "." not in key or key.startswith("hydra."):
+            continue  # group choices and Hydra's own keys: Hydra checks them
+        msg = _override_problem(key, override, force_add=arg.startswith("+"))
+        if msg:
+            return f"{arg} is invalid: {msg}"
+    return None
+
+
+def _override_problem(key: str, override, force_add: bool) -> Optional[str]:
+    tp: Any = C.GemmlabConf
+    path = ""
+    for part in key.split("."):
+        tp = _unwrap_optional(tp)
+        origin = typing.get_origin(tp)
+        if dataclasses.is_dataclass(tp):
+            fields = _fields(tp)
+            if part not in fields:
+                return _unknown_key(part, tp, path, fields)
+            tp = fields[part]
+        elif origin in (dict, Dict):
+            args = typing.get_args(tp)
+            tp = args[1] if args else Any
+        else:
+            return None  # a list index, or inside a free-form mapping: Hydra checks
+        path = f"{path}.{part}" if path else part
+    tp = _unwrap_optional(tp)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        names = [m.name for m in tp]
+        try:
+            values = list(override.sweep_string_iterator()) if override.is_sweep_override() \
+                else [override.value()]
+        except Exception:
+            return None  # a range or glob sweep: Hydra checks each value
+        for v in values:
+            if v is not None and str(v) not in names:
+                return f"must be one of {', '.join(names)}"
+    return None
+
+
+def group_options(group: str) -> Optional[List[str]]:
+    """The options of config group ``group`` as Hydra lists them, None if there is no such group."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    C.register_configs()
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(C.CONF_DIR), version_base="1.3"):
+            loader = GlobalHydra.instance().config_loader()
+            parent, _, name = group.rpartition("/")
+            if not name or name not in loader.list_groups(parent):
+                return None
+            return sorted(loader.get_group_options(group))
+    finally:
+        GlobalHydra.instance().clear()
 
 
 # -- small helpers --------------------------------------------------------------------------

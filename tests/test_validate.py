@@ -156,6 +156,31 @@ def test_free_form_mappings_take_any_key():
     assert V.problems(cfg) == []
 
 
+# -- the command line before Hydra parses it -------------------------------------------------
+@pytest.mark.parametrize("argv,expected", [
+    (["measure.cache=lukewarm"], "measure.cache=lukewarm is invalid: must be one of flush, rotate, warm"),
+    (["-m", "measure.timer=events,cuptii"], "measure.timer=events,cuptii is invalid: must be one of events, cupti"),
+    (["measure.warmpu_s=1"], "did you mean measure.warmup_s?"),
+    (["++measure.warmpu_s=1"], "did you mean measure.warmup_s?"),
+    (["variant=naïve"], "valid choices for variant: "),
+    (["precision=[fp16,bf16ü]"], "valid choices for precision: bf16, fp16, fp32, fp64, fp8, tf32"),
+    (["hydra/launcher=slurm™"], "valid choices for hydra/launcher: "),
+])
+def test_argv_problems_are_one_line_naming_what_is_valid(argv, expected):
+    line = V.argv_problem(argv)
+    assert line is not None and expected in line and "\n" not in line
+
+
+@pytest.mark.parametrize("argv", [
+    [], ["measure.cache=rotate"], ["-m", "measure.timer=events,cupti"], ["variant=[naive,cpu_blas]"],
+    ["+experiment=cublas_square"], ["variant.warp_tiled.cuda.defines.BK=16"], ["sizes.square=[1,2]"],
+    ["hydra.run.dir=/tmp/x"], ["-cn", "config", "measure=quick"], ["--cfg", "job"], ["~measure.threads"],
+    ["experiment.anything=1"], ["foo=naïve"],  # not a config group: Hydra's own error stands
+])
+def test_argv_leaves_valid_and_unrelated_overrides_to_hydra(argv):
+    assert V.argv_problem(argv) is None
+
+
 # -- the command line end to end -------------------------------------------------------------
 def _run_py(args, cwd, timeout=120):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -171,7 +196,7 @@ CLI_BAD = [
     ("measure.warmup_s=-3", "gemmlab: measure.warmup_s=-3.0 is invalid: must be a finite number >= 0"),
     ("measure.max_noise=-1", "gemmlab: measure.max_noise=-1.0 is invalid: must be a finite number > 0"),
     ("measure.max_time_s=0", "gemmlab: measure.max_time_s=0.0 is invalid: must be a finite number > 0"),
-    ("+measure.warmpu_s=1", "gemmlab: measure.warmpu_s=1 is invalid: unknown key: 'warmpu_s' is not in "
+    ("+measure.warmpu_s=1", "gemmlab: +measure.warmpu_s=1 is invalid: unknown key: 'warmpu_s' is not in "
                             "MeasureConf (measure); did you mean measure.warmup_s?"),
 ]
 
@@ -187,3 +212,18 @@ def test_cli_bad_setting_exits_2_with_one_line_fast_and_writes_no_row(tmp_path, 
     assert "Traceback" not in p.stdout + p.stderr
     assert wall < 5.0, f"{override}: {wall:.2f} s"
     assert not (out / "results.csv").exists()
+
+
+def test_cli_unlexable_group_option_lists_the_choices(tmp_path):
+    p, wall = _run_py(["variant=naïve", f"hydra.run.dir={tmp_path / 'run'}"], tmp_path)
+    assert p.returncode == 2
+    (line,) = p.stderr.splitlines()
+    assert line.startswith("gemmlab: variant=naïve is invalid: ")
+    assert "valid choices for variant: " in line and "cpu_blas" in line and "naive" in line
+    assert wall < 5.0 and not (tmp_path / "run").exists()
+
+
+def test_cli_bad_enum_value_is_one_line(tmp_path):
+    p, _ = _run_py(["measure.cache=lukewarm", f"hydra.run.dir={tmp_path / 'run'}"], tmp_path)
+    assert p.returncode == 2
+    assert p.stderr.splitlines() == ["gemmlab: measure.cache=lukewarm is invalid: must be one of flush, rotate, warm"]
