@@ -227,3 +227,20 @@ def test_cli_bad_enum_value_is_one_line(tmp_path):
     p, _ = _run_py(["measure.cache=lukewarm", f"hydra.run.dir={tmp_path / 'run'}"], tmp_path)
     assert p.returncode == 2
     assert p.stderr.splitlines() == ["gemmlab: measure.cache=lukewarm is invalid: must be one of flush, rotate, warm"]
+
+
+def test_cli_help_lists_the_groups_their_options_and_examples_not_the_config(tmp_path):
+    p, _ = _run_py(["--help"], tmp_path)
+    assert p.returncode == 0, p.stderr
+    text = p.stdout
+    assert "== Config groups ==" in text and "== Examples ==" in text and "== Flags ==" in text
+    lines = text.splitlines()
+    for group in ("variant", "precision", "sizes", "measure", "device", "experiment"):
+        options = sorted(x.stem for x in (C.CONF_DIR / group).glob("*.yaml"))
+        if group == "variant":
+            options = sorted(options + ["all", "default"])
+        assert f"{group}: {', '.join(options)}" in lines, group
+    assert "--multirun,-m" in text  # Hydra's flags
+    assert "python run.py" in text and "--cfg job" in text
+    # not the composed config: no YAML dump of the measure settings
+    assert "warmup_min_iters" not in text and "clock_stable_fraction" not in text
