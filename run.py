@@ -10,6 +10,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
+from gemmlab import validate
 from gemmlab.config import register_configs
 
 register_configs()
@@ -20,6 +21,10 @@ def main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
+    try:
+        validate.check(cfg)  # ranges, and keys added with `+`, before any point is measured
+    except validate.SettingError as e:
+        _usage_error(str(e))
     from gemmlab.runner import main as run_points
 
     code = run_points(cfg)
@@ -28,5 +33,16 @@ def main(cfg: DictConfig) -> None:
         sys.exit(code)
 
 
+def _usage_error(line: str) -> None:
+    """One line on stderr, no traceback, exit code 2."""
+    print(f"gemmlab: {line}", file=sys.stderr, flush=True)
+    sys.exit(validate.EXIT_CODE)
+
+
 if __name__ == "__main__":
+    # What Hydra would reject without naming what is valid (an option its grammar cannot read,
+    # an enum value, a misspelt key), in one line, before Hydra parses the command line.
+    problem = validate.argv_problem(sys.argv[1:])
+    if problem:
+        _usage_error(problem)
     main()

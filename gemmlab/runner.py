@@ -311,6 +311,22 @@ def print_summary(runner: Runner, path: Path) -> None:
     console.print(f"ok {c['ok']}  failed {c['failed']}  skipped {c['skipped']}"
                   + (f"  already ok (resumed) {c['resumed']}" if c["resumed"] else "")
                   + ("  INTERRUPTED" if c["interrupted"] else "") + f"   rows: {path}")
+    warn_if_nothing_measured(runner)
+
+
+def warn_if_nothing_measured(runner: Runner) -> Optional[str]:
+    """Print (and return) one plain warning line when the run measured no point: every point it
+    ran was skipped (no GPU, a missing package, unsupported precisions or sizes)."""
+    rows = runner.summary_rows
+    if not rows or any(r["status"] != "skipped" for r in rows) or runner.counts["resumed"]:
+        return None
+    reason, n = Counter(r.get("reason") or "no reason given" for r in rows).most_common(1)[0]
+    why = reason if len(reason) <= 160 else reason[:157] + "..."
+    share = "each" if n == len(rows) else f"{n} of them"
+    line = (f"warning: nothing was measured: all {len(rows)} points were skipped ({share}: {why}); "
+            "each row of the results file says why")
+    print(line, flush=True)  # plain text on one line: no markup, no wrapping
+    return line
 
 
 def main(cfg: DictConfig) -> int:
