@@ -68,6 +68,9 @@ extern "C" __global__ void gemmlab_l2_discard(char* p, unsigned long long lines)
 """
 
 
+SPIN_LEARN_ITERS = 8  # warm-up iterations whose enqueue cost sets the spin of the rest (and the samples')
+
+
 @dataclass
 class Timed:
     summary: Summary
@@ -204,18 +207,25 @@ class GpuTimer:
         # Warm-up by time, all calls in turn, and learn each call's host enqueue cost so the
         # spin before the start event can cover it. The host runs at most two iterations ahead
         # of the GPU and never drains the queue, so the GPU works back to back, as in the
-        # samples, and its clock settles where it will be while they are taken.
+        # samples, and its clock settles where it will be while they are taken. After the first
+        # few iterations the warm-up spins as long as the samples will: a warm-up with shorter
+        # spins than the samples runs at a higher duty cycle, so the power-capped clock settled
+        # lower in it and then rose during the samples (FP16 at 4096, interleaved with cuBLASLt,
+        # whose host cost sets a 100 us spin: in-band 1760 -> 1950 MHz over the samples).
         host_s = [[] for _ in range(n)]
+        spin_us = [m.busy_us] * n
         marks: List = []
         t0, it = time.perf_counter(), 0
         while it < m.warmup_min_iters or time.perf_counter() - t0 < m.warmup_s:
             for i, fns in enumerate(calls):
                 self.flush_l2()
-                self.spin(m.busy_us)
+                self.spin(spin_us[i])
                 h = time.perf_counter()
                 fns[it % len(fns)]()
                 host_s[i].append(time.perf_counter() - h)
             it += 1
+            if it <= SPIN_LEARN_ITERS:
+                spin_us = [self._spin_us(sorted(h)[len(h) // 2], flush_us) for h in host_s]
             mark = cp.cuda.Event(disable_timing=True)
             mark.record(self.stream)
             marks.append(mark)
