@@ -108,7 +108,8 @@ for stage in "$@"; do case $stage in
              "variant=[copy_gpu,vecadd_gpu,gemv_gpu]" $Q hydra.run.dir=$REF/claims_memory_roof
            step claims_memory_roof_cpu 150 python3 -X faulthandler run.py +experiment=claims_memory_roof \
              "variant=[copy_cpu,vecadd_cpu,gemv_cpu]" $Q hydra.run.dir=$REF/claims_memory_roof_cpu ;;
-  claims)  for e in $(ls experiments/claims_*.yaml | xargs -n1 basename | sed 's/.yaml$//'); do
+  claims)  # CLAIMS="claims_tf32 ..." runs only those
+           for e in ${CLAIMS:-$(ls experiments/claims_*.yaml | xargs -n1 basename | sed 's/.yaml$//')}; do
              step "$e" 300 python3 run.py +experiment=$e $Q hydra.run.dir=$REF/$e
            done ;;  # the report is built from the rows afterwards: python -m analysis.claims
   validity) step gpu_validity 420 python3 -m pytest -m gpu tests/test_gpu_validity.py tests/test_gpu_negative_controls.py \
