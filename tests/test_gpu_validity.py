@@ -98,7 +98,8 @@ while time.time() - t < float(sys.argv[1]):
 # one (a run's own children, such as its probe subprocesses, do not count as foreign).
 DETACH = """
 import subprocess, sys
-p = subprocess.Popen([sys.executable, "-c", sys.argv[1], *sys.argv[2:]], start_new_session=True)
+p = subprocess.Popen([sys.executable, "-c", sys.argv[1], *sys.argv[2:]], start_new_session=True,
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 print(p.pid, flush=True)
 """
 
@@ -109,6 +110,7 @@ def test_a_point_timed_beside_another_process_is_contended(tmp_path):
     (r,) = _rows(tmp_path, "alone", "variant=cublas", "precision=fp32", "sizes.square=[1024]")
     assert r["status"] == "ok" and r["contended"] == "false", r
     ready = tmp_path / "ready"
+    # the GPU process must not hold our pipe: run() would wait for it to end (and it did, once)
     pid = int(subprocess.run([sys.executable, "-c", DETACH, FOREIGN, "60", str(ready)], capture_output=True,
                              text=True, timeout=30).stdout)
     try:
