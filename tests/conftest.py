@@ -38,6 +38,27 @@ def compose_run():
     return compose_cfg
 
 
+def right_only_once(monkeypatch, backend_cls, corrupt):
+    """Patch ``backend_cls`` so its launches are right on the first call and then ``corrupt(c)``
+    the output on every later one (an accumulator never reset, say): only the check after the
+    timed samples can catch it."""
+    orig = backend_cls.make_launch
+
+    def make_launch(self, p, a, b, c):
+        launch = orig(self, p, a, b, c)
+        inner, calls = launch.fn, []
+
+        def fn():
+            inner()
+            calls.append(1)
+            if len(calls) > 1:
+                corrupt(c)
+        launch.fn = fn
+        return launch
+
+    monkeypatch.setattr(backend_cls, "make_launch", make_launch)
+
+
 def run_points(cfg, out_dir: Path):
     """Run every point of ``cfg`` into ``out_dir``; returns (runner, rows as dicts)."""
     from gemmlab.runner import Runner

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from conftest import ROOT, compose_cfg, run_points
+from conftest import ROOT, compose_cfg, right_only_once, run_points
 from gemmlab import check, validity
 
 QUICK = ["measure=quick", "run.progress=false"]
@@ -186,21 +186,10 @@ def test_distribution_and_scale_are_in_the_point_key(tmp_path):
 def test_a_kernel_wrong_only_when_repeated_fails_after_timing(tmp_path, monkeypatch):
     from gemmlab.backends import cpu_blas
 
-    orig = cpu_blas.CpuBlas.make_launch
+    def corrupt(c):
+        c[5, 7] *= 2
 
-    def right_once(self, p, a, b, c):
-        launch = orig(self, p, a, b, c)
-        inner, calls = launch.fn, []
-
-        def fn():
-            inner()
-            calls.append(1)
-            if len(calls) > 1:  # e.g. an accumulator that is never reset
-                c[5, 7] *= 2
-        launch.fn = fn
-        return launch
-
-    monkeypatch.setattr(cpu_blas.CpuBlas, "make_launch", right_once)
+    right_only_once(monkeypatch, cpu_blas.CpuBlas, corrupt)
     _, rows = run_points(_cpu(tmp_path, "precision=fp32"), tmp_path / "run")
     r = rows[0]
     assert r["status"] == "failed" and r["reason"].startswith("after timing:") and "(row 5, col 7)" in r["reason"]

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, compose_cfg, run_points
+from conftest import ROOT, compose_cfg, right_only_once, run_points
 
 pytestmark = pytest.mark.gpu
 QUICK = ["measure=quick", "run.progress=false", "sizes.shapes=[]"]
@@ -57,21 +57,10 @@ def test_fp16_overflow_fails_and_says_overflow(tmp_path):
 def test_a_kernel_wrong_only_when_repeated_fails_after_timing(tmp_path, monkeypatch):
     from gemmlab.backends import cublas
 
-    orig = cublas.Cublas.make_launch
+    def corrupt(c):
+        c[5, 7] = c[5, 7] * 2  # on the current (the executor's) stream
 
-    def right_once(self, p, a, b, c):
-        launch = orig(self, p, a, b, c)
-        inner, calls = launch.fn, []
-
-        def fn():
-            inner()
-            calls.append(1)
-            if len(calls) > 1:
-                c[5, 7] = c[5, 7] * 2  # on the current (the executor's) stream
-        launch.fn = fn
-        return launch
-
-    monkeypatch.setattr(cublas.Cublas, "make_launch", right_once)
+    right_only_once(monkeypatch, cublas.Cublas, corrupt)
     (r,) = _rows(tmp_path, "again", "variant=cublas", "precision=fp32", "sizes.square=[512]")
     assert r["status"] == "failed" and r["reason"].startswith("after timing:") and "(row 5, col 7)" in r["reason"]
 
