@@ -54,7 +54,7 @@ class Distribution(str, Enum):
     normal = "normal"  # standard normal
     uniform = "uniform"  # on [-1, 1]
     # small integers in [-4, 4]: every product and partial sum is exact in the accumulate type,
-    # so the check demands C == round_out(A @ B) element by element (gemmlab/check.py)
+    # so the check demands C == round_out(A @ B) element by element (gemmlab/measure/check.py)
     exact = "exact"
 
 

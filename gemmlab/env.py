@@ -12,7 +12,7 @@ from typing import Any, Dict
 
 import numpy as np
 
-from . import __version__
+from gemmlab import __version__
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,8 +8,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from omegaconf import DictConfig, OmegaConf
 
-from . import dtypes
-from .expr import evaluate
+from gemmlab import dtypes
+from gemmlab.expr import evaluate
 
 
 class ConfigError(ValueError):

@@ -48,7 +48,7 @@ COLUMNS: List[tuple] = [
     ("rel_error", "||C - C_ref||_F / ||C_ref||_F against an FP64 product of the same inputs"),
     ("max_abs_error", "max |C - C_ref|"),
     ("tolerance", "largest rel_error that passes, from the precision config"),
-    ("check_elem_max", "largest |C - C_ref| / bound over the elements (> 1 fails; gemmlab/check.py)"),
+    ("check_elem_max", "largest |C - C_ref| / bound over the elements (> 1 fails; gemmlab/measure/check.py)"),
     ("check_elem_fail", "elements whose error exceeds their bound (or are NaN/Inf)"),
     ("check_reference", "what computed C_ref (independent of the point's own library)"),
     ("status", "ok | failed | skipped"),

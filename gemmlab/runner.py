@@ -6,19 +6,23 @@ import hashlib
 import logging
 import os
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from omegaconf import DictConfig, OmegaConf
 
-from . import env, validity
-from .backends.base import Backend, backend_class
-from .locks import BusyError, lock_folder
-from .points import ConfigError, Point, expand
-from .rows import RowWriter, ok_keys
-from .samples import SampleWriter
+from gemmlab import env
+from gemmlab.backends.base import Backend, backend_class
+from gemmlab.config import load_variant
+from gemmlab.measure import validity
+from gemmlab.points import ConfigError, Point, expand, requirement_failure
+from gemmlab.rows import RowWriter, ok_keys
+from gemmlab.samples import SampleWriter
+from gemmlab.sweep.locks import BusyError, lock_folder
 
 log = logging.getLogger("gemmlab")
+LIBRARY_BACKENDS = ("cublas", "cublaslt")  # their points get no baseline: they are the baseline
 RUN_LOCK = ".gemmlab-run.lock"  # one run at a time per results folder
 
 
@@ -37,16 +41,17 @@ class Runner:
         self.counts: Counter = Counter()
         self.summary_rows: List[Dict[str, Any]] = []
         self.gpu_busy: Optional[str] = None  # why the GPU could not be claimed
+        self._baseline_variants: Dict[str, Any] = {}
 
     # -- backends and executors -------------------------------------------------------------
     def executor(self, kind: str):
         if kind not in self._executors:
             if kind == "cpu":
-                from .cpu import CpuExecutor
+                from gemmlab.measure.cpu import CpuExecutor
 
                 self._executors[kind] = CpuExecutor(self.cfg)
             else:
-                from .gpu.executor import GpuExecutor
+                from gemmlab.measure.gpu import GpuExecutor
 
                 self._executors[kind] = GpuExecutor(self.cfg)
         return self._executors[kind]
@@ -129,9 +134,40 @@ class Runner:
                 self.counts["interrupted"] += 1
         return self.counts
 
+    # -- baselines: what "% of cuBLAS" divides by ----------------------------------------------
+    def baselines_for(self, pt: Point, b: Backend) -> List[Tuple[str, Point, Backend]]:
+        """The library baselines (``measure.baseline``) timed interleaved with a GPU point of a
+        non-library variant: (name, its point, its backend), each one that can run this shape."""
+        if b.kind != "gpu" or pt.backend in LIBRARY_BACKENDS:
+            return []
+        out = []
+        for name in self.cfg.measure.baseline:
+            v = self._baseline_variant(name)
+            if v is None or pt.precision not in v.precisions:
+                continue
+            bname = v.backend.value
+            if self.unavailable(bname):
+                continue
+            # the library writes the precision's own output type (a wmma kernel may write float)
+            bp = replace(pt, variant=name, backend=bname, out_dtype=self.cfg.precision[pt.precision].out_dtype,
+                         variant_cfg=v, skip_reason=None)
+            if requirement_failure(bp) or self.backend(bname).skip_reason(bp):
+                continue
+            out.append((name, bp, self.backend(bname)))
+        return out
+
+    def _baseline_variant(self, name: str):
+        if name not in self._baseline_variants:
+            try:
+                self._baseline_variants[name] = load_variant(name)
+            except Exception as e:  # an unknown name: validation says so before a run starts
+                log.warning("baseline %s unavailable: %s", name, e)
+                self._baseline_variants[name] = None
+        return self._baseline_variants[name]
+
     def _claim_gpu(self) -> None:
         """One GPU, one measurement: wait for any other gemmlab run on this GPU to end."""
-        from .gpu_pinning import GpuBusy, claim_for_run
+        from gemmlab.sweep.pinning import GpuBusy, claim_for_run
 
         try:
             claim = claim_for_run(float(self.cfg.run.gpu_wait_s), announce=_say)
@@ -154,7 +190,7 @@ class Runner:
             return {**row, "status": "failed", "reason": self.gpu_busy}
         ex = self.executor(b.kind)
         try:
-            fields = ex.measure_point(pt, b, seed=self.cfg.measure.seed)
+            fields = ex.measure_point(pt, b, seed=self.cfg.measure.seed, baselines=self.baselines_for(pt, b))
         except KeyboardInterrupt:
             raise
         except Exception as e:  # one bad point must not end the run
@@ -176,7 +212,7 @@ class Runner:
         return self.cfg.measure.counters.value == "ncu"
 
     def _with_counters(self, pt: Point, kind: str, row: Dict[str, Any]) -> Dict[str, Any]:
-        from . import counters
+        from gemmlab.measure import counters
 
         if row.get("status") != "ok":
             return row
@@ -234,7 +270,13 @@ class _progress:
 
     def __enter__(self):
         if self.enabled:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
 
             self._p = Progress(TextColumn("[bold]{task.description:<40}"), BarColumn(),
                                MofNCompleteColumn(), TimeElapsedColumn(), transient=False)

@@ -28,7 +28,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from . import config as C
+from gemmlab import config as C
 
 EXIT_CODE = 2  # a usage error, as argparse uses it
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import List
 
 import pytest
+
 from gemmlab.config import compose
 from gemmlab.gpu.device import no_device_reason
 

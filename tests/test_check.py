@@ -1,4 +1,4 @@
-"""The element-wise check (gemmlab/check.py), reliability and impossible results (gemmlab/validity.py),
+"""The element-wise check (gemmlab/measure/check.py), reliability and impossible results (gemmlab/measure/validity.py),
 and what every CPU run records about them. All of it must be able to say no."""
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-
 from conftest import ROOT, compose_cfg, right_only_once, run_points
-from gemmlab import check, validity
+
+from gemmlab.measure import check, validity
 
 QUICK = ["measure=quick", "run.progress=false"]
 
@@ -246,7 +246,7 @@ def test_run_ids_are_unique_per_process(tmp_path):
 
 HOLD = textwrap.dedent("""
     import sys, time
-    from gemmlab.locks import lock_folder
+    from gemmlab.sweep.locks import lock_folder
     lock_folder(sys.argv[1], sys.argv[2], "test holder")
     print("held", flush=True)
     time.sleep(30)
@@ -261,8 +261,8 @@ def _hold(folder, name):
 
 
 def test_a_second_run_into_a_busy_folder_refuses_naming_the_first(tmp_path):
-    from gemmlab.locks import BusyError
     from gemmlab.runner import RUN_LOCK, Runner
+    from gemmlab.sweep.locks import BusyError
 
     out = tmp_path / "run"
     proc = _hold(out, RUN_LOCK)
@@ -278,7 +278,7 @@ def test_a_second_run_into_a_busy_folder_refuses_naming_the_first(tmp_path):
 
 
 def test_the_gpu_claim_waits_then_fails_clearly(tmp_path, monkeypatch):
-    from gemmlab import gpu_pinning
+    from gemmlab.sweep import pinning as gpu_pinning
 
     monkeypatch.setenv(gpu_pinning.LOCK_DIR_ENV, str(tmp_path / "locks"))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "7")
@@ -303,7 +303,7 @@ def test_the_gpu_claim_waits_then_fails_clearly(tmp_path, monkeypatch):
 def test_foreign_processes_exclude_this_run_and_its_children():
     import os
 
-    from gemmlab.gpu.nvml import drift, foreign_pids
+    from gemmlab.measure.nvml import drift, foreign_pids
 
     me = os.getpid()
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
@@ -328,7 +328,7 @@ def _run_py(args, cwd, **kw):
 
 
 def test_a_second_sweep_into_a_busy_sweep_folder_refuses(tmp_path):
-    from gemmlab.hydra_callbacks import SWEEP_LOCK
+    from gemmlab.sweep.callbacks import SWEEP_LOCK
 
     sweep = tmp_path / "sweep"
     holder = _hold(sweep, SWEEP_LOCK)

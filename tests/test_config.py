@@ -1,14 +1,11 @@
 """Every config group option and every experiment composes; bad configs fail at compose time."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from conftest import ROOT, compose_cfg
 from hydra.errors import ConfigCompositionException, MissingConfigException
 from omegaconf import OmegaConf
-from omegaconf.errors import ConfigKeyError, ValidationError
 
-from conftest import ROOT, compose_cfg
 from gemmlab.config import CONF_DIR, load_variant, variant_files
 from gemmlab.points import ConfigError, expand, shapes
 

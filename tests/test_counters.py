@@ -1,12 +1,10 @@
 """Hardware-counter columns: the CPU-only path and parsing real ncu output."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-
 from conftest import ROOT, compose_cfg, run_points
-from gemmlab import counters
+
+from gemmlab.measure import counters
 
 RECORDED = sorted((ROOT / "outputs" / "reference").rglob("ncu/*.csv"))
 

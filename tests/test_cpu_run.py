@@ -7,15 +7,13 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-import numpy as np
 import pytest
-
 from conftest import ROOT, compose_cfg, run_points
+
 from gemmlab.expr import ExprError, evaluate
+from gemmlab.measure.stats import should_stop, summarize
 from gemmlab.rows import COLUMN_NAMES, RowError, RowWriter, merge, read
-from gemmlab.stats import should_stop, summarize
 
 REQUIRED = ("run_id timestamp host device backend variant precision m n k flops bytes_min intensity "
             "time_median_s time_p20_s time_p80_s samples tflops rel_error max_abs_error tolerance "

@@ -6,7 +6,7 @@
 - the kernels that need no inline PTX run on the CPU through a host emulation
   (kernels/cuda/common/host_emulation): the YAML's block/grid/smem rules launch them at odd
   and rectangular shapes, and the output must match an FP64 product everywhere and pass the
-  element-wise check (gemmlab/check.py) unless the kernel is wrong on purpose (an uncovered
+  element-wise check (gemmlab/measure/check.py) unless the kernel is wrong on purpose (an uncovered
   element stays NaN; an out-of-bounds access trips AddressSanitizer);
 - nvcc's cache, ptxas parsing, compile failures with the log's path, kernel names.
 """
@@ -21,12 +21,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import ROOT, compose_cfg
 from omegaconf import OmegaConf
 
-from conftest import ROOT, compose_cfg
-from gemmlab import check, nvcc
-from gemmlab.backends.cuda_kernels import CudaKernels, KernelBuild, build_for, launch_shape
+from gemmlab.backends import nvcc
+from gemmlab.backends.cuda_kernels import (
+    CudaKernels,
+    KernelBuild,
+    build_for,
+    launch_shape,
+)
 from gemmlab.config import variant_files
+from gemmlab.measure import check
 from gemmlab.points import expand
 
 # multiprocessors of the device the CPU-side launch rules are evaluated for (an H200)

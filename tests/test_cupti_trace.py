@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gemmlab.gpu.cupti_trace import Record, assign, kernel_names, span_s, split_samples
+from gemmlab.measure.cupti import Record, assign, kernel_names, span_s, split_samples
 
 
 def sample_spans(records, flush_bytes):

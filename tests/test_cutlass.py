@@ -19,17 +19,20 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import compose_cfg
 from omegaconf import open_dict
 
-from conftest import compose_cfg
-
-# find_spec, not import: importing cutlass_cppgen outside gemmlab.cutlass_compat would create its
+# find_spec, not import: importing cutlass_cppgen outside gemmlab.backends.cutlass_compat would create its
 # compiled_cache.db in the current directory (the project root under pytest)
 if importlib.util.find_spec("cutlass_cppgen") is None:
     pytest.skip("pip install nvidia-cutlass==4.2.0.0", allow_module_level=True)
-from gemmlab import cutlass_compat  # noqa: E402
+from gemmlab.backends import cutlass_compat  # noqa: E402
 from gemmlab.backends.cutlass import (  # noqa: E402
-    Cutlass, CutlassCompileError, KernelCache, kernel_options)
+    Cutlass,
+    CutlassCompileError,
+    KernelCache,
+    kernel_options,
+)
 from gemmlab.config import CONF_DIR  # noqa: E402
 from gemmlab.points import ConfigError, expand  # noqa: E402
 

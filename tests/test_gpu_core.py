@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import compose_cfg, run_points
 
 pytestmark = pytest.mark.gpu
@@ -14,8 +13,8 @@ def _timer(cache="flush", **measure):
     import cupy
 
     from gemmlab.gpu.device import info
-    from gemmlab.gpu.nvml import Nvml, Sampler
-    from gemmlab.gpu.timer import GpuTimer
+    from gemmlab.measure.nvml import Nvml, Sampler
+    from gemmlab.measure.timer import GpuTimer
 
     cfg = compose_cfg(["measure=default", f"measure.cache={cache}"]
                       + [f"measure.{k}={v}" for k, v in measure.items()])

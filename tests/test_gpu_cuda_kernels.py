@@ -20,9 +20,9 @@ import sys
 import textwrap
 
 import pytest
+from conftest import ROOT, compose_cfg, run_points
 from omegaconf import OmegaConf
 
-from conftest import ROOT, compose_cfg, run_points
 from gemmlab.config import variant_files
 
 pytestmark = pytest.mark.gpu

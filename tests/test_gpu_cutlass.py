@@ -15,9 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from omegaconf import open_dict
-
 from conftest import compose_cfg, cuda_device_reason
+from omegaconf import open_dict
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
@@ -81,7 +80,7 @@ def _inputs(point, seed=0):
     a_d = arrays.cast(cupy, cupy.asarray(a), point.in_dtype)
     b_d = arrays.cast(cupy, cupy.asarray(b), point.in_dtype)
     c_d = arrays.empty(cupy, (point.m, point.n), point.out_dtype)
-    from gemmlab import check
+    from gemmlab.measure import check
 
     # the harness's own reference and element-wise bound, on the host (NumPy's BLAS, not CUTLASS)
     ref = check.Reference.gemm(np, a.astype(dt_in), b.astype(dt_in), check.model_of(point), point.tolerance,
@@ -290,9 +289,9 @@ def test_tn_tf32_is_correct_and_says_its_layout(prepared):
 
 
 def test_runner_rows_through_the_gpu_executor(prepared, tmp_path):
-    from gemmlab.gpu.executor import GpuExecutor
-
     from conftest import run_points
+
+    from gemmlab.measure.gpu import GpuExecutor
 
     reason = GpuExecutor(prepared["cfg"]).unavailable()
     if reason:

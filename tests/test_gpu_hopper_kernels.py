@@ -15,7 +15,6 @@ points at the culprit: SASS, then wgmma_ws without clusters (no multicast), then
 from __future__ import annotations
 
 import pytest
-
 from conftest import compose_cfg, run_points
 from test_hopper_kernels import HOPPER_VARIANTS, build, opcodes, sass
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 import math
 
 import pytest
+from conftest import compose_cfg, run_points
 from omegaconf import OmegaConf
 
-from conftest import compose_cfg, run_points
 from gemmlab.config import variant_files
 
 pytestmark = pytest.mark.gpu

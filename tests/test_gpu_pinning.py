@@ -1,4 +1,4 @@
-"""One job per GPU (gemmlab.gpu_pinning, hydra/launcher=per_gpu).
+"""One job per GPU (gemmlab.sweep.pinning, hydra/launcher=per_gpu).
 
 The claim logic and the launcher run on the CPU with pretend GPUs (CUDA_VISIBLE_DEVICES=0,1): the
 jobs measure CPU points, and their gpu_claim.json records show which GPU each held and when. The
@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from gemmlab import gpu_pinning
+from gemmlab.gpu import identity
+from gemmlab.sweep import pinning as gpu_pinning
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,14 +29,14 @@ def lock_dir(tmp_path, monkeypatch):
 
 
 def test_gpu_lists():
-    assert gpu_pinning.parse_visible(None) is None
-    assert gpu_pinning.parse_visible("") == []
-    assert gpu_pinning.parse_visible("0, 2,") == ["0", "2"]
-    assert gpu_pinning.as_gpu_list(2) == ["0", "1"]
-    assert gpu_pinning.as_gpu_list([1, "GPU-ab"]) == ["1", "GPU-ab"]
-    assert gpu_pinning.as_gpu_list("3") == ["3"]
+    assert identity.parse_visible(None) is None
+    assert identity.parse_visible("") == []
+    assert identity.parse_visible("0, 2,") == ["0", "2"]
+    assert identity.as_gpu_list(2) == ["0", "1"]
+    assert identity.as_gpu_list([1, "GPU-ab"]) == ["1", "GPU-ab"]
+    assert identity.as_gpu_list("3") == ["3"]
     with pytest.raises(ValueError):
-        gpu_pinning.as_gpu_list(True)
+        identity.as_gpu_list(True)
 
 
 def test_claims_are_exclusive_and_wait_for_a_free_gpu(lock_dir):
@@ -57,7 +58,7 @@ def test_claims_are_exclusive_and_wait_for_a_free_gpu(lock_dir):
 
 def test_a_killed_job_frees_its_gpu(lock_dir):
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from gemmlab import gpu_pinning as g; "
+        [sys.executable, "-c", "import sys, time; from gemmlab.sweep import pinning as g; "
          "claim = g.claim_gpu(['0']); print('claimed', flush=True); time.sleep(60)"],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, text=True)
     try:
@@ -80,12 +81,12 @@ def test_pin_process_sets_the_environment(monkeypatch):
     gpu_pinning.pin_process(gpu_pinning.GpuClaim("1", 1, None, Path("/dev/null"), 0.0))
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "1"
     assert os.environ["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
-    assert gpu_pinning.physical_index_from_env(0) == 1
+    assert identity.physical_index_from_env(0) == 1
     # With the UUID NVML gave for index 1: pinned by UUID, the index kept for the rows.
     gpu_pinning.pin_process(gpu_pinning.GpuClaim("1", 1, "GPU-x", Path("/dev/null"), 0.0))
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "GPU-x"
     assert os.environ[gpu_pinning.INDEX_ENV] == "1" and os.environ[gpu_pinning.UUID_ENV] == "GPU-x"
-    assert gpu_pinning.physical_index_from_env(0) == 1
+    assert identity.physical_index_from_env(0) == 1
 
 
 @pytest.mark.slow
@@ -131,9 +132,9 @@ def test_gpu_identity_names_the_physical_gpu():
     """In a process pinned to GPU i, gpu_identity() says index i and NVML's UUID of GPU i."""
     pynvml = pytest.importorskip("pynvml")
     pynvml.nvmlInit()
-    gpus = gpu_pinning.host_gpus()
+    gpus = identity.host_gpus()
     assert gpus, "NVML sees no GPU on a host where CuPy sees one"
-    code = ("import json; from gemmlab import gpu_pinning as g; import cupy; "
+    code = ("import json; from gemmlab.gpu import identity as g; import cupy; "
             "p = cupy.cuda.runtime.getDeviceProperties(0); "
             "print(json.dumps({**g.gpu_identity(), 'cupy_uuid_len': len(p.get('uuid') or b'')}))")
     for i in gpus:
@@ -152,10 +153,10 @@ def test_gpu_identity_names_the_physical_gpu():
 def test_pinning_before_cuda_starts_selects_that_gpu(lock_dir):
     """Claim and pin the host's last GPU in a fresh process, then start CUDA: it runs there."""
     pytest.importorskip("pynvml")
-    last = gpu_pinning.host_gpus()[-1]
-    code = ("import json; from gemmlab import gpu_pinning as g; "
+    last = identity.host_gpus()[-1]
+    code = ("import json; from gemmlab.sweep import pinning as g; from gemmlab.gpu.identity import gpu_identity; "
             f"c = g.claim_gpu([{last!r}]); g.pin_process(c); import cupy; "
-            "print(json.dumps({**g.gpu_identity(), 'count': cupy.cuda.runtime.getDeviceCount()}))")
+            "print(json.dumps({**gpu_identity(), 'count': cupy.cuda.runtime.getDeviceCount()}))")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     env.pop("CUDA_VISIBLE_DEVICES", None)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)

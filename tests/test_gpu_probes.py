@@ -9,10 +9,9 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import ROOT, compose_cfg, run_points
-from gemmlab import nvcc
-from gemmlab.backends import gpu_probe
+
+from gemmlab.backends import gpu_probe, nvcc
 
 EXPERIMENTS = sorted(p.stem for p in (ROOT / "experiments").glob("claims_*.yaml"))
 QUICK = ["measure=quick", "run.progress=false"]

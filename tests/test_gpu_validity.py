@@ -9,7 +9,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import ROOT, compose_cfg, right_only_once, run_points
 
 pytestmark = pytest.mark.gpu
@@ -109,7 +108,7 @@ def test_a_point_timed_beside_another_process_is_contended(tmp_path):
             time.sleep(0.1)
         (r,) = _rows(tmp_path, "beside", "variant=cublas", "precision=fp32", "sizes.square=[1024]")
         from gemmlab.gpu.device import info
-        from gemmlab.gpu.nvml import Nvml, _own_tree
+        from gemmlab.measure.nvml import Nvml, _own_tree
 
         nvml = Nvml(info()["pci_bus_id"])
         seen = (nvml.processes(), os.getpid(), pid, sorted(_own_tree()))

@@ -17,7 +17,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
 from conftest import ROOT, compose_cfg
 
 HOPPER_VARIANTS = ("mma_sync", "wgmma_tma", "wgmma_ws")
@@ -45,7 +44,7 @@ def build(variant: str, precision: str, cache_folder: Path, overrides=()):
 
     Returns (cubin path, nvcc/ptxas output text).
     """
-    from gemmlab import nvcc
+    from gemmlab.backends import nvcc
     from gemmlab.backends.cuda_kernels import build_for
     from gemmlab.points import expand
 
@@ -323,10 +322,10 @@ UNIT_ROUNDOFF = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11}
 
 def _emulate_mma_sync(tmp_path_factory, precision, overrides, shapes):
     import numpy as np
+    from test_cuda_kernels import _inputs, emulate  # the host emulation harness
 
     from gemmlab.backends.cuda_kernels import build_for
     from gemmlab.points import expand
-    from test_cuda_kernels import _inputs, emulate  # the host emulation harness
 
     if shutil.which("g++") is None:
         pytest.skip("g++ not found (host emulation)")

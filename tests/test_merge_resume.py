@@ -1,4 +1,4 @@
-"""Merging an interrupted sweep (python -m gemmlab.merge) and resuming it into the same folder."""
+"""Merging an interrupted sweep (python -m gemmlab.sweep.merge) and resuming it into the same folder."""
 from __future__ import annotations
 
 import csv
@@ -9,12 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import compose_cfg, run_points
 from omegaconf import OmegaConf
 
-from gemmlab import merge as merge_cmd
 from gemmlab.rows import RESULTS_FILE
-
-from conftest import compose_cfg, run_points
+from gemmlab.sweep import merge as merge_cmd
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK = ["variant=cpu_blas", "sizes=smoke", "sizes.shapes=[]", "measure=quick", "measure.threads=1",
@@ -64,7 +63,7 @@ def test_merge_reports_each_jobs_missing_points(tmp_path):
 
 def test_merge_command_exit_codes(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    run = lambda *a: subprocess.run([sys.executable, "-m", "gemmlab.merge", *map(str, a)], cwd=ROOT,
+    run = lambda *a: subprocess.run([sys.executable, "-m", "gemmlab.sweep.merge", *map(str, a)], cwd=ROOT,
                                     env=env, capture_output=True, text=True, timeout=60)
     assert run(tmp_path / "nowhere").returncode == 2
     (tmp_path / "empty" / "0").mkdir(parents=True)

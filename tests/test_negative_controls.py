@@ -4,7 +4,7 @@ kernels/cuda/common/wrong_gemm.cuh) fail the element-wise check, for their bug a
 In the host emulation (tests/test_cuda_kernels.py), at shapes where each bug shows, for every
 precision of every control:
 
-- the check (gemmlab/check.py, the precision's own error model) fails it with finite wrong values:
+- the check (gemmlab/measure/check.py, the precision's own error model) fails it with finite wrong values:
   no NaN/Inf, failed elements, and the largest error/bound above 1;
 - the failed elements lie where the bug is (the 16 x 16 tile's off-diagonal, the last row) and at
   least half of that region fails;
@@ -25,14 +25,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from omegaconf import OmegaConf
-
 from conftest import compose_cfg
-from gemmlab import check
+from omegaconf import OmegaConf
+from test_cuda_kernels import NEEDS_GXX, _inputs, emulate, emulator
+
 from gemmlab.backends.cuda_kernels import build_for
 from gemmlab.config import variant_files
+from gemmlab.measure import check
 from gemmlab.points import expand
-from test_cuda_kernels import NEEDS_GXX, _inputs, emulate, emulator
 
 CONTROLS = ("wrong_tile", "wrong_edge_row", "wrong_k_tail", "wrong_low_acc")
 SWAPPED = 16  # side of wrong_tile's transposed tile (kernels/cuda/common/wrong_gemm.cuh)

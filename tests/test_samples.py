@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 from conftest import ROOT, compose_cfg, run_points
+
 from gemmlab import samples
 from gemmlab.rows import read
 

@@ -6,8 +6,8 @@ from collections import Counter
 from types import SimpleNamespace
 
 import pytest
-
 from conftest import compose_cfg, run_points
+
 from gemmlab.points import expand
 from gemmlab.runner import print_summary, warn_if_nothing_measured
 

@@ -4,7 +4,7 @@
 apt-get needed; the test is skipped with the script's reason where it can't). Then:
 1. a 4-job sweep runs as a Slurm job array; one job is cancelled with scancel after its first row,
    so the launcher stops with an error and nothing is merged;
-2. `python -m gemmlab.merge SWEEP_DIR --wait` merges every row the jobs wrote;
+2. `python -m gemmlab.sweep.merge SWEEP_DIR --wait` merges every row the jobs wrote;
 3. the same sweep, rerun into the same folder (hydra.sweep.dir), measures only the cancelled job's
    missing points: the other jobs' files stay byte-identical, the cancelled job's earlier rows keep
    their timestamps, and the sweep's merged file holds every point once, ok.
@@ -108,7 +108,7 @@ def test_sweep_on_slurm_cancel_one_job_merge_and_rerun(slurm, tmp_path):
     assert "CANCELLED" in state, f"job {task} state: {state!r}"
 
     # 2. merge what the jobs wrote (waiting for any job still running)
-    m = subprocess.run([sys.executable, "-m", "gemmlab.merge", str(sweep), "--wait", "--wait-timeout-s", "120"],
+    m = subprocess.run([sys.executable, "-m", "gemmlab.sweep.merge", str(sweep), "--wait", "--wait-timeout-s", "120"],
                        cwd=ROOT, env=job_env(), capture_output=True, text=True, timeout=180)
     assert m.returncode == 0, m.stdout + m.stderr
     merged = read_rows(sweep / "results.csv")

@@ -63,7 +63,7 @@ class FakeSampler:
 
 
 def make_timer(**measure):
-    from gemmlab.gpu.timer import GpuTimer
+    from gemmlab.measure.timer import GpuTimer
 
     cfg = compose_cfg(["measure=quick", "measure.cache=warm"] + [f"measure.{k}={v}" for k, v in measure.items()])
     t = GpuTimer.__new__(GpuTimer)

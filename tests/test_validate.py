@@ -10,8 +10,8 @@ import time
 import typing
 
 import pytest
-
 from conftest import ROOT, compose_cfg
+
 from gemmlab import config as C
 from gemmlab import validate as V
 

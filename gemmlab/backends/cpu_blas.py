@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Backend, Launch
+from gemmlab.backends.base import Backend, Launch
 
 
 class CpuBlas(Backend):

@@ -28,10 +28,11 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from .. import check, dtypes, env
-from ..stats import timing_fields
-from ..cpu import host_timed
-from .base import Backend
+from gemmlab import dtypes, env
+from gemmlab.backends.base import Backend
+from gemmlab.measure import check
+from gemmlab.measure.cpu import host_timed
+from gemmlab.measure.stats import timing_fields
 
 CHUNK_ALIGN = 4096  # elements; chunk boundaries on page multiples
 
@@ -128,7 +129,7 @@ class CpuProbe(Backend):
 
     # -- the probes -------------------------------------------------------------------------
     def _timed(self, p, ex, fn, out, reference, flops, nbytes, kernel_name) -> Dict[str, Any]:
-        """Check ``out`` against ``reference`` (gemmlab.check.Reference), time, check again."""
+        """Check ``out`` against ``reference`` (gemmlab.measure.check.Reference), time, check again."""
         out[...] = np.nan
         fn()
         res = reference.verify(out)

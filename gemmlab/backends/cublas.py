@@ -19,7 +19,7 @@ from typing import Optional
 
 import numpy as np
 
-from .base import Backend, Launch
+from gemmlab.backends.base import Backend, Launch
 
 # cudaDataType_t (library_types.h) and cublasComputeType_t (cublas_api.h)
 CUDA_R = {"float64": 1, "float32": 0, "float16": 2, "bfloat16": 14}

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import List, Optional
 
-from .base import Backend, Launch
+from gemmlab.backends.base import Backend, Launch
 
 # nvmath logs every execute() at INFO to the root logger unless given its own logger: that would
 # put logging (and, under Hydra, file writes) inside the timed call.
@@ -93,7 +93,12 @@ class CublasLt(Backend):
         import cupy
         import nvmath
         from nvmath.linalg import ComputeType
-        from nvmath.linalg.advanced import Matmul, MatmulOptions, MatmulPlanPreferences, MatmulReductionScheme
+        from nvmath.linalg.advanced import (
+            Matmul,
+            MatmulOptions,
+            MatmulPlanPreferences,
+            MatmulReductionScheme,
+        )
 
         stream = cupy.cuda.get_current_stream()
         opts = MatmulOptions(inplace=True, compute_type=getattr(ComputeType, COMPUTE[p.compute]),

@@ -8,7 +8,7 @@ and its variant YAML (``cuda:`` block, schema ``CudaKernelConf``) says how to bu
 it: the source, the defines (passed as ``-D`` flags, with ``-DTIN``/``-DTOUT`` from the point's
 storage types unless the YAML sets them), the arch, and ``block``/``grid``/``smem_bytes`` as
 expressions over m, n, k and the defines. ``prepare`` compiles every distinct build of the run
-with nvcc before anything is timed (cached on disk, see :mod:`gemmlab.nvcc`); a build that fails
+with nvcc before anything is timed (cached on disk, see :mod:`gemmlab.backends.nvcc`); a build that fails
 fails only its own points, with the path of nvcc's log in the reason. ``make_launch`` loads the
 cubin with CuPy and returns an ``fn`` that only enqueues the kernel on the current stream.
 """
@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
-from ..cache import cache_dir
-from ..config import ROOT
-from ..expr import evaluate
-from .. import nvcc
-from .base import Backend, Launch
+from gemmlab.backends import nvcc
+from gemmlab.backends.base import Backend, Launch
+from gemmlab.cache import cache_dir
+from gemmlab.config import ROOT
+from gemmlab.expr import evaluate
 
 log = logging.getLogger("gemmlab")
 
@@ -127,7 +127,7 @@ def launch_shape(point, sm_count: Optional[int] = None) -> LaunchShape:
 
 
 def _device_sm_count() -> int:
-    from ..gpu.device import info
+    from gemmlab.gpu.device import info
 
     return info()["sm_count"]
 
@@ -253,7 +253,9 @@ class CudaKernels(Backend):
         args = (a, b, c, np.int32(point.m), np.int32(point.n), np.int32(point.k))
         specs = list(point.variant_cfg.cuda.tensor_maps)
         if specs:
-            from ..gpu.tma import tensor_map_args  # Hopper kernels only; CPU machines never import it
+            from gemmlab.gpu.tma import (
+                tensor_map_args,  # Hopper kernels only; CPU machines never import it
+            )
 
             args = args + tuple(tensor_map_args(point, a, b, c, specs))
 
@@ -311,7 +313,7 @@ def _check_operands(point, a, b, c) -> None:
 
 
 def _itemsize(dtype: str) -> int:
-    from ..dtypes import itemsize
+    from gemmlab.dtypes import itemsize
 
     return itemsize(dtype)
 

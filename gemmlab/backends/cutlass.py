@@ -95,10 +95,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from .. import check, cutlass_compat
-from ..cache import cache_dir, locked
-from ..points import ConfigError
-from .base import Backend, Launch
+from gemmlab.backends import cutlass_compat
+from gemmlab.backends.base import Backend, Launch
+from gemmlab.cache import cache_dir, locked
+from gemmlab.measure import check
+from gemmlab.points import ConfigError
 
 log = logging.getLogger("gemmlab.cutlass")
 
@@ -1195,7 +1196,7 @@ class Cutlass(Backend):
         import cupy
 
         by_hash = {r["key_hash"]: r for r in records}
-        # the same reference and element-wise verdict as every point (gemmlab/check.py)
+        # the same reference and element-wise verdict as every point (gemmlab/measure/check.py)
         ref = check.gemm_reference(cupy, point, "gpu", a, b, self.cfg.measure.distribution.value == "exact")
         try:
             good = []
@@ -1257,7 +1258,7 @@ class Cutlass(Backend):
         """Poison C, launch once, check against the reference; records the outcome in ``rec``."""
         import cupy
 
-        from ..gpu import arrays
+        from gemmlab.gpu import arrays
 
         arrays.poison(cupy, c)
         try:

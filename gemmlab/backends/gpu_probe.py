@@ -30,7 +30,7 @@ sgemm32_unguarded  boundary    the chapter's sgemm32 at any size, inside padded 
 =================  ==========  ======================================================  =====
 
 Kernels live in ``kernels/cuda/probes/*.cu`` (and ``kernels/cuda/92_sgemm32_as_written.cu``);
-they are compiled with nvcc (:mod:`gemmlab.nvcc`) into cubins cached under ``paths.cache``/probes
+they are compiled with nvcc (:mod:`gemmlab.backends.nvcc`) into cubins cached under ``paths.cache``/probes
 and loaded with ``cupy.RawModule(path=...)``. CuPy and CUDA libraries are imported inside functions, so this
 module imports on machines without a GPU.
 
@@ -49,11 +49,12 @@ from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
 
-from .. import cache, check, dtypes
-from ..config import ROOT
-from ..stats import timing_fields
-from ..cpu import host_timed
-from .base import Backend
+from gemmlab import cache, dtypes
+from gemmlab.backends.base import Backend
+from gemmlab.config import ROOT
+from gemmlab.measure import check
+from gemmlab.measure.cpu import host_timed
+from gemmlab.measure.stats import timing_fields
 
 KERNELS_DIR = ROOT / "kernels" / "cuda"
 PROBE_SOURCES = {
@@ -75,9 +76,9 @@ CUBLAS_OP_T = 1  # cublasOperation_t
 
 # -- building kernels ---------------------------------------------------------------------------
 def compile_probe(source: Path, arch: str, cache_root: str) -> Path:
-    """nvcc ``source`` into a cubin for ``arch`` through :mod:`gemmlab.nvcc` (the ladder's
+    """nvcc ``source`` into a cubin for ``arch`` through :mod:`gemmlab.backends.nvcc` (the ladder's
     compiler: cached by source, included headers, flags and nvcc version)."""
-    from .. import nvcc
+    from gemmlab.backends import nvcc
 
     flags = nvcc.build_flags(arch, extra=(f"-I{KERNELS_DIR}",))
     return nvcc.compile_cubin(source, flags, cache.cache_dir(cache_root, "probes")).path
@@ -202,7 +203,7 @@ class GpuProbe(Backend):
 
     def gemm_launch(self, p, a, b, c):
         """cuBLAS C = A @ B for the point (the cublas backend's launch, on the current stream)."""
-        from .cublas import Cublas
+        from gemmlab.backends.cublas import Cublas
 
         if self._cublas is None:
             self._cublas = Cublas(self.cfg)
@@ -213,7 +214,7 @@ class GpuProbe(Backend):
 
 
 def _need_memory(nbytes: int) -> None:
-    from ..gpu.device import free_bytes
+    from gemmlab.gpu.device import free_bytes
 
     free = free_bytes()
     if nbytes > 0.9 * free:
@@ -222,7 +223,7 @@ def _need_memory(nbytes: int) -> None:
 
 def _random(cp, rng, shape, name: str, ex):
     """Inputs as every GPU backend draws them (measure.distribution, measure.input_scale)."""
-    from ..gpu import arrays
+    from gemmlab.gpu import arrays
 
     m = ex.measure
     return arrays.cast(cp, check.random_matrix(cp, rng, shape, m.distribution.value, m.input_scale), name)
@@ -504,7 +505,7 @@ class FirstRun(Probe):
                 "sm_clock_before_mhz": clock, "sm_clock_after_mhz": _nvml_clock(ex)}
 
     def run(self, backend, p, ex, seed, params):
-        from ..gpu import arrays
+        from gemmlab.gpu import arrays
 
         cp = ex.cp
         idle_s = float(params.get("idle_s", 2.0))

@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import asdict
 import logging
 import os
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 
 def compose(precisions: str, size: int, cache: str | None):
-    from hydra import compose as hydra_compose, initialize_config_dir
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
     from omegaconf import open_dict
 
     from gemmlab.config import CONF_DIR, register_configs

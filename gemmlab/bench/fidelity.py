@@ -27,7 +27,6 @@ import statistics
 import sys
 from typing import List
 
-
 DEFAULT_TIMERS = ["flush_discard=false", ""]
 
 
@@ -72,8 +71,8 @@ def main(argv=None) -> int:
     from gemmlab.config import compose
     from gemmlab.gpu import arrays
     from gemmlab.gpu.device import info
-    from gemmlab.gpu.nvml import Nvml, Sampler
-    from gemmlab.gpu.timer import GpuTimer
+    from gemmlab.measure.nvml import Nvml, Sampler
+    from gemmlab.measure.timer import GpuTimer
     from gemmlab.points import expand
 
     dev = info()

@@ -4,7 +4,7 @@
     (default sweep: variant=cublas precision=fp16,bf16,tf32,fp32 sizes=square)
 
 Runs the same sweep twice through ``hydra/launcher=per_gpu`` (one job per GPU at a time, see
-gemmlab/gpu_pinning.py): pinned to the first GPU of --gpus, then spread over all of them, each
+gemmlab/sweep/pinning.py): pinned to the first GPU of --gpus, then spread over all of them, each
 into a fresh folder. Each run is timed as a user waits for it (the whole ``python run.py -m``
 command). Then:
 - time: ratio of the two wall times (ideal 1/number of GPUs);
@@ -36,8 +36,9 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from ..gpu_pinning import CLAIM_FILE, host_gpus, parse_visible
-from ..rows import RESULTS_FILE
+from gemmlab.gpu.identity import host_gpus, parse_visible
+from gemmlab.rows import RESULTS_FILE
+from gemmlab.sweep.pinning import CLAIM_FILE
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_SWEEP = ["variant=cublas", "precision=fp16,bf16,tf32,fp32", "sizes=square"]

@@ -5,7 +5,7 @@ from bfloat16 may not be compiled for it; the bit-level conversions below need o
 """
 from __future__ import annotations
 
-from .. import dtypes
+from gemmlab import dtypes
 
 
 def _bf16_from_f32(cp, x):

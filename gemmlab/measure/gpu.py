@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
-from .. import check, dtypes, samples, validity
-from ..config import CachePolicy, Distribution, load_variant
-from ..stats import timing_fields
-from . import arrays
-from .device import free_bytes, info, no_device_reason
-from .nvml import drift as nvml_drift
+from gemmlab import dtypes, samples
+from gemmlab.config import CachePolicy, Distribution
+from gemmlab.gpu import arrays
+from gemmlab.gpu.device import free_bytes, info, no_device_reason
+from gemmlab.measure import check, validity
+from gemmlab.measure.nvml import drift as nvml_drift
+from gemmlab.measure.stats import timing_fields
 
 log = logging.getLogger("gemmlab")
 
-LIBRARY_BACKENDS = ("cublas", "cublaslt")
 MAX_ROTATE_SETS = 16
 
 
@@ -33,7 +33,6 @@ class GpuExecutor:
         self.measure = cfg.measure
         self._reason = no_device_reason()
         self._ready = False
-        self._baselines: Dict[str, Any] = {}
 
     def unavailable(self) -> Optional[str]:
         return self._reason
@@ -43,15 +42,15 @@ class GpuExecutor:
             return
         import cupy
 
-        from .nvml import Nvml, Sampler
-        from .timer import GpuTimer
+        from gemmlab.measure.nvml import Nvml, Sampler
+        from gemmlab.measure.timer import GpuTimer
 
         self.cp = cupy
         self.dev = info()
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self.nvml = Nvml(self.dev["pci_bus_id"])
         # the physical GPU (nvidia-smi's index and UUID), also in a job pinned by CUDA_VISIBLE_DEVICES
-        from ..gpu_pinning import gpu_identity
+        from gemmlab.gpu.identity import gpu_identity
 
         self._identity = gpu_identity()
         self.timer = GpuTimer(self.measure, self.stream, self.dev["l2_bytes"], lambda: Sampler(self.nvml))
@@ -71,7 +70,7 @@ class GpuExecutor:
 
     def _check_bytes(self, p) -> int:
         # FP64 A and B and their absolute values, R, the bound, the upcast output and a chunk's
-        # temporaries (gemmlab/check.py).
+        # temporaries (gemmlab/measure/check.py).
         return 16 * (p.m * p.k + p.k * p.n) + 40 * p.m * p.n
 
     def _n_sets(self, p) -> int:
@@ -81,7 +80,9 @@ class GpuExecutor:
         return int(min(MAX_ROTATE_SETS, max(2, math.ceil(2 * self.dev["l2_bytes"] / per) + 1)))
 
     # -- one point ----------------------------------------------------------------------------
-    def measure_point(self, point, backend, seed: int) -> Dict[str, Any]:
+    def measure_point(self, point, backend, seed: int, baselines: Sequence = ()) -> Dict[str, Any]:
+        """Measure ``point`` with ``backend``; ``baselines`` (name, point, backend), resolved by the
+        runner, are timed interleaved with it."""
         self._init()
         before = self.nvml.foreign()
         with self.stream:
@@ -89,14 +90,13 @@ class GpuExecutor:
                 if backend.measure_point is not None:
                     fields = backend.measure_point(point, self, seed)
                 else:
-                    fields = self._measure(point, backend, seed)
+                    fields = self._measure(point, backend, seed, baselines)
             except check.InputError as e:
                 fields = {"status": "failed", "reason": f"inputs: {e}"}
             finally:
                 self.stream.synchronize()
-                for _v, b in self._baselines.values():
-                    if b is not None:
-                        b.release()
+                for _name, _bp, b in baselines:
+                    b.release()
                 self.cp.get_default_memory_pool().free_all_blocks()
         return self.finish(point, fields, before, self.nvml.foreign())
 
@@ -125,14 +125,14 @@ class GpuExecutor:
         return fields
 
     def reference(self, p, a_ref, b_ref):
-        """The check's reference for a GEMM point on this device (gemmlab/check.py)."""
+        """The check's reference for a GEMM point on this device (gemmlab/measure/check.py)."""
         return check.gemm_reference(self.cp, p, self.kind, a_ref, b_ref, self.exact)
 
     @property
     def exact(self) -> bool:
         return self.measure.distribution == Distribution.exact
 
-    def _measure(self, p, backend, seed: int) -> Dict[str, Any]:
+    def _measure(self, p, backend, seed: int, baselines: Sequence = ()) -> Dict[str, Any]:
         cp, m = self.cp, self.measure
         n_sets = self._n_sets(p)
         need = n_sets * self._bytes_per_set(p) + (self._check_bytes(p) if m.check else 0)
@@ -167,10 +167,9 @@ class GpuExecutor:
 
         calls: List[List] = [[l.fn for l in launches]]
         names = [p.variant]
-        if p.backend not in LIBRARY_BACKENDS:
-            for name, fns in self._baseline_calls(p, sets):
-                calls.append(fns)
-                names.append(name)
+        for name, fns in self._baseline_calls(p, sets, baselines):
+            calls.append(fns)
+            names.append(name)
         graph_note = None
         if m.cuda_graph:
             try:
@@ -242,41 +241,13 @@ class GpuExecutor:
         return sets
 
     # -- baselines ------------------------------------------------------------------------------
-    def _baseline_backend(self, name: str):
-        if name not in self._baselines:
-            from ..backends.base import backend_class
-
+    def _baseline_calls(self, p, sets, baselines):
+        """(name, one callable per input set) of each baseline the runner resolved for ``p``."""
+        for name, bp, b in baselines:
             try:
-                v = load_variant(name)
-                bname = getattr(v.backend, "value", v.backend)
-                b = backend_class(bname)(self.cfg)
-                reason = b.unavailable()
-                self._baselines[name] = (v, None if reason else b)
-                if reason:
-                    log.warning("baseline %s unavailable: %s", name, reason)
-            except Exception as e:
-                log.warning("baseline %s unavailable: %s", name, e)
-                self._baselines[name] = (None, None)
-        return self._baselines[name]
-
-    def _baseline_calls(self, p, sets):
-        from dataclasses import replace
-
-        for name in self.measure.baseline:
-            v, b = self._baseline_backend(name)
-            if b is None or p.precision not in v.precisions:
-                continue
-            # the library writes the precision's own output type (a wmma kernel may write float)
-            out_dtype = self.cfg.precision[p.precision].out_dtype
-            bp = replace(p, variant=name, backend=getattr(v.backend, "value", v.backend),
-                         out_dtype=out_dtype, variant_cfg=v, skip_reason=None)
-            if b.skip_reason(bp):
-                continue
-            try:
-                fns = []
-                for a, bb, _ar, _br, c in sets:
-                    # its own output: the variant's stays as its timed calls left it (checked after)
-                    fns.append(b.make_launch(bp, a, bb, arrays.empty(self.cp, c.shape, out_dtype)).fn)
+                # its own output: the variant's stays as its timed calls left it (checked after)
+                fns = [b.make_launch(bp, a, bb, arrays.empty(self.cp, c.shape, bp.out_dtype)).fn
+                       for a, bb, _ar, _br, c in sets]
                 yield name, fns
             except Exception as e:  # a baseline that cannot run leaves the columns empty
                 log.warning("baseline %s for %s: %s", name, p.variant, e)

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from .cache import atomic_write_bytes, locked
+from gemmlab.cache import atomic_write_bytes, locked
 
 KEY_VERSION = "1"  # bump when the flags or the cache layout change meaning
 COMPILE_TIMEOUT_S = 900

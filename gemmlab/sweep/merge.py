@@ -1,9 +1,9 @@
 """Merge the finished jobs of a sweep, also one that was interrupted, into ``<sweep dir>/results.csv``.
 
-    python -m gemmlab.merge outputs/sweeps/gemm/2026-11-29_12-00-00
-    python -m gemmlab.merge SWEEP_DIR --wait      # first wait for the sweep's Slurm jobs to end
+    python -m gemmlab.sweep.merge outputs/sweeps/gemm/2026-11-29_12-00-00
+    python -m gemmlab.sweep.merge SWEEP_DIR --wait      # first wait for the sweep's Slurm jobs to end
 
-A sweep merges its rows by itself when every job has ended (``gemmlab.hydra_callbacks``). When a
+A sweep merges its rows by itself when every job has ended (``gemmlab.sweep.callbacks``). When a
 job was killed (scancel, preemption, a node lost) the launcher stops with an error and nothing is
 merged: this command merges every row the jobs wrote, and says for each job how many of its points
 are ok and how many are missing. To measure only the missing points, rerun the same sweep command
@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Set
 
-from .hydra_callbacks import merge_sweep
-from .rows import RESULTS_FILE
+from gemmlab.rows import RESULTS_FILE
+from gemmlab.sweep.callbacks import merge_sweep
 
 
 @dataclass
@@ -73,8 +73,8 @@ def expected_keys(folder: Path) -> Optional[Set[str]]:
     try:
         from omegaconf import OmegaConf
 
-        from .config import GemmlabConf
-        from .points import expand
+        from gemmlab.config import GemmlabConf
+        from gemmlab.points import expand
 
         # The schema first, as at run time, so enums and defaults match and keys hash the same.
         cfg = OmegaConf.merge(OmegaConf.structured(GemmlabConf), OmegaConf.load(cfg_file))
@@ -143,7 +143,7 @@ def merge(sweep_dir: Path, wait: bool = False, wait_timeout_s: Optional[float] =
     """Merge ``sweep_dir``'s job folders and print a per-job report; returns the exit code."""
     sweep_dir = Path(sweep_dir)
     if not sweep_dir.is_dir():
-        print(f"gemmlab.merge: no sweep folder at {sweep_dir}", file=sys.stderr)
+        print(f"gemmlab.sweep.merge: no sweep folder at {sweep_dir}", file=sys.stderr)
         return 2
     running = wait_for_jobs(sweep_dir, timeout_s=wait_timeout_s) if wait else running_slurm_jobs(sweep_dir)
     if running:
@@ -152,7 +152,7 @@ def merge(sweep_dir: Path, wait: bool = False, wait_timeout_s: Optional[float] =
     jobs = job_folders(sweep_dir)
     merged = merge_sweep(sweep_dir)
     if merged is None:
-        print(f"gemmlab.merge: no {RESULTS_FILE} in any job folder under {sweep_dir}", file=sys.stderr)
+        print(f"gemmlab.sweep.merge: no {RESULTS_FILE} in any job folder under {sweep_dir}", file=sys.stderr)
         return 1
     with open(merged, newline="") as fh:
         statuses = [r.get("status") for r in csv.DictReader(fh)]
@@ -173,7 +173,7 @@ def merge(sweep_dir: Path, wait: bool = False, wait_timeout_s: Optional[float] =
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m gemmlab.merge", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m gemmlab.sweep.merge", description=__doc__.split("\n\n")[0])
     ap.add_argument("sweep_dir", type=Path, help="the sweep's folder (hydra.sweep.dir)")
     ap.add_argument("--wait", action="store_true", help="wait for the sweep's Slurm jobs to end first")
     ap.add_argument("--wait-timeout-s", type=float, default=None, help="give up waiting after this long")

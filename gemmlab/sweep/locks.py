@@ -1,8 +1,8 @@
 """Exclusive locks that a dying process can never leave behind: ``flock`` on a file, held while
 the file stays open, dropped by the kernel when the process ends however it ends.
 
-Used for one run per results folder, one sweep per sweep folder (``gemmlab.hydra_callbacks``)
-and one measuring run per GPU (``gemmlab.gpu_pinning``). The lock file holds who took it (host,
+Used for one run per results folder, one sweep per sweep folder (``gemmlab.sweep.callbacks``)
+and one measuring run per GPU (``gemmlab.sweep.pinning``). The lock file holds who took it (host,
 PID, time), so whoever finds it taken can say by whom.
 """
 from __future__ import annotations

@@ -9,8 +9,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from .locks import BusyError, lock_folder
-from .rows import RESULTS_FILE, merge
+from gemmlab.rows import RESULTS_FILE, merge
+from gemmlab.sweep.locks import BusyError, lock_folder
 
 log = logging.getLogger("gemmlab")
 SWEEP_LOCK = ".gemmlab-sweep.lock"  # held by the process that launched the sweep, until it ends
@@ -21,7 +21,7 @@ def merge_sweep(sweep_dir: Path) -> Path | None:
     and the samples of the rows kept into ``sweep_dir/samples.parquet``."""
     import csv
 
-    from . import samples
+    from gemmlab import samples
 
     sweep_dir = Path(sweep_dir)
     jobs = sorted({p.parent for p in sweep_dir.rglob(RESULTS_FILE) if p.parent != sweep_dir})

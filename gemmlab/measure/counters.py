@@ -80,7 +80,7 @@ def profile(point, cfg, out_dir: Path, config_file: Path) -> Dict[str, object]:
     ncu_dir.mkdir(parents=True, exist_ok=True)
     cmd = ["ncu", "--clock-control", "none", "--nvtx", "--nvtx-include", f"{NVTX_RANGE}/",
            "--metrics", ",".join(METRICS), "--csv", "--page", "raw", "--print-units", "base",
-           sys.executable, "-m", "gemmlab.counters", "--config", str(config_file), "--point-key", point.key]
+           sys.executable, "-m", "gemmlab.measure.counters", "--config", str(config_file), "--point-key", point.key]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parent.parent),
                                                                     os.environ.get("PYTHONPATH")]))}
     try:
@@ -101,10 +101,10 @@ def _child(config: str, key: str) -> int:
     import cupy
     from omegaconf import OmegaConf
 
-    from .backends.base import backend_class
-    from .config import GemmlabConf
-    from .gpu.executor import GpuExecutor
-    from .points import expand
+    from gemmlab.backends.base import backend_class
+    from gemmlab.config import GemmlabConf
+    from gemmlab.measure.gpu import GpuExecutor
+    from gemmlab.points import expand
 
     # through the schema, as at run time: typed values (enums) and the same point keys
     cfg = OmegaConf.merge(OmegaConf.structured(GemmlabConf), OmegaConf.load(config))

@@ -30,7 +30,7 @@ evicts, turned out to be mostly that write-back: with the discard it times as fa
 
 measure.timer=cupti keeps the events (they drive the stopping rule) but takes each sample from
 CUPTI's kernel records instead: from the call's first kernel starting to its last kernel ending,
-without the front end's start-up after the start event (gemmlab/gpu/cupti_trace.py).
+without the front end's start-up after the start event (gemmlab/measure/cupti.py).
 
 cache=rotate instead cycles through input sets that together exceed the L2; cache=warm does
 neither (back-to-back, warm L2, as SGEMM_CUDA and fast.cu time). Samples are enqueued in batches,
@@ -44,8 +44,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence
 
-from ..stats import Summary, should_stop, summarize
-from .nvml import ClockStats
+from gemmlab.measure.nvml import ClockStats
+from gemmlab.measure.stats import Summary, should_stop, summarize
 
 SPIN_SRC = r"""
 extern "C" __global__ void gemmlab_spin(unsigned long long ns, unsigned long long* out) {
@@ -128,7 +128,7 @@ class GpuTimer:
         self.source = getattr(getattr(measure, "timer", "events"), "value", getattr(measure, "timer", "events"))
         self._trace = None
         if self.source == "cupti":
-            from .cupti_trace import KernelTrace
+            from gemmlab.measure.cupti import KernelTrace
 
             self._trace = KernelTrace.get()
         self._sampler_factory = sampler_factory
@@ -285,7 +285,12 @@ class GpuTimer:
                 records = trace.stop()  # also after a failure, so tracing never stays on
         event_times, kernels = [None] * n, [None] * n
         if records is not None:
-            from .cupti_trace import assign, kernel_names, span_s, split_samples
+            from gemmlab.measure.cupti import (
+                assign,
+                kernel_names,
+                span_s,
+                split_samples,
+            )
 
             samples = split_samples(records, self.flush_bytes if self._flush is not None else None)
             event_times = times
@@ -332,9 +337,8 @@ class _ClockSlots:
     host copies, read once the round's events have completed."""
 
     def __init__(self, cp, stream, n_calls: int, batch: int):
-        import numpy as np
-
         import cupyx
+        import numpy as np
 
         self.cp, self.stream, self.shape = cp, stream, (n_calls, batch, 2)
         self.dev = cp.zeros((2, n_calls, batch, 2), dtype=cp.uint64)

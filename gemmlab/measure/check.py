@@ -38,7 +38,7 @@ CPU), it comes from another implementation (:func:`independent_reference`), name
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
 # Unit roundoff u = 2^-p, p = significand bits including the implicit one, round to nearest.
@@ -335,7 +335,7 @@ def default_name(xp) -> str:
 def _as_f64(xp, x):
     """FP64 copy of any storage type (bfloat16 through its bits where the array library can't cast)."""
     if xp.__name__ == "cupy":
-        from .gpu import arrays
+        from gemmlab.gpu import arrays
 
         return arrays.to_float64(xp, x)
     return xp.asarray(x).astype(xp.float64)
@@ -347,10 +347,10 @@ def round_to(xp, r64, out_dtype: str):
     if out_dtype == "float64":
         return r64
     if xp.__name__ == "cupy":
-        from .gpu import arrays
+        from gemmlab.gpu import arrays
 
         return arrays.to_float64(xp, arrays.cast(xp, r64.astype(xp.float32), out_dtype))
-    from . import dtypes
+    from gemmlab import dtypes
 
     return r64.astype(xp.float32).astype(dtypes.numpy_dtype(out_dtype)).astype(xp.float64)
 

@@ -7,9 +7,10 @@ from typing import Any, Dict
 
 import numpy as np
 
-from . import check, dtypes, env, samples
-from .config import Distribution
-from .stats import should_stop, summarize, timing_fields
+from gemmlab import dtypes, env, samples
+from gemmlab.config import Distribution
+from gemmlab.measure import check
+from gemmlab.measure.stats import should_stop, summarize, timing_fields
 
 
 class CpuExecutor:
@@ -29,7 +30,7 @@ class CpuExecutor:
         t = point.variant_cfg.get("threads")
         return t if t is not None else self.measure.threads
 
-    def measure_point(self, point, backend, seed: int) -> Dict[str, Any]:
+    def measure_point(self, point, backend, seed: int, baselines=()) -> Dict[str, Any]:
         from threadpoolctl import threadpool_limits
 
         threads = self._threads(point)
@@ -52,7 +53,7 @@ class CpuExecutor:
         return x.astype(dtypes.numpy_dtype(dtype_name))
 
     def reference(self, point, a_ref, b_ref):
-        """The check's reference for a GEMM point on the host (gemmlab/check.py)."""
+        """The check's reference for a GEMM point on the host (gemmlab/measure/check.py)."""
         return check.gemm_reference(np, point, self.kind, a_ref, b_ref,
                                     self.measure.distribution == Distribution.exact)
 

@@ -39,7 +39,7 @@ class ClockStats:
 
 class Nvml:
     """One device's NVML handle for clocks, power and temperature, found by PCI bus id so
-    CUDA_VISIBLE_DEVICES cannot confuse it (the GPU's identity: gemmlab.gpu_pinning.gpu_identity)."""
+    CUDA_VISIBLE_DEVICES cannot confuse it (the GPU's identity: gemmlab.gpu.identity.gpu_identity)."""
 
     def __init__(self, pci_bus_id: str):
         self.ok = False
