@@ -1,1 +1,2 @@
-"""GPU side of the measuring core: device facts, the timer, NVML clocks, the executor."""
+"""Facts about the GPU a process runs on: which one it is (identity), its properties (device),
+arrays in every storage type (arrays), and TMA descriptors for the Hopper kernels (tma)."""

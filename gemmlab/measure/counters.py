@@ -11,7 +11,6 @@ Intensities divide the point's algorithmic FLOPs (2mnk) by the measured bytes at
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import os
@@ -80,7 +79,7 @@ def profile(point, cfg, out_dir: Path, config_file: Path) -> Dict[str, object]:
     ncu_dir.mkdir(parents=True, exist_ok=True)
     cmd = ["ncu", "--clock-control", "none", "--nvtx", "--nvtx-include", f"{NVTX_RANGE}/",
            "--metrics", ",".join(METRICS), "--csv", "--page", "raw", "--print-units", "base",
-           sys.executable, "-m", "gemmlab.measure.counters", "--config", str(config_file), "--point-key", point.key]
+           sys.executable, "-m", "gemmlab.ncu_child", "--config", str(config_file), "--point-key", point.key]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parent.parent),
                                                                     os.environ.get("PYTHONPATH")]))}
     try:
@@ -94,44 +93,3 @@ def profile(point, cfg, out_dir: Path, config_file: Path) -> Dict[str, object]:
         return {"counters_reason": f"ncu exited {p.returncode}: {tail} (log: ncu/{point.key}.log)"}
     fields = summarize(parse_ncu_csv(p.stdout), point.flops)
     return fields
-
-
-def _child(config: str, key: str) -> int:
-    """Inside ncu: rebuild the point, warm up once, then launch once inside the NVTX range."""
-    import cupy
-    from omegaconf import OmegaConf
-
-    from gemmlab.backends.base import backend_class
-    from gemmlab.config import GemmlabConf
-    from gemmlab.measure.gpu import GpuExecutor
-    from gemmlab.points import expand
-
-    # through the schema, as at run time: typed values (enums) and the same point keys
-    cfg = OmegaConf.merge(OmegaConf.structured(GemmlabConf), OmegaConf.load(config))
-    pts = [p for p in expand(cfg) if p.key == key]
-    if not pts:
-        print(f"no point with key {key} in {config}", file=sys.stderr)
-        return 2
-    p = pts[0]
-    backend = backend_class(p.backend)(cfg)
-    backend.prepare([p])
-    ex = GpuExecutor(cfg)
-    ex._init()
-    with ex.stream:
-        (a, b, _ar, _br, c), = ex.make_sets(p, backend, cfg.measure.seed, 1)
-        launch = backend.make_launch(p, a, b, c)
-        launch.fn()
-        ex.stream.synchronize()
-        cupy.cuda.nvtx.RangePush(NVTX_RANGE)
-        launch.fn()
-        ex.stream.synchronize()
-        cupy.cuda.nvtx.RangePop()
-    return 0
-
-
-if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description="profile one point (used by gemmlab under ncu)")
-    ap.add_argument("--config", required=True)
-    ap.add_argument("--point-key", required=True)
-    a = ap.parse_args()
-    sys.exit(_child(a.config, a.point_key))

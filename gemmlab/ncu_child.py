@@ -1,0 +1,53 @@
+"""The process ncu profiles for ``measure.counters=ncu`` (gemmlab/measure/counters.py starts it):
+rebuild one point from the run's saved config, warm up once, then launch it once inside the NVTX
+range the counters are read in.
+
+    python -m gemmlab.ncu_child --config RUN/ncu/config.yaml --point-key KEY
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from gemmlab.measure.counters import NVTX_RANGE
+
+
+def main(config: str, key: str) -> int:
+    """Inside ncu: rebuild the point, warm up once, then launch once inside the NVTX range."""
+    import cupy
+    from omegaconf import OmegaConf
+
+    from gemmlab.backends.base import backend_class
+    from gemmlab.config import GemmlabConf
+    from gemmlab.measure.gpu import GpuExecutor
+    from gemmlab.points import expand
+
+    # through the schema, as at run time: typed values (enums) and the same point keys
+    cfg = OmegaConf.merge(OmegaConf.structured(GemmlabConf), OmegaConf.load(config))
+    pts = [p for p in expand(cfg) if p.key == key]
+    if not pts:
+        print(f"no point with key {key} in {config}", file=sys.stderr)
+        return 2
+    p = pts[0]
+    backend = backend_class(p.backend)(cfg)
+    backend.prepare([p])
+    ex = GpuExecutor(cfg)
+    ex._init()
+    with ex.stream:
+        (a, b, _ar, _br, c), = ex.make_sets(p, backend, cfg.measure.seed, 1)
+        launch = backend.make_launch(p, a, b, c)
+        launch.fn()
+        ex.stream.synchronize()
+        cupy.cuda.nvtx.RangePush(NVTX_RANGE)
+        launch.fn()
+        ex.stream.synchronize()
+        cupy.cuda.nvtx.RangePop()
+    return 0
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description="profile one point (used by gemmlab under ncu)")
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--point-key", required=True)
+    a = ap.parse_args()
+    sys.exit(main(a.config, a.point_key))
