@@ -77,9 +77,9 @@ for stage in "$@"; do case $stage in
              measure.max_time_s=2 run.fail_on_error=false $Q run.name=cutlass_n8192 hydra.run.dir=$REF/cutlass_n8192 ;;
   cutlass_odd) step cutlass_odd 200 python3 run.py "variant=[cutlass_auto]" "precision=[fp64,fp32,tf32,fp16,bf16]" sizes=odd \
              run.fail_on_error=false $Q run.name=cutlass_odd hydra.run.dir=$REF/cutlass_odd ;;
-  ladder)  step ladder_fp32 240 python3 run.py "variant=[naive,smem_tiled,register_blocked,double_buffered,warp_tiled]" \
+  ladder)  step ladder_fp32 240 python3 run.py "variant=[tag_ladder]" \
              precision=fp32 "sizes.square=[4096]" sizes.shapes=[] $Q run.name=ladder_fp32 hydra.run.dir=$REF/ladder_fp32 ;;
-  tc)      step ladder_tc 300 python3 run.py "variant=[wmma,wmma_tiled,mma_sync,wgmma_tma,wgmma_ws]" \
+  tc)      step ladder_tc 300 python3 run.py "variant=[tag_tensor_core]" \
              "precision=[fp16,bf16]" "sizes.square=[4096,8192]" sizes.shapes=[] measure=sustained \
              measure.max_time_s=2 $Q run.name=ladder_tc hydra.run.dir=$REF/ladder_tc ;;
   tune)    step tune_warp_tiled 240 python3 run.py -m variant=warp_tiled precision=fp32 "sizes.square=[4096]" sizes.shapes=[] \
@@ -92,15 +92,15 @@ for stage in "$@"; do case $stage in
   tune_ws) step tune_wgmma_ws 200 python3 run.py -m variant=wgmma_ws precision=bf16 "sizes.square=[8192]" sizes.shapes=[] \
              measure.max_time_s=1.5 $Q 'variant.wgmma_ws.cuda.defines={CLUSTER_M:2,GROUP_M:8},{CLUSTER_M:1,GROUP_M:8},{CLUSTER_M:2,GROUP_M:16},{CLUSTER_M:1,GROUP_M:16}' \
              run.name=tune_wgmma_ws hydra.sweep.dir=$REF/tune_wgmma_ws ;;
-  pitfalls) step pitfalls 180 python3 run.py "variant=[smem_tiled,smem_tiled_colread,smem_tiled_colread_padded,smem_tiled_nosync]" \
+  pitfalls) step pitfalls 180 python3 run.py "variant=[smem_tiled,tag_pitfall]" \
              precision=fp32 "sizes.square=[4096]" sizes.shapes=[] measure.check_repeats=5 run.fail_on_error=false $Q \
              run.name=pitfalls hydra.run.dir=$REF/pitfalls ;;
   cublas)  rm -rf "$REF/cublas_square"  # a fresh sweep, not a resume of the committed rows
            step cublas_square 360 python3 run.py +experiment=cublas_square $Q hydra.run.dir=$REF/cublas_square ;;
-  counters) step counters_fp32 300 python3 run.py "variant=[naive,smem_tiled,register_blocked,double_buffered,warp_tiled,cutlass_auto,cublas]" \
+  counters) step counters_fp32 300 python3 run.py "variant=[tag_ladder,cutlass_auto,cublas]" \
              precision=fp32 "sizes.square=[4096]" sizes.shapes=[] measure.counters=ncu measure.baseline=[] $Q \
              run.name=counters_fp32 hydra.run.dir=$REF/counters_fp32
-           step counters_fp16 300 python3 run.py "variant=[wmma,wmma_tiled,mma_sync,wgmma_tma,wgmma_ws,cutlass_auto,cublas]" \
+           step counters_fp16 300 python3 run.py "variant=[tag_tensor_core,cutlass_auto,cublas]" \
              precision=fp16 "sizes.square=[4096]" sizes.shapes=[] measure=sustained measure.counters=ncu measure.baseline=[] $Q \
              run.name=counters_fp16 hydra.run.dir=$REF/counters_fp16 ;;
   claims_fix) step claims_cpu_gpu 200 python3 -X faulthandler run.py +experiment=claims_cpu_gpu $Q hydra.run.dir=$REF/claims_cpu_gpu
@@ -115,7 +115,7 @@ for stage in "$@"; do case $stage in
   validity) step gpu_validity 420 python3 -m pytest -m gpu tests/test_gpu_validity.py tests/test_gpu_negative_controls.py \
              tests/test_gpu_core.py -q -rA -p no:cacheprovider ;;
   negative_controls)  # every wrong_* variant must fail at every size in each precision it supports
-           step negative_controls 300 python3 run.py "variant=[wrong_tile,wrong_edge_row,wrong_k_tail,wrong_low_acc]" \
+           step negative_controls 300 python3 run.py "variant=tag_negative_control" \
              "precision=[fp64,fp32,fp16,bf16]" "sizes.square=[1024,4096,8192,16384]" sizes.shapes=[] \
              measure=quick measure.baseline=[] run.fail_on_error=false $Q hydra.run.dir=$REF/negative_controls ;;
   precompile)  # in the background, no CUDA context: the correctness sweep's kernels into the cache

@@ -13,15 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
-ROOT = Path(__file__).resolve().parent.parent
-CONF_DIR = ROOT / "conf"
-
+from gemmlab import variants
+from gemmlab.paths import CONF_DIR, ROOT  # noqa: F401  (ROOT: the checkout, for code that names paths)
 
 
 class Backend(str, Enum):
@@ -154,6 +152,9 @@ class VariantConf:
     precisions: List[str] = field(default_factory=list)
     in_default_sweep: bool = True  # pitfall variants say false
     stage: Optional[int] = None  # position on the chapter's ladder, for figures
+    # what the variant is, for selecting it (variant=tag_<tag>, experiments, claims): e.g. ladder,
+    # simt, tensor_core, hopper, library, cutlass, probe, pitfall, negative_control
+    tags: List[str] = field(default_factory=list)
     intensity_model: Optional[str] = None  # modeled DRAM FLOP/byte, an expression
     requires: List[RequireConf] = field(default_factory=list)
     out_dtype: Optional[str] = None  # overrides the precision's output type (wmma writes float)
@@ -255,33 +256,18 @@ class GemmlabConf:
     experiment: Dict[str, Any] = field(default_factory=dict)  # claim id, notes
 
 
-def variant_files() -> Dict[str, Path]:
-    return {p.stem: p for p in sorted((CONF_DIR / "variant").glob("*.yaml"))}
-
-
 def load_variant(name: str):
     """A variant's config by name, validated against the schema, whether or not the run selected
-    it (the GPU executor measures the cuBLAS baselines next to every point)."""
-    files = variant_files()
-    if name not in files:
-        raise KeyError(f"unknown variant {name!r}; known: {sorted(files)}")
-    return OmegaConf.merge(OmegaConf.structured(VariantConf), OmegaConf.load(files[name]))
-
-
-def _variant_sets() -> Dict[str, List[str]]:
-    default, every = [], []
-    for name, path in variant_files().items():
-        node = OmegaConf.load(path)
-        every.append(name)
-        if node.get("in_default_sweep", True):
-            default.append(name)
-    return {"default": default, "all": every}
+    it (the runner times the cuBLAS baselines next to every point)."""
+    return OmegaConf.merge(OmegaConf.structured(VariantConf), OmegaConf.load(variants.info(name).path))
 
 
 def register_configs() -> None:
+    """The schema, and the variant group's computed options (gemmlab/variants.py: default, all,
+    tag_<tag>)."""
     cs = ConfigStore.instance()
     cs.store(name="gemmlab_schema", node=GemmlabConf)
-    for set_name, names in _variant_sets().items():
+    for set_name, names in variants.sets().items():
         cs.store(group="variant", name=set_name, node=OmegaConf.create({"defaults": names}))
 
 

@@ -7,14 +7,12 @@ import platform
 import socket
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any, Dict
 
 import numpy as np
 
 from gemmlab import __version__
-
-ROOT = Path(__file__).resolve().parent.parent
+from gemmlab.paths import ROOT
 
 
 @functools.lru_cache(maxsize=None)

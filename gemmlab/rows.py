@@ -23,6 +23,12 @@ COLUMNS: List[tuple] = [
     ("device", "device the point ran on (GPU name or CPU model)"),
     ("backend", "cpu_blas | cublas | cublaslt | cutlass | cuda"),
     ("variant", "variant name (conf/variant/<name>.yaml)"),
+    # what the variant was when it was measured (analysis reads these, never today's conf/)
+    ("kind", "cpu | gpu: which executor measured it"),
+    ("stage", "position on the chapter's ladder (hand-written stages)"),
+    ("description", "the variant's description"),
+    ("tags", "the variant's tags (ladder, simt, tensor_core, library, cutlass, probe, pitfall, ...)"),
+    ("defines", "the kernel's parameters as built: cuda defines, or CUTLASS's tile, cluster and schedules"),
     ("precision", "precision name (conf/precision/<name>.yaml)"),
     ("op", "gemm (or the experiment's operation: gemv, vecadd, copy, transfer, ...)"),
     ("m", "rows of A and C"), ("n", "columns of B and C"), ("k", "inner dimension"),

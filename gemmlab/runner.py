@@ -23,6 +23,9 @@ from gemmlab.sweep.locks import BusyError, lock_folder
 
 log = logging.getLogger("gemmlab")
 LIBRARY_BACKENDS = ("cublas", "cublaslt")  # their points get no baseline: they are the baseline
+# a CUTLASS variant's kernel parameters, as its rows' `defines` record them
+CUTLASS_PARAMS = ("opclass", "tile", "cluster", "stages", "kernel_schedule", "epilogue_schedule", "tile_scheduler",
+                  "swizzle", "raster_order", "layout_a", "layout_b", "search")
 RUN_LOCK = ".gemmlab-run.lock"  # one run at a time per results folder
 
 
@@ -79,6 +82,7 @@ class Runner:
             model = None
         return {
             "run_id": self.run_id, "backend": pt.backend, "variant": pt.variant,
+            **variant_fields(pt),
             "precision": pt.precision, "op": "gemm", "m": pt.m, "n": pt.n, "k": pt.k,
             "in_dtype": pt.in_dtype, "out_dtype": pt.out_dtype, "compute": pt.compute,
             "point_key": pt.key, "flops": pt.flops, "bytes_min": pt.bytes_min,
@@ -234,6 +238,20 @@ class Runner:
             return self.executor(kind).device_fields()
         except Exception:
             return {}
+
+
+def variant_fields(pt: Point) -> Dict[str, Any]:
+    """What the variant is, written into its rows at measure time: the backend's kind, the YAML's
+    stage, description and tags, and the kernel parameters it was built with."""
+    v = pt.variant_cfg
+    defines: Dict[str, Any] = {}
+    if v.get("cuda") is not None:
+        defines = dict(OmegaConf.to_container(v.cuda.defines, resolve=True))
+    elif v.get("cutlass") is not None:
+        c = OmegaConf.to_container(v.cutlass, resolve=True, enum_to_str=True)
+        defines = {k: c[k] for k in CUTLASS_PARAMS if c.get(k) not in (None, [], "auto")}
+    return {"kind": backend_class(pt.backend).kind, "stage": v.get("stage"), "description": v.get("description"),
+            "tags": list(v.get("tags") or []), "defines": defines or None}
 
 
 def _say(text: str) -> None:

@@ -29,6 +29,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from gemmlab import config as C
+from gemmlab import variants
 
 EXIT_CODE = 2  # a usage error, as argparse uses it
 
@@ -148,7 +149,7 @@ class NamesOf(Rule):
 
 
 def _variant_names() -> List[str]:
-    return sorted(C.variant_files())
+    return sorted(variants.files())
 
 
 # What every setting may be, per schema dataclass and field. A numeric field of MeasureConf or

@@ -96,12 +96,17 @@ def test_claims_experiment_composes_with_known_claims_and_probes(name):
 
 
 def _experiment_variants(name):
-    """Variant names an experiment file selects (read from its defaults list, no Hydra)."""
+    """Variant names an experiment file selects (read from its defaults list, no Hydra; the
+    computed sets such as tag_simt expanded)."""
+    from gemmlab import variants
+
+    sets = variants.sets()
     for entry in OmegaConf.load(ROOT / "experiments" / f"{name}.yaml").get("defaults", []):
         if isinstance(entry, dict) or OmegaConf.is_dict(entry):
             for key, value in entry.items():
                 if key.strip() == "override /variant":
-                    return list(value) if not isinstance(value, str) else [value]
+                    names = list(value) if not isinstance(value, str) else [value]
+                    return [v for n in names for v in sets.get(n, [n])]
     return []
 
 

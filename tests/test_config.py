@@ -6,7 +6,8 @@ from conftest import ROOT, compose_cfg
 from hydra.errors import ConfigCompositionException, MissingConfigException
 from omegaconf import OmegaConf
 
-from gemmlab.config import CONF_DIR, load_variant, variant_files
+from gemmlab.config import CONF_DIR, load_variant
+from gemmlab.variants import files as variant_files
 from gemmlab.points import ConfigError, expand, shapes
 
 GROUPS = ["variant", "precision", "sizes", "measure", "device", "paths"]

@@ -31,7 +31,7 @@ from gemmlab.backends.cuda_kernels import (
     build_for,
     launch_shape,
 )
-from gemmlab.config import variant_files
+from gemmlab.variants import files as variant_files
 from gemmlab.measure import check
 from gemmlab.points import expand
 

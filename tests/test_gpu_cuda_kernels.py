@@ -23,7 +23,7 @@ import pytest
 from conftest import ROOT, compose_cfg, run_points
 from omegaconf import OmegaConf
 
-from gemmlab.config import variant_files
+from gemmlab.variants import files as variant_files
 
 pytestmark = pytest.mark.gpu
 

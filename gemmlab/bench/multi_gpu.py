@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from gemmlab.gpu.identity import host_gpus, parse_visible
+from gemmlab.paths import ROOT
 from gemmlab.rows import RESULTS_FILE
 from gemmlab.sweep.pinning import CLAIM_FILE
 
-ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_SWEEP = ["variant=cublas", "precision=fp16,bf16,tf32,fp32", "sizes=square"]
 
 
