@@ -3,7 +3,7 @@
     python run.py                                   # default variants, precisions and sizes
     python run.py variant=[cublas,naive] precision=fp16 sizes=square
     python run.py -m precision=fp32,fp64 sizes=smoke   # a sweep: rows merged into one file
-    python run.py +experiment=c3_naive              # a claim of the chapter (experiments/)
+    python run.py +experiment=claims_ladder         # claims of the chapter (experiments/)
 """
 import sys
 

@@ -130,7 +130,7 @@ def expand(cfg: DictConfig) -> List[Point]:
                 reason = None
                 if pname not in v.precisions:
                     reason = f"{vname} does not support {pname} (supports {', '.join(v.precisions)})"
-                pt = Point(variant=vname, backend=_backend_name(v.backend), precision=pname,
+                pt = Point(variant=vname, backend=v.backend.value, precision=pname,
                            m=m, n=n, k=k, in_dtype=p.in_dtype, out_dtype=out_dtype,
                            compute=p.compute, tolerance=float(p.tolerance),
                            variant_cfg=v, precision_cfg=p, skip_reason=reason, method=method)
@@ -148,7 +148,3 @@ def requirement_failure(pt: Point) -> Optional[str]:
         if not evaluate(req.expr, env):
             return f"{req.reason} (requires {req.expr}; m={pt.m}, n={pt.n}, k={pt.k})"
     return None
-
-
-def _backend_name(b: Any) -> str:
-    return getattr(b, "value", b)

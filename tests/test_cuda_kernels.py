@@ -426,3 +426,16 @@ def test_precompile_fills_the_cache_a_run_then_hits(tmp_path, monkeypatch):
     (p,) = {build_for(p): p for p in expand(cfg)}.values()
     again = nvcc.compile_cubin(build_for(p).source, build_for(p).flags, Path(cfg.paths.cache) / "cuda")
     assert again.compile_s == 0.0
+
+
+def test_a_stage_number_is_the_same_in_its_yaml_file_name_and_header():
+    """The YAML's `stage` is the number; the file prefix and the header's "Stage N:" must agree."""
+    from gemmlab import variants
+
+    staged = [v for v in variants.all_info() if v.stage is not None and v.backend == "cuda"]
+    assert len(staged) >= 10
+    for v in staged:
+        source = ROOT / OmegaConf.load(v.path).cuda.source
+        assert int(source.name.split("_", 1)[0]) == v.stage, (v.name, source.name)
+        first = source.read_text().splitlines()[0]
+        assert first.startswith(f"// Stage {v.stage}:"), (v.name, first)

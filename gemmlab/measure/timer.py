@@ -90,9 +90,9 @@ class Timed:
 
     def timer_fields(self, measure) -> dict:
         """What the row's extra.timer says about how this call was timed."""
-        out = {"spin": getattr(measure.spin, "value", measure.spin),
+        out = {"spin": measure.spin.value,
                "spin_us": round(self.busy_us, 2), "flush_us": round(self.flush_us, 2)}
-        if getattr(measure, "flush_discard", False):
+        if measure.flush_discard:
             out["flush_discard"] = True
         if self.sm_clock_inband_mhz:
             out["sm_clock_inband_mhz"] = self.inband_range()
@@ -110,22 +110,22 @@ class GpuTimer:
         self.cupy = cupy
         self.m = measure
         self.stream = stream
-        self.cache = getattr(measure.cache, "value", measure.cache)
+        self.cache = measure.cache.value
         self.l2_bytes = l2_bytes
-        self.flush_bytes = int(getattr(measure, "flush_bytes", 0) or 0) or 2 * l2_bytes
+        self.flush_bytes = int(measure.flush_bytes) or 2 * l2_bytes
         if self.cache == "flush" and self.flush_bytes < l2_bytes:
             raise ValueError(f"measure.flush_bytes={self.flush_bytes} is smaller than the L2 ({l2_bytes} B): "
                              "the flush would leave part of the inputs cached")
-        self.spin_policy = getattr(measure.spin, "value", measure.spin)
+        self.spin_policy = measure.spin.value
         self._flush = cupy.empty(self.flush_bytes, dtype=cupy.uint8) if self.cache == "flush" else None
         self._spin = cupy.RawKernel(SPIN_SRC, "gemmlab_spin")
         self._discard = (cupy.RawKernel(DISCARD_SRC, "gemmlab_l2_discard")
-                         if self._flush is not None and getattr(measure, "flush_discard", False) else None)
+                         if self._flush is not None and measure.flush_discard else None)
         if self._discard is not None:  # the launch arguments, built once rather than per sample
             import numpy as np
 
             self._discard_args = (self._flush, np.uint64(self.flush_bytes // 128))
-        self.source = getattr(getattr(measure, "timer", "events"), "value", getattr(measure, "timer", "events"))
+        self.source = measure.timer.value
         self._trace = None
         if self.source == "cupti":
             from gemmlab.measure.cupti import KernelTrace
