@@ -140,7 +140,7 @@ class CublasLtConf:
 
 @dataclass
 class ProbeConf:
-    """A measurement that is not C = A @ B (see gemmlab/backends/*_probe.py): which one, and its
+    """A measurement that is not C = A @ B (see gemmlab/backends/probes/): which one, and its
     parameters. The point's m, n, k keep their meaning where they have one (vector length = m)."""
 
     kind: str = MISSING

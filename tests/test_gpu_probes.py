@@ -1,4 +1,4 @@
-"""The GPU probes (gemmlab/backends/gpu_probe.py) at tiny sizes, and every claim experiment run
+"""The GPU probes (gemmlab/backends/probes/) at tiny sizes, and every claim experiment run
 whole at a tiny size. GPU tests skip with a reason where there is no CUDA device; the compile
 test needs only nvcc.
 
@@ -11,7 +11,8 @@ import json
 import pytest
 from conftest import ROOT, compose_cfg, run_points
 
-from gemmlab.backends import gpu_probe, nvcc
+from gemmlab.backends import nvcc
+from gemmlab.backends.probes import gpu as gpu_probe
 
 EXPERIMENTS = sorted(p.stem for p in (ROOT / "experiments").glob("claims_*.yaml"))
 QUICK = ["measure=quick", "run.progress=false"]
