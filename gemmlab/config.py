@@ -145,6 +145,9 @@ class ProbeConf:
 
     kind: str = MISSING
     params: Dict[str, Any] = field(default_factory=dict)
+    # the kernel a GPU probe compiles, a path relative to the project root (as cuda.source);
+    # None for probes that compile none (copy, gemv, transfers, the host's probes)
+    source: Optional[str] = None
 
 
 @dataclass

@@ -20,6 +20,7 @@ class Sgemm32Unguarded(Probe):
     Afterwards: elements of C never written, elements written past C, and the error."""
 
     op = "boundary"
+    compiles = True
 
     def skip(self, p, params):
         if params.get("grid", "floor") not in ("floor", "ceil"):
@@ -40,7 +41,7 @@ class Sgemm32Unguarded(Probe):
         b = b_buf[: p.k * p.n].reshape(p.k, p.n)
         grid_rule = params.get("grid", "floor")
         gx, gy = (p.n // t, p.m // t) if grid_rule == "floor" else (-(-p.n // t), -(-p.m // t))
-        kern = backend.function(ex, "sgemm32", "sgemm32")
+        kern = backend.function(ex, p, "sgemm32")
         if gx and gy:
             kern((gx, gy), (t, t), (a_buf, b_buf, c_buf, np.int32(p.m), np.int32(p.n), np.int32(p.k)))
         ex.stream.synchronize()

@@ -23,6 +23,7 @@ class Probe:
 
     op: str = ""
     precisions: Sequence[str] = ("fp32",)
+    compiles: bool = False  # runs a kernel of the variant's probe.source (GpuProbe.function)
 
     def skip(self, p, params) -> Optional[str]:
         if p.compute not in self.precisions:

@@ -5,9 +5,13 @@ A variant with ``backend: gpu_probe`` names a ``probe.kind`` (a key of :data:`PR
 are listed in the package docstring) and its ``probe.params``. The GPU executor calls
 :meth:`GpuProbe.measure_point`, which hands the point to its probe; the probe owns the inputs,
 the check and the timing of its point, and the dict it returns overrides the row's GEMM defaults
-(``op``, ``flops``, ``bytes_min``, ``intensity``, ...). Kernels are compiled with nvcc
-(:mod:`gemmlab.backends.nvcc`) into cubins cached under ``paths.cache``/probes and loaded with
-``cupy.RawModule(path=...)``, once per source and process.
+(``op``, ``flops``, ``bytes_min``, ``intensity``, ...).
+
+A probe that runs a kernel of its own (``Probe.compiles``) finds it in the variant's
+``probe.source``, resolved as the cuda backend resolves ``cuda.source``; without one its point
+fails, saying so. Kernels are compiled with nvcc (:mod:`gemmlab.backends.nvcc`) into cubins cached
+under ``paths.cache``/probes and loaded with ``cupy.RawModule(path=...)``, once per source and
+process.
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from typing import Any, Dict, Optional
 
 from gemmlab import cache
 from gemmlab.backends.base import Backend
+from gemmlab.backends.cuda_kernels import resolve_source
 from gemmlab.backends.probes.boundary import Sgemm32Unguarded
 from gemmlab.backends.probes.common import Probe, ProbeSkip
 from gemmlab.backends.probes.memory import Copy, Gemv, VecAdd
@@ -25,13 +30,7 @@ from gemmlab.backends.probes.transfer import FirstRun, GemmEndToEnd, Transfer
 from gemmlab.backends.probes.wmma import WmmaAlignment, WmmaLayout, tile_transpose  # noqa: F401
 from gemmlab.config import ROOT
 
-KERNELS_DIR = ROOT / "kernels" / "cuda"
-PROBE_SOURCES = {
-    "streams": KERNELS_DIR / "probes" / "streams.cu",
-    "smem": KERNELS_DIR / "probes" / "smem.cu",
-    "wmma_layout": KERNELS_DIR / "probes" / "wmma_layout.cu",
-    "sgemm32": KERNELS_DIR / "92_sgemm32_as_written.cu",
-}
+KERNELS_DIR = ROOT / "kernels" / "cuda"  # on the include path of every probe kernel
 
 
 # -- building kernels ---------------------------------------------------------------------------
@@ -57,7 +56,7 @@ class GpuProbe(Backend):
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        self._modules: Dict[str, Any] = {}
+        self._modules: Dict[Path, Any] = {}
         self._blas_handle = None
         self._cublas = None  # gemmlab.backends.cublas.Cublas, for the GEMM of gemm_e2e / first_run
 
@@ -78,6 +77,10 @@ class GpuProbe(Backend):
     def measure_point(self, point, executor, seed: int) -> Dict[str, Any]:
         kind, params = self._probe(point)
         probe = PROBES[kind]
+        if probe.compiles:
+            why = self._source_problem(point, kind)
+            if why:
+                return {"status": "failed", "reason": why, "op": probe.op}
         try:
             fields = probe.run(self, point, executor, seed, params)
         except ProbeSkip as e:
@@ -88,22 +91,50 @@ class GpuProbe(Backend):
         if self._cublas is not None:
             self._cublas.release()
 
-    # -- shared resources -------------------------------------------------------------------
-    def _module(self, ex, source: str):
-        """(RawModule, cubin path) of ``PROBE_SOURCES[source]``, compiled for this device once."""
+    # -- kernels ----------------------------------------------------------------------------
+    def kernel_source(self, point) -> Optional[Path]:
+        """The variant's ``probe.source`` resolved as the cuda backend resolves ``cuda.source``
+        (relative to ``paths.root``, else to this checkout), or None where it names none."""
+        source = point.variant_cfg.probe.get("source")
+        return resolve_source(str(source), self._root()) if source else None
+
+    def _root(self) -> Optional[str]:
+        try:
+            return str(self.cfg.paths.root)
+        except Exception:
+            return None
+
+    def _source_problem(self, point, kind: str) -> Optional[str]:
+        """Why the point's kernel source cannot be compiled (none named, no such file), or None."""
+        source = self.kernel_source(point)
+        if source is None:
+            return (f"gpu_probe kind {kind!r} runs a kernel of its own and variant {point.variant} names none: "
+                    f"set probe.source in its YAML (a .cu file, relative to the project root)")
+        if not source.is_file():
+            return f"variant {point.variant}: probe.source {source} is not a file"
+        return None
+
+    def _module(self, ex, point):
+        """(RawModule, cubin path) of the point's ``probe.source``, compiled for this device once."""
+        source = self.kernel_source(point)
+        if source is None:
+            raise ValueError(f"variant {point.variant} (backend gpu_probe) has no probe.source")
         if source not in self._modules:
             import cupy
 
-            cubin = compile_probe(PROBE_SOURCES[source], device_arch(ex.dev["cc"]), self.cfg.paths.cache)
+            cubin = compile_probe(source, device_arch(ex.dev["cc"]), self.cfg.paths.cache)
             self._modules[source] = (cupy.RawModule(path=str(cubin)), cubin)
         return self._modules[source]
 
-    def function(self, ex, source: str, entry: str):
-        return self._module(ex, source)[0].get_function(entry)
+    def function(self, ex, point, entry: str):
+        """Kernel ``entry`` of the point's ``probe.source``."""
+        return self._module(ex, point)[0].get_function(entry)
 
-    def cubin(self, ex, source: str) -> Path:
-        return self._module(ex, source)[1]
+    def cubin(self, ex, point) -> Path:
+        """The cubin of the point's ``probe.source`` (for child processes that load it)."""
+        return self._module(ex, point)[1]
 
+    # -- shared resources -------------------------------------------------------------------
     def blas_handle(self, ex) -> int:
         from cupy_backends.cuda.libs import cublas
 

@@ -60,12 +60,13 @@ class VecAdd(VectorProbe):
     One add per element (flops = m); 3 m elements move (bytes_min = 3 m itemsize)."""
 
     op = "vecadd"
+    compiles = True
 
     def run(self, backend, p, ex, seed, params):
         cp = ex.cp
         item = dtypes.itemsize(p.in_dtype)
         need_memory(3 * p.m * item + 4 * 8 * p.m)
-        kern = backend.function(ex, "streams", f"vecadd_{p.in_dtype}")
+        kern = backend.function(ex, p, f"vecadd_{p.in_dtype}")
         rng = cp.random.default_rng(seed)
         a = random_array(cp, rng, (p.m,), p.in_dtype, ex)
         b = random_array(cp, rng, (p.m,), p.in_dtype, ex)

@@ -15,6 +15,8 @@ class SmemProbe(Probe):
     """Shared-memory microbenchmarks (kernels/cuda/probes/smem.cu); the shape is unused, so they
     run at [1, 1, 1] (sizes=probe); the work is set by params."""
 
+    compiles = True
+
     def skip(self, p, params):
         if (p.m, p.n, p.k) != (1, 1, 1):
             return f"{self.op} sets its work by params; run it at the shape [1, 1, 1] (sizes=probe)"
@@ -34,7 +36,7 @@ class SmemBandwidth(SmemProbe):
         iters = int(params.get("iters", 8192))
         if iters % 8:
             raise ProbeSkip(f"smem_bandwidth params.iters must be a multiple of 8, got {iters}")
-        kern = backend.function(ex, "smem", "smem_read_vec4")
+        kern = backend.function(ex, p, "smem_read_vec4")
         grid = self._grid(ex)
         out = cp.empty(grid * SMEM_BLOCK, dtype=cp.float32)
         args = (out, np.int32(iters))
@@ -67,7 +69,7 @@ class SmemBank(SmemProbe):
         iters, stride = int(params.get("iters", 4096)), int(params.get("stride", 1))
         if iters % 32:
             raise ProbeSkip(f"smem_bank params.iters must be a multiple of 32, got {iters}")
-        kern = backend.function(ex, "smem", "smem_read_strided")
+        kern = backend.function(ex, p, "smem_read_strided")
         grid = self._grid(ex)
         out = cp.empty(grid * SMEM_BLOCK, dtype=cp.float32)
         args = (out, np.int32(iters), np.int32(stride))
@@ -96,7 +98,7 @@ class SmemLatency(SmemProbe):
         hops, hop_words = int(params.get("hops", 65536)), int(params.get("hop_words", 33))
         if hops % 16:
             raise ProbeSkip(f"smem_latency params.hops must be a multiple of 16, got {hops}")
-        kern = backend.function(ex, "smem", "smem_latency")
+        kern = backend.function(ex, p, "smem_latency")
         cycles = cp.zeros(1, dtype=cp.uint64)
         sink = cp.zeros(1, dtype=cp.uint32)
         args = (cycles, sink, np.int32(hops), np.int32(hop_words))

@@ -23,6 +23,7 @@ def tile_transpose(b, tile: int = 16):
 
 class WmmaProbe(Probe):
     precisions = ("fp16",)
+    compiles = True
 
     def skip(self, p, params):
         if p.m % 16 or p.n % 16 or p.k % 16:
@@ -64,7 +65,7 @@ class WmmaLayout(WmmaProbe):
 
         def run_kernel(entry):
             c.fill(float("nan"))
-            backend.function(ex, "wmma_layout", entry)(grid, block, (a16, b16, c, *dims))
+            backend.function(ex, p, entry)(grid, block, (a16, b16, c, *dims))
             ex.stream.synchronize()
             return c.copy()
 
@@ -113,7 +114,7 @@ class WmmaAlignment(WmmaProbe):
         offsets = [int(o) for o in params.get("offsets_bytes", [2, 16])]
         if any(o % 2 for o in offsets):
             raise ProbeSkip("offsets_bytes must be whole halves (multiples of 2)")
-        cubin = backend.cubin(ex, "wmma_layout")
+        cubin = backend.cubin(ex, p)
         results: Dict[str, Any] = {}
         for off in offsets:
             args = {"cubin": str(cubin), "device": int(ex.dev["ordinal"]), "m": p.m, "n": p.n, "k": p.k,
