@@ -138,11 +138,14 @@ class CublasLtConf:
 
 @dataclass
 class ProbeConf:
-    """A measurement that is not C = A @ B (see gemmlab/backends/*_probe.py): which one, and its
+    """A measurement that is not C = A @ B (see gemmlab/backends/probes/): which one, and its
     parameters. The point's m, n, k keep their meaning where they have one (vector length = m)."""
 
     kind: str = MISSING
     params: Dict[str, Any] = field(default_factory=dict)
+    # the kernel a GPU probe compiles, a path relative to the project root (as cuda.source);
+    # None for probes that compile none (copy, gemv, transfers, the host's probes)
+    source: Optional[str] = None
 
 
 @dataclass

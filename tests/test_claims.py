@@ -24,7 +24,7 @@ from conftest import ROOT, compose_cfg, run_points
 from analysis import claims, data
 from analysis.figures import FIGURES
 from gemmlab.backends import base as backends_base
-from gemmlab.backends import cpu_probe, gpu_probe
+from gemmlab.backends.probes import cpu as cpu_probe, gpu as gpu_probe
 from gemmlab.points import expand
 
 EXPERIMENTS = sorted(p.stem for p in (ROOT / "experiments").glob("claims_*.yaml"))

@@ -1,6 +1,6 @@
-"""The GPU probes (gemmlab/backends/gpu_probe.py) at tiny sizes, and every claim experiment run
+"""The GPU probes (gemmlab/backends/probes/) at tiny sizes, and every claim experiment run
 whole at a tiny size. GPU tests skip with a reason where there is no CUDA device; the compile
-test needs only nvcc.
+test needs only nvcc, the tests of the probes' YAML nothing.
 
     pytest -m gpu tests/test_gpu_probes.py          # on the GPU host
 """
@@ -11,23 +11,53 @@ import json
 import pytest
 from conftest import ROOT, compose_cfg, run_points
 
-from gemmlab.backends import gpu_probe, nvcc
+from gemmlab.backends import nvcc
+from gemmlab.backends.probes import gpu as gpu_probe
+from gemmlab.config import Backend, load_variant, variant_files
+from gemmlab.points import expand
 
 EXPERIMENTS = sorted(p.stem for p in (ROOT / "experiments").glob("claims_*.yaml"))
 QUICK = ["measure=quick", "run.progress=false"]
-ENTRIES = {  # kernels each probe source must export (the names gpu_probe launches)
-    "streams": {"vecadd_float32", "vecadd_float64"},
-    "smem": {"smem_read_vec4", "smem_read_strided", "smem_latency"},
-    "wmma_layout": {"wmma_gemm", "wmma_gemm_bcol_flag", "wmma_gemm_bcol"},
-    "sgemm32": {"sgemm32"},
+GPU_PROBE_VARIANTS = {name: v for name, v in ((n, load_variant(n)) for n in variant_files())
+                      if v.backend == Backend.gpu_probe}
+SOURCES = sorted({str(v.probe.source) for v in GPU_PROBE_VARIANTS.values() if v.probe.source})
+ENTRIES = {  # kernels each probe source must export (the names the probes launch)
+    "kernels/cuda/probes/streams.cu": {"vecadd_float32", "vecadd_float64"},
+    "kernels/cuda/probes/smem.cu": {"smem_read_vec4", "smem_read_strided", "smem_latency"},
+    "kernels/cuda/probes/wmma_layout.cu": {"wmma_gemm", "wmma_gemm_bcol_flag", "wmma_gemm_bcol"},
+    "kernels/cuda/92_sgemm32_as_written.cu": {"sgemm32"},
 }
 
 
+def test_probe_variants_name_the_kernel_source_they_compile():
+    for name, v in GPU_PROBE_VARIANTS.items():
+        if gpu_probe.PROBES[v.probe.kind].compiles:
+            assert v.probe.source and (ROOT / v.probe.source).is_file(), (name, v.probe.source)
+        else:
+            assert v.probe.source is None, (name, "compiles no kernel but names one")
+    assert set(SOURCES) == set(ENTRIES)
+
+
+@pytest.mark.parametrize("source,reason", [
+    ("null", "runs a kernel of its own and variant smem_latency names none: set probe.source"),
+    ("kernels/cuda/probes/no_such_file.cu", "no_such_file.cu is not a file"),
+])
+def test_a_probe_without_its_kernel_source_fails_its_point(source, reason, tmp_path):
+    cfg = compose_cfg(["variant=smem_latency", f"variant.smem_latency.probe.source={source}", "precision=fp32",
+                       "sizes=probe"], tmp_path)
+    point = next(p for p in expand(cfg) if p.skip_reason is None)
+    backend = gpu_probe.GpuProbe(cfg)
+    assert backend.skip_reason(point) is None
+    fields = backend.measure_point(point, None, seed=0)  # fails before it needs the executor
+    assert fields["status"] == "failed" and fields["op"] == "smem_latency"
+    assert reason in fields["reason"], fields["reason"]
+
+
 @pytest.mark.skipif(nvcc.find_nvcc() is None, reason="nvcc not found on this machine")
-@pytest.mark.parametrize("source", sorted(gpu_probe.PROBE_SOURCES))
+@pytest.mark.parametrize("source", SOURCES)
 def test_probe_sources_compile_and_export_their_kernels(source, tmp_path):
     flags = nvcc.build_flags("sm_90", extra=(f"-I{gpu_probe.KERNELS_DIR}",))
-    cubin = nvcc.compile_cubin(gpu_probe.PROBE_SOURCES[source], flags, tmp_path)
+    cubin = nvcc.compile_cubin(ROOT / source, flags, tmp_path)
     assert ENTRIES[source] <= set(cubin.reports), sorted(cubin.reports)
     for entry in ENTRIES[source]:
         assert cubin.reports[entry].spill_bytes == 0, entry

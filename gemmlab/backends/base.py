@@ -72,8 +72,8 @@ _MODULES = {
     "cublaslt": "gemmlab.backends.cublaslt",
     "cutlass": "gemmlab.backends.cutlass",
     "cuda": "gemmlab.backends.cuda_kernels",
-    "gpu_probe": "gemmlab.backends.gpu_probe",
-    "cpu_probe": "gemmlab.backends.cpu_probe",
+    "gpu_probe": "gemmlab.backends.probes.gpu",
+    "cpu_probe": "gemmlab.backends.probes.cpu",
 }
 
 

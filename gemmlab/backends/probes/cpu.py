@@ -1,15 +1,6 @@
-"""cpu_probe: the host's side of the chapter's memory-bound measurements (claims C2, C11, C13).
-
-A variant with ``backend: cpu_probe`` names a ``probe.kind``:
-
-=======  =======  ==========================================================================
-kind     op       what
-=======  =======  ==========================================================================
-copy     copy     np.copyto of m elements split over the threads: the host memory roof
-                  (bytes read + written / time, as the GPU's copy probe counts them)
-vecadd   vecadd   np.add(a, b, out=c) over m elements split over the threads
-gemv     gemv     y = A x through NumPy's BLAS (?gemv), A m x k (shape [m, 1, k])
-=======  =======  ==========================================================================
+"""The ``cpu_probe`` backend (:class:`CpuProbe`): the host's side of the chapter's memory-bound
+measurements (claims C2, C11, C13). A variant with ``backend: cpu_probe`` names a ``probe.kind``:
+``copy``, ``vecadd`` or ``gemv`` (the table is in the package docstring, :mod:`gemmlab.backends.probes`).
 
 NumPy's element-wise functions run on one thread, so copy and vecadd split the arrays into one
 contiguous chunk per thread (NumPy releases the GIL inside them); gemv runs on the BLAS threads,
