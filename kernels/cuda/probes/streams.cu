@@ -9,7 +9,7 @@
 //   per SM is one wave).
 //   The vectorised part covers the first (n / VEC) * VEC elements, a scalar loop the rest.
 // Run alone: python run.py variant=vecadd_gpu precision=fp32 sizes=claims_stream
-//   (built with nvcc into a cubin by gemmlab/backends/gpu_probe.py; no includes needed)
+//   (built with nvcc into a cubin by gemmlab/backends/probes/; no includes needed)
 
 template <typename T, typename V, int VEC>
 __device__ __forceinline__ void vecadd_body(const T* __restrict__ a, const T* __restrict__ b,
