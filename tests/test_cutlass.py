@@ -33,14 +33,14 @@ from gemmlab.backends.cutlass import (  # noqa: E402
     KernelCache,
     kernel_options,
 )
+from gemmlab.backends import nvcc  # noqa: E402
+from gemmlab.backends.nvcc import find_nvcc  # noqa: E402
 from gemmlab.config import CONF_DIR  # noqa: E402
 from gemmlab.points import ConfigError, expand  # noqa: E402
 
 CUTLASS_VARIANTS = sorted(p.stem for p in (CONF_DIR / "variant").glob("cutlass*.yaml"))
 needs_nvcc = pytest.mark.skipif(
-    not shutil.which("nvcc") and not any(
-        os.access(p, os.X_OK) for p in [os.environ.get("CUDA_INSTALL_PATH", "") + "/bin/nvcc",
-                                        "/usr/local/cuda/bin/nvcc"]),
+    find_nvcc() is None,
     reason="emitting CUTLASS kernels needs nvcc (its kernel list depends on the CUDA version)")
 
 
@@ -166,13 +166,36 @@ def test_missing_nvcc_is_a_clear_error(tmp_path, monkeypatch):
     empty = tmp_path / "empty"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
-    for var in ("CUDA_INSTALL_PATH", "CUDA_HOME", "CUDA_PATH"):
+    for var in nvcc.CUDA_ROOT_VARS:
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(cutlass_compat, "DEFAULT_CUDA_ROOTS", ())
+    monkeypatch.setattr(nvcc, "DEFAULT_CUDA_ROOTS", ())
     with pytest.raises(cutlass_compat.NvccNotFound, match="nvcc was not found.*CUDA_INSTALL_PATH"):
-        cutlass_compat.find_nvcc()
+        cutlass_compat.use_nvcc()
     cfg = cutlass_cfg(tmp_path, ["variant=[cutlass_auto]", "precision=[fp16]"])
     assert "nvcc was not found" in Cutlass(cfg).unavailable()
+
+
+def test_cutlass_compiles_with_the_nvcc_the_cuda_backend_finds(tmp_path, monkeypatch):
+    """Two toolkits, one named by $CUDA_HOME, another first on the PATH: the cutlass backend takes
+    nvcc.find_nvcc's, and makes it the nvcc that cutlass_cppgen runs from the PATH and finds
+    through $CUDA_INSTALL_PATH."""
+    tools = {}
+    for name in ("home", "on_path"):
+        (tmp_path / name / "bin").mkdir(parents=True)
+        tools[name] = tmp_path / name / "bin" / "nvcc"
+        tools[name].write_text("#!/bin/sh\n")
+        tools[name].chmod(0o755)
+    for var in nvcc.CUDA_ROOT_VARS:
+        # set first, so that monkeypatch restores it: use_nvcc sets CUDA_INSTALL_PATH itself
+        monkeypatch.setenv(var, "")
+        monkeypatch.delenv(var)
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PATH", f"{tools['on_path'].parent}{os.pathsep}{tools['home'].parent}")
+    assert nvcc.find_nvcc() == str(tools["home"])
+    assert cutlass_compat.use_nvcc() == tools["home"]
+    assert shutil.which("nvcc") == str(tools["home"])
+    assert os.environ["CUDA_INSTALL_PATH"] == str(tmp_path / "home")
+    assert nvcc.find_nvcc() == str(tools["home"])  # and later lookups agree
 
 
 # -- emitted C++ --------------------------------------------------------------------------------

@@ -1011,7 +1011,7 @@ class Cutlass(Backend):
     def _setup(self) -> None:
         if self._catalog is not None:
             return
-        nvcc = cutlass_compat.find_nvcc()
+        nvcc = cutlass_compat.use_nvcc()
         cc = _target_cc()
         # cutlass_cppgen keys its cache by the emitted source only: one folder per toolchain, flags
         # and target, so a change of any of them never loads a kernel built another way.
