@@ -19,7 +19,7 @@ Everything the project does to CUTLASS's Python package lives here, so no user m
    in the cwd, and loading a cached kernel writes a temporary ``host_func*.so`` there (through a
    process-wide ``tempfile.tempdir = "./"``). :func:`import_cutlass` imports it from inside the cache
    folder, points the cache at ``<cache folder>/compiled_cache.db`` and loads host libraries from
-   ``<cache folder>/tmp``. (Compiling is done by :mod:`gemmlab.backends.cutlass` itself, in its own
+   ``<cache folder>/tmp``. (Compiling is done by :mod:`gemmlab.backends.cutlass.build`, in its own
    build folders, never by cutlass_cppgen's compile path, which also writes into the cwd.)
 5. **No GPU needed to list and emit kernels.** cutlass_cppgen builds its kernel registry for the
    compute capability of device 0 (and for every architecture and conv too, about 9 s).
