@@ -26,10 +26,10 @@ from omegaconf import open_dict
 # compiled_cache.db in the current directory (the project root under pytest)
 if importlib.util.find_spec("cutlass_cppgen") is None:
     pytest.skip("pip install nvidia-cutlass==4.2.0.0", allow_module_level=True)
+from gemmlab.backends import nvcc  # noqa: E402
 from gemmlab.backends.cutlass import Cutlass, compat  # noqa: E402
 from gemmlab.backends.cutlass.build import CutlassCompileError, KernelCache  # noqa: E402
 from gemmlab.backends.cutlass.options import kernel_options  # noqa: E402
-from gemmlab.backends import nvcc  # noqa: E402
 from gemmlab.backends.nvcc import find_nvcc  # noqa: E402
 from gemmlab.config import CONF_DIR  # noqa: E402
 from gemmlab.points import ConfigError, expand  # noqa: E402

@@ -35,7 +35,11 @@ from gemmlab.backends.cutlass.build import (
 )
 from gemmlab.backends.cutlass.catalog import Catalog, Kernel, Unsupported, first_line
 from gemmlab.backends.cutlass.launch import KernelLaunch
-from gemmlab.backends.cutlass.options import KernelOptions, check_precision, kernel_options
+from gemmlab.backends.cutlass.options import (
+    KernelOptions,
+    check_precision,
+    kernel_options,
+)
 from gemmlab.backends.cutlass.search import SearchPick, run_search
 from gemmlab.cache import cache_dir
 
