@@ -308,6 +308,45 @@ def test_arch_flags():
         nvcc.arch_flags("90")
 
 
+def fake_toolkit(root: Path, executable: bool = True) -> Path:
+    """``root``/bin/nvcc: a file standing in for a toolkit's compiler (find_nvcc never runs it)."""
+    (root / "bin").mkdir(parents=True)
+    path = root / "bin" / "nvcc"
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755 if executable else 0o644)
+    return path
+
+
+def test_find_nvcc_takes_a_named_toolkit_before_the_path(tmp_path, monkeypatch):
+    """One order for the cuda and cutlass backends: $CUDA_INSTALL_PATH, $CUDA_HOME, $CUDA_PATH,
+    the PATH, /usr/local/cuda; only executable files count."""
+    on_path, home, cuda_path, install, default = (
+        fake_toolkit(tmp_path / name) for name in ("on_path", "home", "cuda_path", "install", "default"))
+    for var in nvcc.CUDA_ROOT_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(nvcc, "DEFAULT_CUDA_ROOTS", (str(default.parent.parent),))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert nvcc.find_nvcc() == str(default)
+    monkeypatch.setenv("PATH", str(on_path.parent))
+    assert nvcc.find_nvcc() == str(on_path)
+    monkeypatch.setenv("CUDA_PATH", str(cuda_path.parent.parent))
+    assert nvcc.find_nvcc() == str(cuda_path)
+    monkeypatch.setenv("CUDA_HOME", str(home.parent.parent))
+    assert nvcc.find_nvcc() == str(home)
+    monkeypatch.setenv("CUDA_INSTALL_PATH", str(install.parent.parent))
+    assert nvcc.find_nvcc() == str(install)
+    assert nvcc.nvcc_candidates() == [install, home, cuda_path, on_path, default]
+    install.chmod(0o644)  # not executable: skipped
+    assert nvcc.find_nvcc() == str(home)
+    monkeypatch.setattr(nvcc, "DEFAULT_CUDA_ROOTS", ())
+    for var in nvcc.CUDA_ROOT_VARS:
+        monkeypatch.delenv(var)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert nvcc.find_nvcc() is None
+    with pytest.raises(nvcc.NvccError, match="nvcc not found.*CUDA_INSTALL_PATH.*PATH"):
+        nvcc.compile_cubin(tmp_path / "k.cu", [], tmp_path / "cache")
+
+
 def test_unavailable_names_nvcc_when_it_is_missing(monkeypatch):
     cfg, _ = point_of("naive", "fp32")
     monkeypatch.setattr(nvcc, "find_nvcc", lambda: None)

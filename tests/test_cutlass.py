@@ -22,25 +22,21 @@ import pytest
 from conftest import compose_cfg
 from omegaconf import open_dict
 
-# find_spec, not import: importing cutlass_cppgen outside gemmlab.backends.cutlass_compat would create its
+# find_spec, not import: importing cutlass_cppgen outside gemmlab.backends.cutlass.compat would create its
 # compiled_cache.db in the current directory (the project root under pytest)
 if importlib.util.find_spec("cutlass_cppgen") is None:
     pytest.skip("pip install nvidia-cutlass==4.2.0.0", allow_module_level=True)
-from gemmlab.backends import cutlass_compat  # noqa: E402
-from gemmlab.backends.cutlass import (  # noqa: E402
-    Cutlass,
-    CutlassCompileError,
-    KernelCache,
-    kernel_options,
-)
+from gemmlab.backends import nvcc  # noqa: E402
+from gemmlab.backends.cutlass import Cutlass, compat  # noqa: E402
+from gemmlab.backends.cutlass.build import CutlassCompileError, KernelCache  # noqa: E402
+from gemmlab.backends.cutlass.options import kernel_options  # noqa: E402
+from gemmlab.backends.nvcc import find_nvcc  # noqa: E402
 from gemmlab.config import CONF_DIR  # noqa: E402
 from gemmlab.points import ConfigError, expand  # noqa: E402
 
 CUTLASS_VARIANTS = sorted(p.stem for p in (CONF_DIR / "variant").glob("cutlass*.yaml"))
 needs_nvcc = pytest.mark.skipif(
-    not shutil.which("nvcc") and not any(
-        os.access(p, os.X_OK) for p in [os.environ.get("CUDA_INSTALL_PATH", "") + "/bin/nvcc",
-                                        "/usr/local/cuda/bin/nvcc"]),
+    find_nvcc() is None,
     reason="emitting CUTLASS kernels needs nvcc (its kernel list depends on the CUDA version)")
 
 
@@ -67,7 +63,7 @@ def backend_and_points(tmp_path, overrides, sizes="smoke", shape=None):
 def test_every_cutlass_variant_composes_and_validates(tmp_path, name):
     cfg = compose_cfg([f"variant=[{name}]", "sizes=smoke"], tmp_path)
     v = cfg.variant[name]
-    assert getattr(v.backend, "value", v.backend) == "cutlass"
+    assert v.backend.value == "cutlass"
     opts = kernel_options(name, v.cutlass)
     # the harness's operands are row-major; a variant named *_tn stores B column-major
     assert (opts.layout_a, opts.layout_b) == (("row", "col") if name.endswith("_tn") else ("row", "row"))
@@ -131,7 +127,7 @@ def test_shim_registers_cuda_bindings_13_under_the_old_names():
     import cuda
     import cuda.bindings
 
-    cutlass_compat.apply_cuda_bindings_shim()
+    compat.apply_cuda_bindings_shim()
     import cuda.cuda
     import cuda.cudart
     import cuda.nvrtc
@@ -151,7 +147,7 @@ def test_import_keeps_cutlass_files_out_of_the_cwd(tmp_path, monkeypatch):
     work = tmp_path / "cwd"
     work.mkdir()
     monkeypatch.chdir(work)
-    module = cutlass_compat.import_cutlass(tmp_path / "cache")
+    module = compat.import_cutlass(tmp_path / "cache")
     compiler_module = sys.modules["cutlass_cppgen.backend.compiler"]
     assert Path(compiler_module.CACHE_FILE) == tmp_path / "cache" / "compiled_cache.db"
     assert (tmp_path / "cache" / "compiled_cache.db").exists()
@@ -166,13 +162,36 @@ def test_missing_nvcc_is_a_clear_error(tmp_path, monkeypatch):
     empty = tmp_path / "empty"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
-    for var in ("CUDA_INSTALL_PATH", "CUDA_HOME", "CUDA_PATH"):
+    for var in nvcc.CUDA_ROOT_VARS:
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(cutlass_compat, "DEFAULT_CUDA_ROOTS", ())
-    with pytest.raises(cutlass_compat.NvccNotFound, match="nvcc was not found.*CUDA_INSTALL_PATH"):
-        cutlass_compat.find_nvcc()
+    monkeypatch.setattr(nvcc, "DEFAULT_CUDA_ROOTS", ())
+    with pytest.raises(compat.NvccNotFound, match="nvcc was not found.*CUDA_INSTALL_PATH"):
+        compat.use_nvcc()
     cfg = cutlass_cfg(tmp_path, ["variant=[cutlass_auto]", "precision=[fp16]"])
     assert "nvcc was not found" in Cutlass(cfg).unavailable()
+
+
+def test_cutlass_compiles_with_the_nvcc_the_cuda_backend_finds(tmp_path, monkeypatch):
+    """Two toolkits, one named by $CUDA_HOME, another first on the PATH: the cutlass backend takes
+    nvcc.find_nvcc's, and makes it the nvcc that cutlass_cppgen runs from the PATH and finds
+    through $CUDA_INSTALL_PATH."""
+    tools = {}
+    for name in ("home", "on_path"):
+        (tmp_path / name / "bin").mkdir(parents=True)
+        tools[name] = tmp_path / name / "bin" / "nvcc"
+        tools[name].write_text("#!/bin/sh\n")
+        tools[name].chmod(0o755)
+    for var in nvcc.CUDA_ROOT_VARS:
+        # set first, so that monkeypatch restores it: use_nvcc sets CUDA_INSTALL_PATH itself
+        monkeypatch.setenv(var, "")
+        monkeypatch.delenv(var)
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PATH", f"{tools['on_path'].parent}{os.pathsep}{tools['home'].parent}")
+    assert nvcc.find_nvcc() == str(tools["home"])
+    assert compat.use_nvcc() == tools["home"]
+    assert shutil.which("nvcc") == str(tools["home"])
+    assert os.environ["CUDA_INSTALL_PATH"] == str(tmp_path / "home")
+    assert nvcc.find_nvcc() == str(tools["home"])  # and later lookups agree
 
 
 # -- emitted C++ --------------------------------------------------------------------------------
@@ -382,7 +401,7 @@ def test_two_jobs_needing_one_kernel_compile_it_once(tmp_path, fake_nvcc):
 @pytest.mark.slow
 def test_device_part_compiles_with_local_nvcc(tmp_path):
     """About 105 s on a 2-core machine: the sm_90a cubin of CUTLASS's default FP16 kernel."""
-    from gemmlab.backends.cutlass import _ptxas_usage, _run_timed
+    from gemmlab.backends.cutlass.build import _ptxas_usage, _run_timed
 
     b, points = backend_and_points(tmp_path, ["variant=[cutlass_auto]", "precision=[fp16]"],
                                    shape=(512, 512, 512))

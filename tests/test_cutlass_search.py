@@ -163,7 +163,8 @@ def test_swizzle_on_a_kernel_that_ignores_it_skips_with_the_reason(tmp_path, var
 def test_scheduler_arguments_reach_the_struct_cutlass_reads(tmp_path, monkeypatch, variant, fields):
     """The bytes at the ``scheduler`` member of the arguments (what the host library's get_args and
     get_grid_shape read as TileScheduler::Arguments) hold the swizzle and the raster order."""
-    from gemmlab.backends.cutlass import RASTER_ORDERS, scheduler_arguments_class
+    from gemmlab.backends.cutlass.launch import scheduler_arguments_class
+    from gemmlab.backends.cutlass.options import RASTER_ORDERS
 
     b, (p,) = backend_and_points(tmp_path, [f"variant=[{variant}]", "precision=[fp16]"], shape=(N, N, N))
     (kernel,) = b.kernels(p)
@@ -199,7 +200,7 @@ def test_raster_values_and_scheduler_fields_match_the_cutlass_headers(tmp_path):
     (int max_swizzle_size, RasterOrderOptions raster_order), as cutlass_cppgen's ctypes struct has them."""
     import re
 
-    from gemmlab.backends.cutlass import RASTER_ORDERS
+    from gemmlab.backends.cutlass.options import RASTER_ORDERS
 
     b, _ = backend_and_points(tmp_path, ["variant=[cutlass_auto]", "precision=[fp16]"], shape=(64, 64, 64))
     b._setup()

@@ -73,14 +73,30 @@ class Cubin:
 
 
 # ---- nvcc itself ----------------------------------------------------------------------------
+# The one search order of every backend that compiles (cuda, cutlass): a toolkit root named in the
+# environment first, as CuPy and PyTorch look, since a variable set on purpose names the toolkit
+# more surely than whatever nvcc the PATH has first (a distribution's older one, say); then the
+# PATH; then the usual install root. CUDA_INSTALL_PATH is cutlass_cppgen's own variable, which the
+# cutlass backend sets to the nvcc it found, so every later lookup in the process agrees with it.
+CUDA_ROOT_VARS = ("CUDA_INSTALL_PATH", "CUDA_HOME", "CUDA_PATH")
+DEFAULT_CUDA_ROOTS = ("/usr/local/cuda",)  # where a toolkit usually lives (tests may empty this)
+SEARCHED = "$CUDA_INSTALL_PATH/bin, $CUDA_HOME/bin, $CUDA_PATH/bin, PATH, /usr/local/cuda/bin"
+
+
+def nvcc_candidates() -> List[Path]:
+    """Where :func:`find_nvcc` looks, in order (see :data:`CUDA_ROOT_VARS`)."""
+    candidates = [Path(os.environ[var]) / "bin" / "nvcc" for var in CUDA_ROOT_VARS if os.environ.get(var)]
+    on_path = shutil.which("nvcc")
+    if on_path:
+        candidates.append(Path(on_path))
+    return candidates + [Path(root) / "bin" / "nvcc" for root in DEFAULT_CUDA_ROOTS]
+
+
 def find_nvcc() -> Optional[str]:
-    """nvcc on PATH, else under $CUDA_HOME / $CUDA_PATH / /usr/local/cuda; None when there is none."""
-    found = shutil.which("nvcc")
-    if found:
-        return found
-    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if root and (Path(root) / "bin" / "nvcc").is_file():
-            return str(Path(root) / "bin" / "nvcc")
+    """The first executable nvcc of :func:`nvcc_candidates`; None when there is none."""
+    for nvcc in nvcc_candidates():
+        if nvcc.is_file() and os.access(nvcc, os.X_OK):
+            return str(nvcc)
     return None
 
 
@@ -209,7 +225,7 @@ def compile_cubin(source: os.PathLike, flags: Sequence[str], cache_folder: os.Pa
     """
     nvcc = nvcc or find_nvcc()
     if nvcc is None:
-        raise NvccError("nvcc not found (searched PATH, $CUDA_HOME/bin, $CUDA_PATH/bin, /usr/local/cuda/bin)")
+        raise NvccError(f"nvcc not found (searched {SEARCHED})")
     source = Path(source).resolve()
     if not source.is_file():
         raise CompileError(f"kernel source {source} does not exist")

@@ -8,8 +8,10 @@ Everything the project does to CUTLASS's Python package lives here, so no user m
    the new modules under the old names in ``sys.modules`` and sets ``cuda.__version__``. It must run
    before cutlass_cppgen is imported; :func:`import_cutlass` does that.
 2. **nvcc.** cutlass_cppgen finds nvcc with ``/usr/bin/which`` and ``nvcc --version`` on the PATH and
-   fails with a bare ``Exception`` when it is missing. :func:`find_nvcc` looks in the usual places,
-   puts the toolkit on the PATH and raises :class:`NvccNotFound`, which says what to install or set.
+   fails with a bare ``Exception`` when it is missing. :func:`use_nvcc` takes the nvcc of
+   :func:`gemmlab.backends.nvcc.find_nvcc` (the one the cuda backend compiles with), puts its
+   toolkit on the PATH and in ``CUDA_INSTALL_PATH``, and raises :class:`NvccNotFound`, which says
+   what to install or set.
 3. **An import that depends on the command line.** cutlass_library does not import its kernel
    generator when ``-m`` is in ``sys.argv``, so ``pytest -m gpu`` or ``run.py -m`` (multirun) would
    find no kernels; :func:`import_cutlass` imports it explicitly.
@@ -17,7 +19,7 @@ Everything the project does to CUTLASS's Python package lives here, so no user m
    in the cwd, and loading a cached kernel writes a temporary ``host_func*.so`` there (through a
    process-wide ``tempfile.tempdir = "./"``). :func:`import_cutlass` imports it from inside the cache
    folder, points the cache at ``<cache folder>/compiled_cache.db`` and loads host libraries from
-   ``<cache folder>/tmp``. (Compiling is done by :mod:`gemmlab.backends.cutlass` itself, in its own
+   ``<cache folder>/tmp``. (Compiling is done by :mod:`gemmlab.backends.cutlass.build`, in its own
    build folders, never by cutlass_cppgen's compile path, which also writes into the cwd.)
 5. **No GPU needed to list and emit kernels.** cutlass_cppgen builds its kernel registry for the
    compute capability of device 0 (and for every architecture and conv too, about 9 s).
@@ -37,8 +39,7 @@ import threading
 from pathlib import Path
 from typing import Optional
 
-# Where a CUDA toolkit usually lives when nvcc is not on the PATH (tests may empty this).
-DEFAULT_CUDA_ROOTS = ("/usr/local/cuda",)
+from gemmlab.backends import nvcc
 
 _OLD_NAMES = {"cuda.cuda": "cuda.bindings.driver",
               "cuda.cudart": "cuda.bindings.runtime",
@@ -80,27 +81,22 @@ def apply_cuda_bindings_shim() -> None:
 
 
 # -- 2. nvcc -------------------------------------------------------------------------------------
-def find_nvcc() -> Path:
-    """The nvcc to compile with; also makes it the one cutlass_cppgen finds (PATH, CUDA_INSTALL_PATH)."""
-    candidates = []
-    for var in ("CUDA_INSTALL_PATH", "CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(var):
-            candidates.append(Path(os.environ[var]) / "bin" / "nvcc")
-    on_path = shutil.which("nvcc")
-    if on_path:
-        candidates.append(Path(on_path))
-    candidates += [Path(root) / "bin" / "nvcc" for root in DEFAULT_CUDA_ROOTS]
-    for nvcc in candidates:
-        if nvcc.is_file() and os.access(nvcc, os.X_OK):
-            bin_dir = str(nvcc.parent)
-            if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
-                os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
-            os.environ["CUDA_INSTALL_PATH"] = str(nvcc.parent.parent)
-            return nvcc
-    looked = ", ".join(str(c) for c in candidates) or "(no candidate)"
-    raise NvccNotFound(
-        "the cutlass backend compiles kernels with nvcc, and nvcc was not found (looked at: "
-        f"{looked}). Install the CUDA toolkit 13 (nvcc) or set CUDA_INSTALL_PATH to its root.")
+def use_nvcc() -> Path:
+    """The nvcc to compile with, :func:`gemmlab.backends.nvcc.find_nvcc`'s (the cuda backend's too);
+    also makes it the one cutlass_cppgen finds (PATH, CUDA_INSTALL_PATH)."""
+    found = nvcc.find_nvcc()
+    if found is None:
+        looked = ", ".join(str(c) for c in nvcc.nvcc_candidates()) or "(no candidate)"
+        raise NvccNotFound(
+            "the cutlass backend compiles kernels with nvcc, and nvcc was not found (looked at: "
+            f"{looked}). Install the CUDA toolkit 13 (nvcc) or set CUDA_INSTALL_PATH to its root.")
+    found = Path(found)
+    # cutlass_cppgen runs `nvcc --version` from the PATH (its kernel list follows the version):
+    # that must be this nvcc, also where the PATH has another one first (a second toolkit)
+    if shutil.which("nvcc") != str(found):
+        os.environ["PATH"] = str(found.parent) + os.pathsep + os.environ.get("PATH", "")
+    os.environ["CUDA_INSTALL_PATH"] = str(found.parent.parent)
+    return found
 
 
 # -- 3. import, cache file, temporary host libraries ----------------------------------------------
@@ -110,7 +106,7 @@ def import_cutlass(cache_dir: os.PathLike):
     cache_dir.mkdir(parents=True, exist_ok=True)
     with _lock:
         apply_cuda_bindings_shim()
-        find_nvcc()
+        use_nvcc()
         if "cutlass_cppgen" not in sys.modules:
             cwd = os.getcwd()
             os.chdir(cache_dir)  # its ArtifactManager creates compiled_cache.db in the cwd on import
