@@ -147,7 +147,7 @@ class CudaKernels(Backend):
     def unavailable(self) -> Optional[str]:
         path = nvcc.find_nvcc()
         if path is None:
-            return ("nvcc not found (searched PATH, $CUDA_HOME/bin, $CUDA_PATH/bin, /usr/local/cuda/bin); "
+            return (f"nvcc not found (searched {nvcc.SEARCHED}); "
                     "the cuda backend compiles kernels/cuda/*.cu with it")
         try:
             nvcc.nvcc_version(path)
