@@ -555,6 +555,7 @@ def test_hierarchical_roofline_draws_a_measured_level_roof(name, tmp_path):
         pytest.skip("no GPU copy row to derive the test row from")
     row = copy.iloc[:1].copy()
     row["op"], row["time_median_s"] = "l2_bandwidth", row["time_median_s"] / 2
+    row["point_key"] = "l2-bandwidth-test-row"  # a point of its own (a read keeps one row per run and point)
     path = tmp_path / "results.csv"
     pd.concat([df, row], ignore_index=True).to_csv(path, index=False)
     fig = hierarchical_roofline.build(data.Dataset.from_paths([path]))
