@@ -73,7 +73,7 @@ def points(ds: data.Dataset) -> pd.DataFrame:
                 intensity_model=("intensity_model", "first"),
                 **{c: (c, "median") for c in byte_cols}).reset_index()
     # a counters row without its own timing: the point's throughput from the other rows
-    timed = data.summarize_points(ds.gpu[ds.gpu["tflops"] > 0], POINT_KEYS)
+    timed = data.best_points(ds.gpu[ds.gpu["tflops"] > 0], POINT_KEYS)
     if not timed.empty:
         other = out.merge(timed[POINT_KEYS + ["tflops"]], on=POINT_KEYS, how="left", suffixes=("", "_timed"))
         out["tflops"] = out["tflops"].where(out["tflops"] > 0, other["tflops_timed"].to_numpy())
