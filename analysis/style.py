@@ -31,13 +31,11 @@ PNG_DPI = 300
 NOTE_GID = "gap-note"
 NOTE_CHAR_IN = 0.047  # width of an average 5.5 pt italic character, inches (a little generous)  # gid of the text that says what the data lacks (tests look for it)
 
-# One colour per variant, the same in every figure: the variants of conf/variant in legend order
-# (backend, stage, name) take DISTINCT_PALETTE's colours in turn, then the backend names that are no
-# variant (cuda, cutlass, the probes: the error figure's series), then variants no config names, by
-# a hash of the name. The palette: 64 colours picked greedily, each the farthest (CIEDE2000) from
-# those before it, from an RGB grid (step 15) within L* 30-80, away from white, black and the roofs'
-# greys (:func:`distinct_palette` recomputes it). The first colours are the most distinct: the
-# GEMM variants, which share the roofline, come first.
+# One colour per variant, the same in every figure and every dataset, keyed by the variant's name
+# (color_slots, variant_color). The palette: 64 colours picked greedily, each the farthest
+# (CIEDE2000) from those before it, from an RGB grid (step 15) within L* 30-80, away from white,
+# black and the roofs' greys (:func:`distinct_palette` recomputes it); no two are closer than 11,
+# none of the first 48 closer than 13.
 DISTINCT_PALETTE = (
     "#4b00ff", "#00e100", "#b40000", "#f0b400", "#ff3cff", "#006900", "#00d2d2", "#ff784b",
     "#96005a", "#0087ff", "#694b00", "#f0b4d2", "#006969", "#ff0f69", "#879600", "#b4c3ff",
@@ -187,28 +185,50 @@ def _variants_by_backend() -> Dict[str, List[str]]:
     return out
 
 
+# Variants the figures colour (GEMMs, and the probes drawn as throughput or time) share the palette's
+# COLOR_SLOTS most distinct colours; the salt was picked (from 0-1999) so that the variants of the
+# reference figures land farthest apart: no two of them closer than 15 (CIEDE2000).
+COLOR_SLOTS = 48
+COLOR_SALT = "1557"
+DRAWN_PROBES = ("vecadd", "gemv", "gemm_e2e", "copy")
+
+
+def _name_hash(name: str) -> int:
+    return int(hashlib.sha1(f"{COLOR_SALT}{name}".encode()).hexdigest(), 16)
+
+
 @functools.lru_cache(maxsize=None)
 def color_slots() -> Dict[str, int]:
-    """Each named series' index into DISTINCT_PALETTE: the configured variants in legend order
-    (backend, stage, name), then the backend names that are no variant."""
-    by_backend = _variants_by_backend()
-    names: List[str] = []
-    for backend in data.backend_order(by_backend):
-        names += by_backend[backend]
-    names += [b for b in data.backend_order(list(by_backend) + list(data.BACKEND_ORDER)) if b not in names]
-    return {n: i for i, n in enumerate(dict.fromkeys(names))}
+    """Each named series' index into DISTINCT_PALETTE, keyed by its name: the configured variants
+    the figures draw and the backend names (the error figure's series), in name order, each at
+    the slot its name hashes to among the first COLOR_SLOTS, or the next free one. A variant added
+    later takes a free slot and leaves the others' colours alone (unless it sorts before one
+    whose slot it hashes to)."""
+    infos = [data.variant_info(v) for vs in _variants_by_backend().values() for v in vs]
+    drawn = {i.name for i in infos if i.probe is None or i.probe in DRAWN_PROBES}
+    names = sorted(n for n in drawn | {i.backend for i in infos} | set(data.BACKEND_ORDER) if n)
+    slots: Dict[str, int] = {}
+    taken = set()
+    for n in names[:COLOR_SLOTS]:
+        i = _name_hash(n) % COLOR_SLOTS
+        while i in taken:
+            i = (i + 1) % COLOR_SLOTS
+        slots[n] = i
+        taken.add(i)
+    return slots
 
 
 @functools.lru_cache(maxsize=None)
 def variant_color(variant: str, backend: str = "") -> str:
     """A variant's colour in every figure and every dataset (see DISTINCT_PALETTE)."""
     slots = color_slots()
-    if variant in slots and slots[variant] < len(DISTINCT_PALETTE):
+    if variant in slots:
         return DISTINCT_PALETTE[slots[variant]]
-    # a variant this checkout has no config for: a stable slot among those left, from its name
-    spare = len(DISTINCT_PALETTE) - min(len(slots), len(DISTINCT_PALETTE) - 1)
-    digest = int(hashlib.sha1(variant.encode()).hexdigest(), 16)
-    return DISTINCT_PALETTE[len(DISTINCT_PALETTE) - spare + digest % spare]
+    # a variant the figures do not colour, or one this checkout has no config for: a slot from its
+    # name among those no coloured variant holds
+    used = set(slots.values())
+    free = [i for i in range(len(DISTINCT_PALETTE)) if i not in used] or list(range(len(DISTINCT_PALETTE)))
+    return DISTINCT_PALETTE[free[_name_hash(variant) % len(free)]]
 
 
 def backend_color(backend: str) -> str:

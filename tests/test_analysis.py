@@ -79,10 +79,11 @@ def flags(df: pd.DataFrame, column: str, missing: bool) -> pd.Series:
 
 def evidence(df: pd.DataFrame) -> pd.DataFrame:
     """The rows that count, in plain pandas: ok, not CUPTI-timed, reliable not false, contended
-    not true (rows written before those columns lack them)."""
+    not true (rows written before those columns lack them), inputs not the exact integers."""
     timer = df["timer"].astype(str) if "timer" in df.columns else pd.Series("", index=df.index)
+    exact = df["distribution"].astype(str) == "exact" if "distribution" in df.columns else False
     return df[(df["status"] == "ok") & (timer != "cupti_kernel") & flags(df, "reliable", True)
-              & ~flags(df, "contended", False)]
+              & ~flags(df, "contended", False) & ~exact]
 
 
 def measured(df: pd.DataFrame) -> pd.DataFrame:
@@ -186,7 +187,10 @@ def check_series(path, figs):
         assert any("no copy rows" in n for n in style.notes_of(roof))
 
     thr = figs["throughput_vs_size"]
-    assert series(thr, "line") == {f"{v}:{p}" for v, p in zip(square["variant"], square["precision"])}
+    pow2 = square["n"].astype(int).map(lambda n: n > 0 and n & (n - 1) == 0)
+    assert series(thr, "line") == {f"{v}:{p}" for v, p in zip(square.loc[pow2, "variant"], square.loc[pow2, "precision"])}
+    assert series(thr, "offsize-line") == {f"{v}:{p}" for v, p in zip(square.loc[~pow2, "variant"],
+                                                                      square.loc[~pow2, "precision"])}
 
     err = figs["error_vs_precision"]
     with_err = gemm[gemm["rel_error"].notna()]
@@ -197,29 +201,32 @@ def check_series(path, figs):
 
     cross = figs["cpu_gpu_crossover"]
     cpu_sq = square[~square["gpu"]]
-    assert series(cross, "cpu") == set(cpu_sq["precision"])
+    assert series(cross, "cpu") | series(cross, "offsize-cpu") == set(cpu_sq["precision"])
     gpu_sq = square[square["gpu"]]
     panels = set(cpu_sq["precision"]) or set(data.configured_precisions("cpu"))
     with_cublas = set(gpu_sq.loc[gpu_sq["backend"].isin(["cublas", "cublaslt"]), "precision"])
     # the line labelled cuBLAS holds cuBLAS rows only; a precision without any gets its own line
-    assert series(cross, "gpu") == with_cublas & panels
-    assert series(cross, "gpu-fastest") == (set(gpu_sq["precision"]) - with_cublas) & panels
-    for p in series(cross, "gpu"):
+    assert series(cross, "gpu") | series(cross, "offsize-gpu") == with_cublas & panels
+    assert series(cross, "gpu-fastest") | series(cross, "offsize-gpu-fastest") == \
+        (set(gpu_sq["precision"]) - with_cublas) & panels
+    for p in with_cublas & panels:
         lib = gpu_sq[(gpu_sq["precision"] == p) & gpu_sq["backend"].isin(["cublas", "cublaslt"])]
-        [line] = [l for ax in cross.axes for l in ax.lines if l.get_gid() == f"gpu:{p}"]
-        assert sorted(line.get_xdata()) == sorted(float(n) for n in set(lib["n"]))
+        lines = [l for ax in cross.axes for l in ax.lines if l.get_gid() in (f"gpu:{p}", f"offsize-gpu:{p}")]
+        xs = [x for l in lines for x in l.get_xdata()]
+        ys = [y for l in lines for y in l.get_ydata()]
+        assert sorted(xs) == sorted(float(n) for n in set(lib["n"]))  # every cuBLAS size, nothing else
         best = lib.groupby("n")["time_median_s"].min()
-        assert list(line.get_ydata()) == pytest.approx([best[int(n)] for n in line.get_xdata()], rel=1e-9)
+        assert ys == pytest.approx([best[int(n)] for n in xs], rel=1e-9)
     transfers = okr[(okr["op"] == "transfer") & (okr["m"] == okr["n"]) & (okr["n"] == okr["k"])]
     memory = [json.loads(e).get("memory", v) if isinstance(e, str) else v
               for e, v in zip(transfers["extra"], transfers["variant"])]
     with_gpu = {(p, n) for p, n in zip(gpu_sq["precision"], gpu_sq["n"])}
-    assert series(cross, "gpu+transfers") == {f"{p}:{m}" for p, n, m in zip(transfers["precision"], transfers["n"], memory)
+    assert series(cross, "gpu+transfers") | series(cross, "offsize-gpu+transfers") == {f"{p}:{m}" for p, n, m in zip(transfers["precision"], transfers["n"], memory)
                                               if p in panels and (p, n) in with_gpu}
     if transfers.empty and (series(cross, "gpu") or series(cross, "gpu-fastest")):
         assert any("no transfer rows" in n for n in style.notes_of(cross))
     e2e = okr[(okr["op"] == "gemm_e2e") & (okr["m"] == okr["n"]) & (okr["n"] == okr["k"])]
-    assert series(cross, "gpu-e2e") == set(e2e["precision"]) & panels
+    assert series(cross, "gpu-e2e") | series(cross, "offsize-gpu-e2e") == set(e2e["precision"]) & panels
 
     check_hierarchical_series(okr, figs["hierarchical_roofline"])
 

@@ -271,10 +271,12 @@ def flags(df: pd.DataFrame, column: str, missing: bool) -> pd.Series:
 
 
 def evidence(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows that count, in plain pandas: ok, not CUPTI-timed, reliable not false, contended not true."""
+    """Rows that count, in plain pandas: ok, not CUPTI-timed, reliable not false, contended not true,
+    inputs not the exact integers."""
     timer = df["timer"].astype(str) if "timer" in df.columns else pd.Series("", index=df.index)
+    exact = df["distribution"].astype(str) == "exact" if "distribution" in df.columns else False
     return df[(df["status"] == "ok") & (timer != "cupti_kernel") & flags(df, "reliable", True)
-              & ~flags(df, "contended", False)]
+              & ~flags(df, "contended", False) & ~exact]
 
 
 def _gpu_gemm_peaks(df: pd.DataFrame) -> dict:

@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from .. import data, style
-from .throughput import size_axis
+from .throughput import plot_by_size, size_axis
 
 PANEL_HEIGHT_IN = 1.5
 CPU_COLOR = style.variant_color("cpu_blas")
@@ -141,28 +141,28 @@ def _handles(memories: List[str], e2e: bool, fastest: bool) -> List[Line2D]:
 def _panel(ax, p: str, c, g, moved, e2e, memories: List[str]) -> None:
     notes: List[str] = []
     if not c.empty:
-        ax.plot(c["n"].astype(float), c["time_s"], marker="o", ms=2.5, color=CPU_COLOR, gid=style.gid("cpu", p))
+        plot_by_size(ax, c["n"], c["time_s"], style.gid("cpu", p), marker="o", ms=2.5, color=CPU_COLOR)
     else:
         notes.append(f"no CPU BLAS rows at {p}")
     lib, fast = g[g["source"] == CUBLAS], g[g["source"] == FASTEST]
     if not lib.empty:
-        ax.plot(lib["n"].astype(float), lib["time_s"], marker="o", ms=2.5, color=GPU_COLOR, gid=style.gid("gpu", p))
+        plot_by_size(ax, lib["n"], lib["time_s"], style.gid("gpu", p), marker="o", ms=2.5, color=GPU_COLOR)
     if not fast.empty:
-        ax.plot(fast["n"].astype(float), fast["time_s"], marker="o", ms=2.5, ls="-.", color=FASTEST_COLOR,
-                gid=style.gid("gpu-fastest", p))
+        plot_by_size(ax, fast["n"], fast["time_s"], style.gid("gpu-fastest", p), marker="o", ms=2.5, ls="-.",
+                     color=FASTEST_COLOR)
         notes.append(f"no cuBLAS row at {p}: the fastest GPU variant instead")
     if g.empty:
         notes.append(f"no GPU rows at {p}")
     for i, m in enumerate(memories):
         w = moved[moved["memory"] == m]
         if not w.empty:
-            ax.plot(w["n"].astype(float), w["time_s"], marker=TRANSFER_MARKERS[i % len(TRANSFER_MARKERS)], ms=2.5,
-                    ls="--", color=GPU_COLOR, gid=style.gid("gpu+transfers", p, m))
+            plot_by_size(ax, w["n"], w["time_s"], style.gid("gpu+transfers", p, m),
+                         marker=TRANSFER_MARKERS[i % len(TRANSFER_MARKERS)], ms=2.5, ls="--", color=GPU_COLOR)
     if moved.empty and not g.empty:
         notes.append("no transfer rows: GPU with transfers not drawn")
     if not e2e.empty:
-        ax.plot(e2e["n"].astype(float), e2e["time_s"], marker="D", ms=2.5, ls=":", color=E2E_COLOR,
-                gid=style.gid("gpu-e2e", p))
+        plot_by_size(ax, e2e["n"], e2e["time_s"], style.gid("gpu-e2e", p), marker="D", ms=2.5, ls=":",
+                     color=E2E_COLOR)
     # the crossover, against the most complete GPU curve there is
     if not e2e.empty:
         what, series = "GPU end to end", e2e.set_index("n")["time_s"]

@@ -1,6 +1,7 @@
 """Throughput against size: TFLOP/s of every variant (the CPU BLAS included) against N for square
 N x N x N products, one panel per precision; each point is the best row at that N, its bar the
-row's p20-p80 (chapter 5.6, C11). Measured rows that are not evidence (unreliable, contended)
+row's p20-p80 (chapter 5.6, C11). A variant's line joins its powers of two; other sizes are
+markers of their own. Measured rows that are not evidence (unreliable, contended)
 are drawn hollow and joined to nothing.
 """
 from __future__ import annotations
@@ -15,7 +16,7 @@ from matplotlib.lines import Line2D
 from .. import data, style
 
 PANEL_HEIGHT_IN = 1.2
-NOT_EVIDENCE_LABEL = "hollow: not reliable or contended (left out of every best and peak)"
+NOT_EVIDENCE_LABEL = "hollow: unreliable, contended or exact-input rows (in no best or peak)"
 
 
 def measured_points(ds: data.Dataset, by: List[str], keep) -> pd.DataFrame:
@@ -43,6 +44,25 @@ def build(ds: data.Dataset) -> Figure:
 
 
 ROTATE_ABOVE = 5  # more size labels than this on a half-column panel: turned upright
+
+
+def is_pow2(n) -> bool:
+    n = int(n)
+    return n > 0 and n & (n - 1) == 0
+
+
+def plot_by_size(ax, n, y, gid: str, **kw) -> None:
+    """A curve against N: a line through the powers of two, the other sizes (1000, 1023, 4097:
+    tails and guards) as markers of the same style beside it (gid ``offsize-<gid>``), so an odd
+    size is not a spike in the line."""
+    n, y = list(map(float, n)), list(y)
+    pow2 = [is_pow2(x) for x in n]
+    if any(pow2):
+        ax.plot([x for x, p in zip(n, pow2) if p], [v for v, p in zip(y, pow2) if p], gid=gid, **kw)
+    if not all(pow2):
+        kw = {k: v for k, v in kw.items() if k not in ("ls", "linestyle")}
+        ax.plot([x for x, p in zip(n, pow2) if not p], [v for v, p in zip(y, pow2) if not p], ls="",
+                gid=f"offsize-{gid}", **kw)
 
 
 def size_axis(ax, sizes, max_flat: int = ROTATE_ABOVE) -> None:
@@ -95,8 +115,9 @@ def _build(ds: data.Dataset) -> Figure:
             color = style.variant_color(v, backend_of[v])
             g = sub[(sub["variant"] == v) & sub["evidence"]].sort_values("n")
             if not g.empty:
-                ax.plot(g["n"].astype(float), g["tflops"], marker="o", ms=2.5, color=color,
-                        gid=style.gid("line", v, p))
+                # the line joins the powers of two; other sizes (1000, 1023, 4097: tails, guards)
+                # are markers of their own, not a spike in the line
+                plot_by_size(ax, g["n"], g["tflops"], style.gid("line", v, p), marker="o", ms=2.5, color=color)
                 ax.vlines(g["n"].astype(float), g["tflops_lo"], g["tflops_hi"], color=color, lw=0.5,
                           gid=style.gid("range", v, p))
             h = sub[(sub["variant"] == v) & ~sub["evidence"]]
