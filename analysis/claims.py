@@ -846,7 +846,9 @@ def c10(ev: Evidence) -> List[Part]:
 
 
 def _host_facts(ev: Evidence) -> dict:
-    rows = ev.device_rows("cpu")
+    """The host facts a cpu_probe row carries (model, AVX-512F, FMA, cores, clock): facts of the
+    machine, not timings, so any measured probe row of the CPU tells them, reliable or not."""
+    rows = data.device_rows(ev.rows, "cpu", rows="measured")
     for _, r in rows[rows["backend"] == "cpu_probe"].iterrows():
         x = extra(r)
         if x.get("cpu_max_mhz"):
