@@ -232,8 +232,22 @@ def _str(v) -> str:
 
 
 def defines(row: pd.Series) -> Dict[str, float]:
-    """The kernel's compile-time parameters as its row names them (``kernel_name`` =
-    ``name<BM=128,BN=128,...>``): what the variant was when it was measured."""
+    """The kernel's compile-time parameters as its row names them (the ``defines`` column, else
+    ``kernel_name`` = ``name<BM=128,BN=128,...>``): what the variant was when it was measured."""
+    x = _str(row.get("defines"))
+    try:
+        parsed = json.loads(x) if x else None
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict):
+        out_: Dict[str, float] = {}
+        for k, v in parsed.items():
+            try:
+                out_[str(k)] = float(v)
+            except (TypeError, ValueError):
+                continue
+        if out_:
+            return out_
     name = row.get("kernel_name")
     m = re.search(r"<([^<>]*)>\s*$", "" if name is None or pd.isna(name) else str(name))
     out: Dict[str, float] = {}

@@ -88,7 +88,8 @@ def load(paths: Iterable[os.PathLike] | os.PathLike) -> pd.DataFrame:
     """Every row of the results files at ``paths`` (files or folders), each once
     (:func:`gemmlab.rows.read`), with typed columns.
 
-    Adds ``kind`` (cpu | gpu, from the backend), and ``stage`` / ``description`` from the
+    ``kind`` (cpu | gpu), ``stage`` and ``description`` are the row's own (what the variant was
+    when measured); rows written before those columns take them from the backend and the
     variant's config (``conf/variant/<variant>.yaml``).
     """
     return normalize(result_rows.read(paths))
@@ -123,9 +124,15 @@ def normalize(df: pd.DataFrame) -> pd.DataFrame:
     for c in FLAG_COLUMNS:
         df[c] = flag(df[c])
     df.loc[df["op"] == "", "op"] = GEMM  # rows written before the op column existed
-    df["kind"] = [backend_kind(b) for b in df["backend"]]
-    df["stage"] = pd.array([variant_info(v).stage for v in df["variant"]], dtype="Int64")
-    df["description"] = [variant_info(v).description for v in df["variant"]]
+    # what a variant was when measured: the row's own kind, stage and description; rows written
+    # before those columns existed take them from the variant's config
+    kind = df["kind"].astype(object).where(df["kind"].notna(), "").astype(str).str.strip()
+    df["kind"] = [k if k in ("cpu", "gpu") else backend_kind(b) for k, b in zip(kind, df["backend"])]
+    stage = pd.to_numeric(df["stage"], errors="coerce")
+    df["stage"] = pd.array([int(s) if pd.notna(s) else variant_info(v).stage for s, v in zip(stage, df["variant"])],
+                           dtype="Int64")
+    desc = df["description"].astype(object).where(df["description"].notna(), "").astype(str)
+    df["description"] = [d if d.strip() else variant_info(v).description for d, v in zip(desc, df["variant"])]
     return df.reset_index(drop=True)
 
 

@@ -186,7 +186,7 @@ TEXT_COLUMNS = (
     "status", "reason", "baseline_variant", "gpu_uuid", "driver_version", "cuda_runtime_version",
     "cpu_model", "blas_vendor", "blas_arch", "kernel_name", "library_version", "counters_reason",
     "distribution", "gemmlab_version", "git_commit", "python_version", "numpy_version", "cupy_version",
-    "experiment", "extra",
+    "experiment", "extra", "kind", "description", "tags", "defines",
 )
 ROW_KEY = ("run_id", "point_key")  # one point of one run: the same measurement wherever it is read
 

@@ -665,3 +665,19 @@ def test_cupti_timed_rows_are_not_mixed_with_event_timed_ones():
         {"status": "failed", "timer": "cuda_event", "backend": "cublas", "variant": "cublas"}]))
     assert list(data.ok(df)["timer"]) == ["cuda_event"]
 
+
+
+def test_rows_say_what_the_variant_was_when_measured():
+    """kind, stage, description and the kernel's defines come from the row (written at measure
+    time); rows written before those columns take them from today's config."""
+    from analysis import claims
+
+    df = data.normalize(pd.DataFrame([
+        {"status": "ok", "backend": "cuda", "variant": "naive", "kind": "gpu", "stage": 42,
+         "description": "as measured", "defines": '{"BM": 16, "BN": 64}', "kernel_name": "naive<BM=8,BN=32>"},
+        {"status": "ok", "backend": "cuda", "variant": "naive", "kernel_name": "naive<BM=8,BN=32>"}]))
+    assert list(df["stage"]) == [42, data.variant_info("naive").stage]
+    assert df["description"].iloc[0] == "as measured"
+    assert df["description"].iloc[1] == data.variant_info("naive").description
+    assert claims.defines(df.iloc[0]) == {"BM": 16.0, "BN": 64.0}
+    assert claims.defines(df.iloc[1]) == {"BM": 8.0, "BN": 32.0}  # older rows: from the kernel's name
