@@ -1,22 +1,29 @@
 """The chapter's claims, C1 to C14f, each with a verdict computed from result rows.
 
-    python -m analysis.claims                          # outputs/reference/ -> outputs/paper/claims.md
+    python -m analysis.claims RESULTS ...              # -> RESULTS/paper/claims.md
     python -m analysis.claims RESULTS ... --out DIR    # results.csv files or folders holding them
+    python -m analysis.claims --out outputs/paper      # the reference data -> the committed report
 
 One row per claim of ``../shared/seed/CLAIMS.md``: what the chapter says, what the rows show
 (device, size, precision, figure), and a verdict: **holds**, **holds with another number** (the
-statement is right, its number is not this hardware's), **does not hold**, or **not measured**
-(with the experiment that measures it). A claim is checked as one or more parts; the claim's
-verdict is its worst measured part. Every threshold is a constant below and is quoted next to
-the verdict it decides. The chapter's own figures come from ``conf/device/h100.yaml`` (its
-peaks and bandwidth), ``analysis.tables.CHAPTER_OPS`` (its intensity table) and ``CHAPTER`` below
-(the numbers in its text); the measured side comes only from rows.
+statement is right, its number is not this hardware's), **does not hold** (the rows contradict
+it: its direction, its order of magnitude, or its range), or **not measured** (with the
+experiment that measures it). A claim is checked as one or more parts; the claim's verdict is
+its worst measured part. Every rule can come out "does not hold", every threshold is a constant
+below and is quoted next to the verdict it decides. The chapter's own figures come from
+``conf/device/h100.yaml`` (its peaks and bandwidth), ``analysis.tables.CHAPTER_OPS`` (its
+intensity table) and ``CHAPTER`` below (the numbers in its text); the measured side comes only
+from rows.
 
-Rows are read with :mod:`analysis.data`: the GPU and CPU of a dataset are the devices with the
-most ok rows; "peak" is the best ok throughput per precision there; the memory roof is the copy
-probe's bandwidth (the datasheet's, said so, when no copy row exists). Modeled intensities come
-from the row's ``intensity_model`` unless the row carries hardware-counter DRAM bytes
-(``intensity_dram``); each verdict says which one it used.
+Rows are read with :mod:`analysis.data`, which decides what is evidence (ok, event-timed,
+reliable, not contended): the GPU and CPU of a dataset are the devices with the most measured
+rows; "peak" is the best GEMM evidence row per precision there; the memory roof is the copy
+probe's bandwidth (the datasheet's, said so, when no copy row exists); a point's number is its
+best row (one row of one run), and comparisons between variants are made inside one run at one
+size. Intensities the chapter derives from a formula (0.25, T/4, 32) are measured with hardware
+counters where rows carry them (``intensity_l1``: the bytes the kernel's global loads move, what
+the formulas count; ``intensity_dram``: what reaches DRAM, what the ridge is about); a part that
+only a kernel's configured formula would back is "not measured".
 
 ``analysis.paper`` calls :func:`write_claims` beside the figures.
 """
@@ -25,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +46,7 @@ from . import data, tables
 from .style import format_sig, write_if_changed
 
 DEFAULT_RESULTS = ROOT / "outputs" / "reference"
-DEFAULT_OUT = ROOT / "outputs" / "paper"
+COMMITTED_OUT = ROOT / "outputs" / "paper"  # written only when --out names it
 CLAIMS_FILE = "claims.md"
 
 HOLDS = "holds"
@@ -50,21 +58,28 @@ _SEVERITY = {HOLDS: 0, OTHER_NUMBER: 1, DOES_NOT_HOLD: 2}
 
 # -- thresholds: part of the logic, quoted in every rule text -----------------------------------
 SAME_NUMBER_REL = 0.25  # a measured number within +-25 % of the chapter's is "the same number"
+ORDER_HALF_DECADES = 0.5  # beyond 10**0.5 (about 3.2x) from the chapter's number: another order of magnitude
 BANDWIDTH_BOUND_FRACTION = 0.60  # bandwidth-bound in practice: >= 60 % of the measured memory roof
 FEW_PERCENT_MAX = 10.0  # "only a few percent of peak": at most 10 %
 ROOF_SLACK = 0.05  # no measured time may beat the roofline's T by more than 5 %
 FASTER_MIN_GAIN = 0.02  # without quantiles, "faster" needs a 2 % lower median
 FIRST_RUN_MIN_RATIO = 1.10  # a first run counts as slower from 10 % above the settled median
+CLOCK_DROP_MIN = 0.02  # the SM clock "ramps" after idle only if it sat > 2 % below the settled clock
 WRONG_MIN_REL_ERROR = 0.1  # a result that is "wrong", not rounding
 SAME_PRODUCT_MAX_REL_ERROR = 1e-2  # a result that "is" another product (FP16 inputs)
 TF32_LOSS_MIN_FACTOR = 10.0  # TF32 "not lossless": its error at least 10x FP32's at every K
-ERROR_GROWTH_MIN_SLOPE = 0.25  # error "grows with K": log-log slope of error against K >= 0.25
+ERROR_GROWTH_MIN_SLOPE = 0.25  # error "grows with K" like sqrt(K): log-log slope of error against K >= 0.25
+ERROR_FLAT_MAX_SLOPE = 0.10  # at most this slope the error does not grow with K
 SLOWDOWN_MIN = 1.10  # a misaligned call counts as "slow path" from 10 % slower
 MAJORITY = 0.5  # "often": in at least half of the measured sizes
+DOMINATE_MIN = 0.5  # overheads "dominate": more than half of the GPU's end-to-end time
 TENS_OF_TFLOPS = (10.0, 100.0)  # "tens of TFLOP/s"
+EXPLAINED_FACTOR = 2.0  # a speedup "is" a bandwidth ratio within this factor
 
 DRAM_OPS = ("gemm", "gemv", "vecadd")  # ops whose bytes_min is DRAM traffic (copy defines the roof)
 CHAPTER_DEVICE = "h100"  # conf/device/h100.yaml: the chapter's peaks and bandwidth
+COUNTERS = " measure.counters=ncu"  # what a run needs for the counter columns
+NO_PROBE = "no probe in the harness measures it yet"  # a NOT_MEASURED part no experiment can fill
 
 
 @dataclass(frozen=True)
@@ -137,18 +152,44 @@ def combine(verdicts: Sequence[str]) -> str:
     return max(measured, key=_SEVERITY.__getitem__)
 
 
+def _decades(measured: float, reference: float) -> float:
+    return abs(math.log10(measured / reference)) if measured > 0 and reference > 0 else math.inf
+
+
 def same_number(measured: float, chapter: float, rel: float = SAME_NUMBER_REL) -> str:
-    """HOLDS when ``measured`` is within ``rel`` of ``chapter``, else OTHER_NUMBER."""
-    return HOLDS if abs(measured - chapter) <= rel * abs(chapter) else OTHER_NUMBER
+    """HOLDS within ``rel`` of ``chapter``; OTHER_NUMBER within the same order of magnitude (a
+    factor below 10**ORDER_HALF_DECADES); DOES_NOT_HOLD beyond (or at a sign the chapter's
+    number does not have)."""
+    if abs(measured - chapter) <= rel * abs(chapter):
+        return HOLDS
+    return OTHER_NUMBER if _decades(measured, chapter) < ORDER_HALF_DECADES else DOES_NOT_HOLD
+
+
+SAME_NUMBER_RULE = (f"within ±{SAME_NUMBER_REL:.0%}: holds; within a factor {10 ** ORDER_HALF_DECADES:.1f}: "
+                    f"another number; beyond: does not hold")
 
 
 def in_range(measured: float, lo: float, hi: float) -> str:
-    return HOLDS if lo <= measured <= hi else OTHER_NUMBER
+    """HOLDS inside [lo, hi]; OTHER_NUMBER within a factor 10**ORDER_HALF_DECADES of the nearer
+    end; DOES_NOT_HOLD beyond."""
+    if lo <= measured <= hi:
+        return HOLDS
+    edge = lo if measured < lo else hi
+    return OTHER_NUMBER if _decades(measured, edge) < ORDER_HALF_DECADES else DOES_NOT_HOLD
+
+
+RANGE_RULE = (f"inside: holds; within a factor {10 ** ORDER_HALF_DECADES:.1f} of the range: another number; "
+              f"beyond: does not hold")
 
 
 def orders(ratio: float) -> int:
     """Orders of magnitude of a ratio, rounded (1.5 -> 0, 8 -> 1, 48 -> 2)."""
     return int(round(math.log10(ratio))) if ratio > 0 else 0
+
+
+def same_orders(ratio: float, expected: int) -> str:
+    """HOLDS when ``ratio`` rounds to ``expected`` orders of magnitude, else DOES_NOT_HOLD."""
+    return HOLDS if ratio > 0 and orders(ratio) == expected else DOES_NOT_HOLD
 
 
 def faster(a: pd.Series, b: pd.Series) -> bool:
@@ -185,9 +226,44 @@ def not_measured(what: str, missing: str, rule: str = "") -> Part:
     return Part(what, NOT_MEASURED, rule=rule, missing=missing)
 
 
+def _str(v) -> str:
+    """A cell as text ("" for a missing one)."""
+    return "" if v is None or (not isinstance(v, str) and pd.isna(v)) else str(v)
+
+
+def defines(row: pd.Series) -> Dict[str, float]:
+    """The kernel's compile-time parameters as its row names them (the ``defines`` column, else
+    ``kernel_name`` = ``name<BM=128,BN=128,...>``): what the variant was when it was measured."""
+    x = _str(row.get("defines"))
+    try:
+        parsed = json.loads(x) if x else None
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict):
+        out_: Dict[str, float] = {}
+        for k, v in parsed.items():
+            try:
+                out_[str(k)] = float(v)
+            except (TypeError, ValueError):
+                continue
+        if out_:
+            return out_
+    name = row.get("kernel_name")
+    m = re.search(r"<([^<>]*)>\s*$", "" if name is None or pd.isna(name) else str(name))
+    out: Dict[str, float] = {}
+    for item in (m.group(1).split(",") if m else []):
+        k, _, v = item.partition("=")
+        try:
+            out[k.strip()] = float(v)
+        except ValueError:
+            continue
+    return out
+
+
 # -- what the rows hold ------------------------------------------------------------------------
 class Evidence:
-    """Selections of one dataset's rows that the claims share."""
+    """Selections of one dataset's rows that the claims share (evidence rows only; failed rows
+    where a claim is about a check failing)."""
 
     def __init__(self, ds: data.Dataset):
         self.ds = ds
@@ -195,14 +271,27 @@ class Evidence:
         self.gpu_ceil, self.cpu_ceil = ds.gpu_ceilings, ds.cpu_ceilings
         chapter = {c.stem: c for c in data.device_configs()}
         self.chapter_device = chapter.get(CHAPTER_DEVICE)
+        self._device_rows: Dict[tuple, pd.DataFrame] = {}
+        self._peaks: Dict[str, pd.DataFrame] = {}
 
     # rows -------------------------------------------------------------------------------
     def device_rows(self, kind: str = "gpu", statuses: Sequence[str] = ("ok",)) -> pd.DataFrame:
-        device = (self.gpu_ceil if kind == "gpu" else self.cpu_ceil).device
-        r = self.rows
-        if device is None:
-            return r.iloc[:0]
-        return r[(r["kind"] == kind) & (r["device"] == device) & r["status"].isin(list(statuses))]
+        """Rows of ``kind`` on its primary device: ok rows that are evidence
+        (:func:`analysis.data.evidence_mask`), and rows of the other ``statuses`` (a failed check
+        measured something too; its timing, if any, is not used), never CUPTI-timed ones."""
+        key = (kind, tuple(statuses))
+        if key not in self._device_rows:
+            device = (self.gpu_ceil if kind == "gpu" else self.cpu_ceil).device
+            r = self.rows
+            if device is None:
+                r = r.iloc[:0]
+            else:
+                r = r[(r["kind"] == kind) & (r["device"] == device)]
+                good = data.evidence_mask(r)
+                other = r["status"].isin([s for s in statuses if s != "ok"]) & (r["timer"] != data.CUPTI_TIMER)
+                r = r[(good & ("ok" in statuses)) | other]
+            self._device_rows[key] = r
+        return self._device_rows[key]
 
     def variant(self, name: str, kind: str = "gpu", precision: Optional[str] = None,
                 statuses: Sequence[str] = ("ok",), timed: bool = True) -> pd.DataFrame:
@@ -221,11 +310,12 @@ class Evidence:
 
     @staticmethod
     def largest(rows: pd.DataFrame) -> Optional[pd.Series]:
-        """The row of the largest problem (m*n*k), fastest on a tie."""
+        """The best row of the largest problem (m*n*k): the shortest median time there."""
         if rows.empty:
             return None
         r = rows.assign(_size=rows["m"].astype(float) * rows["n"].astype(float) * rows["k"].astype(float))
-        return r.sort_values(["_size", "time_median_s"], ascending=[False, True], kind="stable").iloc[0]
+        return r.sort_values(["_size", "time_median_s", "variant", "run_id"], ascending=[False, True, True, True],
+                             kind="stable").iloc[0]
 
     def pair(self, a: str, b: str, precision: str, kind: str = "gpu",
              square_only: bool = True) -> Optional[Tuple[pd.Series, pd.Series]]:
@@ -238,24 +328,28 @@ class Evidence:
         if both.empty:
             return None
         best = self.largest(both)
-        pick = lambda r: r[(r["run_id"] == best["run_id"]) & (r["m"] == best["m"]) & (r["n"] == best["n"])
-                           & (r["k"] == best["k"])].iloc[0]
+        pick = lambda r: self.largest(r[(r["run_id"] == best["run_id"]) & (r["m"] == best["m"])
+                                        & (r["n"] == best["n"]) & (r["k"] == best["k"])])
         return pick(ra), pick(rb)
+
+    def counters_row(self, variant: str, precision: str = "fp32") -> Optional[pd.Series]:
+        """The variant's row with hardware-counter intensities (the largest N; square GEMMs)."""
+        rows = data.square(self.variant(variant, "gpu", precision))
+        rows = rows[rows["intensity_dram"].notna() | rows["intensity_l1"].notna()]
+        return self.largest(rows)
 
     # ceilings ---------------------------------------------------------------------------
     def peak(self, precision: str, kind: str = "gpu") -> Optional[pd.Series]:
-        """The GEMM row with the best throughput of ``precision`` on the primary device (GEMMs
-        only: a probe's FLOP count is not a GEMM's)."""
+        """The measured peak of ``precision``: :func:`analysis.data.peak_rows` (the best GEMM
+        evidence row; the tables quote the same row)."""
         rows = self.peaks_rows(kind)
         rows = rows[rows["precision"] == precision]
         return None if rows.empty else rows.iloc[0]
 
     def peaks_rows(self, kind: str = "gpu") -> pd.DataFrame:
-        """Per precision, the fastest GEMM row (op gemm) of the primary device."""
-        rows = self.device_rows(kind)
-        rows = rows[(rows["op"] == data.GEMM) & rows["tflops"].notna() & (rows["tflops"] > 0)]
-        rows = rows.sort_values(["precision", "tflops", "variant"], ascending=[True, False, True], kind="stable")
-        return rows.groupby("precision", sort=True).head(1)
+        if kind not in self._peaks:
+            self._peaks[kind] = data.peak_rows(self.rows, kind)
+        return self._peaks[kind]
 
     def peaks(self, kind: str = "gpu") -> Dict[str, float]:
         r = self.peaks_rows(kind)
@@ -265,7 +359,7 @@ class Evidence:
         """Memory roof in GB/s and where it comes from."""
         ceil = self.gpu_ceil if kind == "gpu" else self.cpu_ceil
         if ceil.measured_bandwidth_gbs is not None:
-            row = self.largest(self.op("copy", kind))
+            row = data.copy_row(data.device_rows(self.rows, kind))
             return ceil.measured_bandwidth_gbs, f"copy probe ({row['variant']}, {int(row['m'])} elements)" \
                 if row is not None else "copy probe"
         return ceil.datasheet_bandwidth_gbs, f"datasheet {ceil.config.stem} (no copy row)"
@@ -287,15 +381,6 @@ class Evidence:
             return None
         return c.peak_tflops[precision] * 1e12 / (c.memory_bandwidth_gbs * 1e9)
 
-    @staticmethod
-    def intensity_used(row: pd.Series) -> Tuple[Optional[float], str]:
-        """DRAM intensity from hardware counters when the row has them, else the model."""
-        if pd.notna(row.get("intensity_dram")):
-            return float(row["intensity_dram"]), "measured DRAM intensity (counters)"
-        if pd.notna(row.get("intensity_model")):
-            return float(row["intensity_model"]), "modeled DRAM intensity (intensity_model; no counters)"
-        return None, "no intensity"
-
     @property
     def gpu_label(self) -> str:
         return self.gpu_ceil.device or "no GPU rows"
@@ -310,12 +395,16 @@ def _ridge_text(ev: Evidence, precision: str) -> Tuple[Optional[float], str]:
     if r is None:
         return None, ""
     ridge, peak, bw, src = r
-    return ridge, (f"I* = {f(peak['tflops'])} TFLOP/s ({where(peak)}) / {f(bw / 1e3)} TB/s ({src}) "
+    return ridge, (f"I* = {f(peak['tflops'])} TFLOP/s ({where(peak)}, best row) / {f(bw / 1e3)} TB/s ({src}) "
                    f"= {f(ridge)} FLOP/B")
 
 
 def _need(what: str, experiment: str) -> str:
     return f"rows of {what}: python run.py +experiment={experiment}"
+
+
+def _counters_need(what: str) -> str:
+    return _need(f"{what} with hardware counters", "claims_ladder") + COUNTERS
 
 
 # -- the claims ----------------------------------------------------------------------------------
@@ -328,8 +417,7 @@ def c1(ev: Evidence) -> List[Part]:
         if ridge is None or chapter is None:
             parts.append(not_measured(what, _need(f"{p} GEMMs (cuBLAS peak)", "cublas_square")))
             continue
-        parts.append(Part(what, same_number(ridge, chapter), text,
-                          f"same number: within ±{SAME_NUMBER_REL:.0%} of {f(chapter)}",
+        parts.append(Part(what, same_number(ridge, chapter), text, SAME_NUMBER_RULE + f" (of {f(chapter)})",
                           {f"ridge_{p}": ridge, f"chapter_ridge_{p}": chapter}))
     # the model's bound: no measured time below T = max(FLOPs / P, bytes / BW)
     what = "T = max(FLOPs/P, bytes/BW) bounds every measured GPU time (GEMM, GEMV, vector add)"
@@ -373,17 +461,13 @@ def c2(ev: Evidence) -> List[Part]:
     ridge_info = ev.ridge("fp32")
     intensities: Dict[str, float] = {}
     chapter_ridge = ev.chapter_ridge("fp32")
+    gpu_only = data.Dataset(ev.rows[ev.rows["kind"] == "gpu"], ev.ds.sources)
     for op in tables.CHAPTER_OPS:
         chapter_i = op.intensity(1, op.square_n or 1, 1)
-        if op.op == "gemv":
-            rows = _gemv_rows(ev, "gpu")
-        elif op.square_n is not None:
-            rows = data.square(ev.op(op.op, "gpu", "fp32"))
-            rows = rows[rows["n"] == op.square_n]
-            rows = rows.sort_values("time_median_s").head(1)
-        else:
-            rows = ev.op(op.op, "gpu", "fp32")
-        row = ev.largest(rows)
+        # the intensity table's row for this op (its best row), on the GPU
+        row = tables.chapter_row(gpu_only, op)
+        if row is not None and op.op == "gemv" and row["precision"] != "fp32":
+            row = None
         what_i = f"{op.label}: I = {op.flops} / {op.bytes_min} = {f(chapter_i)} FLOP/B"
         chapter_bound = "bandwidth" if chapter_ridge is None or chapter_i < chapter_ridge else "compute"
         what_b = f"{op.label} is {chapter_bound}-bound"
@@ -394,14 +478,15 @@ def c2(ev: Evidence) -> List[Part]:
         i = float(row["flops"]) / float(row["bytes_min"])
         intensities[op.op] = i
         note = " (one add per element: 1 FLOP, not 2)" if op.op == "vecadd" else ""
+        name = f"{row['variant']} {row['precision']} {int(row['m'])}×{int(row['n'])}×{int(row['k'])}"
         parts.append(Part(what_i, same_number(i, chapter_i),
-                          f"{where(row)}: {f(row['flops'])} FLOP / {f(row['bytes_min'])} B = {f(i)} FLOP/B{note}",
-                          f"same number: within ±{SAME_NUMBER_REL:.0%}", {f"intensity_{op.op}": i}))
+                          f"{name}: {f(row['flops'])} FLOP / {f(row['bytes_min'])} B = {f(i)} FLOP/B{note}",
+                          SAME_NUMBER_RULE, {f"intensity_{op.op}": i}))
         if ridge_info is None or bw_gbs is None:
             parts.append(not_measured(what_b, _need("the FP32 peak and the copy probe", "claims_memory_roof")))
             continue
         ridge = ridge_info[0]
-        gbs = float(row["bytes_min"]) / float(row["time_median_s"]) / 1e9
+        gbs = float(row["bytes_min"]) / float(row["time_s"]) / 1e9
         frac = gbs / bw_gbs
         if chapter_bound == "bandwidth":
             ok = i < ridge and frac >= BANDWIDTH_BOUND_FRACTION
@@ -411,133 +496,162 @@ def c2(ev: Evidence) -> List[Part]:
             rule = "I > I* (measured FP32 ridge)"
         parts.append(Part(what_b, HOLDS if ok else DOES_NOT_HOLD,
                           f"I = {f(i)} vs I* = {f(ridge)} FLOP/B; {f(gbs)} GB/s = {f(frac * 100)} % of the copy "
-                          f"bandwidth; {f(row['tflops'])} TFLOP/s", rule,
-                          {f"bandwidth_fraction_{op.op}": frac}))
+                          f"bandwidth; {f(row['tflops'])} TFLOP/s (best row)", rule,
+                          {f"bandwidth_fraction_{op.op}": frac, f"tflops_{op.op}": float(row["tflops"])}))
     what = "a thousandfold between vector add and GEMM N = 1024"
     if "vecadd" in intensities and "gemm" in intensities:
         ratio = intensities["gemm"] / intensities["vecadd"]
-        parts.append(Part(what, HOLDS if orders(ratio) == CHAPTER.orders_vecadd_to_gemm else OTHER_NUMBER,
+        parts.append(Part(what, same_orders(ratio, CHAPTER.orders_vecadd_to_gemm),
                           f"I(GEMM) / I(vector add) = {f(ratio)}",
-                          f"round(log10 ratio) == {CHAPTER.orders_vecadd_to_gemm}", {"intensity_ratio": ratio}))
+                          f"round(log10 ratio) == {CHAPTER.orders_vecadd_to_gemm}: holds; else does not hold",
+                          {"intensity_ratio": ratio}))
     else:
         parts.append(not_measured(what, _need("GPU vector add and GEMM N = 1024", "claims_memory_roof")))
     return parts
 
 
+def _first(*rows: Optional[pd.Series]) -> Optional[pd.Series]:
+    return next((r for r in rows if r is not None), None)
+
+
 def _ladder_row(ev: Evidence, variant: str) -> Optional[pd.Series]:
-    """The variant's FP32 row at its largest square N, where cuBLAS ran in the same run if any."""
-    rows = data.square(ev.variant(variant, "gpu", "fp32"))
-    return ev.largest(rows)
+    """The variant's best FP32 row at its largest square N."""
+    return ev.largest(data.square(ev.variant(variant, "gpu", "fp32")))
+
+
+def _levels(row: pd.Series) -> str:
+    return (f"counters: L1 {f(row.get('intensity_l1'))}, L2 {f(row.get('intensity_l2'))}, "
+            f"DRAM {f(row.get('intensity_dram'))} FLOP/B")
+
+
+def _formula_part(ev: Evidence, what: str, variant: str, chapter_i: float, figure: str) -> Part:
+    """A part the chapter derives from a formula (the bytes a kernel's global loads move):
+    measured with the L1 counters of the variant's row (``intensity_l1``); not measured from
+    the configured formula alone."""
+    row = ev.counters_row(variant)
+    if row is None or pd.isna(row.get("intensity_l1")):
+        model = _ladder_row(ev, variant)
+        model_text = f" (the configured formula alone says {f(model['intensity_model'])})" \
+            if model is not None and pd.notna(model.get("intensity_model")) else ""
+        return not_measured(what, _counters_need(variant) + model_text)
+    i = float(row["intensity_l1"])
+    return Part(what, same_number(i, chapter_i),
+                f"{where(row)} ({figure}): {f(i)} FLOP/B moved by its global loads (L1 counters); "
+                f"{_levels(row)}", SAME_NUMBER_RULE + " (L1 counters: the traffic the formula counts)",
+                {f"{variant}_intensity_l1": i})
+
+
+def _dram_row(ev: Evidence, variant: str, what: str) -> Tuple[Optional[pd.Series], Optional[Part]]:
+    row = ev.counters_row(variant)
+    if row is None or pd.isna(row.get("intensity_dram")):
+        return None, not_measured(what, _counters_need(variant))
+    if ev.ridge("fp32") is None:
+        return None, not_measured(what, _need("the FP32 peak", "cublas_square"))
+    return row, None
 
 
 def c3(ev: Evidence) -> List[Part]:
-    row = _ladder_row(ev, "naive")
-    whats = [f"naive GEMM: I = {f(CHAPTER.naive_intensity)} FLOP/B",
-             f"{CHAPTER.naive_orders_below_ridge} orders of magnitude below the FP32 ridge",
-             "reaches only a few percent of peak",
-             "L1/L2 win back part of the traffic"]
-    if row is None:
-        return [not_measured(w, _need("the naive stage", "claims_ladder")) for w in whats]
-    i, source = ev.intensity_used(row)
-    parts = [Part(whats[0], same_number(i, CHAPTER.naive_intensity) if i else NOT_MEASURED,
-                  f"{where(row)}: {f(i)} FLOP/B ({source})", f"same number: within ±{SAME_NUMBER_REL:.0%}",
-                  {"naive_intensity": i or float("nan")})]
-    r = ev.ridge("fp32")
-    peak = ev.peak("fp32")
-    if r is None or i is None:
-        parts.append(not_measured(whats[1], _need("the FP32 peak", "cublas_square")))
+    parts = [_formula_part(ev, f"naive GEMM reads 2N³ elements: I = {f(CHAPTER.naive_intensity)} FLOP/B",
+                           "naive", CHAPTER.naive_intensity, "one thread per output")]
+    what = f"{CHAPTER.naive_orders_below_ridge} orders of magnitude below the FP32 ridge"
+    row, missing = _dram_row(ev, "naive", what)
+    if missing:
+        parts.append(missing)
     else:
-        ratio = r[0] / i
-        parts.append(Part(whats[1], HOLDS if orders(ratio) == CHAPTER.naive_orders_below_ridge else OTHER_NUMBER,
-                          f"I* / I = {f(r[0])} / {f(i)} = {f(ratio)}",
-                          f"round(log10(I*/I)) == {CHAPTER.naive_orders_below_ridge}", {"naive_ridge_ratio": ratio}))
-    if peak is None:
-        parts.append(not_measured(whats[2], _need("the FP32 peak", "cublas_square")))
+        ridge = ev.ridge("fp32")[0]
+        i = float(row["intensity_dram"])
+        ratio = ridge / i
+        if i >= ridge:
+            v, note = DOES_NOT_HOLD, ": above the ridge, not below it"
+        else:
+            v, note = same_orders(ratio, CHAPTER.naive_orders_below_ridge), ""
+        parts.append(Part(what, v, f"{where(row)}: DRAM intensity {f(i)} FLOP/B (counters) vs I* = {f(ridge)}; "
+                                   f"I* / I = {f(ratio)}{note}",
+                          f"I < I* and round(log10(I*/I)) == {CHAPTER.naive_orders_below_ridge}: holds; else does "
+                          f"not hold", {"naive_ridge_ratio": ratio, "naive_intensity_dram": i}))
+    what = "reaches only a few percent of peak"
+    row, peak = _ladder_row(ev, "naive"), ev.peak("fp32")
+    if row is None or peak is None:
+        parts.append(not_measured(what, _need("the naive stage and the FP32 peak", "claims_ladder")))
     else:
         pct = 100 * float(row["tflops"]) / float(peak["tflops"])
-        parts.append(Part(whats[2], HOLDS if pct <= FEW_PERCENT_MAX else DOES_NOT_HOLD,
-                          f"{f(row['tflops'])} TFLOP/s = {f(pct)} % of the FP32 peak {f(peak['tflops'])} "
-                          f"({where(peak)})", f"at most {FEW_PERCENT_MAX:g} % of the measured FP32 peak",
+        parts.append(Part(what, HOLDS if pct <= FEW_PERCENT_MAX else DOES_NOT_HOLD,
+                          f"{where(row)}: {f(row['tflops'])} TFLOP/s (best row) = {f(pct)} % of the FP32 peak "
+                          f"{f(peak['tflops'])} ({where(peak)})",
+                          f"at most {FEW_PERCENT_MAX:g} % of the measured FP32 peak: holds; above: does not hold",
                           {"naive_pct_of_peak": pct}))
-    bw = ev.measured_bandwidth("gpu")
-    if pd.notna(row.get("intensity_dram")) and pd.notna(row.get("intensity_model")):
-        won = float(row["intensity_dram"]) > float(row["intensity_model"])
-        parts.append(Part(whats[3], HOLDS if won else DOES_NOT_HOLD,
-                          f"DRAM intensity {f(row['intensity_dram'])} (counters) vs modeled {f(row['intensity_model'])}",
-                          "counters: measured DRAM intensity above the no-reuse model", {}))
-    elif bw is None or i is None:
-        parts.append(not_measured(whats[3], _need("the copy probe", "claims_memory_roof")))
+    what = "L1/L2 win back part of the traffic"
+    row = ev.counters_row("naive")
+    issued = None if row is None else row.get("intensity_l1")
+    if row is not None and pd.notna(row.get("intensity_dram")) and pd.notna(issued):
+        won = float(row["intensity_dram"]) > float(issued)
+        parts.append(Part(what, HOLDS if won else DOES_NOT_HOLD,
+                          f"{where(row)}: DRAM intensity {f(row['intensity_dram'])} vs {f(issued)} FLOP/B at L1 "
+                          f"(counters): DRAM moves {f(float(row['intensity_dram']) / float(issued))}× fewer bytes "
+                          f"than the loads ask for",
+                          "counters: DRAM intensity above the L1 intensity (caches serve part of the loads): "
+                          "holds; else does not hold", {"naive_cache_reuse": float(row["intensity_dram"]) / float(issued)}))
     else:
-        roof = i * bw / 1e3  # TFLOP/s if every operand came from DRAM
-        won = float(row["tflops"]) > roof
-        parts.append(Part(whats[3], HOLDS if won else DOES_NOT_HOLD,
-                          f"{f(row['tflops'])} TFLOP/s against {f(roof)} TFLOP/s if every operand came from "
-                          f"DRAM (I·BW)", "achieved above I·BW at the modeled intensity: caches serve part of it",
-                          {"naive_over_dram_roof": float(row["tflops"]) / roof}))
+        row, bw = _ladder_row(ev, "naive"), ev.measured_bandwidth("gpu")
+        if row is None or bw is None:
+            parts.append(not_measured(what, _counters_need("naive")))
+        else:
+            roof = CHAPTER.naive_intensity * bw / 1e3  # TFLOP/s if every load came from DRAM
+            won = float(row["tflops"]) > roof
+            parts.append(Part(what, HOLDS if won else DOES_NOT_HOLD,
+                              f"{where(row)}: {f(row['tflops'])} TFLOP/s against {f(roof)} TFLOP/s if every load "
+                              f"came from DRAM ({f(CHAPTER.naive_intensity)} FLOP/B × copy bandwidth)",
+                              "achieved above I·BW at the no-reuse intensity (caches serve part of it): holds; "
+                              "else does not hold", {"naive_over_dram_roof": float(row["tflops"]) / roof}))
     return parts
 
 
-def _define(variant: str, name: str) -> Optional[float]:
-    try:
-        v = load_variant(variant)
-        return float(v.cuda.defines[name]) if v.cuda is not None and name in v.cuda.defines else None
-    except Exception:
-        return None
-
-
 def _bandwidth_bound_part(ev: Evidence, row: pd.Series, what: str) -> Part:
-    i, source = ev.intensity_used(row)
+    """Bandwidth-bound: DRAM intensity (counters) under the ridge and the throughput near its
+    memory roof."""
+    i = float(row["intensity_dram"])
     bw = ev.measured_bandwidth("gpu")
     r = ev.ridge("fp32")
-    if i is None or bw is None or r is None:
-        return not_measured(what, _need("the copy probe and the FP32 peak", "claims_memory_roof"))
+    if bw is None:
+        return not_measured(what, _need("the copy probe", "claims_memory_roof"))
     roof = min(float(r[1]["tflops"]), i * bw / 1e3)
     frac = float(row["tflops"]) / roof
     ok = i < r[0] and frac >= BANDWIDTH_BOUND_FRACTION
-    text = (f"{where(row)}: I = {f(i)} ({source}) vs I* = {f(r[0])}; {f(row['tflops'])} TFLOP/s = "
+    text = (f"{where(row)}: DRAM intensity {f(i)} (counters) vs I* = {f(r[0])}; {f(row['tflops'])} TFLOP/s = "
             f"{f(frac * 100)} % of its roof min(P, I·BW) = {f(roof)}")
-    if i < r[0] and not ok:
+    if i >= r[0]:
+        text += ": above the ridge"
+    elif not ok:
         text += ": under the ridge, but far from the bandwidth roof; DRAM bandwidth is not what limits it"
     return Part(what, HOLDS if ok else DOES_NOT_HOLD, text,
-                f"I < I* and achieved >= {BANDWIDTH_BOUND_FRACTION:.0%} of min(P, I·BW)",
+                f"I < I* and achieved >= {BANDWIDTH_BOUND_FRACTION:.0%} of min(P, I·BW): holds; else does not hold",
                 {"roof_fraction_" + str(row["variant"]): frac})
 
 
 def c4(ev: Evidence) -> List[Part]:
-    parts = []
-    row = _ladder_row(ev, "smem_tiled")
-    tile = _define("smem_tiled", "TILE")
-    what = f"T×T tiles: I = T/4, {f(CHAPTER.tile / 4)} FLOP/B at T = {CHAPTER.tile}"
-    if row is None:
-        parts.append(not_measured(what, _need("smem_tiled", "claims_ladder")))
-    else:
-        i = float(row["intensity_model"]) if pd.notna(row["intensity_model"]) else None
-        parts.append(Part(what, same_number(i, CHAPTER.tile / 4) if i else NOT_MEASURED,
-                          f"{where(row)} (TILE = {f(tile)}): modeled I = {f(i)} FLOP/B",
-                          f"same number: within ±{SAME_NUMBER_REL:.0%}", {"smem_tiled_intensity": i or float("nan")}))
+    tiled = _first(ev.counters_row("smem_tiled"), _ladder_row(ev, "smem_tiled"))
+    t = defines(tiled).get("TILE", float(CHAPTER.tile)) if tiled is not None else float(CHAPTER.tile)
+    parts = [_formula_part(ev, f"T×T tiles: I = T/4, {f(CHAPTER.tile / 4)} FLOP/B at T = {CHAPTER.tile}",
+                           "smem_tiled", t / 4, f"TILE = {f(t)}")]
     what = "still under the FP32 ridge"
-    r = ev.ridge("fp32")
-    if row is None or r is None:
-        parts.append(not_measured(what, _need("smem_tiled and the FP32 peak", "claims_ladder")))
+    row, missing = _dram_row(ev, "smem_tiled", what)
+    if missing:
+        parts.append(missing)
     else:
-        i, source = ev.intensity_used(row)
+        r = ev.ridge("fp32")
+        i = float(row["intensity_dram"])
         parts.append(Part(what, HOLDS if i < r[0] else DOES_NOT_HOLD,
-                          f"I = {f(i)} ({source}) vs I* = {f(r[0])} FLOP/B (chapter {f(ev.chapter_ridge('fp32'))})",
-                          "I < I* (measured)", {"smem_tiled_ridge_ratio": r[0] / i}))
+                          f"{where(row)}: DRAM intensity {f(i)} (counters) vs I* = {f(r[0])} FLOP/B (chapter "
+                          f"{f(ev.chapter_ridge('fp32'))})", "I < I* (measured): holds; else does not hold",
+                          {"smem_tiled_ridge_ratio": r[0] / i}))
     what = "the textbook kernel is still bandwidth-bound"
-    parts.append(_bandwidth_bound_part(ev, row, what) if row is not None
-                 else not_measured(what, _need("smem_tiled", "claims_ladder")))
-    what = f"a 128×128 block tile gives {f(CHAPTER.block_tile_intensity)} FLOP/B"
-    rb = _ladder_row(ev, "register_blocked")
-    if rb is None or pd.isna(rb["intensity_model"]):
-        parts.append(not_measured(what, _need("register_blocked", "claims_ladder")))
-    else:
-        i = float(rb["intensity_model"])
-        parts.append(Part(what, same_number(i, CHAPTER.block_tile_intensity),
-                          f"{where(rb)} ({f(_define('register_blocked', 'BM'))}×{f(_define('register_blocked', 'BN'))}, "
-                          f"BK = {f(_define('register_blocked', 'BK'))}): modeled I = {f(i)} FLOP/B; shared memory "
-                          f"{f(rb['smem_bytes'])} B per block", f"same number: within ±{SAME_NUMBER_REL:.0%}",
-                          {"block_tile_intensity": i}))
+    row, missing = _dram_row(ev, "smem_tiled", what)
+    parts.append(missing or _bandwidth_bound_part(ev, row, what))
+    rb = _first(ev.counters_row("register_blocked"), _ladder_row(ev, "register_blocked"))
+    d = defines(rb) if rb is not None else {}
+    tile = f"{f(d.get('BM'))}×{f(d.get('BN'))}, BK = {f(d.get('BK'))}" if d else "its block tile"
+    parts.append(_formula_part(ev, f"a 128×128 block tile gives {f(CHAPTER.block_tile_intensity)} FLOP/B",
+                               "register_blocked", CHAPTER.block_tile_intensity, tile))
     return parts
 
 
@@ -564,49 +678,45 @@ def c5(ev: Evidence) -> List[Part]:
     if cycles is None:
         parts.append(not_measured(what, _need("smem_latency", "claims_smem")))
     else:
-        parts.append(Part(what, in_range(cycles, lo, hi),
+        parts.append(Part(what, in_range(float(cycles), lo, hi),
                           f"{f(cycles)} SM cycles per dependent load (pointer chase, clock64)",
-                          f"within {f(lo)}–{f(hi)} cycles", {"smem_latency_cycles": float(cycles)}))
+                          f"{f(lo)}–{f(hi)} cycles: " + RANGE_RULE, {"smem_latency_cycles": float(cycles)}))
     return parts
 
 
 def c6(ev: Evidence) -> List[Part]:
     parts = []
-    tm, tn = _define("register_blocked", "TM"), _define("register_blocked", "TN")
-    what = f"8×8 outputs per thread: {f(CHAPTER.fma_per_shared_read)} FMA per shared read"
-    if tm and tn:
-        per = tm * tn / (tm + tn)
-        parts.append(Part(what, same_number(per, CHAPTER.fma_per_shared_read),
-                          f"register_blocked's TM × TN = {f(tm)} × {f(tn)}: {f(tm * tn)} FMA per {f(tm + tn)} "
-                          f"shared reads = {f(per)} (by construction, from conf/variant/register_blocked.yaml)",
-                          "TM·TN/(TM+TN) within ±25 %", {"fma_per_shared_read": per}, from_rows=False))
-    else:
-        parts.append(not_measured(what, "conf/variant/register_blocked.yaml with TM, TN"))
     row = _ladder_row(ev, "register_blocked")
-    r = ev.ridge("fp32")
-    chapter_ratio = CHAPTER.block_tile_intensity / ev.chapter_ridge("fp32") if ev.chapter_ridge("fp32") else None
-    what = (f"128×128 block tile: DRAM intensity ≈ {f(CHAPTER.block_tile_intensity)} FLOP/B, just over the ridge "
-            f"(chapter: {f(chapter_ratio)}× I*)")
-    if row is None or r is None:
-        parts.append(not_measured(what, _need("register_blocked and the FP32 peak", "claims_ladder")))
+    d = defines(row) if row is not None else {}
+    tm, tn = d.get("TM"), d.get("TN")
+    what = f"8×8 outputs per thread: {f(CHAPTER.fma_per_shared_read)} FMA per shared read"
+    formula = (f" (the kernel's TM × TN = {f(tm)} × {f(tn)} would give {f(tm * tn)} FMA per {f(tm + tn)} shared "
+               f"reads = {f(tm * tn / (tm + tn))} by construction)") if tm and tn else ""
+    parts.append(not_measured(what, f"a count of shared-memory loads per FMA (an ncu shared-load counter): "
+                                    f"{NO_PROBE}{formula}"))
+    what = (f"128×128 block tile: DRAM intensity ≈ {f(CHAPTER.block_tile_intensity)} FLOP/B, just over the ridge")
+    row, missing = _dram_row(ev, "register_blocked", what)
+    if missing:
+        parts.append(missing)
     else:
-        i, source = ev.intensity_used(row)
+        r = ev.ridge("fp32")
+        i = float(row["intensity_dram"])
         ratio = i / r[0]
-        v = DOES_NOT_HOLD if ratio <= 1 else same_number(ratio, chapter_ratio)
-        parts.append(Part(what, v, f"I = {f(i)} ({source}) = {f(ratio)}× the measured I* {f(r[0])}",
-                          f"I > I*; I/I* within ±{SAME_NUMBER_REL:.0%} of the chapter's {f(chapter_ratio)}",
-                          {"register_blocked_ridge_ratio": ratio}))
+        v = DOES_NOT_HOLD if ratio <= 1 else same_number(i, CHAPTER.block_tile_intensity)
+        parts.append(Part(what, v, f"{where(row)}: DRAM intensity {f(i)} FLOP/B (counters) = {f(ratio)}× the measured "
+                                   f"I* {f(r[0])}; {_levels(row)}",
+                          f"I > I*, and I against {f(CHAPTER.block_tile_intensity)}: " + SAME_NUMBER_RULE,
+                          {"register_blocked_intensity_dram": i, "register_blocked_ridge_ratio": ratio}))
     what = "register blocking is faster than the shared-memory tile"
     pair = ev.pair("register_blocked", "smem_tiled", "fp32")
     if pair is None:
         parts.append(not_measured(what, _need("register_blocked and smem_tiled in one run", "claims_ladder")))
     else:
         a, b = pair
-        pct = a.get("pct_of_baseline")
         parts.append(Part(what, HOLDS if faster(a, b) else DOES_NOT_HOLD,
-                          f"{shape(a)}: {f(a['tflops'])} vs {f(b['tflops'])} TFLOP/s "
-                          f"({f(b['time_median_s'] / a['time_median_s'])}×; {f(pct)} % of cuBLAS)",
-                          "faster beyond noise: p80 below the other's p20",
+                          f"{shape(a)}, one run: {f(a['tflops'])} vs {f(b['tflops'])} TFLOP/s "
+                          f"({f(b['time_median_s'] / a['time_median_s'])}×)",
+                          "faster beyond noise (p80 below the other's p20): holds; else does not hold",
                           {"register_blocked_speedup": float(b["time_median_s"] / a["time_median_s"])}))
     return parts
 
@@ -619,8 +729,8 @@ def c7(ev: Evidence) -> List[Part]:
     a, b = pair
     speedup = float(b["time_median_s"] / a["time_median_s"])
     return [Part(what, HOLDS if faster(a, b) else DOES_NOT_HOLD,
-                 f"{shape(a)} FP32: double_buffered {f(a['tflops'])} vs register_blocked {f(b['tflops'])} TFLOP/s "
-                 f"({f(speedup)}×)", "faster beyond noise: p80 below the other's p20",
+                 f"{shape(a)} FP32, one run: double_buffered {f(a['tflops'])} vs register_blocked {f(b['tflops'])} "
+                 f"TFLOP/s ({f(speedup)}×)", "faster beyond noise (p80 below the other's p20): holds; else does not hold",
                  {"double_buffer_speedup": speedup})]
 
 
@@ -638,15 +748,14 @@ def c8(ev: Evidence) -> List[Part]:
         clock = f", SM clock {f(row['sm_clock_min_mhz'])}–{f(row['sm_clock_max_mhz'])} MHz" \
             if pd.notna(row.get("sm_clock_min_mhz")) else ""
         parts.append(Part(what, same_number(measured[p], chapter[p]),
-                          f"{f(measured[p])} TFLOP/s = {f(100 * measured[p] / chapter[p])} % ({where(row)}{clock})",
-                          f"same number: within ±{SAME_NUMBER_REL:.0%}", {f"peak_{p}": measured[p]}))
+                          f"{f(measured[p])} TFLOP/s = {f(100 * measured[p] / chapter[p])} % (best row: {where(row)}{clock})",
+                          SAME_NUMBER_RULE, {f"peak_{p}": measured[p]}))
     what = "tensor cores raise P by about an order of magnitude over FP32"
     if "fp32" in measured and len(measured) > 1:
         ratios = {p: v / measured["fp32"] for p, v in measured.items() if p != "fp32"}
-        ok = all(orders(r) == CHAPTER.tensor_core_orders for r in ratios.values())
-        parts.append(Part(what, HOLDS if ok else OTHER_NUMBER,
-                          ", ".join(f"{p.upper()}/FP32 = {f(r)}×" for p, r in ratios.items()),
-                          f"round(log10 ratio) == {CHAPTER.tensor_core_orders} for each",
+        v = combine([same_orders(r, CHAPTER.tensor_core_orders) for r in ratios.values()])
+        parts.append(Part(what, v, ", ".join(f"{p.upper()}/FP32 = {f(r)}×" for p, r in ratios.items()),
+                          f"round(log10 ratio) == {CHAPTER.tensor_core_orders} for each: holds; else does not hold",
                           {f"tensor_core_ratio_{p}": r for p, r in ratios.items()}))
     else:
         parts.append(not_measured(what, _need("FP32 and tensor-core GEMMs", "cublas_square")))
@@ -668,7 +777,7 @@ def c9(ev: Evidence) -> List[Part]:
                           f"from; {f(x.get('rel_error_vs_fp64_of_fp16_inputs'))} against the exact product of the "
                           f"halves (accumulation alone); FP32 cuBLAS on the FP32 data: "
                           f"{f(x.get('rel_error_fp32_sgemm_vs_fp64_of_fp32_data'))}",
-                          f"within {f(lo)}–{f(hi)}", {"wmma_rel_error_vs_fp32": e32}))
+                          f"{f(lo)}–{f(hi)}: " + RANGE_RULE, {"wmma_rel_error_vs_fp32": e32}))
     what = "B declared col_major while row-major in memory: silently transposed"
     checks = []
     for entry, key in (("wmma_gemm_bcol_flag", "rel_error_vs_a_times_tile_transposed_b"),
@@ -687,7 +796,7 @@ def c9(ev: Evidence) -> List[Part]:
                          f"std ratio {f(y.get('std_ratio_to_right_result'))}" for entry, key, y in checks)
         parts.append(Part(what, HOLDS if ok else DOES_NOT_HOLD, text,
                           f"runs without error, >= {WRONG_MIN_REL_ERROR:g} from A·B and <= "
-                          f"{SAME_PRODUCT_MAX_REL_ERROR:g} from the transposed product", {}))
+                          f"{SAME_PRODUCT_MAX_REL_ERROR:g} from the transposed product: holds; else does not hold", {}))
     what = f"pointers must be {CHAPTER.wmma_alignment_bytes}-byte aligned, or it crashes or takes a slow path"
     row = ev.largest(ev.variant("wmma_alignment", precision="fp16", timed=False))
     offs = extra(row).get("offsets", {}) if row is not None else {}
@@ -713,32 +822,47 @@ HAND_WRITTEN_MMA = ("mma_sync", "wgmma_tma", "wgmma_ws")
 WMMA_STAGES = ("wmma", "wmma_tiled")
 
 
-def _best(ev: Evidence, variants: Sequence[str], precision: str, n: Optional[int] = None) -> Optional[pd.Series]:
-    rows = pd.concat([data.square(ev.variant(v, "gpu", precision)) for v in variants])
-    if n is not None:
-        rows = rows[rows["n"] == n]
-    return None if rows.empty else rows.sort_values("time_median_s").iloc[0]
+def _one_run_point(ev: Evidence, groups: Sequence[Sequence[str]], precision: str) -> Optional[pd.DataFrame]:
+    """Square rows of ``precision`` from the one run and size where every group of variants has
+    an evidence row: the largest such N, then the run with the most of the variants, then the
+    latest run. None when no run measured them all at one size."""
+    rows = pd.concat([data.square(ev.variant(v, "gpu", precision)) for g in groups for v in g])
+    if rows.empty:
+        return None
+    candidates = []
+    for (run, n), g in rows.groupby(["run_id", "n"], sort=True):
+        if all(g["variant"].isin(list(grp)).any() for grp in groups):
+            candidates.append((int(n), g["variant"].nunique(), run))
+    if not candidates:
+        return None
+    n, _, run = max(candidates)
+    return rows[(rows["run_id"] == run) & (rows["n"] == n)]
 
 
 def c10(ev: Evidence) -> List[Part]:
     what = "mma.sync / wgmma are faster still than WMMA"
-    w = _best(ev, WMMA_STAGES, "fp16")
-    h = _best(ev, HAND_WRITTEN_MMA, "fp16", int(w["n"]) if w is not None else None)
-    if w is None or h is None:
-        return [not_measured(what, _need("wmma, wmma_tiled, mma_sync, wgmma_*", "claims_tensor_cores"))]
-    cub = data.best_cublas(ev.device_rows("gpu"))
-    cub = cub[(cub["precision"] == "fp16") & (cub["n"] == h["n"]) & (cub["m"] == h["n"]) & (cub["k"] == h["n"])]
-    lib = f"; cuBLAS {f(cub['cublas_tflops'].median())} TFLOP/s, so the best hand-written kernel is at " \
-          f"{f(100 * h['tflops'] / cub['cublas_tflops'].median())} % of it" if not cub.empty else ""
+    at = _one_run_point(ev, (WMMA_STAGES, HAND_WRITTEN_MMA), "fp16")
+    if at is None:
+        return [not_measured(what, _need("wmma or wmma_tiled, and mma_sync or wgmma_*, in one run at one size",
+                                         "claims_tensor_cores"))]
+    w = ev.largest(at[at["variant"].isin(WMMA_STAGES)])
+    h = ev.largest(at[at["variant"].isin(HAND_WRITTEN_MMA)])
+    lib = ""
+    if pd.notna(h.get("baseline_tflops")) and pd.notna(h.get("pct_of_baseline")):
+        lib = (f"; {h['baseline_variant']} timed interleaved with it: {f(h['baseline_tflops'])} TFLOP/s, so the best "
+               f"hand-written kernel is at {f(h['pct_of_baseline'])} % of cuBLAS")
     return [Part(what, HOLDS if faster(h, w) else DOES_NOT_HOLD,
-                 f"FP16 {shape(h)}: {h['variant']} {f(h['tflops'])} vs {w['variant']} {f(w['tflops'])} TFLOP/s "
-                 f"({f(w['time_median_s'] / h['time_median_s'])}×){lib}",
-                 "the fastest mma.sync/wgmma stage faster beyond noise than the fastest WMMA stage",
+                 f"FP16 {shape(h)}, one run: {h['variant']} {f(h['tflops'])} vs {w['variant']} {f(w['tflops'])} "
+                 f"TFLOP/s ({f(w['time_median_s'] / h['time_median_s'])}×){lib}",
+                 "the fastest mma.sync/wgmma stage faster beyond noise than the fastest WMMA stage of the same run "
+                 "and size: holds; else does not hold",
                  {"mma_over_wmma": float(w["time_median_s"] / h["time_median_s"])})]
 
 
 def _host_facts(ev: Evidence) -> dict:
-    rows = ev.device_rows("cpu")
+    """The host facts a cpu_probe row carries (model, AVX-512F, FMA, cores, clock): facts of the
+    machine, not timings, so any measured probe row of the CPU tells them, reliable or not."""
+    rows = data.device_rows(ev.rows, "cpu", rows="measured")
     for _, r in rows[rows["backend"] == "cpu_probe"].iterrows():
         x = extra(r)
         if x.get("cpu_max_mhz"):
@@ -746,11 +870,17 @@ def _host_facts(ev: Evidence) -> dict:
     return {}
 
 
+MAX_CLOCK_SOURCE = "cpuinfo_max_freq"  # host facts whose clock is the CPU's maximum (cpufreq)
+
+
 def c11(ev: Evidence) -> List[Part]:
     parts = []
-    what = f"CPU: AVX-512 + FMA ≈ {f(CHAPTER.cpu_flop_per_cycle_core)} FLOP per core per cycle (FP32)"
+    per_cycle = CHAPTER.cpu_flop_per_cycle_core
+    what = f"CPU: AVX-512 + FMA ≈ {f(per_cycle)} FLOP per core per cycle (FP32 peak)"
     cpu = ev.peak("fp32", "cpu")
     facts = _host_facts(ev)
+    probe = (f"the per-cycle peak needs a cycle-counted FMA-throughput probe on the CPU: {NO_PROBE}; "
+             f"cpu_blas bounds it from below only at the CPU's maximum clock (cpufreq {MAX_CLOCK_SOURCE})")
     if cpu is None or not facts.get("cpu_max_mhz"):
         parts.append(not_measured(what, _need("CPU BLAS FP32 and the host facts of a cpu_probe row",
                                               "claims_cpu_gpu") + " and +experiment=claims_memory_roof"))
@@ -760,12 +890,24 @@ def c11(ev: Evidence) -> List[Part]:
         cores = min(threads, facts.get("physical_cores_allowed") or threads)
         ghz = facts["cpu_max_mhz"] / 1e3
         per = float(cpu["tflops"]) * 1e12 / (cores * ghz * 1e9)
-        parts.append(Part(what, same_number(per, CHAPTER.cpu_flop_per_cycle_core),
-                          f"{cpu['device']}: {f(cpu['tflops'] * 1e3)} GFLOP/s ({where(cpu)}, {threads} BLAS threads) "
-                          f"/ ({cores} cores × {f(ghz)} GHz, {facts.get('cpu_mhz_source')}) = {f(per)} FLOP/cycle/core; "
-                          f"AVX-512F: {facts.get('avx512f')}, FMA: {facts.get('fma')}",
-                          f"same number: within ±{SAME_NUMBER_REL:.0%} (clock: the highest the host reports)",
-                          {"cpu_flop_per_cycle_core": per, "cpu_gflops": float(cpu["tflops"]) * 1e3}))
+        is_max = MAX_CLOCK_SOURCE in str(facts.get("cpu_mhz_source") or "")
+        text = (f"{cpu['device']}: BLAS {f(cpu['tflops'] * 1e3)} GFLOP/s ({where(cpu)}, best row, {threads} threads) "
+                f"/ ({cores} cores × {f(ghz)} GHz, {facts.get('cpu_mhz_source')}) = {f(per)} FLOP/cycle/core achieved; "
+                f"AVX-512F: {facts.get('avx512f')}, FMA: {facts.get('fma')}")
+        numbers = {"cpu_flop_per_cycle_core": per, "cpu_gflops": float(cpu["tflops"]) * 1e3}
+        rule = (f"achieved BLAS rate per cycle at the maximum clock is a lower bound of the peak: above "
+                f"{f(per_cycle * (1 + SAME_NUMBER_REL))} (the chapter's +{SAME_NUMBER_REL:.0%}): does not hold; "
+                f"else the peak itself is not measured")
+        if not (facts.get("avx512f") and facts.get("fma")):
+            p = not_measured(what, f"a CPU with AVX-512F and FMA (the chapter's); {probe}. Measured: {text}", rule)
+        elif is_max and per > per_cycle * (1 + SAME_NUMBER_REL):
+            p = Part(what, DOES_NOT_HOLD, text + ": the peak is at least that", rule)
+        else:
+            bound = "a lower bound of the peak, consistent with it" if is_max else \
+                "not a bound: the clock is a current reading, not the maximum"
+            p = not_measured(what, f"{probe}. Measured: {text} ({bound})", rule)
+        p.numbers = numbers
+        parts.append(p)
     what = "one GPU has tens of TFLOP/s in FP32"
     gpu = ev.peak("fp32")
     if gpu is None:
@@ -773,10 +915,10 @@ def c11(ev: Evidence) -> List[Part]:
     else:
         lo, hi = TENS_OF_TFLOPS
         g = float(gpu["tflops"])
-        text = f"{f(g)} TFLOP/s ({where(gpu)})"
+        text = f"{f(g)} TFLOP/s ({where(gpu)}, best row)"
         if cpu is not None:
-            text += f" = {f(g / float(cpu['tflops']))}× the CPU BLAS's {f(float(cpu['tflops']) * 1e3)} GFLOP/s"
-        parts.append(Part(what, HOLDS if lo <= g < hi else DOES_NOT_HOLD, text, f"{f(lo)} <= P < {f(hi)} TFLOP/s",
+            text += f" = {f(g / float(cpu['tflops']))}× the CPU BLAS's {f(float(cpu['tflops']) * 1e3)} GFLOP/s (best row)"
+        parts.append(Part(what, in_range(g, lo, hi), text, f"{f(lo)}–{f(hi)} TFLOP/s: " + RANGE_RULE,
                           {"gpu_fp32_tflops": g}))
     what = "an order of magnitude more with tensor cores"
     tc = [ev.peak(p) for p in ("fp16", "bf16")]
@@ -786,30 +928,39 @@ def c11(ev: Evidence) -> List[Part]:
     else:
         best = max(tc, key=lambda r: float(r["tflops"]))
         ratio = float(best["tflops"]) / float(gpu["tflops"])
-        parts.append(Part(what, HOLDS if orders(ratio) == CHAPTER.tensor_core_orders else OTHER_NUMBER,
-                          f"{f(best['tflops'])} TFLOP/s ({where(best)}) = {f(ratio)}× FP32",
-                          f"round(log10 ratio) == {CHAPTER.tensor_core_orders}", {"tensor_core_ratio": ratio}))
+        parts.append(Part(what, same_orders(ratio, CHAPTER.tensor_core_orders),
+                          f"{f(best['tflops'])} TFLOP/s ({where(best)}, best row) = {f(ratio)}× FP32 (both achieved)",
+                          f"round(log10 ratio) == {CHAPTER.tensor_core_orders}: holds; else does not hold",
+                          {"tensor_core_ratio": ratio}))
     return parts
 
 
-def _by_n(rows: pd.DataFrame) -> pd.Series:
-    """Median time per N over square rows (runs pooled)."""
+def _best_by_n(rows: pd.DataFrame) -> pd.Series:
+    """Per square N, the best row's median time (one row of one run per N)."""
     rows = data.square(rows)
-    return rows.groupby(rows["n"].astype(int))["time_median_s"].median()
+    if rows.empty:
+        return pd.Series(dtype=float)
+    best = data.best_rows(rows, ["n"])
+    return pd.Series(best["time_median_s"].astype(float).to_numpy(), index=best["n"].astype(int).to_numpy())
+
+
+def _cublas_by_n(ev: Evidence, precision: str) -> pd.Series:
+    """The best standalone cuBLAS row's time per square N (:func:`analysis.data.cublas_standalone`)."""
+    kern = data.cublas_standalone(ev.device_rows("gpu"))
+    kern = kern[(kern["precision"] == precision) & (kern["m"] == kern["n"]) & (kern["n"] == kern["k"])]
+    return pd.Series(kern["cublas_time_s"].astype(float).to_numpy(), index=kern["n"].astype(int).to_numpy())
 
 
 def c12(ev: Evidence) -> List[Part]:
-    what = f"for N < {CHAPTER.small_n} the CPU is often faster (launch and transfers dominate)"
-    cpu = _by_n(ev.variant("cpu_blas", "cpu", "fp32"))
-    e2e = _by_n(ev.op("gemm_e2e", "gpu", "fp32"))
-    kern = data.best_cublas(ev.device_rows("gpu"))
-    kern = kern[(kern["precision"] == "fp32") & (kern["m"] == kern["n"]) & (kern["n"] == kern["k"])]
-    kern = kern.groupby(kern["n"].astype(int))["cublas_time_s"].median() if not kern.empty else pd.Series(dtype=float)
+    what = f"for N < {CHAPTER.small_n} the CPU is often faster"
+    cpu = _best_by_n(ev.variant("cpu_blas", "cpu", "fp32"))
+    e2e = _best_by_n(ev.op("gemm_e2e", "gpu", "fp32"))
+    kern = _cublas_by_n(ev, "fp32")
     common = sorted(set(cpu.index) & set(e2e.index))
     small = [n for n in common if n < CHAPTER.small_n]
+    need = _need("CPU BLAS and the GPU end to end (gemm_e2e_gpu) at N < 128", "claims_cpu_gpu")
     if not small:
-        return [not_measured(what, _need("CPU BLAS and the GPU end to end (gemm_e2e_gpu) at N < 128",
-                                         "claims_cpu_gpu"))]
+        return [not_measured(what, need), not_measured("launch and transfers dominate", need)]
     cpu_wins = [n for n in small if cpu[n] < e2e[n]]
     share = len(cpu_wins) / len(small)
     # crossover: smallest common N from which the GPU (end to end) stays faster
@@ -820,11 +971,8 @@ def c12(ev: Evidence) -> List[Part]:
         while i > 0 and gpu_faster[i - 1]:
             i -= 1
         cross = common[i]
-    overhead = {n: 1 - kern[n] / e2e[n] for n in small if n in kern.index}
     text = (f"CPU faster at {len(cpu_wins)} of {len(small)} sizes below {CHAPTER.small_n} "
-            f"({', '.join(f'N={n}: CPU {f(cpu[n] * 1e6)} µs vs GPU {f(e2e[n] * 1e6)} µs' for n in small)})")
-    if overhead:
-        text += f"; launch + transfers = {f(100 * min(overhead.values()))}–{f(100 * max(overhead.values()))} % of the GPU's time"
+            f"({', '.join(f'N={n}: CPU {f(cpu[n] * 1e6)} µs vs GPU {f(e2e[n] * 1e6)} µs' for n in small)}; best rows)")
     text += f"; GPU (end to end) faster from N = {cross}" if cross is not None else "; the GPU never overtakes"
     if share < MAJORITY:
         v = DOES_NOT_HOLD
@@ -832,13 +980,22 @@ def c12(ev: Evidence) -> List[Part]:
         v = HOLDS
     else:
         v = OTHER_NUMBER
-    if v != DOES_NOT_HOLD and overhead and min(overhead.values()) < 0.5:
-        text += " (overheads are not the larger part at every such N)"
-    return [Part(what, v, text,
-                 f"CPU faster at >= {MAJORITY:.0%} of the N < {CHAPTER.small_n}; crossover within "
-                 f"({CHAPTER.small_n // 2}, {2 * CHAPTER.small_n}]: holds, elsewhere: another number",
-                 {"cpu_wins_small_share": share, "crossover_n": float(cross) if cross else float("nan"),
-                  "gpu_overhead_min": min(overhead.values()) if overhead else float("nan")})]
+    parts = [Part(what, v, text,
+                  f"CPU faster at >= {MAJORITY:.0%} of the N < {CHAPTER.small_n}, else does not hold; crossover "
+                  f"within ({CHAPTER.small_n // 2}, {2 * CHAPTER.small_n}]: holds, elsewhere: another number",
+                  {"cpu_wins_small_share": share, "crossover_n": float(cross) if cross else float("nan")})]
+    what = "launch and transfers dominate (most of the GPU's end-to-end time at those N)"
+    overhead = {n: 1 - kern[n] / e2e[n] for n in small if n in kern.index}
+    if not overhead:
+        parts.append(not_measured(what, _need("cuBLAS FP32 at N < 128 beside gemm_e2e_gpu", "claims_cpu_gpu")))
+    else:
+        low = min(overhead.values())
+        parts.append(Part(what, HOLDS if low > DOMINATE_MIN else DOES_NOT_HOLD,
+                          "; ".join(f"N={n}: kernel (cuBLAS, best row) {f(kern[n] * 1e6)} µs of {f(e2e[n] * 1e6)} µs "
+                                    f"end to end: {f(100 * o)} % overhead" for n, o in sorted(overhead.items())),
+                          f"1 - kernel / end to end > {DOMINATE_MIN:.0%} at every such N: holds; else does not hold",
+                          {"gpu_overhead_min": low}))
+    return parts
 
 
 def c13(ev: Evidence) -> List[Part]:
@@ -850,11 +1007,11 @@ def c13(ev: Evidence) -> List[Part]:
     row_g = ev.largest(common)
     if row_g is None:
         return [not_measured(what, _need("GEMV on the GPU and the CPU at one shape", "claims_memory_roof"))]
-    row_c = c[(c["m"] == row_g["m"]) & (c["n"] == row_g["n"]) & (c["k"] == row_g["k"])].sort_values("time_median_s").iloc[0]
+    row_c = ev.largest(c[(c["m"] == row_g["m"]) & (c["n"] == row_g["n"]) & (c["k"] == row_g["k"])])
     speedup = float(row_c["time_median_s"] / row_g["time_median_s"])
     gbw, cbw = ev.measured_bandwidth("gpu"), ev.measured_bandwidth("cpu")
-    text = (f"{shape(row_g)} FP32: CPU {f(row_c['time_median_s'] * 1e3)} ms vs GPU {f(row_g['time_median_s'] * 1e3)} ms "
-            f"= {f(speedup)}×")
+    text = (f"{shape(row_g)} FP32, best rows: CPU {f(row_c['time_median_s'] * 1e3)} ms vs GPU "
+            f"{f(row_g['time_median_s'] * 1e3)} ms = {f(speedup)}×")
     numbers = {"gemv_speedup": speedup}
     if gbw is None or cbw is None:
         text += "; bandwidth ratio not measured (copy probes missing)"
@@ -863,14 +1020,15 @@ def c13(ev: Evidence) -> List[Part]:
         bw_ratio = gbw / cbw
         numbers["bandwidth_ratio"] = bw_ratio
         text += f"; copy bandwidth {f(gbw)} / {f(cbw)} GB/s = {f(bw_ratio)}×"
-        explained = 0.5 <= speedup / bw_ratio <= 2.0
+        explained = 1 / EXPLAINED_FACTOR <= speedup / bw_ratio <= EXPLAINED_FACTOR
         if speedup >= CHAPTER.gemv_speedup_never or not explained:
             v = DOES_NOT_HOLD
-        else:
-            v = in_range(speedup, lo, hi)
+        else:  # the bandwidth ratio is this pair of machines', the chapter's range another pair's
+            v = HOLDS if lo <= speedup <= hi else OTHER_NUMBER
     return [Part(what, v, text,
-                 f"speedup within a factor 2 of the copy-bandwidth ratio and < {f(CHAPTER.gemv_speedup_never)}×; "
-                 f"in {f(lo)}–{f(hi)}×: holds, elsewhere: another number", numbers)]
+                 f"speedup >= {f(CHAPTER.gemv_speedup_never)}× or not within a factor {f(EXPLAINED_FACTOR)} of the "
+                 f"copy-bandwidth ratio: does not hold; else in {f(lo)}–{f(hi)}×: holds, elsewhere: another number",
+                 numbers)]
 
 
 def c14a(ev: Evidence) -> List[Part]:
@@ -890,21 +1048,23 @@ def c14a(ev: Evidence) -> List[Part]:
         ceil = rows[(rows["variant"] == "sgemm32_unguarded_ceil") & (rows["m"] == r["m"]) & (rows["n"] == r["n"])]
         ceil_text = f"; the grid rounded up writes {extra(ceil.iloc[0]).get('writes_past_c')} elements past C" \
             if not ceil.empty else ""
-        parts.append(Part(what, HOLDS if r["status"] == "failed" and right_even else DOES_NOT_HOLD,
+        parts.append(Part(what, HOLDS if (odd["status"] == "failed").all() and right_even else DOES_NOT_HOLD,
                           f"{shape(r)}: {x.get('unwritten_elements')} elements of C never written, error of the "
                           f"written ones {f(x.get('rel_error_of_written_elements'))}{ceil_text}; correct at "
-                          f"{', '.join(shape(e) for _, e in even.iterrows() if e['status'] == 'ok') or 'no multiple of 32'}",
-                          "fails its check where 32 does not divide the size, passes where it does",
-                          {"sgemm32_unwritten": float(x.get("unwritten_elements") or 0)}))
+                          f"{', '.join(dict.fromkeys(shape(e) for _, e in even.iterrows() if e['status'] == 'ok')) or 'no multiple of 32'}",
+                          "fails its check where 32 does not divide the size and passes where it does: holds; else "
+                          "does not hold", {"sgemm32_unwritten": float(x.get("unwritten_elements") or 0)}))
     what = "guards (or padding) fix it"
-    ok = ev.device_rows("gpu")
-    guarded = ok[(ok["variant"] == "smem_tiled") & ((ok["m"] % t != 0) | (ok["n"] % t != 0) | (ok["k"] % t != 0))]
+    guarded = rows[(rows["variant"] == "smem_tiled") & ((rows["m"] % t != 0) | (rows["n"] % t != 0) | (rows["k"] % t != 0))]
     if guarded.empty:
         parts.append(not_measured(what, _need("smem_tiled at a size no tile divides", "claims_ladder")))
     else:
-        r = guarded.iloc[0]
-        parts.append(Part(what, HOLDS, f"smem_tiled (sgemm32 plus guards) at {shape(r)}: rel. error {f(r['rel_error'])}",
-                          "the guarded kernel passes its FP64 check at that size", {}))
+        passed = guarded[guarded["status"] == "ok"]
+        r = ev.largest(guarded.assign(time_median_s=guarded["time_median_s"].fillna(0)))
+        parts.append(Part(what, HOLDS if len(passed) == len(guarded) else DOES_NOT_HOLD,
+                          f"smem_tiled (sgemm32 plus guards): {len(passed)} of {len(guarded)} rows at sizes 32 does not "
+                          f"divide pass their FP64 check (largest {shape(r)}: {r['status']}, rel. error "
+                          f"{f(r['rel_error'])})", "every such row passes its check: holds; a failure: does not hold", {}))
     return parts
 
 
@@ -912,8 +1072,9 @@ def c14b(ev: Evidence) -> List[Part]:
     parts = []
     what = f"a column read of an unpadded tile is a {f(CHAPTER.bank_conflict_ways)}-way bank conflict"
     s32 = ev.largest(ev.variant("smem_bank_stride32"))
-    ref = [ev.largest(ev.variant(v)) for v in ("smem_bank_stride33", "smem_bank_stride1")]
-    ref = [r for r in ref if r is not None and s32 is not None and r["run_id"] == s32["run_id"]]
+    same_run = lambda rows: rows[rows["run_id"] == s32["run_id"]] if s32 is not None else rows.iloc[:0]
+    ref = [ev.largest(same_run(ev.variant(v))) for v in ("smem_bank_stride33", "smem_bank_stride1")]
+    ref = [r for r in ref if r is not None]
     if s32 is None or not ref:
         parts.append(not_measured(what, _need("smem_bank_stride32 and stride33/stride1 in one run", "claims_smem")))
     else:
@@ -921,10 +1082,10 @@ def c14b(ev: Evidence) -> List[Part]:
         ratio = float(s32["time_median_s"] / base["time_median_s"])
         v = same_number(ratio, CHAPTER.bank_conflict_ways) if ratio >= 2 else DOES_NOT_HOLD
         parts.append(Part(what, v, f"stride 32 takes {f(ratio)}× the time of {base['variant'].replace('smem_bank_', '')} "
-                                   f"(same loads, conflict-free)" + "".join(
+                                   f"(same loads, conflict-free, one run)" + "".join(
                                        f"; {r['variant'].replace('smem_bank_', '')}: {f(s32['time_median_s'] / r['time_median_s'])}×"
                                        for r in ref[1:]),
-                          f"time ratio within ±{SAME_NUMBER_REL:.0%} of {f(CHAPTER.bank_conflict_ways)}; < 2: does not hold",
+                          f"time ratio against {f(CHAPTER.bank_conflict_ways)}: {SAME_NUMBER_RULE}; < 2: does not hold",
                           {"bank_conflict_ratio": ratio}))
     what = "padding the tile ([T][T+1]) removes it in the GEMM"
     pair = ev.pair("smem_tiled_colread_padded", "smem_tiled_colread", "fp32")
@@ -934,8 +1095,8 @@ def c14b(ev: Evidence) -> List[Part]:
         a, b = pair
         ratio = float(b["time_median_s"] / a["time_median_s"])
         parts.append(Part(what, HOLDS if faster(a, b) else DOES_NOT_HOLD,
-                          f"{shape(a)} FP32: column read {f(b['tflops'])} vs padded {f(a['tflops'])} TFLOP/s "
-                          f"({f(ratio)}× slower unpadded)", "padded faster beyond noise",
+                          f"{shape(a)} FP32, one run: column read {f(b['tflops'])} vs padded {f(a['tflops'])} TFLOP/s "
+                          f"({f(ratio)}× slower unpadded)", "padded faster beyond noise: holds; else does not hold",
                           {"colread_slowdown": ratio}))
     return parts
 
@@ -945,37 +1106,50 @@ def c14c(ev: Evidence) -> List[Part]:
     what = "TF32 is not lossless"
     t = ev.variant("cublas", "gpu", "tf32", timed=False)
     s = ev.variant("cublas", "gpu", "fp32", timed=False)
-    keys = ["m", "n", "k"]
-    both = t.groupby(keys)["rel_error"].max().rename("tf32").to_frame().join(
-        s.groupby(keys)["rel_error"].max().rename("fp32"), how="inner").dropna()
+    keys = ["run_id", "m", "n", "k"]  # the same inputs: one run, one shape
+    both = t[keys + ["rel_error"]].rename(columns={"rel_error": "tf32"}).merge(
+        s[keys + ["rel_error"]].rename(columns={"rel_error": "fp32"}), on=keys).dropna()
+    both = both[both["fp32"] > 0]
+    # matrix-vector shapes take cuBLAS's FP32 path whatever the compute type (no tensor cores):
+    # their TF32 rows carry no TF32 arithmetic to judge (the H200's showed FP32's error exactly)
+    gemv = both[(both["m"] == 1) | (both["n"] == 1)]
+    both = both[(both["m"] > 1) & (both["n"] > 1)]
+    gemv_text = f"; {len(gemv)} matrix-vector shapes left out (no TF32 path in cuBLAS)" if not gemv.empty else ""
     if both.empty:
-        return [not_measured(what, _need("cuBLAS FP32 and TF32 at the same shapes", "claims_tf32")),
-                not_measured("its error grows with K", _need("a K sweep", "claims_tf32"))]
+        return [not_measured(what, _need("cuBLAS FP32 and TF32 at the same shapes in one run", "claims_tf32")),
+                not_measured("its accumulated error grows with K", _need("a K sweep", "claims_tf32"))]
     factor = (both["tf32"] / both["fp32"]).min()
     parts.append(Part(what, HOLDS if factor >= TF32_LOSS_MIN_FACTOR else DOES_NOT_HOLD,
                       f"rel. error TF32 {f(both['tf32'].min())}–{f(both['tf32'].max())} vs FP32 "
-                      f"{f(both['fp32'].min())}–{f(both['fp32'].max())} over {len(both)} shapes; TF32 at least "
-                      f"{f(factor)}× FP32", f"TF32 error >= {f(TF32_LOSS_MIN_FACTOR)}× FP32's at every shape",
+                      f"{f(both['fp32'].min())}–{f(both['fp32'].max())} over {len(both)} GEMM shapes (same run, same "
+                      f"inputs); TF32 at least {f(factor)}× FP32{gemv_text}",
+                      f"TF32 error >= {f(TF32_LOSS_MIN_FACTOR)}× FP32's at every shape: holds; else does not hold",
                       {"tf32_over_fp32_min": float(factor)}))
     what = "its accumulated error grows with K"
-    sweep = both.reset_index()
-    sweep = sweep.groupby(["m", "n"]).filter(lambda g: g["k"].nunique() >= 3)
+    sweep = both.groupby(["run_id", "m", "n"]).filter(lambda g: g["k"].nunique() >= 3)
     if sweep.empty:
-        parts.append(not_measured(what, _need("a K sweep (3+ K at one m, n)", "claims_tf32")))
+        parts.append(not_measured(what, _need("a K sweep (3+ K at one m, n in one run)", "claims_tf32")))
         return parts
     import numpy as np
 
+    # the run and (m, n) with the most K
+    run, m, n = max(sweep.groupby(["run_id", "m", "n"])["k"].nunique().items(), key=lambda kv: (kv[1], kv[0]))[0]
+    sweep = sweep[(sweep["run_id"] == run) & (sweep["m"] == m) & (sweep["n"] == n)]
     slopes = {}
     for col in ("tf32", "fp32"):
         x, y = np.log10(sweep["k"].astype(float)), np.log10(sweep[col].astype(float))
         slopes[col] = float(np.polyfit(x, y, 1)[0])
     ks = sorted(sweep["k"].astype(int).unique())
-    v = HOLDS if slopes["tf32"] >= ERROR_GROWTH_MIN_SLOPE else OTHER_NUMBER
-    text = (f"K = {ks[0]}…{ks[-1]}: TF32 error ∝ K^{f(slopes['tf32'], 2)}, FP32 ∝ K^{f(slopes['fp32'], 2)}")
-    if v == OTHER_NUMBER:
-        text += "; TF32's error is set by rounding the inputs to 10 bits, not by the accumulation (FP32 in both)"
-    parts.append(Part(what, v, text, f"log-log slope >= {ERROR_GROWTH_MIN_SLOPE:g}",
-                      {"tf32_error_slope": slopes["tf32"], "fp32_error_slope": slopes["fp32"]}))
+    st = slopes["tf32"]
+    v = HOLDS if st >= ERROR_GROWTH_MIN_SLOPE else DOES_NOT_HOLD if st <= ERROR_FLAT_MAX_SLOPE else OTHER_NUMBER
+    text = f"K = {ks[0]}…{ks[-1]}: TF32 error ∝ K^{f(st, 2)}, FP32 ∝ K^{f(slopes['fp32'], 2)}"
+    if v == DOES_NOT_HOLD:
+        text += ("; TF32's error does not grow with K: it is set by rounding the inputs to 10 bits, not by the "
+                 "accumulation (FP32 in both)")
+    parts.append(Part(what, v, text,
+                      f"log-log slope of TF32's error against K >= {ERROR_GROWTH_MIN_SLOPE:g}: holds; <= "
+                      f"{ERROR_FLAT_MAX_SLOPE:g}: does not hold; between: another number",
+                      {"tf32_error_slope": st, "fp32_error_slope": slopes["fp32"]}))
     return parts
 
 
@@ -983,60 +1157,84 @@ def c14d(ev: Evidence) -> List[Part]:
     parts = []
     n = 1024
     what = f"a {n}³ GEMM computes in about {f(CHAPTER.gemm_1024_ms)} ms"
-    kern = data.best_cublas(ev.device_rows("gpu"))
+    kern = data.cublas_standalone(ev.device_rows("gpu"))
     kern = kern[(kern["precision"] == "fp32") & (kern["m"] == n) & (kern["n"] == n) & (kern["k"] == n)]
     if kern.empty:
         return [not_measured(what, _need(f"cuBLAS FP32 at N = {n}", "claims_cpu_gpu")),
                 not_measured("the transfers may take longer", _need("transfer probes", "claims_cpu_gpu"))]
-    k_s = float(kern["cublas_time_s"].median())
+    k = kern.iloc[0]
+    k_s = float(k["cublas_time_s"])
     parts.append(Part(what, same_number(k_s * 1e3, CHAPTER.gemm_1024_ms),
-                      f"cuBLAS FP32 {n}³: {f(k_s * 1e3)} ms ({f(2 * n ** 3 / k_s / 1e12)} TFLOP/s)",
-                      f"same number: within ±{SAME_NUMBER_REL:.0%}", {"gemm_1024_ms": k_s * 1e3}))
+                      f"cuBLAS FP32 {n}³ (best row, {k['cublas_variant']}): {f(k_s * 1e3)} ms "
+                      f"({f(k['cublas_tflops'])} TFLOP/s)", SAME_NUMBER_RULE, {"gemm_1024_ms": k_s * 1e3}))
     what = "the transfers may take longer than the kernel"
-    tr = ev.op("transfer", "gpu", "fp32")
-    tr = tr[(tr["m"] == n) & (tr["n"] == n) & (tr["k"] == n)]
+    tr = data.transfer_times(ev.device_rows("gpu"))
+    tr = tr[(tr["precision"] == "fp32") & (tr["m"] == n) & (tr["n"] == n) & (tr["k"] == n)]
     if tr.empty:
         parts.append(not_measured(what, _need("transfer probes at N = 1024", "claims_cpu_gpu")))
         return parts
-    by_mem = {}
-    for _, r in tr.iterrows():
-        by_mem.setdefault(extra(r).get("memory", "?"), []).append(float(r["time_median_s"]))
-    times = {mem: float(pd.Series(v).median()) for mem, v in by_mem.items()}
+    times = dict(zip(tr["memory"], tr["transfer_s"].astype(float)))
     longer = {mem: t > k_s for mem, t in times.items()}
     text = "; ".join(f"{mem}: {f(t * 1e3)} ms = {f(t / k_s)}× the kernel" for mem, t in sorted(times.items()))
+    rows = ev.op("transfer", "gpu", "fp32")
+    size = rows[(rows["m"] == n) & (rows["n"] == n) & (rows["k"] == n)]["bytes_min"]
+    size_text = f" ({f(size.iloc[0] / 1e6)} MB)" if not size.empty else ""
     parts.append(Part(what, HOLDS if any(longer.values()) else DOES_NOT_HOLD,
-                      f"H2D A, B + D2H C ({f(tr.iloc[0]['bytes_min'] / 1e6)} MB): {text}",
-                      "transfer time > kernel time (pageable or pinned)",
+                      f"H2D A, B + D2H C{size_text}, best rows: {text}",
+                      "transfer time > kernel time (pageable or pinned): holds; else does not hold",
                       {f"transfer_over_kernel_{mem}": t / k_s for mem, t in times.items()}))
     return parts
 
 
 def c14e(ev: Evidence) -> List[Part]:
+    """The first call after the GPU idled (not the process's first call, which adds one-time
+    start-up: module loading, context and handle creation). It includes a clock ramp only if the
+    SM clock sat below the settled clock before it, and colder caches than the settled samples
+    only if those ran on a warm L2 (``cache == warm``; the probe flushes the L2 before idling)."""
     what = "without warm-up the first run is slower (clock ramp-up, cold caches)"
     rows = ev.variant("first_run_gpu")
     row = ev.largest(rows)
     x = extra(row) if row is not None else {}
-    if "first_call_event_s" not in x:
+    if "after_idle_event_s" not in x:
         return [not_measured(what, _need("first_run_gpu", "claims_first_run"))]
     settled = float(row["time_median_s"])
-    first, again = float(x["first_call_event_s"]), float(x["after_idle_event_s"])
-    r_first, r_again = first / settled, again / settled
-    slower = r_first >= FIRST_RUN_MIN_RATIO and first > float(row["time_p80_s"])
-    text = (f"{where(row)}: first call of the process {f(first * 1e3)} ms = {f(r_first)}× the settled median "
-            f"{f(settled * 1e3)} ms (host clock incl. launch {f(x['first_call_host_s'] * 1e3)} ms); first call after "
-            f"{f(x['idle_s'])} s idle {f(again * 1e3)} ms = {f(r_again)}×; SM clock before it "
-            f"{f(x.get('after_idle_sm_clock_before_mhz'))} MHz, settled {f(row['sm_clock_min_mhz'])}–"
-            f"{f(row['sm_clock_max_mhz'])} MHz")
-    return [Part(what, HOLDS if slower else DOES_NOT_HOLD, text,
-                 f"first call >= {FIRST_RUN_MIN_RATIO:g}× the settled median and above its p80",
-                 {"first_run_ratio": r_first, "after_idle_ratio": r_again})]
+    again = float(x["after_idle_event_s"])
+    ratio = again / settled
+    before = x.get("after_idle_sm_clock_before_mhz")
+    settled_clock = row.get("sm_clock_min_mhz")
+    ramp = before is not None and pd.notna(settled_clock) and float(before) < (1 - CLOCK_DROP_MIN) * float(settled_clock)
+    cache = _str(row.get("cache"))
+    cold = cache == "warm"
+    first = x.get("first_call_event_s")
+    text = (f"{where(row)}: first call after {f(x.get('idle_s'))} s idle {f(again * 1e3)} ms = {f(ratio)}× the settled "
+            f"median {f(settled * 1e3)} ms (p80 {f(row['time_p80_s'] * 1e3)} ms); SM clock before it {f(before)} MHz, "
+            f"settled {f(row['sm_clock_min_mhz'])}–{f(row['sm_clock_max_mhz'])} MHz; settled samples on a "
+            f"{cache or '?'} L2")
+    if first is not None:
+        text += (f"; the process's first call {f(float(first) * 1e3)} ms ({f(float(first) / settled)}×) adds one-time "
+                 f"start-up (module loading, handles), not what the chapter names")
+    numbers = {"after_idle_ratio": ratio}
+    rule = (f"the first call after idle >= {FIRST_RUN_MIN_RATIO:g}× the settled median and above its p80: holds; "
+            f"else does not hold; measured only where the clock sat > {CLOCK_DROP_MIN:.0%} below the settled clock "
+            f"before it (ramp) or the settled samples ran on a warm L2 (cold caches)")
+    if not (ramp or cold):
+        p = not_measured(what, _need("first_run_gpu after an idle long enough for the SM clock to drop (params.idle_s),"
+                                     " and the settled median on a warm L2 (measure.cache=warm)", "claims_first_run")
+                         + f". Measured here: {text}; neither a clock ramp nor colder caches than the settled "
+                           f"samples was in the call", rule)
+        p.numbers = numbers
+        return [p]
+    slower = ratio >= FIRST_RUN_MIN_RATIO and again > float(row["time_p80_s"])
+    causes = " and ".join(c for c, on in (("a clock ramp", ramp), ("cold caches", cold)) if on)
+    return [Part(what, HOLDS if slower else DOES_NOT_HOLD, f"{text} (the call had {causes})", rule, numbers)]
 
 
 def c14f(ev: Evidence) -> List[Part]:
     what = "without the second __syncthreads() the results become random"
     rows = ev.variant("smem_tiled_nosync", "gpu", "fp32", statuses=("ok", "failed"), timed=False)
-    rows = rows[[extra(r).get("check_repeats", 1) > 1 for _, r in rows.iterrows()]]
-    row = ev.largest(rows)
+    rows = rows[pd.Series([extra(r).get("check_repeats", 1) > 1 for _, r in rows.iterrows()], index=rows.index,
+                          dtype=bool)]
+    row = ev.largest(rows.assign(time_median_s=rows["time_median_s"].fillna(0)))
     if row is None:
         return [not_measured(what, _need("smem_tiled_nosync with measure.check_repeats > 1", "claims_ladder"))]
     x = extra(row)
@@ -1138,16 +1336,30 @@ def _shown_path(p: str) -> str:
         return Path(p).name
 
 
+def _row_counts(rows: pd.DataFrame) -> str:
+    """How many rows are ok and how many of those are evidence, and why the others are not."""
+    ok_rows = rows[rows["status"] == "ok"]
+    why = data.not_evidence_reasons(ok_rows)
+    kept = int((why == "").sum())
+    left = why[why != ""].map(lambda w: w.split(" (")[0]).value_counts().sort_index()
+    text = f"{len(ok_rows)} ok, {kept} of them evidence"
+    if not left.empty:
+        text += "; left out: " + ", ".join(f"{n} {w}" for w, n in left.items())
+    return text
+
+
 def render_markdown(verdicts: Sequence[Verdict], ds: data.Dataset) -> str:
     ev_gpu, ev_cpu = ds.gpu_ceilings, ds.cpu_ceilings
     lines = ["<!-- generated by `python -m analysis.claims` from result rows; do not edit -->", "",
              "# The chapter's claims, measured", "",
-             f"Rows: {len(ds.rows)} ({int((ds.rows['status'] == 'ok').sum())} ok) from "
+             f"Rows: {len(ds.rows)} ({_row_counts(ds.rows)}) from "
              f"{', '.join(map(_shown_path, ds.sources)) or 'the given data'}.  ",
              f"GPU: {ev_gpu.device or 'none'}; CPU: {ev_cpu.device or 'none'}.  ",
              "Verdicts: **holds**; **holds with another number** (right statement, not this hardware's number); "
-             "**does not hold**; **not measured** (the command that measures it is named). A claim's verdict "
-             "is its worst measured part.", "",
+             "**does not hold** (the rows contradict it: its direction, its order of magnitude or its range); "
+             "**not measured** (the command that measures it is named). A claim's verdict is its worst measured "
+             "part. Evidence: ok rows timed with CUDA events (or on the host), reliable and not contended; a "
+             "point's number is its best row; comparisons are made inside one run at one size.", "",
              "| Claim | Chapter says | Measured | Verdict | Rule |", "|---|---|---|---|---|"]
     for v in verdicts:
         measured, rules, verdicts_ = [], [], []
@@ -1163,13 +1375,15 @@ def render_markdown(verdicts: Sequence[Verdict], ds: data.Dataset) -> str:
             f"**{v.verdict}**<br>" + "<br>".join(_cell(x) for x in verdicts_),
             "<br>".join(_cell(r) for r in rules)]) + " |")
     lines += ["", "## Thresholds", ""]
-    for name, value in (("SAME_NUMBER_REL", SAME_NUMBER_REL), ("BANDWIDTH_BOUND_FRACTION", BANDWIDTH_BOUND_FRACTION),
+    for name, value in (("SAME_NUMBER_REL", SAME_NUMBER_REL), ("ORDER_HALF_DECADES", ORDER_HALF_DECADES),
+                        ("BANDWIDTH_BOUND_FRACTION", BANDWIDTH_BOUND_FRACTION),
                         ("FEW_PERCENT_MAX", FEW_PERCENT_MAX), ("ROOF_SLACK", ROOF_SLACK),
                         ("FASTER_MIN_GAIN", FASTER_MIN_GAIN), ("FIRST_RUN_MIN_RATIO", FIRST_RUN_MIN_RATIO),
-                        ("WRONG_MIN_REL_ERROR", WRONG_MIN_REL_ERROR),
+                        ("CLOCK_DROP_MIN", CLOCK_DROP_MIN), ("WRONG_MIN_REL_ERROR", WRONG_MIN_REL_ERROR),
                         ("SAME_PRODUCT_MAX_REL_ERROR", SAME_PRODUCT_MAX_REL_ERROR),
                         ("TF32_LOSS_MIN_FACTOR", TF32_LOSS_MIN_FACTOR), ("ERROR_GROWTH_MIN_SLOPE", ERROR_GROWTH_MIN_SLOPE),
-                        ("SLOWDOWN_MIN", SLOWDOWN_MIN), ("MAJORITY", MAJORITY)):
+                        ("ERROR_FLAT_MAX_SLOPE", ERROR_FLAT_MAX_SLOPE), ("SLOWDOWN_MIN", SLOWDOWN_MIN),
+                        ("MAJORITY", MAJORITY), ("DOMINATE_MIN", DOMINATE_MIN), ("EXPLAINED_FACTOR", EXPLAINED_FACTOR)):
         lines.append(f"- `{name}` = {value:g}")
     lines += ["", "Chapter numbers: conf/device/h100.yaml (peaks, bandwidth), analysis.tables.CHAPTER_OPS "
                   "(intensity table), analysis.claims.CHAPTER (numbers in the text).", ""]
@@ -1189,14 +1403,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m analysis.claims", description=__doc__.splitlines()[0])
     ap.add_argument("results", nargs="*", type=Path,
                     help=f"results.csv files or folders searched for them (default {DEFAULT_RESULTS})")
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="output folder (default RESULTS/paper; required without RESULTS: --out outputs/paper "
+                         "rewrites the committed report)")
     args = ap.parse_args(argv)
+    out = data.output_folder("analysis.claims", args.results, args.out)
+    if out is None:
+        return 2
     results = args.results or [DEFAULT_RESULTS]
     ds = data.dataset_from_cli("analysis.claims", results)
     if ds is None:
         return 2
     verdicts = evaluate(ds)
-    path = write_claims(ds, args.out, verdicts)
+    path = write_claims(ds, out, verdicts)
     print(f"analysis.claims: {len(ds.rows)} rows -> {path}")
     for v in verdicts:
         print(f"  {v.claim:5s} {v.verdict}")

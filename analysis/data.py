@@ -1,10 +1,15 @@
 """Result rows in, the quantities every figure and table shares out.
 
-The helpers here are the one place that decides what a measurement is (``status == ok``), what
-"cuBLAS" means for a point (the faster of the ``cublas`` and ``cublaslt`` backends in the same run),
-which device config holds a device's datasheet ceilings, and what the measured ceilings are (best
-throughput per precision; bandwidth from the ``copy`` probe). Other reports (the claims report)
-import them instead of re-deriving any of it.
+The helpers here are the one place that decides which rows are evidence (:func:`evidence`: ok,
+event-timed, reliable, not contended), what "cuBLAS" means for a point (the faster of the
+``cublas`` and ``cublaslt`` backends: timed interleaved with the point, or the best standalone
+row at that size), which device config holds a device's datasheet ceilings, and what the
+measured ceilings are (the best GEMM row per precision; bandwidth from the ``copy`` probe). The
+claims report, the tables and the figures import them instead of re-deriving any of it.
+
+One statistic for one point: where several rows measured the same point (several runs, or a
+sweep of configurations), the point's number is its **best** row (the shortest median time),
+one row of one run, never a median or a maximum pooled over runs.
 
 Row conventions other experiments follow (see ``gemmlab/rows.py`` for every column):
 - ``op == "copy"``: a device-to-device copy; ``bytes_min`` is the bytes read plus written, so
@@ -20,6 +25,7 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import pandas as pd
@@ -53,7 +59,10 @@ NUMERIC_COLUMNS = (
 )
 SHAPE_COLUMNS = ("m", "n", "k")
 TEXT_COLUMNS = ("run_id", "device", "backend", "variant", "precision", "op", "status", "reason",
-                "in_dtype", "out_dtype", "compute", "extra")
+                "in_dtype", "out_dtype", "compute", "extra", "timer", "unreliable_reason")
+FLAG_COLUMNS = ("reliable", "contended")  # true / false / missing (rows written before them)
+CUPTI_TIMER = "cupti_kernel"
+EXACT_INPUTS = "exact"  # measure.distribution=exact: small-integer inputs, for the check
 
 
 # -- reading ---------------------------------------------------------------------------------
@@ -76,13 +85,28 @@ def stable(x):
     return one(x)
 
 def load(paths: Iterable[os.PathLike] | os.PathLike) -> pd.DataFrame:
-    """Every row of the results files at ``paths`` (files or folders), with typed columns.
+    """Every row of the results files at ``paths`` (files or folders), each once
+    (:func:`gemmlab.rows.read`), with typed columns.
 
-    Adds ``kind`` (cpu | gpu, from the backend), and ``stage`` / ``description`` from the
-    variant's config (``conf/variant/<variant>.yaml``). Rows identical in every column are one
-    measurement read twice (a sweep's merged file beside its jobs' files) and are kept once.
+    ``kind`` (cpu | gpu), ``stage`` and ``description`` are the row's own (what the variant was
+    when measured); rows written before those columns take them from the backend and the
+    variant's config (``conf/variant/<variant>.yaml``).
     """
-    return normalize(result_rows.read(paths).drop_duplicates(ignore_index=True))
+    return normalize(result_rows.read(paths))
+
+
+def flag(values: pd.Series) -> pd.Series:
+    """A true/false column as written (``true``, ``false``, ``1``, ``0``, booleans) as a nullable
+    boolean; anything else (empty, a row written before the column existed) is missing."""
+    def one(v):
+        if isinstance(v, bool):
+            return v
+        if v is None or (not isinstance(v, str) and pd.isna(v)):
+            return pd.NA
+        text = str(v).strip().lower()
+        return True if text in ("true", "1", "1.0", "yes") else False if text in ("false", "0", "0.0", "no") \
+            else pd.NA
+    return pd.Series([one(v) for v in values], index=values.index, dtype="boolean")
 
 
 def normalize(df: pd.DataFrame) -> pd.DataFrame:
@@ -97,20 +121,83 @@ def normalize(df: pd.DataFrame) -> pd.DataFrame:
         df[c] = pd.to_numeric(df[c], errors="coerce").astype("Int64")
     for c in TEXT_COLUMNS:
         df[c] = df[c].astype(object).where(df[c].notna(), "").astype(str)
+    for c in FLAG_COLUMNS:
+        df[c] = flag(df[c])
     df.loc[df["op"] == "", "op"] = GEMM  # rows written before the op column existed
-    df["kind"] = [backend_kind(b) for b in df["backend"]]
-    df["stage"] = pd.array([variant_info(v).stage for v in df["variant"]], dtype="Int64")
-    df["description"] = [variant_info(v).description for v in df["variant"]]
+    # what a variant was when measured: the row's own kind, stage and description; rows written
+    # before those columns existed take them from the variant's config
+    kind = df["kind"].astype(object).where(df["kind"].notna(), "").astype(str).str.strip()
+    df["kind"] = [k if k in ("cpu", "gpu") else backend_kind(b) for k, b in zip(kind, df["backend"])]
+    stage = pd.to_numeric(df["stage"], errors="coerce")
+    df["stage"] = pd.array([int(s) if pd.notna(s) else variant_info(v).stage for s, v in zip(stage, df["variant"])],
+                           dtype="Int64")
+    desc = df["description"].astype(object).where(df["description"].notna(), "").astype(str)
+    df["description"] = [d if d.strip() else variant_info(v).description for d, v in zip(desc, df["variant"])]
     return df.reset_index(drop=True)
 
 
-def ok(df: pd.DataFrame) -> pd.DataFrame:
-    """The measurements: rows with ``status == ok`` (failed and skipped rows measured nothing),
-    timed between CUDA events. Rows timed by CUPTI's kernel spans (``measure.timer=cupti``) leave
+# -- which rows are evidence -------------------------------------------------------------------
+def _text(df: pd.DataFrame, column: str) -> pd.Series:
+    if column not in df.columns:
+        return pd.Series("", index=df.index)
+    return df[column].astype(object).where(df[column].notna(), "").astype(str)
+
+
+def _flags(df: pd.DataFrame, column: str) -> pd.Series:
+    if column not in df.columns:
+        return pd.Series(pd.NA, index=df.index, dtype="boolean")
+    c = df[column]
+    return c if str(c.dtype) == "boolean" else flag(c)
+
+
+def measured_mask(df: pd.DataFrame) -> pd.Series:
+    """Rows that measured something the figures may draw: ``status == ok``, timed between CUDA
+    events (or on the host). Rows timed by CUPTI's kernel spans (``measure.timer=cupti``) leave
     out the front end's start-up (about 3.5 us a call on the H200), a different quantity that
-    figures and claims do not mix with the rest."""
-    timer = df["timer"].astype(str) if "timer" in df.columns else pd.Series("", index=df.index)
-    return df[(df["status"] == "ok") & (timer != "cupti_kernel")]
+    is never mixed with the rest."""
+    return (_text(df, "status") == "ok") & (_text(df, "timer") != CUPTI_TIMER)
+
+
+def evidence_mask(df: pd.DataFrame) -> pd.Series:
+    """The rows a verdict, a table, a peak or a best may use: measured (:func:`measured_mask`),
+    ``reliable`` not false (its stopping rule was met, no clock drift; rows written before the
+    column existed lack it and count), ``contended`` not true (no other process on the GPU), and
+    inputs drawn as the chapter's data are (``distribution`` not ``exact``: small integers are a
+    correctness tool; they toggle fewer bits, draw less power and let the clock stay up, so
+    cuBLAS FP16 ran 12 % faster on them on the H200)."""
+    reliable = _flags(df, "reliable").fillna(True).astype(bool)
+    contended = _flags(df, "contended").fillna(False).astype(bool)
+    return measured_mask(df) & reliable & ~contended & (_text(df, "distribution") != EXACT_INPUTS)
+
+
+def measured(df: pd.DataFrame) -> pd.DataFrame:
+    return df[measured_mask(df)]
+
+
+def evidence(df: pd.DataFrame) -> pd.DataFrame:
+    """The measurements that count (see :func:`evidence_mask`); failed and skipped rows measured
+    nothing."""
+    return df[evidence_mask(df)]
+
+
+ok = evidence  # the name earlier callers used
+
+
+def not_evidence_reasons(df: pd.DataFrame) -> pd.Series:
+    """Per row, why a measured row is not evidence: "CUPTI-timed", "exact inputs", "contended",
+    "unreliable (<unreliable_reason>)"; "" for evidence rows and rows that measured nothing."""
+    out = pd.Series("", index=df.index, dtype=object)
+    ok_ = _text(df, "status") == "ok"
+    cupti = ok_ & (_text(df, "timer") == CUPTI_TIMER)
+    contended = ok_ & ~cupti & _flags(df, "contended").fillna(False).astype(bool)
+    unreliable = ok_ & ~cupti & ~contended & ~_flags(df, "reliable").fillna(True).astype(bool)
+    why = _text(df, "unreliable_reason").str.strip()
+    exact = ok_ & ~cupti & (_text(df, "distribution") == EXACT_INPUTS)
+    out[cupti] = "CUPTI-timed"
+    out[exact] = "exact inputs"
+    out[contended] = "contended"
+    out[unreliable] = ["unreliable" + (f" ({w})" if w and w != "nan" else "") for w in why[unreliable]]
+    return out
 
 
 def gemm(df: pd.DataFrame) -> pd.DataFrame:
@@ -239,7 +326,10 @@ def match_device_config(device: Optional[str], kind: str) -> Tuple[DeviceConfig,
         d = device.lower()
         for test in (lambda c: c.name.lower() == d,
                      lambda c: c.name.lower() in d or d in c.name.lower(),
-                     lambda c: re.search(rf"\b{re.escape(c.stem.lower())}\b", d) is not None):
+                     # a stem that is the kind itself (conf/device/cpu.yaml, a generic CPU) names no
+                     # model: "Intel(R) Core(TM) i7 CPU" is not that config's machine
+                     lambda c: c.stem.lower() != c.kind and
+                     re.search(rf"\b{re.escape(c.stem.lower())}\b", d) is not None):
             for c in configs:
                 if test(c):
                     return c, True
@@ -248,31 +338,106 @@ def match_device_config(device: Optional[str], kind: str) -> Tuple[DeviceConfig,
     return fallback, False
 
 
+# -- one number per point ------------------------------------------------------------------
+BEST_ORDER = ["time_median_s", "variant", "run_id"]  # the best row: shortest median time; ties by name
+
+
+def best_rows(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """Per ``by`` group of timed rows, its best row (the shortest median time; ties to the
+    variant and run that sort first): one row of one run, with ``rows`` = the group's size."""
+    rows = df[df["time_median_s"].notna() & (df["time_median_s"] > 0)]
+    if rows.empty:
+        return rows.assign(rows=pd.Series(dtype="int64"))
+    rows = rows.sort_values(list(by) + BEST_ORDER, kind="stable")
+    count = rows.groupby(list(by), sort=True, dropna=False)["time_median_s"].transform("size")
+    rows = rows.assign(rows=count.astype("int64"))
+    return rows.groupby(list(by), sort=True, dropna=False).head(1).reset_index(drop=True)
+
+
+POINT_COLUMNS = ["time_s", "time_lo_s", "time_hi_s", "flops", "bytes_min", "rel_error", "intensity",
+                 "intensity_model", "rows", "run_id", "tflops", "tflops_lo", "tflops_hi"]
+
+
+def best_points(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """One line per ``by`` group: its best row (:func:`best_rows`) as ``time_s`` (median),
+    ``time_lo_s`` / ``time_hi_s`` (its p20 / p80), ``tflops`` from ``time_s`` (and from p80 / p20
+    for ``tflops_lo`` / ``tflops_hi``), its error, intensities and run."""
+    best = best_rows(df, by)
+    if best.empty:
+        return pd.DataFrame(columns=list(by) + POINT_COLUMNS)
+    out = best[list(by)].copy()
+    out["time_s"] = best["time_median_s"]
+    out["time_lo_s"] = best["time_p20_s"].where(best["time_p20_s"].notna(), best["time_median_s"])
+    out["time_hi_s"] = best["time_p80_s"].where(best["time_p80_s"].notna(), best["time_median_s"])
+    for c in ("flops", "bytes_min", "rel_error", "intensity", "intensity_model", "rows", "run_id"):
+        out[c] = best[c]
+    out["tflops"] = out["flops"] / out["time_s"] / 1e12
+    out["tflops_lo"] = out["flops"] / out["time_hi_s"] / 1e12
+    out["tflops_hi"] = out["flops"] / out["time_lo_s"] / 1e12
+    for c in ("time_s", "tflops", "tflops_lo", "tflops_hi"):
+        out[c] = stable(out[c])
+    return out.reset_index(drop=True)
+
+
 # -- baselines and ceilings ------------------------------------------------------------------
-def best_cublas(df: pd.DataFrame) -> pd.DataFrame:
-    """Per (run_id, precision, m, n, k): the faster of cublas and cublaslt in that run.
+def _library_rows(df: pd.DataFrame) -> pd.DataFrame:
+    lib = gemm(evidence(df))
+    return lib[lib["backend"].isin(CUBLAS_BACKENDS) & lib["time_median_s"].notna() & (lib["time_median_s"] > 0)]
+
+
+def _empty_cublas(cols: Sequence[str]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype="Int64" if c in SHAPE_COLUMNS else "float64"
+                                      if c.endswith(("_s", "_tflops")) else object) for c in cols})
+
+
+def cublas_per_run(df: pd.DataFrame) -> pd.DataFrame:
+    """Per (run_id, precision, m, n, k): the faster of cublas and cublaslt in that run (the
+    baseline of a point whose row has no interleaved one).
 
     Columns: the keys, ``cublas_variant``, ``cublas_time_s``, ``cublas_tflops``.
     """
     cols = POINT_KEYS + ["cublas_variant", "cublas_time_s", "cublas_tflops"]
-    lib = gemm(ok(df))
-    lib = lib[lib["backend"].isin(CUBLAS_BACKENDS) & lib["time_median_s"].notna()]
+    lib = _library_rows(df)
     if lib.empty:
-        return pd.DataFrame({c: pd.Series(dtype="Int64" if c in SHAPE_COLUMNS else "float64"
-                                          if c.endswith(("_s", "_tflops")) else object) for c in cols})
-    # sort first so ties go to the same row whatever order the files were read in
-    lib = lib.sort_values(POINT_KEYS + ["time_median_s", "variant"], kind="stable")
-    best = lib.groupby(POINT_KEYS, sort=True).head(1)
-    best = best[POINT_KEYS + ["variant", "time_median_s", "tflops"]]
+        return _empty_cublas(cols)
+    best = best_rows(lib, POINT_KEYS)[POINT_KEYS + ["variant", "time_median_s", "tflops"]]
+    best.columns = cols
+    return best.reset_index(drop=True)
+
+
+best_cublas = cublas_per_run  # the name earlier callers used
+
+STANDALONE_KEYS = ["precision", "m", "n", "k"]
+
+
+def cublas_standalone(df: pd.DataFrame) -> pd.DataFrame:
+    """Per (precision, m, n, k): the best standalone cuBLAS row, the fastest row of cublas or
+    cublaslt measured as a point of its own (not the baseline column of another point), over
+    every run: "cuBLAS at this size" wherever a table, a figure or a claim quotes it.
+
+    Columns: the keys, ``cublas_variant``, ``cublas_run_id``, ``cublas_time_s``, ``cublas_tflops``.
+    """
+    cols = STANDALONE_KEYS + ["cublas_variant", "cublas_run_id", "cublas_time_s", "cublas_tflops"]
+    lib = _library_rows(df)
+    if lib.empty:
+        return _empty_cublas(cols)
+    best = best_rows(lib, STANDALONE_KEYS)[STANDALONE_KEYS + ["variant", "run_id", "time_median_s", "tflops"]]
     best.columns = cols
     return best.reset_index(drop=True)
 
 
 def with_pct_of_cublas(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` plus ``cublas_variant``, ``cublas_tflops`` and ``pct_of_cublas`` (100 x cuBLAS time /
-    time). The row's own baseline, timed interleaved with it (``baseline_*``, same clock state),
-    comes first; else :func:`best_cublas` of the same run and point; NaN where there is neither."""
-    base = best_cublas(df)
+    """``df`` plus both readings of "% of cuBLAS":
+
+    - interleaved: ``cublas_variant``, ``cublas_tflops``, ``pct_of_cublas`` = 100 x cuBLAS time /
+      time, against the row's own baseline, timed interleaved with it (``baseline_*``, same
+      clock state), else the faster library of the same run (:func:`cublas_per_run`);
+    - standalone: ``standalone_variant``, ``standalone_tflops``, ``pct_of_standalone`` against the
+      best standalone cuBLAS row at that size (:func:`cublas_standalone`).
+
+    NaN where there is no such baseline.
+    """
+    base = cublas_per_run(df)
     out = df.merge(base, on=POINT_KEYS, how="left")
     if "baseline_time_median_s" in out:
         own = pd.to_numeric(out["baseline_time_median_s"], errors="coerce")
@@ -281,6 +446,12 @@ def with_pct_of_cublas(df: pd.DataFrame) -> pd.DataFrame:
         out.loc[has, "cublas_time_s"] = own[has]
         out.loc[has, "cublas_tflops"] = pd.to_numeric(out.loc[has, "baseline_tflops"], errors="coerce")
     out["pct_of_cublas"] = stable(100.0 * out["cublas_time_s"] / out["time_median_s"])
+    alone = cublas_standalone(df).rename(columns={"cublas_variant": "standalone_variant",
+                                                  "cublas_run_id": "standalone_run_id",
+                                                  "cublas_time_s": "standalone_time_s",
+                                                  "cublas_tflops": "standalone_tflops"})
+    out = out.merge(alone, on=STANDALONE_KEYS, how="left")
+    out["pct_of_standalone"] = stable(100.0 * out["standalone_time_s"] / out["time_median_s"])
     out.index = df.index
     return out
 
@@ -293,7 +464,7 @@ class Ceilings:
     device: Optional[str]  # the device named in the rows; None when no row of this kind
     config: DeviceConfig  # the datasheet config chosen for it
     matched: bool  # config's name matched the rows' device (False: fallback)
-    measured_tflops: Mapping[str, float]  # best ok throughput per precision
+    measured_tflops: Mapping[str, float]  # best GEMM evidence row per precision
     measured_bandwidth_gbs: Optional[float]  # best copy-probe bandwidth; None without copy rows
     other_devices: Tuple[str, ...] = field(default=())  # devices of this kind left out
 
@@ -304,6 +475,12 @@ class Ceilings:
     @property
     def datasheet_bandwidth_gbs(self) -> float:
         return self.config.memory_bandwidth_gbs
+
+    @property
+    def sheet(self) -> Optional[DeviceConfig]:
+        """The datasheet of this device, None when no conf/device entry names it (a fallback
+        config describes another device: nothing to compare this one with)."""
+        return self.config if self.matched else None
 
     @property
     def bandwidth_gbs(self) -> float:
@@ -325,8 +502,8 @@ class Ceilings:
 
 
 def primary_device(df: pd.DataFrame, kind: str) -> Tuple[Optional[str], Tuple[str, ...]]:
-    """The device with the most ok rows of ``kind`` (ties by name), and the others."""
-    rows = ok(df)
+    """The device with the most measured rows of ``kind`` (ties by name), and the others."""
+    rows = measured(df)
     rows = rows[(rows["kind"] == kind) & (rows["device"] != "")]
     if rows.empty:
         return None, ()
@@ -335,53 +512,66 @@ def primary_device(df: pd.DataFrame, kind: str) -> Tuple[Optional[str], Tuple[st
     return ranked[0][0], tuple(d for d, _ in ranked[1:])
 
 
-def device_rows(df: pd.DataFrame, kind: str) -> pd.DataFrame:
-    """ok rows of ``kind`` on its primary device (what one roofline can show)."""
+def device_rows(df: pd.DataFrame, kind: str, rows: str = "evidence") -> pd.DataFrame:
+    """Evidence rows of ``kind`` on its primary device (what one roofline can show);
+    ``rows="measured"``: every measured row there, evidence or not (figures that draw every
+    point draw the others hollow)."""
     device, _ = primary_device(df, kind)
-    rows = ok(df)
-    return rows[(rows["kind"] == kind) & (rows["device"] == device)] if device else rows.iloc[:0]
+    pick = evidence(df) if rows == "evidence" else measured(df)
+    return pick[(pick["kind"] == kind) & (pick["device"] == device)] if device else pick.iloc[:0]
 
 
 def copy_bandwidth_gbs(df: pd.DataFrame) -> Optional[float]:
-    """Best bandwidth of the ``copy`` rows in ``df`` (bytes read + written / time), GB/s."""
-    c = ok(df)
+    """Best bandwidth of the ``copy`` evidence rows in ``df`` (bytes read + written / time), GB/s."""
+    c = evidence(df)
     c = c[(c["op"] == COPY) & (c["time_median_s"] > 0) & (c["bytes_min"] > 0)]
     if c.empty:
         return None
     return stable(float((c["bytes_min"] / c["time_median_s"]).max() / 1e9))
 
 
-def device_ceilings(df: pd.DataFrame, kind: str = "gpu") -> Ceilings:
-    """Ceilings of the primary device of ``kind`` in ``df``: datasheet from ``conf/device``,
-    measured from the rows (best TFLOP/s per precision over ok rows; copy-probe bandwidth)."""
-    device, others = primary_device(df, kind)
-    config, matched = match_device_config(device, kind)
-    rows = device_rows(df, kind)
-    rows = rows[rows["op"].isin(THROUGHPUT_OPS) & (rows["tflops"] > 0)]
-    measured = {p: float(rows.loc[rows["precision"] == p, "tflops"].max())
-                for p in precision_order(rows["precision"])}
-    return Ceilings(kind, device, config, matched, measured, copy_bandwidth_gbs(device_rows(df, kind)),
-                    others)
+def copy_row(df: pd.DataFrame) -> Optional[pd.Series]:
+    """The copy row that set :func:`copy_bandwidth_gbs`."""
+    c = evidence(df)
+    c = c[(c["op"] == COPY) & (c["time_median_s"] > 0) & (c["bytes_min"] > 0)]
+    if c.empty:
+        return None
+    return c.assign(_gbs=c["bytes_min"] / c["time_median_s"]).sort_values(
+        ["_gbs", "variant", "run_id"], ascending=[False, True, True], kind="stable").iloc[0]
 
 
 def peak_rows(df: pd.DataFrame, kind: str = "gpu") -> pd.DataFrame:
-    """The row that set each precision's measured peak on the primary device of ``kind``."""
+    """The measured peak of each precision on the primary device of ``kind``: its best GEMM
+    evidence row (the highest TFLOP/s of any size, variant and run; a probe's FLOP count is not
+    a GEMM's)."""
     rows = device_rows(df, kind)
-    rows = rows[rows["op"].isin(THROUGHPUT_OPS) & (rows["tflops"] > 0)]
+    rows = rows[(rows["op"] == GEMM) & (rows["tflops"] > 0)]
     if rows.empty:
         return rows
-    rows = rows.sort_values(["precision", "tflops", "variant"], ascending=[True, False, True],
+    rows = rows.sort_values(["precision", "tflops", "variant", "run_id"], ascending=[True, False, True, True],
                             kind="stable")
     return rows.groupby("precision", sort=True).head(1)
 
 
+def device_ceilings(df: pd.DataFrame, kind: str = "gpu") -> Ceilings:
+    """Ceilings of the primary device of ``kind`` in ``df``: datasheet from ``conf/device``,
+    measured from the rows (:func:`peak_rows`; copy-probe bandwidth)."""
+    device, others = primary_device(df, kind)
+    config, matched = match_device_config(device, kind)
+    best = peak_rows(df, kind)
+    measured_ = {p: float(best.loc[best["precision"] == p, "tflops"].iloc[0])
+                 for p in precision_order(best["precision"])}
+    return Ceilings(kind, device, config, matched, measured_, copy_bandwidth_gbs(device_rows(df, kind)),
+                    others)
+
+
 def transfer_times(df: pd.DataFrame) -> pd.DataFrame:
     """Host-device transfer time per GEMM point and transfer variant (pageable, pinned, ...), s:
-    ``op == transfer`` rows, the median over runs per direction, summed over directions.
+    ``op == transfer`` evidence rows, the best row per direction, summed over directions.
     Columns: precision, m, n, k, variant, ``memory`` (the row's ``extra.memory``, else the
     variant), ``transfer_s``."""
     cols = ["precision", "m", "n", "k", "variant"]
-    t = ok(df)
+    t = evidence(df)
     t = t[(t["op"] == TRANSFER) & t["time_median_s"].notna()]
     if t.empty:
         return pd.DataFrame({"precision": pd.Series(dtype=object),
@@ -391,8 +581,8 @@ def transfer_times(df: pd.DataFrame) -> pd.DataFrame:
     extra = [_extra(e) for e in t["extra"]]
     t = t.assign(direction=[e.get("direction", "total") for e in extra],
                  memory=[str(e.get("memory") or v) for e, v in zip(extra, t["variant"])])
-    per = t.groupby(cols + ["memory", "direction"], sort=True)["time_median_s"].median()
-    total = per.groupby(level=cols + ["memory"], sort=True).sum().rename("transfer_s").reset_index()
+    per = best_rows(t, cols + ["memory", "direction"])
+    total = per.groupby(cols + ["memory"], sort=True)["time_median_s"].sum().rename("transfer_s").reset_index()
     total["transfer_s"] = stable(total["transfer_s"])
     return total
 
@@ -403,28 +593,6 @@ def _extra(text: str) -> dict:
     except ValueError:
         return {}
     return v if isinstance(v, dict) else {}
-
-
-def summarize_points(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
-    """One line per ``by`` group of measured rows, across runs: median time, the widest p20-p80
-    range, the largest error; ``tflops`` from the median time."""
-    rows = df[df["time_median_s"].notna()]
-    if rows.empty:
-        return pd.DataFrame(columns=list(by) + ["time_s", "time_lo_s", "time_hi_s", "flops",
-                                                "rel_error", "intensity", "intensity_model",
-                                                "rows", "tflops", "tflops_lo", "tflops_hi"])
-    g = rows.groupby(list(by), sort=True, dropna=False)
-    out = g.agg(time_s=("time_median_s", "median"), time_lo_s=("time_p20_s", "min"),
-                time_hi_s=("time_p80_s", "max"), flops=("flops", "first"),
-                rel_error=("rel_error", "max"), intensity=("intensity", "first"),
-                intensity_model=("intensity_model", "first"),
-                rows=("time_median_s", "size")).reset_index()
-    out["tflops"] = out["flops"] / out["time_s"] / 1e12
-    out["tflops_lo"] = out["flops"] / out["time_hi_s"] / 1e12
-    out["tflops_hi"] = out["flops"] / out["time_lo_s"] / 1e12
-    for c in ("time_s", "tflops", "tflops_lo", "tflops_hi"):
-        out[c] = stable(out[c])
-    return out
 
 
 # -- one object for the whole paper ----------------------------------------------------------
@@ -441,16 +609,22 @@ class Dataset:
 
     @functools.cached_property
     def ok(self) -> pd.DataFrame:
-        return ok(self.rows)
+        """Every evidence row (:func:`evidence`)."""
+        return evidence(self.rows)
 
     @functools.cached_property
     def gpu(self) -> pd.DataFrame:
-        """ok rows on the primary GPU device."""
+        """Evidence rows on the primary GPU device."""
         return device_rows(self.rows, "gpu")
 
     @functools.cached_property
     def cpu(self) -> pd.DataFrame:
         return device_rows(self.rows, "cpu")
+
+    def measured_rows(self, kind: str) -> pd.DataFrame:
+        """Every measured row on the primary device of ``kind``, with ``evidence`` (bool)."""
+        rows = device_rows(self.rows, kind, rows="measured")
+        return rows.assign(evidence=evidence_mask(rows).astype(bool))
 
     @functools.cached_property
     def gpu_ceilings(self) -> Ceilings:
@@ -476,3 +650,35 @@ def dataset_from_cli(prog: str, results) -> "Dataset | None":
     except FileNotFoundError as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return None
+
+
+REFERENCE = Path(__file__).resolve().parent.parent / "outputs" / "reference"  # committed measurements
+OUT_SUBFOLDER = "paper"
+
+
+def output_folder(prog: str, results: Sequence[os.PathLike], out: Optional[os.PathLike]) -> Optional[Path]:
+    """Where a command that writes the paper's files writes them: ``--out`` when given, else
+    ``RESULTS/paper/`` (beside a results file given alone). Only an explicit ``--out`` rewrites
+    the committed ``outputs/paper/``; without RESULTS (the reference data) ``--out`` is required,
+    and nothing is ever written under ``outputs/reference/``. None after printing why not."""
+    import sys
+
+    if out is not None:
+        folder = Path(out)
+    elif not results:
+        print(f"{prog}: reading the reference data needs --out (--out outputs/paper rewrites the committed "
+              f"outputs; any other folder leaves them alone)", file=sys.stderr)
+        return None
+    elif len(results) > 1:
+        print(f"{prog}: several RESULTS: say where the files go with --out", file=sys.stderr)
+        return None
+    else:
+        given = Path(results[0])
+        folder = (given if given.is_dir() else given.parent) / OUT_SUBFOLDER
+    try:
+        Path(folder).resolve().relative_to(REFERENCE)
+    except ValueError:
+        return folder
+    print(f"{prog}: {folder} is inside outputs/reference/, the committed measurements; give --out elsewhere",
+          file=sys.stderr)
+    return None

@@ -1,5 +1,5 @@
 """The ladder: each hand-written stage at one size per precision, beside the fastest CUTLASS
-configuration and cuBLAS at that size.
+row and the best standalone cuBLAS row at that size.
 
 Stages are the ``cuda`` backend's variants that have a ``stage`` in their config (pitfall
 variants have none), in stage order; nothing here names a variant. The size of a precision's ladder is the square N at which the most stages
@@ -17,7 +17,8 @@ from . import data
 
 GROUP_STAGE, GROUP_CUTLASS, GROUP_CUBLAS = "stage", "cutlass", "cublas"
 COLUMNS = ["precision", "n", "group", "stage", "variant", "backend", "description", "tflops",
-           "pct_of_cublas", "rel_error", "rows", "kernel_name"]
+           "pct_of_cublas", "cublas_tflops", "pct_of_standalone", "standalone_tflops", "rel_error", "rows",
+           "run_id", "kernel_name"]
 
 
 @dataclass
@@ -39,32 +40,27 @@ def _ladder_size(rows: pd.DataFrame) -> Optional[int]:
 
 
 def _rung(rows: pd.DataFrame, group: str) -> dict:
-    """One rung from the rows of one variant at one point (medians across runs)."""
-    first = rows.iloc[0]
-    return {"group": group, "stage": first["stage"], "variant": first["variant"],
-            "backend": first["backend"], "description": first["description"],
-            "tflops": data.stable(float(rows["tflops"].median())),
-            "pct_of_cublas": data.stable(float(rows["pct_of_cublas"].median())),
-            "rel_error": float(rows["rel_error"].max()), "rows": int(len(rows)),
-            "kernel_name": first.get("kernel_name")}
-
-
-def best_configuration(rows: pd.DataFrame) -> pd.DataFrame:
-    """The rows of a variant's best configuration (kernel_name: its defines) where a sweep tried
-    several: the highest median % of cuBLAS (each row's own interleaved baseline, so runs at other
-    clocks compare fairly), else the highest median TFLOP/s. A median over different
-    configurations would describe none of them."""
-    if "kernel_name" not in rows or rows["kernel_name"].nunique(dropna=False) <= 1:
-        return rows
-    key = rows["kernel_name"].fillna("")
-    score = rows["pct_of_cublas"] if rows["pct_of_cublas"].notna().all() else rows["tflops"]
-    med = score.groupby(key, sort=True).median()
-    return rows[key == med.idxmax()]
+    """One rung: the best row of ``rows`` (one variant, or one library, at one point; the
+    shortest median time of any run or configuration), with both readings of % of cuBLAS."""
+    best = data.best_rows(rows, ["precision", "n"]).iloc[0]
+    return {"group": group, "stage": best["stage"], "variant": best["variant"],
+            "backend": best["backend"], "description": best["description"],
+            "tflops": data.stable(float(best["tflops"])),
+            "pct_of_cublas": data.stable(float(best["pct_of_cublas"])),
+            "cublas_tflops": data.stable(float(best["cublas_tflops"])),
+            "pct_of_standalone": data.stable(float(best["pct_of_standalone"])),
+            "standalone_tflops": data.stable(float(best["standalone_tflops"])),
+            "rel_error": float(best["rel_error"]), "rows": int(best["rows"]), "run_id": best["run_id"],
+            "kernel_name": best.get("kernel_name")}
 
 
 def build(ds: data.Dataset) -> Ladder:
+    """The ladder of ``ds``: each rung is its variant's best row at the ladder's size. Its "% of
+    cuBLAS" is read twice: against the cuBLAS timed interleaved with that row (same run, same
+    clock state: a slow kernel lets the GPU run the baseline cooler and faster) and against the
+    best standalone cuBLAS row at that size (the number the cuBLAS rung shows)."""
     g = data.square(data.gemm(ds.gpu))
-    g = data.with_pct_of_cublas(g[g["tflops"].notna()])
+    g = data.with_pct_of_cublas(g[g["tflops"].notna() & (g["tflops"] > 0)])
     stages = g[g["backend"] == data.HANDWRITTEN_BACKEND]
     if stages["stage"].notna().any():  # pitfalls (no stage) are not rungs
         stages = stages[stages["stage"].notna()]
@@ -89,28 +85,20 @@ def build(ds: data.Dataset) -> Ladder:
         order = sorted(staged["variant"].unique(),
                        key=lambda v: (data.variant_info(v).stage is None, data.variant_info(v).stage or 0, v))
         for v in order:
-            lines.append({"precision": p, "n": n,
-                          **_rung(best_configuration(staged[staged["variant"] == v]), GROUP_STAGE)})
+            lines.append({"precision": p, "n": n, **_rung(staged[staged["variant"] == v], GROUP_STAGE)})
         cutlass = at[at["backend"] == data.CUTLASS_BACKEND]
         if cutlass.empty:
             p_notes.append(f"no CUTLASS row at {p}, N = {n}")
-        else:  # the fastest CUTLASS configuration (median over runs), named in the label
-            speed = cutlass.groupby("variant", sort=True)["tflops"].median()
-            best = speed.sort_index().idxmax()
-            lines.append({"precision": p, "n": n, **_rung(cutlass[cutlass["variant"] == best], GROUP_CUTLASS)})
-        base = data.best_cublas(at)
-        if base.empty:
-            p_notes.append(f"no cuBLAS/cuBLASLt row at {p}, N = {n}: no % of cuBLAS")
+        else:  # the fastest CUTLASS row (of any configuration), named in the label
+            lines.append({"precision": p, "n": n, **_rung(cutlass, GROUP_CUTLASS)})
+        lib = at[at["backend"].isin(data.CUBLAS_BACKENDS)]
+        if lib.empty:
+            p_notes.append(f"no standalone cuBLAS/cuBLASLt row at {p}, N = {n}: no standalone %")
         else:
-            # the faster library of each run, then the median over runs
-            winner = base["cublas_variant"].value_counts().sort_index().idxmax()
-            lines.append({"precision": p, "n": n, "group": GROUP_CUBLAS, "stage": pd.NA,
-                          "variant": winner, "backend": data.variant_info(winner).backend or winner,
-                          "description": data.variant_info(winner).description,
-                          "tflops": data.stable(float(base["cublas_tflops"].median())), "pct_of_cublas": 100.0,
-                          "rel_error": float(at.loc[at["variant"] == winner, "rel_error"].max()),
-                          "rows": int(len(base)), "kernel_name": None})
-            if at.loc[at["backend"] != data.CUTLASS_BACKEND, "pct_of_cublas"].isna().any() and not staged.empty:
-                p_notes.append("some stages have no cuBLAS row in their run: % missing there")
+            rung = _rung(lib, GROUP_CUBLAS)
+            rung.update(stage=pd.NA, pct_of_cublas=float("nan"), cublas_tflops=float("nan"))
+            lines.append({"precision": p, "n": n, **rung})
+        if staged["pct_of_cublas"].isna().any():
+            p_notes.append("some stages have no interleaved cuBLAS baseline: % missing there")
     entries = pd.DataFrame(lines, columns=COLUMNS)
     return Ladder(entries, notes)

@@ -1,7 +1,8 @@
 """Every figure and table of the paper from result files, in one command.
 
-    python -m analysis.paper                       # outputs/reference/ -> outputs/paper/
-    python -m analysis.paper outputs/runs/gemm/2026-11-29_22-16-16 --out /tmp/paper
+    python -m analysis.paper RESULTS                  # RESULTS/paper/
+    python -m analysis.paper RESULTS ... --out DIR    # results.csv files or folders holding them
+    python -m analysis.paper --out outputs/paper      # the reference data -> the committed outputs
 
 Writes roofline, ladder, throughput_vs_size, error_vs_precision, cpu_gpu_crossover,
 hierarchical_roofline (.pdf and .png) and tables.tex / tables.md. Same rows, same bytes: files
@@ -21,7 +22,7 @@ from . import data, style, tables
 from .figures import FIGURES
 
 DEFAULT_RESULTS = ROOT / "outputs" / "reference"
-DEFAULT_OUT = ROOT / "outputs" / "paper"
+COMMITTED_OUT = ROOT / "outputs" / "paper"  # written only when --out names it
 TABLE_FILES = ("tables.tex", "tables.md")
 
 
@@ -55,17 +56,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m analysis.paper", description=__doc__.splitlines()[0])
     ap.add_argument("results", nargs="*", type=Path,
                     help=f"results.csv files or folders searched for them (default {DEFAULT_RESULTS})")
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="output folder (default RESULTS/paper; required without RESULTS: --out outputs/paper "
+                         "rewrites the committed outputs)")
     args = ap.parse_args(argv)
+    out = data.output_folder("analysis.paper", args.results, args.out)
+    if out is None:
+        return 2
     results = args.results or [DEFAULT_RESULTS]
     ds = data.dataset_from_cli("analysis.paper", results)
     if ds is None:
         return 2
-    notes = write_paper(ds, args.out)
+    notes = write_paper(ds, out)
     n_ok = int((ds.rows["status"] == "ok").sum())
     print(f"analysis.paper: {len(ds.rows)} rows ({n_ok} ok) from {', '.join(map(str, results))}")
     for f in expected_files():
-        print(f"  {args.out / f}")
+        print(f"  {out / f}")
     for name, lines in notes.items():
         for line in lines:
             for part in line.splitlines():

@@ -2,12 +2,11 @@
 
 Sizes are for a single column (3.4 in) at print size; the font is DejaVu Sans (shipped with
 Matplotlib, so every machine draws the same glyphs). Colours belong to a variant, not to a figure:
-the hand-written stages run along one sequential palette by their ``stage``, each library has its
-own hue, so a variant looks the same in every figure and in every dataset.
+each variant has its own colour from one palette of distinct colours (DISTINCT_PALETTE), keyed
+by its name, so a variant looks the same in every figure and in every dataset.
 """
 from __future__ import annotations
 
-import colorsys
 import functools
 import hashlib
 import io
@@ -29,18 +28,24 @@ from . import data  # noqa: E402
 
 COLUMN_WIDTH_IN = 3.4  # one column of a two-column paper
 PNG_DPI = 300
-NOTE_GID = "gap-note"  # gid of the text that says what the data lacks (tests look for it)
+NOTE_GID = "gap-note"
+NOTE_CHAR_IN = 0.047  # width of an average 5.5 pt italic character, inches (a little generous)  # gid of the text that says what the data lacks (tests look for it)
 
-# Libraries and the CPU: one hue each. Hand-written stages: STAGE_PALETTE by stage.
-BACKEND_COLORS = {
-    "cpu_blas": "#6b6b6b",
-    "cutlass": "#e08214",
-    "cublas": "#c0143c",
-    "cublaslt": "#7b3294",
-    "gpu_probe": "#8c510a",
-    "cpu_probe": "#35978f",
-}
-STAGE_PALETTE = "viridis"
+# One colour per variant, the same in every figure and every dataset, keyed by the variant's name
+# (color_slots, variant_color). The palette: 64 colours picked greedily, each the farthest
+# (CIEDE2000) from those before it, from an RGB grid (step 15) within L* 30-80, away from white,
+# black and the roofs' greys (:func:`distinct_palette` recomputes it); no two are closer than 11,
+# none of the first 48 closer than 13.
+DISTINCT_PALETTE = (
+    "#4b00ff", "#00e100", "#b40000", "#f0b400", "#ff3cff", "#006900", "#00d2d2", "#ff784b",
+    "#96005a", "#0087ff", "#694b00", "#f0b4d2", "#006969", "#ff0f69", "#879600", "#b4c3ff",
+    "#695a87", "#00a569", "#004b78", "#b4782d", "#3cc3ff", "#8769f0", "#965a5a", "#a5c387",
+    "#3c96a5", "#b45a96", "#f0b487", "#9687b4", "#d28787", "#69784b", "#0fe1a5", "#b4d200",
+    "#a50fb4", "#a59669", "#964b0f", "#f02d2d", "#871e2d", "#d296ff", "#ff69b4", "#4b69b4",
+    "#ff8700", "#0f5a3c", "#2d9600", "#b4694b", "#0078a5", "#d2c378", "#5a2d96", "#009687",
+    "#693c2d", "#a58700", "#4b4b1e", "#8796ff", "#696900", "#c31eff", "#c31e4b", "#693c5a",
+    "#87693c", "#78b496", "#ffb4a5", "#c387a5", "#78b43c", "#d20078", "#e15a00", "#003cc3",
+)
 PRECISION_MARKERS = {"fp64": "D", "fp32": "o", "tf32": "s", "fp16": "^", "bf16": "v", "fp8": "P"}
 OTHER_MARKERS = ("X", "*", "h", "p", "<", ">")
 # PDF: no creation date, no Matplotlib version; PNG: no "Software" chunk. Same input, same bytes.
@@ -107,6 +112,67 @@ def figure(height_in: float, width_in: float = COLUMN_WIDTH_IN) -> Figure:
 
 
 # -- colours and markers ---------------------------------------------------------------------
+def srgb_to_lab(rgb):
+    """CIELAB (D65) of sRGB colours in [0, 1] (an array ending in 3)."""
+    import numpy as np
+
+    rgb = np.asarray(rgb, float)
+    lin = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    m = np.array([[0.4124564, 0.3575761, 0.1804375], [0.2126729, 0.7151522, 0.0721750],
+                  [0.0193339, 0.1191920, 0.9503041]])
+    xyz = lin @ m.T / np.array([0.95047, 1.0, 1.08883])
+    f = np.where(xyz > (6 / 29) ** 3, np.cbrt(xyz), xyz / (3 * (6 / 29) ** 2) + 4 / 29)
+    return np.stack([116 * f[..., 1] - 16, 500 * (f[..., 0] - f[..., 1]), 200 * (f[..., 1] - f[..., 2])], -1)
+
+
+def delta_e2000(lab1, lab2):
+    """CIEDE2000 colour difference of CIELAB colours (arrays ending in 3, broadcast)."""
+    import numpy as np
+
+    lab1, lab2 = np.broadcast_arrays(np.asarray(lab1, float), np.asarray(lab2, float))
+    l1, a1, b1 = lab1[..., 0], lab1[..., 1], lab1[..., 2]
+    l2, a2, b2 = lab2[..., 0], lab2[..., 1], lab2[..., 2]
+    cb = (np.hypot(a1, b1) + np.hypot(a2, b2)) / 2
+    g = 0.5 * (1 - np.sqrt(cb ** 7 / (cb ** 7 + 25.0 ** 7)))
+    a1p, a2p = (1 + g) * a1, (1 + g) * a2
+    c1p, c2p = np.hypot(a1p, b1), np.hypot(a2p, b2)
+    h1p, h2p = np.degrees(np.arctan2(b1, a1p)) % 360, np.degrees(np.arctan2(b2, a2p)) % 360
+    dh = h2p - h1p
+    dh = np.where(dh > 180, dh - 360, np.where(dh < -180, dh + 360, dh))
+    dh = np.where(c1p * c2p == 0, 0, dh)
+    d_hp = 2 * np.sqrt(c1p * c2p) * np.sin(np.radians(dh / 2))
+    lbp, cbp, hs = (l1 + l2) / 2, (c1p + c2p) / 2, h1p + h2p
+    hbp = np.where(c1p * c2p == 0, hs, np.where(np.abs(h1p - h2p) > 180,
+                                                np.where(hs < 360, (hs + 360) / 2, (hs - 360) / 2), hs / 2))
+    t = (1 - 0.17 * np.cos(np.radians(hbp - 30)) + 0.24 * np.cos(np.radians(2 * hbp))
+         + 0.32 * np.cos(np.radians(3 * hbp + 6)) - 0.20 * np.cos(np.radians(4 * hbp - 63)))
+    rt = -np.sin(np.radians(60 * np.exp(-(((hbp - 275) / 25) ** 2)))) * 2 * np.sqrt(cbp ** 7 / (cbp ** 7 + 25.0 ** 7))
+    sl = 1 + 0.015 * (lbp - 50) ** 2 / np.sqrt(20 + (lbp - 50) ** 2)
+    sc, sh = 1 + 0.045 * cbp, 1 + 0.015 * cbp * t
+    dl, dc = (l2 - l1) / sl, (c2p - c1p) / sc
+    return np.sqrt(dl ** 2 + dc ** 2 + (d_hp / sh) ** 2 + rt * dc * (d_hp / sh))
+
+
+def distinct_palette(n: int = len(DISTINCT_PALETTE)) -> List[str]:
+    """``n`` colours, each the farthest (CIEDE2000) from those before it (see DISTINCT_PALETTE)."""
+    import numpy as np
+
+    levels = np.arange(0, 256, 15) / 255
+    cand = np.array(np.meshgrid(levels, levels, levels, indexing="ij")).reshape(3, -1).T
+    lab = srgb_to_lab(cand)
+    keep = (lab[:, 0] >= 30) & (lab[:, 0] <= 80)
+    cand, lab = cand[keep], lab[keep]
+    avoid = srgb_to_lab(np.array([[1, 1, 1], [0x22 / 255] * 3, [0x8c / 255] * 3, [0.5] * 3, [0, 0, 0]]))
+    d = np.min(np.stack([delta_e2000(lab, a) for a in avoid]), axis=0)
+    d = np.where(np.hypot(lab[:, 1], lab[:, 2]) < 25, d * 0.3, d)  # greys read as roofs
+    out = []
+    for _ in range(n):
+        j = int(np.argmax(d))
+        out.append("#%02x%02x%02x" % tuple(int(round(c * 255)) for c in cand[j]))
+        d = np.minimum(d, delta_e2000(lab, lab[j]))
+    return out
+
+
 @functools.lru_cache(maxsize=None)
 def _variants_by_backend() -> Dict[str, List[str]]:
     """Every variant config, grouped by backend and ordered by stage then name."""
@@ -119,41 +185,56 @@ def _variants_by_backend() -> Dict[str, List[str]]:
     return out
 
 
-def _shade(color: str, i: int, n: int) -> str:
-    """The i-th of n shades of ``color`` (0 is the colour itself), lighter as i grows."""
-    if n <= 1 or i == 0:
-        return color
-    r, g, b = matplotlib.colors.to_rgb(color)
-    h, l, s = colorsys.rgb_to_hls(r, g, b)
-    l = l + (0.85 - l) * i / n
-    return matplotlib.colors.to_hex(colorsys.hls_to_rgb(h, l, s))
+# Variants the figures colour (GEMMs, and the probes drawn as throughput or time) share the palette's
+# COLOR_SLOTS most distinct colours; the salt was picked (from 0-1999) so that the variants of the
+# reference figures land farthest apart: no two of them closer than 15 (CIEDE2000).
+COLOR_SLOTS = 48
+COLOR_SALT = "1557"
+DRAWN_PROBES = ("vecadd", "gemv", "gemm_e2e", "copy")
+
+
+def _name_hash(name: str) -> int:
+    return int(hashlib.sha1(f"{COLOR_SALT}{name}".encode()).hexdigest(), 16)
 
 
 @functools.lru_cache(maxsize=None)
-def variant_color(variant: str, backend: str) -> str:
-    """A variant's colour in every figure (see the module docstring)."""
-    known = _variants_by_backend().get(backend, [])
-    if backend == data.HANDWRITTEN_BACKEND:
-        # by stage along the palette, so a stage keeps its colour whatever else is in the data
-        stage = data.variant_info(variant).stage
-        if stage is not None:
-            stages = [data.variant_info(v).stage for v in known] + [stage]
-            top = max(s for s in stages if s is not None)
-            frac = stage / max(top, 1)
-            cmap = matplotlib.colormaps[STAGE_PALETTE]
-            return matplotlib.colors.to_hex(cmap(0.05 + 0.8 * frac))  # skip viridis' palest yellow
-    if backend in BACKEND_COLORS:
-        i = known.index(variant) if variant in known else len(known)
-        return _shade(BACKEND_COLORS[backend], i, max(len(known), i + 1))
-    # a backend this module does not know: a stable colour from the name
-    digest = int(hashlib.sha1(f"{backend}/{variant}".encode()).hexdigest(), 16)
-    return matplotlib.colors.to_hex(sns.color_palette("tab10")[digest % 10])
+def color_slots() -> Dict[str, int]:
+    """Each named series' index into DISTINCT_PALETTE, keyed by its name: the configured variants
+    the figures draw and the backend names (the error figure's series), in name order, each at
+    the slot its name hashes to among the first COLOR_SLOTS, or the next free one. A variant added
+    later takes a free slot and leaves the others' colours alone (unless it sorts before one
+    whose slot it hashes to)."""
+    infos = [data.variant_info(v) for vs in _variants_by_backend().values() for v in vs]
+    drawn = {i.name for i in infos if i.probe is None or i.probe in DRAWN_PROBES}
+    names = sorted(n for n in drawn | {i.backend for i in infos} | set(data.BACKEND_ORDER) if n)
+    slots: Dict[str, int] = {}
+    taken = set()
+    for n in names[:COLOR_SLOTS]:
+        i = _name_hash(n) % COLOR_SLOTS
+        while i in taken:
+            i = (i + 1) % COLOR_SLOTS
+        slots[n] = i
+        taken.add(i)
+    return slots
+
+
+@functools.lru_cache(maxsize=None)
+def variant_color(variant: str, backend: str = "") -> str:
+    """A variant's colour in every figure and every dataset (see DISTINCT_PALETTE)."""
+    slots = color_slots()
+    if variant in slots:
+        return DISTINCT_PALETTE[slots[variant]]
+    # a variant the figures do not colour, or one this checkout has no config for: a slot from its
+    # name among those no coloured variant holds
+    used = set(slots.values())
+    free = [i for i in range(len(DISTINCT_PALETTE)) if i not in used] or list(range(len(DISTINCT_PALETTE)))
+    return DISTINCT_PALETTE[free[_name_hash(variant) % len(free)]]
 
 
 def backend_color(backend: str) -> str:
-    if backend == data.HANDWRITTEN_BACKEND:
-        return matplotlib.colors.to_hex(matplotlib.colormaps[STAGE_PALETTE](0.45))
-    return BACKEND_COLORS.get(backend) or variant_color(backend, backend)
+    """A backend's colour (figures by backend): its variant's where a variant has the backend's
+    name (cpu_blas, cublas, cublaslt), else a slot of its own."""
+    return variant_color(backend, backend)
 
 
 def precision_marker(precision: str) -> str:
@@ -225,31 +306,56 @@ def legend_height(labels: List[str], width_in: float = COLUMN_WIDTH_IN) -> float
 
 
 def legend_below(fig: Figure, handles) -> None:
-    """One legend under every axes, in as many columns as fit."""
-    if handles:
-        labels = [h.get_label() for h in handles]
-        fig.legend(handles=handles, loc="outside lower center", ncol=legend_columns(labels, fig.get_figwidth()),
-                   handletextpad=0.4, columnspacing=1.0)
+    """One legend under every axes, in as many columns as fit inside the figure: the columns
+    are measured with the figure's renderer (the estimate of :func:`legend_columns` can be off),
+    and the figure grows or shrinks by the difference between the legend's measured height and
+    :func:`legend_height`'s estimate, which its builder sized it with."""
+    if not handles:
+        return
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    labels = [h.get_label() for h in handles]
+    width = fig.get_figwidth()
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    renderer = canvas.get_renderer()
+    ncol = legend_columns(labels, width)
+    while True:
+        legend = fig.legend(handles=handles, loc="outside lower center", ncol=ncol, handletextpad=0.4,
+                            columnspacing=1.0)
+        box = legend.get_window_extent(renderer)
+        if box.width / fig.dpi <= width - 0.1 or ncol == 1:
+            break
+        legend.remove()
+        ncol -= 1
+    fig.set_figheight(fig.get_figheight() + (0.12 + box.height / fig.dpi) - legend_height(labels, width))
 
 
 # -- notes on the axes -----------------------------------------------------------------------
 def note(ax, lines: List[str], where: str = "upper left") -> None:
     """Say on the axes what the data lacks (a missing backend, precision or probe)."""
+    import textwrap
+
     lines = [l for l in dict.fromkeys(lines) if l]
     if not lines:
         return
+    # wrapped to the axes' width: a note wider than its axes would break the figure's layout
+    width_in = ax.get_position().width * ax.figure.get_figwidth()
+    chars = max(int(width_in / NOTE_CHAR_IN), 20)
+    shown = [w for l in lines for w in textwrap.wrap(l, chars, break_on_hyphens=False) or [""]]
     x, ha = (0.02, "left") if "left" in where else (0.98, "right")
     y, va = (0.98, "top") if "upper" in where else (0.02, "bottom")
     if where == "center":
         x, y, ha, va = 0.5, 0.5, "center", "center"
-    ax.text(x, y, "\n".join(lines), transform=ax.transAxes, ha=ha, va=va, fontsize=5.5,
-            style="italic", color="#444444", gid=NOTE_GID, zorder=10, wrap=False,
-            bbox=dict(boxstyle="round,pad=0.25", fc="white", ec="#bbbbbb", lw=0.4, alpha=0.9))
+    text = ax.text(x, y, "\n".join(shown), transform=ax.transAxes, ha=ha, va=va, fontsize=5.5,
+                   style="italic", color="#444444", gid=NOTE_GID, zorder=10, wrap=False,
+                   bbox=dict(boxstyle="round,pad=0.25", fc="white", ec="#bbbbbb", lw=0.4, alpha=0.9))
+    text.gemmlab_note = "\n".join(lines)  # the lines as written, before wrapping (notes_of)
 
 
 def notes_of(fig: Figure) -> List[str]:
     """Every gap note of ``fig`` (for tests and the command's summary)."""
-    return [t.get_text() for ax in fig.axes for t in ax.texts if t.get_gid() == NOTE_GID]
+    return [getattr(t, "gemmlab_note", t.get_text()) for ax in fig.axes for t in ax.texts
+            if t.get_gid() == NOTE_GID]
 
 
 def series_of(fig: Figure) -> List[str]:

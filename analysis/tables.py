@@ -59,34 +59,42 @@ def shape(row) -> str:
 
 # -- 1. peaks --------------------------------------------------------------------------------
 def peak_frame(ds: data.Dataset) -> pd.DataFrame:
-    """Per device and precision: best measured TFLOP/s (ok rows), where, and the datasheet peak;
-    one ``memory`` line per device: best copy bandwidth against the datasheet, GB/s."""
+    """Per device and precision: the measured peak (the best GEMM evidence row,
+    :func:`analysis.data.peak_rows`), where, and the datasheet peak of that device; one
+    ``memory`` line per device: best copy bandwidth against the datasheet's, GB/s. A device no
+    ``conf/device`` entry names has no datasheet column (a fallback config describes another
+    device), and a kind without rows has no lines."""
     lines = []
     for kind in ("gpu", "cpu"):
         ceil = ds.gpu_ceilings if kind == "gpu" else ds.cpu_ceilings
-        if ceil.device is None and kind == "cpu":
-            continue  # no CPU rows: the generic CPU config says nothing about this dataset
-        best = data.peak_rows(ds.rows, kind).set_index("precision") if ceil.device else None
-        for p in data.precision_order(set(ceil.measured_tflops) | set(ceil.datasheet_tflops)):
+        if ceil.device is None:
+            continue  # no rows of this kind: a datasheet alone says nothing about this dataset
+        sheet = ceil.sheet
+        best = data.peak_rows(ds.rows, kind).set_index("precision")
+        sheet_tflops = dict(sheet.peak_tflops) if sheet else {}
+        for p in data.precision_order(set(ceil.measured_tflops) | set(sheet_tflops)):
             measured = ceil.measured_tflops.get(p)
-            sheet = ceil.datasheet_tflops.get(p)
+            value = sheet_tflops.get(p)
             at = ""
-            if measured is not None and best is not None and p in best.index:
+            if measured is not None and p in best.index:
                 r = best.loc[p]
                 at = f"{r['variant']} {shape(r)}"
-            lines.append({"device": ceil.label, "datasheet_config": ceil.config.stem, "ceiling": p,
-                          "unit": "TFLOP/s", "measured": measured, "at": at, "datasheet": sheet,
-                          "pct_of_datasheet": None if measured is None or not sheet else 100 * measured / sheet})
+            lines.append({"device": ceil.label, "datasheet_config": sheet.stem if sheet else "", "ceiling": p,
+                          "unit": "TFLOP/s", "measured": measured, "at": at, "datasheet": value,
+                          "pct_of_datasheet": None if measured is None or not value else 100 * measured / value})
         bw = ceil.measured_bandwidth_gbs
-        lines.append({"device": ceil.label, "datasheet_config": ceil.config.stem, "ceiling": "memory (copy)",
+        sheet_bw = sheet.memory_bandwidth_gbs if sheet else None
+        lines.append({"device": ceil.label, "datasheet_config": sheet.stem if sheet else "", "ceiling": "memory (copy)",
                       "unit": "GB/s", "measured": bw, "at": "copy" if bw is not None else "",
-                      "datasheet": ceil.datasheet_bandwidth_gbs,
-                      "pct_of_datasheet": None if bw is None else 100 * bw / ceil.datasheet_bandwidth_gbs})
+                      "datasheet": sheet_bw,
+                      "pct_of_datasheet": None if bw is None or not sheet_bw else 100 * bw / sheet_bw})
     return pd.DataFrame(lines, columns=["device", "datasheet_config", "ceiling", "unit", "measured", "at",
                                         "datasheet", "pct_of_datasheet"])
 
 
 def peak_table(ds: data.Dataset) -> Table:
+    frame = peak_frame(ds)
+    unmatched = [c.device for c in (ds.gpu_ceilings, ds.cpu_ceilings) if c.device and c.sheet is None]
     return Table("peaks", "Measured peak per precision against the datasheet", [
         Column("device", "Device", "l", _text),
         Column("ceiling", "Ceiling", "l", _text),
@@ -95,8 +103,10 @@ def peak_table(ds: data.Dataset) -> Table:
         Column("at", "At", "l", _text),
         Column("datasheet", "Datasheet", "r", format_sig),
         Column("pct_of_datasheet", "% of datasheet", "r", _pct),
-    ], peak_frame(ds), footnote="Measured: the best ok row of each precision; memory: the copy probe "
-                                "(bytes read + written / time). Datasheet: conf/device/<config>.yaml.")
+    ], frame, footnote="Measured: the best GEMM row of each precision (any size, variant and run); memory: the "
+                       "best copy-probe row (bytes read + written / time). Datasheet: conf/device/<config>.yaml"
+                       + (f"; none names {', '.join(unmatched)}, so no datasheet is compared there" if unmatched
+                          else "") + ".")
 
 
 # -- 2. the chapter's intensity table --------------------------------------------------------
@@ -123,7 +133,8 @@ CHAPTER_PRECISION = "fp32"  # the chapter counts 4-byte floats
 
 def chapter_row(ds: data.Dataset, op: ChapterOp) -> Optional[pd.Series]:
     """The measured point for a chapter op: GPU rows before CPU rows, FP32 before other
-    precisions, the largest problem, then the fastest variant (medians across runs)."""
+    precisions, the largest problem, then the fastest variant; the point's best row
+    (:func:`analysis.data.best_points`). The claims report (C2) quotes the same row."""
     rows = pd.concat([ds.gpu, ds.cpu])
     rows = rows[(rows["op"] == op.op) & rows["time_median_s"].notna()]
     if op.square_n is not None:
@@ -131,10 +142,7 @@ def chapter_row(ds: data.Dataset, op: ChapterOp) -> Optional[pd.Series]:
         rows = rows[rows["n"] == op.square_n]
     if rows.empty:
         return None
-    s = data.summarize_points(rows, ["kind", "device", "variant", "precision", "m", "n", "k"])
-    s = s.assign(bytes_min=[float(rows.loc[(rows["variant"] == v) & (rows["precision"] == p) & (rows["m"] == m)
-                                           & (rows["n"] == n) & (rows["k"] == k), "bytes_min"].iloc[0])
-                            for v, p, m, n, k in zip(s["variant"], s["precision"], s["m"], s["n"], s["k"])])
+    s = data.best_points(rows, ["kind", "device", "variant", "precision", "m", "n", "k"])
     s = s.assign(gpu_first=(s["kind"] != "gpu"), fp32_first=(s["precision"] != CHAPTER_PRECISION))
     s = s.sort_values(["gpu_first", "fp32_first", "flops", "time_s", "variant"],
                       ascending=[True, True, False, True, True], kind="stable")
@@ -152,9 +160,11 @@ def intensity_frame(ds: data.Dataset) -> pd.DataFrame:
             continue
         ceil = ds.gpu_ceilings if r["kind"] == "gpu" else ds.cpu_ceilings
         intensity = r["flops"] / r["bytes_min"]
-        ridge = ceil.ridge(r["precision"], measured=r["precision"] in ceil.measured_tflops)
-        peak = ceil.measured_tflops.get(r["precision"], ceil.datasheet_tflops.get(r["precision"]))
-        roof = None if peak is None else min(peak, intensity * ceil.bandwidth_gbs / 1e3)
+        sheet = ceil.sheet
+        peak = ceil.measured_tflops.get(r["precision"], sheet.peak_tflops.get(r["precision"]) if sheet else None)
+        bw = ceil.measured_bandwidth_gbs or (sheet.memory_bandwidth_gbs if sheet else None)
+        ridge = None if peak is None or bw is None else peak * 1e12 / (bw * 1e9)
+        roof = None if peak is None or bw is None else min(peak, intensity * bw / 1e3)
         line.update({"device": r["device"], "variant": r["variant"], "precision": r["precision"],
                      "m": int(r["m"]), "n": int(r["n"]), "k": int(r["k"]),
                      "flops": float(r["flops"]), "bytes_min": float(r["bytes_min"]), "intensity": intensity,
@@ -188,9 +198,11 @@ def intensity_table(ds: data.Dataset) -> Table:
         Column("ridge", "I*", "r", format_sig),
         Column("bound", "Bound", "l", _text),
         Column("pct_of_roof", "% of roof", "r", _pct),
-    ], f, footnote="Chapter: formulas for FP32 operands (5.1). Measured: bytes_min and flops of the row; "
+    ], f, footnote="Chapter: formulas for FP32 operands (5.1). Measured: the best row of the op (the shortest "
+                   "median time of any run; the claims report quotes the same row), its bytes_min and flops; "
                    "GB/s = bytes_min / median time; I* = measured peak / measured bandwidth of the device "
-                   "(datasheet where not measured); bound: I below or above I*; roof = min(P, I·BW).")
+                   "(the device's datasheet where not measured); bound: I below or above I*; "
+                   "roof = min(P, I·BW).")
 
 
 # -- 3. the ladder ---------------------------------------------------------------------------
@@ -211,13 +223,19 @@ def ladder_table(ds: data.Dataset) -> Table:
         Column("stage", "Stage", "r", _int),
         Column("variant", "Variant", "l", _text),
         Column("tflops", "TFLOP/s", "r", format_sig),
-        Column("pct_of_cublas", "% of cuBLAS", "r", _pct),
+        Column("cublas_tflops", "cuBLAS interleaved", "r", format_sig),
+        Column("pct_of_cublas", "% of interleaved", "r", _pct),
+        Column("standalone_tflops", "cuBLAS standalone", "r", format_sig),
+        Column("pct_of_standalone", "% of standalone", "r", _pct),
         Column("rel_error", "Rel. error", "r", lambda v: format_sig(v, 2)),
         Column("kernel_name", "Configuration", "l", _text),
     ], f, empty="no hand-written stage or library GEMM rows in the data",
-        footnote="% of cuBLAS: against the faster of cublas and cublaslt timed interleaved with the "
-                 "point (else in the same run), median over runs; where a sweep tried several "
-                 "configurations of a stage, its best." + (" Gaps: " + "; ".join(dict.fromkeys(notes)) + "." if notes else ""))
+        footnote="Each line: the variant's best row at that size (the shortest median time of any run or "
+                 "configuration). cuBLAS interleaved: the faster of cublas and cublaslt timed interleaved with "
+                 "that row (same run and clock state; else the same run's cuBLAS rows). cuBLAS standalone: "
+                 "the best cublas or cublaslt row of its own at that size, the cuBLAS line's TFLOP/s. "
+                 "A slow kernel leaves the GPU cooler for its interleaved baseline, which then runs faster "
+                 "than cuBLAS alone does." + (" Gaps: " + "; ".join(dict.fromkeys(notes)) + "." if notes else ""))
 
 
 TABLES = (peak_table, intensity_table, ladder_table)

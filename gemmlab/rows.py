@@ -178,32 +178,74 @@ def _drop_torn_tail(path: Path) -> None:
         fh.truncate(data.rfind(b"\n") + 1)
 
 
-def read(paths: Iterable[os.PathLike] | os.PathLike):
-    """Load one or more results files (or folders holding them, searched recursively) into pandas."""
-    import pandas as pd
+# Columns read as text whatever they look like: identifiers and hashes ("7080e82" is not a float,
+# "0123" keeps its zero), versions, names and free text. Everything else is left to pandas.
+TEXT_COLUMNS = (
+    "run_id", "timestamp", "host", "device", "backend", "variant", "precision", "op", "in_dtype",
+    "out_dtype", "compute", "point_key", "timer", "cache", "unreliable_reason", "check_reference",
+    "status", "reason", "baseline_variant", "gpu_uuid", "driver_version", "cuda_runtime_version",
+    "cpu_model", "blas_vendor", "blas_arch", "kernel_name", "library_version", "counters_reason",
+    "distribution", "gemmlab_version", "git_commit", "python_version", "numpy_version", "cupy_version",
+    "experiment", "extra", "kind", "description", "tags", "defines",
+)
+ROW_KEY = ("run_id", "point_key")  # one point of one run: the same measurement wherever it is read
 
+
+def results_files(paths: Iterable[os.PathLike] | os.PathLike) -> List[Path]:
+    """The results files at ``paths`` (files, or folders searched recursively), each once; in a
+    folder, the files of job subfolders come before the folder's own (a sweep's merged file)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
+    paths = list(paths)
     files: List[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            files.extend(sorted(p.rglob(RESULTS_FILE)))
+            found = list(p.rglob(RESULTS_FILE))
+            # deeper first: a job's own file before the merged copy of its rows above it
+            files.extend(sorted(found, key=lambda f: (-len(f.relative_to(p).parts), str(f))))
         elif p.exists():
             files.append(p)
         else:
             raise FileNotFoundError(f"no results file or folder at {p}")
     if not files:
         raise FileNotFoundError(f"no {RESULTS_FILE} under {[str(p) for p in paths]}")
+    return list(dict.fromkeys(f.resolve() for f in files))
+
+
+def read_file(path: os.PathLike):
+    """One results file into pandas, identifiers as text (:data:`TEXT_COLUMNS`)."""
+    import pandas as pd
+
     # pandas < 3 parses floats up to ULPs off unless asked for round_trip (which churned generated
     # figures); pandas 3 parses exactly and deprecates the option.
     exact = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
-    frames = [pd.read_csv(f, dtype={"reason": "string", "extra": "string"}, keep_default_na=True, **exact)
-              for f in files]
+    header = pd.read_csv(path, nrows=0).columns
+    dtype = {c: "string" for c in TEXT_COLUMNS if c in header}
+    return pd.read_csv(path, dtype=dtype, keep_default_na=True, **exact)
+
+
+def read(paths: Iterable[os.PathLike] | os.PathLike):
+    """Load one or more results files (or folders holding them, searched recursively) into pandas.
+
+    Each row once: a sweep folder holds every job's ``results.csv`` and the merged copy of their
+    rows, and a tree may hold several sweeps and runs; rows with the same ``(run_id, point_key)``
+    are one measurement read twice and are kept once (the job's copy). Rows without those keys
+    (older files) are kept once when identical in every column. Identifiers and versions are text.
+    """
+    import pandas as pd
+
+    frames = [read_file(f) for f in results_files(paths)]
     df = pd.concat(frames, ignore_index=True)
     for c in COLUMN_NAMES:  # files written by older versions may lack a column
         if c not in df.columns:
-            df[c] = pd.NA
-    return df
+            df[c] = pd.Series(pd.NA, index=df.index, dtype="string" if c in TEXT_COLUMNS else object)
+    keyed = df[list(ROW_KEY)].notna().all(axis=1) & (df["run_id"] != "") & (df["point_key"] != "")
+    keyed = keyed.fillna(False).astype(bool)
+    once = ~(keyed & df.duplicated(list(ROW_KEY), keep="first"))
+    df = df[once]
+    unkeyed = ~keyed[once]
+    df = df[~(unkeyed & df.duplicated(keep="first"))]
+    return df.reset_index(drop=True)
 
 
 def merge(folders: Sequence[os.PathLike], out: os.PathLike) -> Optional[Path]:

@@ -1,10 +1,11 @@
 """CPU against GPU: time of an N x N x N product against N for the CPU BLAS and for the GPU, with
 and without host-device transfers of the operands (chapter 5.6-5.7, claims C12, C14d).
 
-Curves (each where the data has it):
+Curves (each where the data has it; every point is the best row at that N):
 - CPU BLAS: the fastest CPU GEMM variant.
-- GPU kernel: cuBLAS (the faster of cublas and cublaslt per run), or the fastest GPU variant
-  where the data has no cuBLAS row at that point.
+- GPU kernel (cuBLAS): the best standalone cuBLAS row (cublas or cublaslt) and nothing else; a
+  precision without any cuBLAS row gets a separate, separately labelled curve of the fastest GPU
+  variant instead.
 - GPU + transfers: the kernel plus the ``transfer`` rows' time for the same point (H2D of A and
   B, D2H of C), one curve per kind of host memory (pageable, pinned).
 - GPU end to end: the ``gemm_e2e`` probe, host arrays in and out, timed on the host clock.
@@ -20,43 +21,41 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from .. import data, style
-from .throughput import size_axis
+from .throughput import plot_by_size, size_axis
 
 PANEL_HEIGHT_IN = 1.5
-CPU_COLOR = style.BACKEND_COLORS["cpu_blas"]
-GPU_COLOR = style.BACKEND_COLORS["cublas"]
-E2E_COLOR = "#67001f"
+CPU_COLOR = style.variant_color("cpu_blas")
+GPU_COLOR = style.variant_color("cublas")
+FASTEST_COLOR = "#555555"  # the fastest GPU variant, where a precision has no cuBLAS row
+E2E_COLOR = style.variant_color("gemm_e2e_gpu")
 TRANSFER_MARKERS = ("s", "^", "v", "D")
+CROSSOVER_FLAT_LABELS = 11  # a full-column panel: labels stay flat up to this many
+CUBLAS, FASTEST = "cuBLAS", "fastest GPU variant"
 
 
 def cpu_times(ds: data.Dataset) -> pd.DataFrame:
-    """Fastest CPU variant per (precision, n): median time across runs, s."""
+    """Fastest CPU variant per (precision, n): its best row's median time, s."""
     rows = data.square(data.gemm(ds.cpu))
-    s = data.summarize_points(rows, ["precision", "n", "variant"])
-    if s.empty:
-        return s
-    return s.sort_values(["precision", "n", "time_s", "variant"]).groupby(["precision", "n"]).head(1)
+    return data.best_points(rows, ["precision", "n"])
 
 
 def gpu_times(ds: data.Dataset) -> pd.DataFrame:
-    """Per (precision, n): the kernel time (cuBLAS: median across runs of each run's faster
-    library; else the fastest GPU variant), ``source`` says which."""
+    """Per (precision, n): the kernel time, ``source`` says whose: cuBLAS (the best standalone
+    cuBLAS row, :func:`analysis.data.cublas_standalone`) at every N of a precision with cuBLAS
+    rows; the fastest GPU variant's best row for a precision without any."""
     rows = data.square(data.gemm(ds.gpu))
-    base = data.best_cublas(rows)
-    lib = base.groupby(["precision", "n"], sort=True)["cublas_time_s"].median().rename("time_s").reset_index()
-    lib["time_s"] = data.stable(lib["time_s"])
-    lib["source"] = "cuBLAS"
-    s = data.summarize_points(rows, ["precision", "n", "variant"])
-    if not s.empty:
-        fastest = s.sort_values(["precision", "n", "time_s", "variant"]).groupby(["precision", "n"]).head(1)
-        fastest = fastest[["precision", "n", "time_s"]].assign(source="fastest GPU variant")
-        have = set(zip(lib["precision"], lib["n"]))
-        fastest = fastest[[(p, n) not in have for p, n in zip(fastest["precision"], fastest["n"])]]
+    lib = data.cublas_standalone(rows).rename(columns={"cublas_time_s": "time_s"})
+    lib = lib[["precision", "n", "time_s"]].assign(source=CUBLAS)
+    fastest = data.best_points(rows, ["precision", "n"])
+    if not fastest.empty:
+        fastest = fastest[~fastest["precision"].isin(set(lib["precision"]))]
+        fastest = fastest[["precision", "n", "time_s"]].assign(source=FASTEST)
         lib = pd.concat([lib, fastest], ignore_index=True) if not lib.empty else fastest
     if lib.empty:
         return pd.DataFrame({"precision": pd.Series(dtype=object), "n": pd.Series(dtype="Int64"),
                              "time_s": pd.Series(dtype=float), "source": pd.Series(dtype=object)})
     lib["n"] = lib["n"].astype("Int64")
+    lib["time_s"] = data.stable(lib["time_s"].astype(float))
     return lib.sort_values(["precision", "n"]).reset_index(drop=True)
 
 
@@ -74,9 +73,9 @@ def with_transfers(ds: data.Dataset, gpu: pd.DataFrame) -> pd.DataFrame:
 
 
 def end_to_end(ds: data.Dataset) -> pd.DataFrame:
-    """The gemm_e2e probe per (precision, n): median time across runs, s."""
+    """The gemm_e2e probe per (precision, n): its best row's median time, s."""
     rows = data.square(ds.gpu[ds.gpu["op"] == data.GEMM_E2E])
-    return data.summarize_points(rows, ["precision", "n"])
+    return data.best_points(rows, ["precision", "n"])
 
 
 def crossover_n(cpu: pd.DataFrame, gpu: pd.Series) -> Tuple[Optional[int], bool]:
@@ -106,7 +105,8 @@ def _build(ds: data.Dataset) -> Figure:
     if not precisions:
         cpu_capable = data.configured_precisions("cpu")
         precisions = [p for p in data.precision_order(gpu["precision"]) if p in cpu_capable] or list(cpu_capable)
-    handles = _handles(memories, not e2e.empty)
+    fastest = bool((gpu.loc[gpu["precision"].isin(precisions), "source"] == FASTEST).any())
+    handles = _handles(memories, not e2e.empty, fastest)
     fig = style.figure(0.45 + PANEL_HEIGHT_IN * max(len(precisions), 1)
                        + style.legend_height([h.get_label() for h in handles]))
     axes = fig.subplots(max(len(precisions), 1), 1, squeeze=False)[:, 0]
@@ -124,9 +124,12 @@ def _build(ds: data.Dataset) -> Figure:
     return fig
 
 
-def _handles(memories: List[str], e2e: bool) -> List[Line2D]:
+def _handles(memories: List[str], e2e: bool, fastest: bool) -> List[Line2D]:
     handles = [Line2D([], [], marker="o", ms=2.5, color=CPU_COLOR, label="CPU BLAS"),
                Line2D([], [], marker="o", ms=2.5, color=GPU_COLOR, label="GPU kernel (cuBLAS)")]
+    if fastest:
+        handles.append(Line2D([], [], marker="o", ms=2.5, ls="-.", color=FASTEST_COLOR,
+                              label="GPU kernel (fastest variant; no cuBLAS row)"))
     for i, m in enumerate(memories):
         handles.append(Line2D([], [], marker=TRANSFER_MARKERS[i % len(TRANSFER_MARKERS)], ms=2.5, ls="--",
                               color=GPU_COLOR, label=f"GPU kernel + transfers ({m})"))
@@ -138,25 +141,28 @@ def _handles(memories: List[str], e2e: bool) -> List[Line2D]:
 def _panel(ax, p: str, c, g, moved, e2e, memories: List[str]) -> None:
     notes: List[str] = []
     if not c.empty:
-        ax.plot(c["n"].astype(float), c["time_s"], marker="o", ms=2.5, color=CPU_COLOR, gid=style.gid("cpu", p))
+        plot_by_size(ax, c["n"], c["time_s"], style.gid("cpu", p), marker="o", ms=2.5, color=CPU_COLOR)
     else:
         notes.append(f"no CPU BLAS rows at {p}")
-    if not g.empty:
-        ax.plot(g["n"].astype(float), g["time_s"], marker="o", ms=2.5, color=GPU_COLOR, gid=style.gid("gpu", p))
-        if (g["source"] != "cuBLAS").any():
-            notes.append("no cuBLAS row at some N: fastest GPU variant there")
-    else:
+    lib, fast = g[g["source"] == CUBLAS], g[g["source"] == FASTEST]
+    if not lib.empty:
+        plot_by_size(ax, lib["n"], lib["time_s"], style.gid("gpu", p), marker="o", ms=2.5, color=GPU_COLOR)
+    if not fast.empty:
+        plot_by_size(ax, fast["n"], fast["time_s"], style.gid("gpu-fastest", p), marker="o", ms=2.5, ls="-.",
+                     color=FASTEST_COLOR)
+        notes.append(f"no cuBLAS row at {p}: the fastest GPU variant instead")
+    if g.empty:
         notes.append(f"no GPU rows at {p}")
     for i, m in enumerate(memories):
         w = moved[moved["memory"] == m]
         if not w.empty:
-            ax.plot(w["n"].astype(float), w["time_s"], marker=TRANSFER_MARKERS[i % len(TRANSFER_MARKERS)], ms=2.5,
-                    ls="--", color=GPU_COLOR, gid=style.gid("gpu+transfers", p, m))
+            plot_by_size(ax, w["n"], w["time_s"], style.gid("gpu+transfers", p, m),
+                         marker=TRANSFER_MARKERS[i % len(TRANSFER_MARKERS)], ms=2.5, ls="--", color=GPU_COLOR)
     if moved.empty and not g.empty:
         notes.append("no transfer rows: GPU with transfers not drawn")
     if not e2e.empty:
-        ax.plot(e2e["n"].astype(float), e2e["time_s"], marker="D", ms=2.5, ls=":", color=E2E_COLOR,
-                gid=style.gid("gpu-e2e", p))
+        plot_by_size(ax, e2e["n"], e2e["time_s"], style.gid("gpu-e2e", p), marker="D", ms=2.5, ls=":",
+                     color=E2E_COLOR)
     # the crossover, against the most complete GPU curve there is
     if not e2e.empty:
         what, series = "GPU end to end", e2e.set_index("n")["time_s"]
@@ -173,7 +179,7 @@ def _panel(ax, p: str, c, g, moved, e2e, memories: List[str]) -> None:
                     gid=style.gid("crossover-label", p))
     style.log_axis(ax, "y", plain=False)
     sizes = list(c["n"] if not c.empty else []) + list(g["n"]) + list(e2e["n"] if not e2e.empty else [])
-    size_axis(ax, sizes)
+    size_axis(ax, sizes, max_flat=CROSSOVER_FLAT_LABELS)
     ax.set_title(p, loc="left")
     ax.set_ylabel("Time per product (s)")
     style.note(ax, notes, where="lower right")

@@ -85,7 +85,7 @@ def _build(ds: data.Dataset) -> Figure:
     gone = data.missing(rows["precision"], data.configured_precisions())
     if gone and not rows.empty:
         notes.append(f"no rows at {', '.join(gone)}")
-    style.note(ax, notes, where="lower right" if not rows.empty else "center")
+    style.note(ax, notes, where="upper right" if not rows.empty else "center")  # errors sit low
 
     style.legend_below(fig, handles)
     return fig

@@ -56,10 +56,12 @@ LEVEL_ROOFS_MISSING = "L2/L1 bandwidth not measured: no L2/L1 roof"
 
 # -- the numbers -------------------------------------------------------------------------------
 def points(ds: data.Dataset) -> pd.DataFrame:
-    """One line per kernel and shape with counters, on the primary GPU: medians across rows of
-    ``tflops``, ``intensity`` (algorithmic), ``intensity_model`` and bytes per level, and
-    ``intensity_<level>`` = flops / median bytes (inf where zero bytes were counted, NaN where the
-    level was not read)."""
+    """One line per kernel and shape with counters, on the primary GPU: one row's counters (the
+    point's counter row with the shortest median time, the first untimed one where none is
+    timed; bytes and throughput from one run, never medians pooled over runs): ``tflops``,
+    ``intensity`` (algorithmic), ``intensity_model`` and bytes per level, and
+    ``intensity_<level>`` = flops / bytes (inf where zero bytes were counted, NaN where the level
+    was not read)."""
     cols = POINT_KEYS + ["flops", "tflops", "intensity", "intensity_model"] + \
         [f"{k}_{lvl}" for lvl, _, _ in LEVELS for k in ("bytes", "intensity")]
     rows = ds.gpu
@@ -68,12 +70,12 @@ def points(ds: data.Dataset) -> pd.DataFrame:
                 & (rows["flops"] > 0)]
     if rows.empty:
         return pd.DataFrame({c: pd.Series(dtype=object if c in POINT_KEYS[:4] else "float64") for c in cols})
-    g = rows.groupby(POINT_KEYS, sort=True, dropna=False)
-    out = g.agg(flops=("flops", "first"), tflops=("tflops", "median"), intensity=("intensity", "first"),
-                intensity_model=("intensity_model", "first"),
-                **{c: (c, "median") for c in byte_cols}).reset_index()
+    rows = rows.assign(_t=rows["time_median_s"].where(rows["time_median_s"] > 0))
+    rows = rows.sort_values(POINT_KEYS + ["_t", "run_id"], kind="stable", na_position="last")
+    out = rows.groupby(POINT_KEYS, sort=True, dropna=False).head(1)
+    out = out[POINT_KEYS + ["flops", "tflops", "intensity", "intensity_model"] + byte_cols].reset_index(drop=True)
     # a counters row without its own timing: the point's throughput from the other rows
-    timed = data.summarize_points(ds.gpu[ds.gpu["tflops"] > 0], POINT_KEYS)
+    timed = data.best_points(ds.gpu[ds.gpu["tflops"] > 0], POINT_KEYS)
     if not timed.empty:
         other = out.merge(timed[POINT_KEYS + ["tflops"]], on=POINT_KEYS, how="left", suffixes=("", "_timed"))
         out["tflops"] = out["tflops"].where(out["tflops"] > 0, other["tflops_timed"].to_numpy())

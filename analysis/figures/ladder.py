@@ -1,5 +1,6 @@
-"""The ladder: TFLOP/s of each hand-written stage at one size, per precision, with the share of
-cuBLAS written at each bar, and CUTLASS and cuBLAS beside them (chapter 5.2-5.5, C3-C10).
+"""The ladder: TFLOP/s of each hand-written stage at one size, per precision (linear axis), with
+its share of cuBLAS written at each bar, both readings (timed interleaved with it / the best
+standalone cuBLAS row), and CUTLASS and cuBLAS beside them (chapter 5.2-5.5, C3-C10).
 """
 from __future__ import annotations
 
@@ -29,8 +30,7 @@ def _build(ds: data.Dataset, lad: ladder.Ladder) -> Figure:
     fig = style.figure(height)
     if not precisions:
         ax = fig.add_subplot()
-        ax.set_xscale("log")
-        ax.set_xlim(1e-3, 1e3)
+        ax.set_xlim(0, 1)
         ax.set_yticks([])
         ax.set_xlabel("Throughput (TFLOP/s)")
         style.note(ax, lad.notes.get("", []) + _missing(ds), where="center")
@@ -40,26 +40,36 @@ def _build(ds: data.Dataset, lad: ladder.Ladder) -> Figure:
     for i, (ax, p) in enumerate(zip(axes, precisions)):
         e = lad.entries[lad.entries["precision"] == p].reset_index(drop=True)
         ys = list(range(len(e)))[::-1]  # first rung on top
+        hi = float(e["tflops"].max())
         for y, (_, row) in zip(ys, e.iterrows()):
             color = style.variant_color(row["variant"], row["backend"])
             ax.barh(y, row["tflops"], height=0.7, color=color, gid=style.gid("bar", row["variant"], p))
-            pct = row["pct_of_cublas"]
-            text = "–" if pd.isna(pct) else f"{pct:.0f}%" if pct >= 10 else f"{pct:.1f}%"
-            ax.text(row["tflops"] * 1.06, y, text, va="center", ha="left", fontsize=5.5,
+            ax.text(row["tflops"] + 0.02 * hi, y, pct_text(row), va="center", ha="left", fontsize=5.5,
                     gid=style.gid("pct", row["variant"], p))
         ax.set_yticks(ys, [_label(r) for _, r in e.iterrows()])
-        ax.set_xscale("log")
-        lo, hi = e["tflops"].min(), e["tflops"].max()
-        ax.set_xlim(min(lo / 3, hi / 30), hi * 3.5)  # at least a decade and a half; room for the %
-        style.log_axis(ax, "x")
+        ax.set_xlim(0, hi * LABEL_ROOM)  # linear: bar lengths compare; room for the labels
         ax.set_ylim(-0.6, len(e) - 0.4)
         ax.grid(axis="y", visible=False)
         ax.set_title(f"{p}, N = {int(e['n'].iloc[0])}", loc="left")
         lines = lad.notes.get(p, []) + (lad.notes.get("", []) + _missing(ds) if i == 0 else [])
-        style.note(ax, lines, where="upper right")  # the first rungs, on top, are the short bars
+        style.note(ax, lines, where="lower right")  # the last rungs, at the bottom, are the long bars
     # across the figure: the axes are narrow beside long variant names
-    fig.supxlabel("Throughput (TFLOP/s); bar labels: % of cuBLAS", fontsize=7)
+    fig.supxlabel("Throughput (TFLOP/s)\nat each bar: % of the cuBLAS timed interleaved with it / "
+                  "% of the best\nstandalone cuBLAS row at that size", fontsize=6)
     return fig
+
+
+LABEL_ROOM = 1.45  # x range past the longest bar, for its "% / %" label
+
+
+def pct_text(row) -> str:
+    """``interleaved% / standalone%`` ("–" where one is missing; the cuBLAS bar: its 100 %)."""
+    def one(v):
+        return "–" if pd.isna(v) else f"{v:.0f}%" if v >= 10 else f"{v:.1f}%"
+
+    if row["group"] == ladder.GROUP_CUBLAS:
+        return one(row["pct_of_standalone"])
+    return f"{one(row['pct_of_cublas'])} / {one(row['pct_of_standalone'])}"
 
 
 def _missing(ds: data.Dataset):

@@ -1,0 +1,36 @@
+"""gemmlab.rows.read as analysis uses it: each row once for a run, a sweep or a tree of both, and
+identifiers (run ids, point keys, commits, hashes) as text."""
+from __future__ import annotations
+
+import pandas as pd
+
+from gemmlab import rows as result_rows
+
+
+def test_rows_read_returns_each_row_once_with_identifiers_as_text(tmp_path):
+    """gemmlab.rows.read on a run, a sweep and a tree of both: each (run_id, point_key) once, the
+    job's copy where a sweep's merged file repeats it, every job's rows where the merge kept fewer
+    (jobs whose points shared a key); hashes and commits stay text."""
+    def write(path, lines):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(lines).to_csv(path, index=False)
+
+    def line(run, key, t, commit="7080e82"):
+        return {"run_id": run, "point_key": key, "git_commit": commit, "status": "ok", "time_median_s": t,
+                "gpu_uuid": "GPU-0e8431a9", "variant": "cublas"}
+
+    sweep = tmp_path / "sweep"
+    jobs = {0: [line("r0", "0123", 1.0), line("r0", "1e5", 2.0)], 1: [line("r1", "0123", 3.0)]}
+    for j, rows in jobs.items():
+        write(sweep / str(j) / "results.csv", rows)
+    write(sweep / "results.csv", [line("r1", "0123", 3.0)])  # a merge that kept one job's copy of the key
+    write(tmp_path / "run" / "results.csv", [line("r2", "0123", 4.0, commit="12345e6")])
+    for path, expected in ((sweep, 3), (sweep / "results.csv", 1), (sweep / "0", 2), (tmp_path, 4)):
+        df = result_rows.read(path)
+        assert len(df) == expected, path
+        assert not df.duplicated(["run_id", "point_key"]).any()
+    df = result_rows.read(tmp_path)
+    assert set(df["git_commit"]) == {"7080e82", "12345e6"}  # not 7.08e+85, not 1.23e+10
+    assert set(df["point_key"]) == {"0123", "1e5"} and set(df["run_id"]) == {"r0", "r1", "r2"}
+    assert sorted(df["time_median_s"]) == [1.0, 2.0, 3.0, 4.0]  # numbers stay numbers
+    assert len(result_rows.read([sweep, sweep / "0" / "results.csv"])) == 3  # a file given twice: once
