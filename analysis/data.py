@@ -63,6 +63,10 @@ TEXT_COLUMNS = ("run_id", "device", "backend", "variant", "precision", "op", "st
 FLAG_COLUMNS = ("reliable", "contended")  # true / false / missing (rows written before them)
 CUPTI_TIMER = "cupti_kernel"
 EXACT_INPUTS = "exact"  # measure.distribution=exact: small-integer inputs, for the check
+# A timed row is evidence only with at least this many samples, whatever its run's own stopping
+# rule asked: a run with measure=quick (3 samples, max_noise 100%, the correctness sweep's setting)
+# judges its rows reliable by that lax rule. The default timing takes at least 10.
+EVIDENCE_MIN_SAMPLES = 10
 
 
 # -- reading ---------------------------------------------------------------------------------
@@ -167,7 +171,14 @@ def evidence_mask(df: pd.DataFrame) -> pd.Series:
     cuBLAS FP16 ran 12 % faster on them on the H200)."""
     reliable = _flags(df, "reliable").fillna(True).astype(bool)
     contended = _flags(df, "contended").fillna(False).astype(bool)
-    return measured_mask(df) & reliable & ~contended & (_text(df, "distribution") != EXACT_INPUTS)
+    return (measured_mask(df) & reliable & ~contended & (_text(df, "distribution") != EXACT_INPUTS)
+            & ~_few_samples(df))
+
+
+def _few_samples(df: pd.DataFrame) -> pd.Series:
+    """Timed rows with fewer than EVIDENCE_MIN_SAMPLES samples (untimed rows are not few)."""
+    n = pd.to_numeric(df["samples"], errors="coerce") if "samples" in df else pd.Series(float("nan"), index=df.index)
+    return n.notna() & (n < EVIDENCE_MIN_SAMPLES)
 
 
 def measured(df: pd.DataFrame) -> pd.DataFrame:
@@ -185,7 +196,8 @@ ok = evidence  # the name earlier callers used
 
 def not_evidence_reasons(df: pd.DataFrame) -> pd.Series:
     """Per row, why a measured row is not evidence: "CUPTI-timed", "exact inputs", "contended",
-    "unreliable (<unreliable_reason>)"; "" for evidence rows and rows that measured nothing."""
+    "fewer than 10 samples", "unreliable (<unreliable_reason>)"; "" for evidence rows and rows that
+    measured nothing."""
     out = pd.Series("", index=df.index, dtype=object)
     ok_ = _text(df, "status") == "ok"
     cupti = ok_ & (_text(df, "timer") == CUPTI_TIMER)
@@ -193,6 +205,8 @@ def not_evidence_reasons(df: pd.DataFrame) -> pd.Series:
     unreliable = ok_ & ~cupti & ~contended & ~_flags(df, "reliable").fillna(True).astype(bool)
     why = _text(df, "unreliable_reason").str.strip()
     exact = ok_ & ~cupti & (_text(df, "distribution") == EXACT_INPUTS)
+    few = ok_ & ~cupti & ~exact & _few_samples(df)
+    out[few] = f"fewer than {EVIDENCE_MIN_SAMPLES} samples"
     out[cupti] = "CUPTI-timed"
     out[exact] = "exact inputs"
     out[contended] = "contended"

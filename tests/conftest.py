@@ -74,3 +74,27 @@ def run_points(cfg, out_dir: Path):
 @pytest.fixture
 def run_cfg():
     return run_points
+
+
+# -- the evidence rule, written again in plain pandas (independent of analysis/data.py) -----------
+def flags(df, column: str, missing: bool):
+    """A true/false column as plain pandas reads it; missing values are ``missing``."""
+    import pandas as pd
+
+    if column not in df.columns:
+        return pd.Series(missing, index=df.index)
+    text = df[column].astype(str).str.strip().str.lower()
+    return text.isin(["true", "1", "1.0"]) | (~text.isin(["false", "0", "0.0"]) & missing)
+
+
+def evidence(df):
+    """The rows that count, in plain pandas: ok, not CUPTI-timed, reliable not false, contended
+    not true (rows written before those columns lack them), inputs not the exact integers, and a
+    timed row has at least 10 samples."""
+    import pandas as pd
+
+    timer = df["timer"].astype(str) if "timer" in df.columns else pd.Series("", index=df.index)
+    exact = df["distribution"].astype(str) == "exact" if "distribution" in df.columns else False
+    samples = pd.to_numeric(df["samples"], errors="coerce") if "samples" in df.columns else pd.Series(float("nan"), index=df.index)
+    return df[(df["status"] == "ok") & (timer != "cupti_kernel") & flags(df, "reliable", True)
+              & ~flags(df, "contended", False) & ~exact & ~(samples < 10)]

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import ROOT, compose_cfg, run_points
+from conftest import ROOT, compose_cfg, evidence, flags, run_points
 
 from analysis import data, paper, style, tables
 from analysis.figures import hierarchical_roofline
@@ -37,8 +37,8 @@ def cpu_results(tmp_path_factory) -> Path:
     """A real CPU BLAS run at tiny sizes (fp32, fp64), made by the harness here."""
     tmp = tmp_path_factory.mktemp("cpu_run")
     cfg = compose_cfg(["variant=cpu_blas", "precision=[fp32,fp64]", "sizes=smoke", CPU_SIZES,
-                       "measure=quick", "run.progress=false"], tmp)
-    _, rows = run_points(cfg, tmp / "run")
+                       "measure=quick", "measure.min_samples=10", "run.progress=false"], tmp)
+    _, rows = run_points(cfg, tmp / "run")  # 10 samples: what the evidence rule asks of a row
     assert rows and all(r["status"] == "ok" for r in rows)
     return tmp / "run" / "results.csv"
 
@@ -67,23 +67,6 @@ def raw(path) -> pd.DataFrame:
     df = pd.concat([pd.read_csv(f, dtype={"run_id": str, "point_key": str}) for f in files], ignore_index=True)
     keyed = df["run_id"].notna() & df["point_key"].notna()
     return pd.concat([df[keyed].drop_duplicates(["run_id", "point_key"]), df[~keyed]], ignore_index=True)
-
-
-def flags(df: pd.DataFrame, column: str, missing: bool) -> pd.Series:
-    """A true/false column as plain pandas reads it; missing values are ``missing``."""
-    if column not in df.columns:
-        return pd.Series(missing, index=df.index)
-    text = df[column].astype(str).str.strip().str.lower()
-    return text.isin(["true", "1", "1.0"]) | (~text.isin(["false", "0", "0.0"]) & missing)
-
-
-def evidence(df: pd.DataFrame) -> pd.DataFrame:
-    """The rows that count, in plain pandas: ok, not CUPTI-timed, reliable not false, contended
-    not true (rows written before those columns lack them), inputs not the exact integers."""
-    timer = df["timer"].astype(str) if "timer" in df.columns else pd.Series("", index=df.index)
-    exact = df["distribution"].astype(str) == "exact" if "distribution" in df.columns else False
-    return df[(df["status"] == "ok") & (timer != "cupti_kernel") & flags(df, "reliable", True)
-              & ~flags(df, "contended", False) & ~exact]
 
 
 def measured(df: pd.DataFrame) -> pd.DataFrame:
@@ -565,10 +548,10 @@ def test_roof_labels_are_spread_apart():
 
 # -- the hierarchical roofline: measured bytes per memory level ---------------------------------
 def with_counters(name):
-    """Reference datasets that hold rows with hardware counters."""
+    """Reference datasets that hold rows with hardware counters among the rows that count."""
     if name is None:
         return False
-    df = raw(_reference(name))
+    df = evidence(raw(_reference(name)))
     return any(c in df.columns and df[c].notna().any() for c in ("bytes_dram", "bytes_l2", "bytes_l1"))
 
 
@@ -596,8 +579,7 @@ def test_hierarchical_roofline_reference(name, tmp_path):
     """The H200 rows with counters: every kernel at its three levels, same bytes on a rerun, and
     the same dataset with the counter columns emptied still yields the figure, with the note."""
     path = _reference(name)
-    okr = raw(path)
-    okr = okr[okr["status"] == "ok"].copy()
+    okr = evidence(raw(path)).copy()  # the figure draws the rows that count
     okr["gpu"] = ~okr["backend"].isin(["cpu_blas", "cpu_probe"])
     c = counter_rows(okr)
     assert not c.empty

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf, open_dict
 
-from conftest import ROOT, compose_cfg, run_points
+from conftest import ROOT, compose_cfg, evidence, flags, run_points
 
 from analysis import claims, data
 from analysis.figures import FIGURES
@@ -265,22 +265,6 @@ def test_host_facts_name_cores_and_clock():
 
 
 # -- the reference datasets ---------------------------------------------------------------------
-def flags(df: pd.DataFrame, column: str, missing: bool) -> pd.Series:
-    if column not in df.columns:
-        return pd.Series(missing, index=df.index)
-    text = df[column].astype(str).str.strip().str.lower()
-    return text.isin(["true", "1", "1.0"]) | (~text.isin(["false", "0", "0.0"]) & missing)
-
-
-def evidence(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows that count, in plain pandas: ok, not CUPTI-timed, reliable not false, contended not true,
-    inputs not the exact integers."""
-    timer = df["timer"].astype(str) if "timer" in df.columns else pd.Series("", index=df.index)
-    exact = df["distribution"].astype(str) == "exact" if "distribution" in df.columns else False
-    return df[(df["status"] == "ok") & (timer != "cupti_kernel") & flags(df, "reliable", True)
-              & ~flags(df, "contended", False) & ~exact]
-
-
 def _gpu_gemm_peaks(df: pd.DataFrame) -> dict:
     """Best GEMM TFLOP/s per precision on the GPU with the most measured rows, over the rows that
     count (plain pandas)."""

@@ -13,7 +13,8 @@ from conftest import ROOT, compose_cfg, run_points
 
 from gemmlab.backends import nvcc
 from gemmlab.backends.probes import gpu as gpu_probe
-from gemmlab.config import Backend, load_variant, variant_files
+from gemmlab.config import Backend, load_variant
+from gemmlab.variants import files as variant_files
 from gemmlab.points import expand
 
 EXPERIMENTS = sorted(p.stem for p in (ROOT / "experiments").glob("claims_*.yaml"))

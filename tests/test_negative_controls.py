@@ -30,7 +30,7 @@ from omegaconf import OmegaConf
 from test_cuda_kernels import NEEDS_GXX, _inputs, emulate, emulator
 
 from gemmlab.backends.cuda_kernels import build_for
-from gemmlab.config import variant_files
+from gemmlab.variants import files as variant_files
 from gemmlab.measure import check
 from gemmlab.points import expand
 
