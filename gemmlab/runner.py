@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from omegaconf import DictConfig, OmegaConf
 
-from gemmlab import env
+from gemmlab import env, variants
 from gemmlab.backends.base import Backend, backend_class
 from gemmlab.config import load_variant
 from gemmlab.measure import validity
@@ -23,9 +23,6 @@ from gemmlab.sweep.locks import BusyError, lock_folder
 
 log = logging.getLogger("gemmlab")
 LIBRARY_BACKENDS = ("cublas", "cublaslt")  # their points get no baseline: they are the baseline
-# a CUTLASS variant's kernel parameters, as its rows' `defines` record them
-CUTLASS_PARAMS = ("opclass", "tile", "cluster", "stages", "kernel_schedule", "epilogue_schedule", "tile_scheduler",
-                  "swizzle", "raster_order", "layout_a", "layout_b", "search")
 RUN_LOCK = ".gemmlab-run.lock"  # one run at a time per results folder
 
 
@@ -241,17 +238,9 @@ class Runner:
 
 
 def variant_fields(pt: Point) -> Dict[str, Any]:
-    """What the variant is, written into its rows at measure time: the backend's kind, the YAML's
-    stage, description and tags, and the kernel parameters it was built with."""
-    v = pt.variant_cfg
-    defines: Dict[str, Any] = {}
-    if v.get("cuda") is not None:
-        defines = dict(OmegaConf.to_container(v.cuda.defines, resolve=True))
-    elif v.get("cutlass") is not None:
-        c = OmegaConf.to_container(v.cutlass, resolve=True, enum_to_str=True)
-        defines = {k: c[k] for k in CUTLASS_PARAMS if c.get(k) not in (None, [], "auto")}
-    return {"kind": backend_class(pt.backend).kind, "stage": v.get("stage"), "description": v.get("description"),
-            "tags": list(v.get("tags") or []), "defines": defines or None}
+    """What the variant is, written into its rows at measure time (:func:`gemmlab.variants.row_fields`)."""
+    node = OmegaConf.to_container(pt.variant_cfg, resolve=True, enum_to_str=True)
+    return variants.row_fields(node, backend_class(pt.backend).kind)
 
 
 def _say(text: str) -> None:

@@ -2,8 +2,8 @@
 each variant is.
 
 - ``files()``: every variant's YAML, by name.
-- ``info(name)``: its backend, stage on the chapter's ladder, description, tags and whether the
-  default sweep runs it, as its YAML says today. Rows carry these at measure time (``stage``,
+- ``info(name)``: its backend (and the backend's kind), stage on the chapter's ladder,
+  description, tags, precisions and whether the default sweep runs it, as its YAML says today. Rows carry these at measure time (``stage``,
   ``description``, ``tags``, ``kind``, ``defines``), so analysis reads the rows, never this folder.
 - ``sets()``: the computed options of the ``variant`` config group: ``default`` (every variant with
   ``in_default_sweep: true``), ``all``, and one ``tag_<tag>`` per tag
@@ -33,6 +33,12 @@ class VariantInfo:
     tags: Tuple[str, ...]
     in_default_sweep: bool
     path: Path
+    precisions: Tuple[str, ...] = ()
+    probe: Optional[str] = None  # probe.kind of a probe variant (not a GEMM), else None
+
+    @property
+    def kind(self) -> str:
+        return backend_kind(self.backend)
 
 
 def files(folder: Path = VARIANT_DIR) -> Dict[str, Path]:
@@ -46,7 +52,21 @@ def _read(path: Path) -> VariantInfo:
     return VariantInfo(name=path.stem, backend=str(node.get("backend", "")),
                        stage=None if stage is None else int(stage), description=str(node.get("description", "")),
                        tags=tuple(str(t) for t in (node.get("tags") or [])),
-                       in_default_sweep=bool(node.get("in_default_sweep", True)), path=path)
+                       in_default_sweep=bool(node.get("in_default_sweep", True)), path=path,
+                       precisions=tuple(str(p) for p in (node.get("precisions") or [])),
+                       probe=None if node.get("probe") is None else str(node.probe.get("kind")))
+
+
+@functools.lru_cache(maxsize=None)
+def backend_kind(backend: str) -> str:
+    """cpu or gpu: which executor runs ``backend`` (its class says; unknown names count as GPU
+    unless they start with "cpu")."""
+    from gemmlab.backends.base import backend_class  # lazy: the backends import their toolkits
+
+    try:
+        return backend_class(backend).kind
+    except Exception:  # a backend this checkout does not know (rows from a newer harness)
+        return "cpu" if backend.startswith("cpu") else "gpu"
 
 
 def info(name: str, folder: Path = VARIANT_DIR) -> VariantInfo:
@@ -73,3 +93,23 @@ def sets(folder: Path = VARIANT_DIR) -> Dict[str, List[str]]:
     for tag in sorted({t for v in every for t in v.tags}):
         out[TAG_PREFIX + tag] = [v.name for v in ladder_order if tag in v.tags]
     return out
+
+
+# a CUTLASS variant's kernel parameters, as its rows' `defines` record them
+CUTLASS_PARAMS = ("opclass", "tile", "cluster", "stages", "kernel_schedule", "epilogue_schedule", "tile_scheduler",
+                  "swizzle", "raster_order", "layout_a", "layout_b", "search")
+
+
+def row_fields(variant: dict, kind: str) -> Dict[str, object]:
+    """What a variant is, as its rows record it at measure time: the backend's ``kind``, the YAML's
+    ``stage``, ``description`` and ``tags``, and ``defines`` (the cuda defines, or CUTLASS's tile,
+    cluster and schedules). ``variant`` is the variant's YAML as a plain dict, resolved."""
+    defines: dict = {}
+    if isinstance(variant.get("cuda"), dict):
+        defines = dict(variant["cuda"].get("defines") or {})
+    elif isinstance(variant.get("cutlass"), dict):
+        c = variant["cutlass"]
+        defines = {k: c[k] for k in CUTLASS_PARAMS if c.get(k) not in (None, [], "auto")}
+    return {"kind": kind, "stage": variant.get("stage"), "description": variant.get("description"),
+            "tags": list(variant.get("tags") or []), "defines": defines or None}
+
