@@ -1,7 +1,7 @@
 """Result rows in, the quantities every figure and table shares out.
 
-The helpers here are the one place that decides which rows are evidence (:func:`evidence`: ok,
-event-timed, reliable, not contended), what "cuBLAS" means for a point (the faster of the
+Which rows count is :mod:`analysis.read`'s (re-exported here, so callers need one module); the
+helpers here decide what "cuBLAS" means for a point (the faster of the
 ``cublas`` and ``cublaslt`` backends: timed interleaved with the point, or the best standalone
 row at that size), which device config holds a device's datasheet ceilings, and what the
 measured ceilings are (the best GEMM row per precision; bandwidth from the ``copy`` probe). The
@@ -23,333 +23,22 @@ from __future__ import annotations
 import functools
 import json
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import List, Mapping, Optional, Sequence, Tuple
 
 import pandas as pd
-from omegaconf import OmegaConf
 
-from gemmlab import rows as result_rows
-from gemmlab.config import CONF_DIR
-
-GEMM, COPY, TRANSFER, GEMM_E2E = "gemm", "copy", "transfer", "gemm_e2e"
-# Ops whose TFLOP/s is a kernel's throughput at a known intensity: the roofline's points and the
-# measured peaks. Other probes (copy, transfer, gemm_e2e with its transfers, first_run, the
-# shared-memory and pitfall probes) measure something else.
-THROUGHPUT_OPS = (GEMM, "gemv", "vecadd")
-CUBLAS_BACKENDS = ("cublas", "cublaslt")  # "cuBLAS" of a point = the faster of these in its run
-HANDWRITTEN_BACKEND = "cuda"  # the ladder's stages
-CUTLASS_BACKEND = "cutlass"
-# The usual order of precisions, widest first; names not listed follow alphabetically.
-PRECISION_ORDER = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8")
-# Backends in the order figures list them: the CPU baseline, the ladder, then the libraries.
-BACKEND_ORDER = ("cpu_blas", "cuda", "cutlass", "cublas", "cublaslt", "cpu_probe", "gpu_probe")
-# Device config used when no config's name matches the rows' device (the project's GPU).
-FALLBACK_DEVICE_CONFIG = {"gpu": "h200", "cpu": "cpu"}
-
-POINT_KEYS = ["run_id", "precision", "m", "n", "k"]  # one GEMM problem within one run
-NUMERIC_COLUMNS = (
-    "flops", "bytes_min", "intensity", "intensity_model", "time_median_s", "time_p20_s",
-    "time_p80_s", "time_min_s", "samples", "noise", "tflops", "rel_error", "max_abs_error",
-    "tolerance", "baseline_time_median_s", "baseline_tflops", "pct_of_baseline",
-    "sm_clock_min_mhz", "sm_clock_max_mhz", "power_w", "temperature_c",
-    "bytes_dram", "bytes_l2", "bytes_l1", "intensity_dram", "intensity_l2", "intensity_l1",
-)
-SHAPE_COLUMNS = ("m", "n", "k")
-TEXT_COLUMNS = ("run_id", "device", "backend", "variant", "precision", "op", "status", "reason",
-                "in_dtype", "out_dtype", "compute", "extra", "timer", "unreliable_reason")
-FLAG_COLUMNS = ("reliable", "contended")  # true / false / missing (rows written before them)
-CUPTI_TIMER = "cupti_kernel"
-EXACT_INPUTS = "exact"  # measure.distribution=exact: small-integer inputs, for the check
-# A timed row is evidence only with at least this many samples, whatever its run's own stopping
-# rule asked: a run with measure=quick (3 samples, max_noise 100%, the correctness sweep's setting)
-# judges its rows reliable by that lax rule. The default timing takes at least 10.
-EVIDENCE_MIN_SAMPLES = 10
-
-
-# -- reading ---------------------------------------------------------------------------------
-STABLE_DIGITS = 12
-
-
-def stable(x):
-    """``x`` rounded to 12 significant digits (a float or a Series).
-
-    CSV parsers and median implementations differ in the last bit between library versions;
-    rounding every number a figure draws keeps the files byte-identical across them.
-    """
-    import numpy as np
-
-    def one(v):
-        return v if v is None or pd.isna(v) or not np.isfinite(v) else float(f"{v:.{STABLE_DIGITS}g}")
-
-    if isinstance(x, pd.Series):
-        return x.astype("float64").map(one).astype("float64")
-    return one(x)
-
-def load(paths: Iterable[os.PathLike] | os.PathLike) -> pd.DataFrame:
-    """Every row of the results files at ``paths`` (files or folders), each once
-    (:func:`gemmlab.rows.read`), with typed columns.
-
-    ``kind`` (cpu | gpu), ``stage`` and ``description`` are the row's own (what the variant was
-    when measured); rows written before those columns take them from the backend and the
-    variant's config (``conf/variant/<variant>.yaml``).
-    """
-    return normalize(result_rows.read(paths))
-
-
-def flag(values: pd.Series) -> pd.Series:
-    """A true/false column as written (``true``, ``false``, ``1``, ``0``, booleans) as a nullable
-    boolean; anything else (empty, a row written before the column existed) is missing."""
-    def one(v):
-        if isinstance(v, bool):
-            return v
-        if v is None or (not isinstance(v, str) and pd.isna(v)):
-            return pd.NA
-        text = str(v).strip().lower()
-        return True if text in ("true", "1", "1.0", "yes") else False if text in ("false", "0", "0.0", "no") \
-            else pd.NA
-    return pd.Series([one(v) for v in values], index=values.index, dtype="boolean")
-
-
-def normalize(df: pd.DataFrame) -> pd.DataFrame:
-    """Typed columns and the derived ``kind``, ``stage``, ``description`` (see :func:`load`)."""
-    df = df.copy()
-    for c in result_rows.COLUMN_NAMES:
-        if c not in df.columns:
-            df[c] = pd.NA
-    for c in NUMERIC_COLUMNS:
-        df[c] = stable(pd.to_numeric(df[c], errors="coerce").astype("float64"))
-    for c in SHAPE_COLUMNS:
-        df[c] = pd.to_numeric(df[c], errors="coerce").astype("Int64")
-    for c in TEXT_COLUMNS:
-        df[c] = df[c].astype(object).where(df[c].notna(), "").astype(str)
-    for c in FLAG_COLUMNS:
-        df[c] = flag(df[c])
-    df.loc[df["op"] == "", "op"] = GEMM  # rows written before the op column existed
-    # what a variant was when measured: the row's own kind, stage and description; rows written
-    # before those columns existed take them from the variant's config
-    kind = df["kind"].astype(object).where(df["kind"].notna(), "").astype(str).str.strip()
-    df["kind"] = [k if k in ("cpu", "gpu") else backend_kind(b) for k, b in zip(kind, df["backend"])]
-    stage = pd.to_numeric(df["stage"], errors="coerce")
-    df["stage"] = pd.array([int(s) if pd.notna(s) else variant_info(v).stage for s, v in zip(stage, df["variant"])],
-                           dtype="Int64")
-    desc = df["description"].astype(object).where(df["description"].notna(), "").astype(str)
-    df["description"] = [d if d.strip() else variant_info(v).description for d, v in zip(desc, df["variant"])]
-    return df.reset_index(drop=True)
-
-
-# -- which rows are evidence -------------------------------------------------------------------
-def _text(df: pd.DataFrame, column: str) -> pd.Series:
-    if column not in df.columns:
-        return pd.Series("", index=df.index)
-    return df[column].astype(object).where(df[column].notna(), "").astype(str)
-
-
-def _flags(df: pd.DataFrame, column: str) -> pd.Series:
-    if column not in df.columns:
-        return pd.Series(pd.NA, index=df.index, dtype="boolean")
-    c = df[column]
-    return c if str(c.dtype) == "boolean" else flag(c)
-
-
-def measured_mask(df: pd.DataFrame) -> pd.Series:
-    """Rows that measured something the figures may draw: ``status == ok``, timed between CUDA
-    events (or on the host). Rows timed by CUPTI's kernel spans (``measure.timer=cupti``) leave
-    out the front end's start-up (about 3.5 us a call on the H200), a different quantity that
-    is never mixed with the rest."""
-    return (_text(df, "status") == "ok") & (_text(df, "timer") != CUPTI_TIMER)
-
-
-def evidence_mask(df: pd.DataFrame) -> pd.Series:
-    """The rows a verdict, a table, a peak or a best may use: measured (:func:`measured_mask`),
-    ``reliable`` not false (its stopping rule was met, no clock drift; rows written before the
-    column existed lack it and count), ``contended`` not true (no other process on the GPU), and
-    inputs drawn as the chapter's data are (``distribution`` not ``exact``: small integers are a
-    correctness tool; they toggle fewer bits, draw less power and let the clock stay up, so
-    cuBLAS FP16 ran 12 % faster on them on the H200)."""
-    reliable = _flags(df, "reliable").fillna(True).astype(bool)
-    contended = _flags(df, "contended").fillna(False).astype(bool)
-    return (measured_mask(df) & reliable & ~contended & (_text(df, "distribution") != EXACT_INPUTS)
-            & ~_few_samples(df))
-
-
-def _few_samples(df: pd.DataFrame) -> pd.Series:
-    """Timed rows with fewer than EVIDENCE_MIN_SAMPLES samples (untimed rows are not few)."""
-    n = pd.to_numeric(df["samples"], errors="coerce") if "samples" in df else pd.Series(float("nan"), index=df.index)
-    return n.notna() & (n < EVIDENCE_MIN_SAMPLES)
-
-
-def measured(df: pd.DataFrame) -> pd.DataFrame:
-    return df[measured_mask(df)]
-
-
-def evidence(df: pd.DataFrame) -> pd.DataFrame:
-    """The measurements that count (see :func:`evidence_mask`); failed and skipped rows measured
-    nothing."""
-    return df[evidence_mask(df)]
-
-
-ok = evidence  # the name earlier callers used
-
-
-def not_evidence_reasons(df: pd.DataFrame) -> pd.Series:
-    """Per row, why a measured row is not evidence: "CUPTI-timed", "exact inputs", "contended",
-    "fewer than 10 samples", "unreliable (<unreliable_reason>)"; "" for evidence rows and rows that
-    measured nothing."""
-    out = pd.Series("", index=df.index, dtype=object)
-    ok_ = _text(df, "status") == "ok"
-    cupti = ok_ & (_text(df, "timer") == CUPTI_TIMER)
-    contended = ok_ & ~cupti & _flags(df, "contended").fillna(False).astype(bool)
-    unreliable = ok_ & ~cupti & ~contended & ~_flags(df, "reliable").fillna(True).astype(bool)
-    why = _text(df, "unreliable_reason").str.strip()
-    exact = ok_ & ~cupti & (_text(df, "distribution") == EXACT_INPUTS)
-    few = ok_ & ~cupti & ~exact & _few_samples(df)
-    out[few] = f"fewer than {EVIDENCE_MIN_SAMPLES} samples"
-    out[cupti] = "CUPTI-timed"
-    out[exact] = "exact inputs"
-    out[contended] = "contended"
-    out[unreliable] = ["unreliable" + (f" ({w})" if w and w != "nan" else "") for w in why[unreliable]]
-    return out
-
-
-def gemm(df: pd.DataFrame) -> pd.DataFrame:
-    return df[df["op"] == GEMM]
-
-
-def square(df: pd.DataFrame) -> pd.DataFrame:
-    return df[(df["m"] == df["n"]) & (df["n"] == df["k"])]
-
-
-# -- names, order, configs -------------------------------------------------------------------
-@functools.lru_cache(maxsize=None)
-def backend_kind(backend: str) -> str:
-    """cpu or gpu: which executor runs ``backend`` (its class says; unknown names count as GPU)."""
-    from gemmlab.backends.base import backend_class
-
-    try:
-        return backend_class(backend).kind
-    except Exception:  # a backend this checkout does not know (rows from a newer harness)
-        return "cpu" if backend.startswith("cpu") else "gpu"
-
-
-@dataclass(frozen=True)
-class VariantInfo:
-    name: str
-    backend: str = ""
-    stage: Optional[int] = None
-    description: str = ""
-    probe: Optional[str] = None  # probe.kind of a probe variant (not a GEMM), else None
-
-
-@functools.lru_cache(maxsize=None)
-def variant_info(name: str) -> VariantInfo:
-    """Stage and description from ``conf/variant/<name>.yaml`` (empty when there is none)."""
-    path = CONF_DIR / "variant" / f"{name}.yaml"
-    if not name or not path.exists():
-        return VariantInfo(name)
-    node = OmegaConf.load(path)
-    stage = node.get("stage")
-    probe = node.get("probe")
-    return VariantInfo(name, str(node.get("backend") or ""),
-                       None if stage is None else int(stage), str(node.get("description") or ""),
-                       None if probe is None else str(probe.get("kind")))
-
-
-def _ordered(names: Iterable[str], order: Sequence[str]) -> List[str]:
-    names = sorted({n for n in names if n})
-    rank = {n: i for i, n in enumerate(order)}
-    return sorted(names, key=lambda n: (rank.get(n, len(order)), n))
-
-
-def precision_order(names: Iterable[str]) -> List[str]:
-    return _ordered(names, PRECISION_ORDER)
-
-
-def backend_order(names: Iterable[str]) -> List[str]:
-    return _ordered(names, BACKEND_ORDER)
-
-
-def variant_order(df: pd.DataFrame) -> List[str]:
-    """Variants of ``df`` by backend, then stage, then name: the order of every legend."""
-    pairs = df[["backend", "variant"]].drop_duplicates()
-    b_rank = {b: i for i, b in enumerate(backend_order(pairs["backend"]))}
-
-    def key(p):
-        stage = variant_info(p[1]).stage
-        return (b_rank.get(p[0], len(b_rank)), stage if stage is not None else 1 << 30, p[1])
-
-    return list(dict.fromkeys(v for _, v in sorted(map(tuple, pairs.to_numpy()), key=key)))
-
-
-@functools.lru_cache(maxsize=None)
-def configured_backends() -> Tuple[str, ...]:
-    """Backends of the GEMM variants in ``conf/variant`` (probes left out): the backends a
-    complete dataset of GEMM rows covers."""
-    infos = [variant_info(p.stem) for p in (CONF_DIR / "variant").glob("*.yaml")]
-    return tuple(backend_order(i.backend for i in infos if i.probe is None))
-
-
-@functools.lru_cache(maxsize=None)
-def configured_precisions(kind: Optional[str] = None) -> Tuple[str, ...]:
-    """Precisions (``conf/precision``) that some variant (of backends of ``kind``, if given)
-    supports: what a complete dataset covers."""
-    supported = set()
-    for p in (CONF_DIR / "variant").glob("*.yaml"):
-        info = variant_info(p.stem)
-        if info.probe is not None or (kind is not None and backend_kind(info.backend) != kind):
-            continue
-        supported.update(str(x) for x in OmegaConf.load(p).get("precisions", []))
-    have = {p.stem for p in (CONF_DIR / "precision").glob("*.yaml")}
-    return tuple(precision_order(have & supported))
-
-
-def missing(present: Iterable[str], expected: Iterable[str]) -> List[str]:
-    present = set(present)
-    return [e for e in expected if e not in present]
-
-
-@dataclass(frozen=True)
-class DeviceConfig:
-    stem: str  # conf/device/<stem>.yaml
-    name: str
-    kind: str
-    memory_bandwidth_gbs: float
-    peak_tflops: Mapping[str, float]
-    source: str
-
-
-@functools.lru_cache(maxsize=None)
-def device_configs() -> Tuple[DeviceConfig, ...]:
-    out = []
-    for path in sorted((CONF_DIR / "device").glob("*.yaml")):
-        node = OmegaConf.load(path)
-        out.append(DeviceConfig(path.stem, str(node.name), str(node.get("kind", "gpu")),
-                                float(node.memory_bandwidth_gbs),
-                                {str(k): float(v) for k, v in node.get("peak_tflops", {}).items()},
-                                str(node.get("source", ""))))
-    return tuple(out)
-
-
-def match_device_config(device: Optional[str], kind: str) -> Tuple[DeviceConfig, bool]:
-    """The config whose ``name`` matches ``device`` (exact, contained, or its file stem as a
-    word of the device name), else the fallback for ``kind``; and whether it matched."""
-    configs = [c for c in device_configs() if c.kind == kind] or list(device_configs())
-    if device:
-        d = device.lower()
-        for test in (lambda c: c.name.lower() == d,
-                     lambda c: c.name.lower() in d or d in c.name.lower(),
-                     # a stem that is the kind itself (conf/device/cpu.yaml, a generic CPU) names no
-                     # model: "Intel(R) Core(TM) i7 CPU" is not that config's machine
-                     lambda c: c.stem.lower() != c.kind and
-                     re.search(rf"\b{re.escape(c.stem.lower())}\b", d) is not None):
-            for c in configs:
-                if test(c):
-                    return c, True
-    by_stem = {c.stem: c for c in device_configs()}
-    fallback = by_stem.get(FALLBACK_DEVICE_CONFIG.get(kind, "h200")) or configs[0]
-    return fallback, False
+from gemmlab import devices
+from gemmlab.devices import DeviceConfig
+from analysis.read import *  # noqa: F401,F403  (the reading and evidence rules, one namespace for callers)
+from analysis.read import (COPY, CUBLAS_BACKENDS, GEMM, POINT_KEYS, SHAPE_COLUMNS, TRANSFER, evidence, gemm,
+                           measured, precision_order, stable, stage_of, variant_order)
+
+# -- datasheets (gemmlab.devices reads conf/device) --------------------------------------------
+FALLBACK_DEVICE_CONFIG = devices.FALLBACK
+device_configs = devices.configs
+match_device_config = devices.match
 
 
 # -- one number per point ------------------------------------------------------------------
@@ -647,6 +336,11 @@ class Dataset:
     @functools.cached_property
     def cpu_ceilings(self) -> Ceilings:
         return device_ceilings(self.rows, "cpu")
+
+    @functools.cached_property
+    def stages(self) -> dict:
+        """Each variant's stage, as its rows say."""
+        return stage_of(self.rows)
 
     @functools.cached_property
     def variants(self) -> List[str]:

@@ -82,8 +82,7 @@ def build(ds: data.Dataset) -> Ladder:
         at = gp[gp["n"] == n]
         p_notes = notes.setdefault(p, [])
         staged = at[at["variant"].isin(set(stages["variant"]))]
-        order = sorted(staged["variant"].unique(),
-                       key=lambda v: (data.variant_info(v).stage is None, data.variant_info(v).stage or 0, v))
+        order = sorted(staged["variant"].unique(), key=data.stage_key(data.stage_of(staged)))
         for v in order:
             lines.append({"precision": p, "n": n, **_rung(staged[staged["variant"] == v], GROUP_STAGE)})
         cutlass = at[at["backend"] == data.CUTLASS_BACKEND]

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Sequence
 
-from gemmlab.config import ROOT
+from gemmlab.paths import ROOT
 
 from . import data, style, tables
 from .figures import FIGURES

@@ -22,7 +22,7 @@ matplotlib.use("Agg")  # files only; never a window
 import seaborn as sns  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from gemmlab.config import CONF_DIR  # noqa: E402
+from gemmlab import variants as catalog  # noqa: E402
 
 from . import data  # noqa: E402
 
@@ -175,13 +175,13 @@ def distinct_palette(n: int = len(DISTINCT_PALETTE)) -> List[str]:
 
 @functools.lru_cache(maxsize=None)
 def _variants_by_backend() -> Dict[str, List[str]]:
-    """Every variant config, grouped by backend and ordered by stage then name."""
+    """Every variant the harness offers today (``gemmlab.variants``), grouped by backend and ordered
+    by stage then name: colours are keyed by name over this set, so they stay put across figures."""
     out: Dict[str, List[str]] = {}
-    for path in sorted((CONF_DIR / "variant").glob("*.yaml")):
-        info = data.variant_info(path.stem)
-        out.setdefault(info.backend, []).append(path.stem)
+    for info in catalog.all_info():
+        out.setdefault(info.backend, []).append(info.name)
     for names in out.values():
-        names.sort(key=lambda v: (data.variant_info(v).stage is None, data.variant_info(v).stage or 0, v))
+        names.sort(key=lambda v: (catalog.info(v).stage is None, catalog.info(v).stage or 0, v))
     return out
 
 
@@ -204,7 +204,7 @@ def color_slots() -> Dict[str, int]:
     the slot its name hashes to among the first COLOR_SLOTS, or the next free one. A variant added
     later takes a free slot and leaves the others' colours alone (unless it sorts before one
     whose slot it hashes to)."""
-    infos = [data.variant_info(v) for vs in _variants_by_backend().values() for v in vs]
+    infos = [catalog.info(v) for vs in _variants_by_backend().values() for v in vs]
     drawn = {i.name for i in infos if i.probe is None or i.probe in DRAWN_PROBES}
     names = sorted(n for n in drawn | {i.backend for i in infos} | set(data.BACKEND_ORDER) if n)
     slots: Dict[str, int] = {}

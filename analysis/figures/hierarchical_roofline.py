@@ -116,7 +116,7 @@ def _build(ds: data.Dataset) -> Figure:
     untimed = sorted(set(pts.loc[~(pts["tflops"] > 0), "variant"]))
     pts = pts[pts["tflops"] > 0]
     precisions = data.precision_order(pts["precision"])
-    handles = _handles(pts)
+    handles = _handles(pts, ds.stages)
     n_panels = max(len(precisions), 1)
     fig = style.figure(PANEL_HEIGHT_IN * n_panels + style.legend_height([h.get_label() for h in handles]))
     axes = fig.subplots(n_panels, 1, squeeze=False, sharex=True)[:, 0]
@@ -138,7 +138,7 @@ def _build(ds: data.Dataset) -> Figure:
         ax.set_ylim(y_lo, y_hi)
         roof_labels.append(_draw_roofs(ax, p, peak, peak_kind, bw_dram_gbs, ceil, bw_levels, x_lo, x_on_hi,
                                        x_hi, y_lo))
-        offscale = _draw_kernels(ax, g, p, cut, x_on_hi, x_hi)
+        offscale = _draw_kernels(ax, g, p, cut, x_on_hi, x_hi, ds.stages)
         style.log_axis(ax, "x")
         style.log_axis(ax, "y")
         if x_hi > x_on_hi:
@@ -247,7 +247,8 @@ def _hide_offscale_ticks(ax, x_on_hi: float) -> None:
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, pos: "" if v > x_on_hi else shown(v, pos)))
 
 
-def _draw_kernels(ax, g: pd.DataFrame, precision, cut: float, x_on_hi: float, x_hi: float) -> List[str]:
+def _draw_kernels(ax, g: pd.DataFrame, precision, cut: float, x_on_hi: float, x_hi: float,
+                  stages: dict) -> List[str]:
     """Each kernel's markers, its level line and model, in legend order (a later one is drawn
     over an earlier one); returns the notes: off-scale values, kernels hidden under another."""
     offscale_x = math.sqrt(x_on_hi * x_hi)  # the middle of the band, on a log axis
@@ -256,7 +257,7 @@ def _draw_kernels(ax, g: pd.DataFrame, precision, cut: float, x_on_hi: float, x_
         return offscale_x if np.isinf(v) or v > cut else v
 
     notes: List[str] = []
-    order = {v: i for i, v in enumerate(data.variant_order(g))}
+    order = {v: i for i, v in enumerate(data.variant_order(g, stages))}
     g = g.assign(_order=g["variant"].map(order)).sort_values(["_order", "m", "n", "k"], kind="stable")
     for _, r in g.iterrows():
         variant, y = r["variant"], r["tflops"]
@@ -362,11 +363,11 @@ def _counter_reasons(ds: data.Dataset) -> List[str]:
     return sorted({str(x) for x in r if isinstance(x, str) and x.strip()})
 
 
-def _handles(pts: pd.DataFrame) -> List[Line2D]:
+def _handles(pts: pd.DataFrame, stages: dict) -> List[Line2D]:
     handles = []
     pairs = pts[["variant", "backend"]].drop_duplicates()
     backend_of = dict(zip(pairs["variant"], pairs["backend"]))
-    for v in data.variant_order(pairs):
+    for v in data.variant_order(pairs, stages):
         handles.append(Line2D([], [], ls="-", lw=0.6, marker="o", ms=3.5,
                               color=style.variant_color(v, backend_of[v]), label=v))
     grey = "#555555"

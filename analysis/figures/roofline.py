@@ -64,7 +64,7 @@ def _build(ds: data.Dataset) -> Figure:
     sheet_cfg = ceil.sheet
     pts = points(ds, kind)
     good = pts[pts["evidence"]] if not pts.empty else pts
-    handles = _handles(pts, sheet_cfg is not None)
+    handles = _handles(pts, sheet_cfg is not None, ds.stages)
     fig = style.figure(AXES_HEIGHT_IN + style.legend_height([h.get_label() for h in handles]))
     ax = fig.add_subplot()
     ax.set_xscale("log")
@@ -246,10 +246,10 @@ def _notes(ds: data.Dataset, kind: str, ceil: data.Ceilings, pts) -> List[str]:
     return notes
 
 
-def _handles(pts, datasheet: bool) -> List[Line2D]:
+def _handles(pts, datasheet: bool, stages: dict) -> List[Line2D]:
     handles = []
     pairs = pts[["variant", "backend"]].drop_duplicates()
-    order = data.variant_order(pairs)
+    order = data.variant_order(pairs, stages)
     backend_of = dict(zip(pairs["variant"], pairs["backend"]))
     for v in order:
         handles.append(Line2D([], [], ls="", marker="o", ms=3.5, color=style.variant_color(v, backend_of[v]),

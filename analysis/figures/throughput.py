@@ -92,7 +92,7 @@ def _build(ds: data.Dataset) -> Figure:
     precisions = data.precision_order(pts["precision"])
     ncols = 1 if len(precisions) <= 2 else 2
     nrows = max(1, math.ceil(len(precisions) / ncols))
-    order = data.variant_order(pts[["variant", "backend"]].drop_duplicates())
+    order = data.variant_order(pts[["variant", "backend"]].drop_duplicates(), ds.stages)
     backend_of = dict(zip(pts["variant"], pts["backend"]))
     handles = [Line2D([], [], marker="o", ms=2.5, color=style.variant_color(v, backend_of[v]), label=v)
                for v in order]

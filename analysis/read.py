@@ -1,0 +1,270 @@
+"""Reading result rows, and which of them count: the rules every figure, table and claim share.
+
+- :func:`load` / :func:`normalize`: rows in (``gemmlab.rows.read``), typed columns. What a variant
+  was (``kind``, ``stage``, ``description``, ``defines``) is the row's own, written when it was
+  measured; rows written before those columns get them from ``python -m gemmlab.migrate`` (from
+  git history), never from today's ``conf/``.
+- :func:`evidence`: the rows that count; :func:`not_evidence_reasons` says why a row does not.
+- The order of precisions, backends and variants (every legend's), and what the harness offers
+  today (``gemmlab.variants``), for coverage notes and colours, never for a row's meaning.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import warnings
+from typing import Iterable, List, Optional, Sequence, Tuple
+
+import pandas as pd
+
+from gemmlab import rows as result_rows
+from gemmlab import variants as catalog
+
+GEMM, COPY, TRANSFER, GEMM_E2E = "gemm", "copy", "transfer", "gemm_e2e"
+# Ops whose TFLOP/s is a kernel's throughput at a known intensity: the roofline's points and the
+# measured peaks. Other probes (copy, transfer, gemm_e2e with its transfers, first_run, the
+# shared-memory and pitfall probes) measure something else.
+THROUGHPUT_OPS = (GEMM, "gemv", "vecadd")
+CUBLAS_BACKENDS = ("cublas", "cublaslt")  # "cuBLAS" of a point = the faster of these in its run
+HANDWRITTEN_BACKEND = "cuda"  # the ladder's stages
+CUTLASS_BACKEND = "cutlass"
+# The usual order of precisions, widest first; names not listed follow alphabetically.
+PRECISION_ORDER = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8")
+# Backends in the order figures list them: the CPU baseline, the ladder, then the libraries.
+BACKEND_ORDER = ("cpu_blas", "cuda", "cutlass", "cublas", "cublaslt", "cpu_probe", "gpu_probe")
+
+POINT_KEYS = ["run_id", "precision", "m", "n", "k"]  # one GEMM problem within one run
+NUMERIC_COLUMNS = (
+    "flops", "bytes_min", "intensity", "intensity_model", "time_median_s", "time_p20_s",
+    "time_p80_s", "time_min_s", "samples", "noise", "tflops", "rel_error", "max_abs_error",
+    "tolerance", "baseline_time_median_s", "baseline_tflops", "pct_of_baseline",
+    "sm_clock_min_mhz", "sm_clock_max_mhz", "power_w", "temperature_c",
+    "bytes_dram", "bytes_l2", "bytes_l1", "intensity_dram", "intensity_l2", "intensity_l1",
+)
+SHAPE_COLUMNS = ("m", "n", "k")
+TEXT_COLUMNS = ("run_id", "device", "backend", "variant", "precision", "op", "status", "reason",
+                "in_dtype", "out_dtype", "compute", "extra", "timer", "unreliable_reason")
+FLAG_COLUMNS = ("reliable", "contended")  # true / false / missing (rows written before them)
+CUPTI_TIMER = "cupti_kernel"
+EXACT_INPUTS = "exact"  # measure.distribution=exact: small-integer inputs, for the check
+# A timed row is evidence only with at least this many samples, whatever its run's own stopping
+# rule asked: a run with measure=quick (3 samples, max_noise 100%, the correctness sweep's setting)
+# judges its rows reliable by that lax rule. The default timing takes at least 10.
+EVIDENCE_MIN_SAMPLES = 10
+
+
+# -- reading ---------------------------------------------------------------------------------
+STABLE_DIGITS = 12
+
+
+def stable(x):
+    """``x`` rounded to 12 significant digits (a float or a Series).
+
+    CSV parsers and median implementations differ in the last bit between library versions;
+    rounding every number a figure draws keeps the files byte-identical across them.
+    """
+    import numpy as np
+
+    def one(v):
+        return v if v is None or pd.isna(v) or not np.isfinite(v) else float(f"{v:.{STABLE_DIGITS}g}")
+
+    if isinstance(x, pd.Series):
+        return x.astype("float64").map(one).astype("float64")
+    return one(x)
+
+def load(paths: Iterable[os.PathLike] | os.PathLike) -> pd.DataFrame:
+    """Every row of the results files at ``paths`` (files or folders), each once
+    (:func:`gemmlab.rows.read`), with typed columns.
+
+    ``kind`` (cpu | gpu), ``stage`` and ``description`` are the row's own (what the variant was
+    when measured); rows written before those columns lack them until ``python -m gemmlab.migrate``
+    adds them (a warning says so).
+    """
+    return normalize(result_rows.read(paths))
+
+
+def flag(values: pd.Series) -> pd.Series:
+    """A true/false column as written (``true``, ``false``, ``1``, ``0``, booleans) as a nullable
+    boolean; anything else (empty, a row written before the column existed) is missing."""
+    def one(v):
+        if isinstance(v, bool):
+            return v
+        if v is None or (not isinstance(v, str) and pd.isna(v)):
+            return pd.NA
+        text = str(v).strip().lower()
+        return True if text in ("true", "1", "1.0", "yes") else False if text in ("false", "0", "0.0", "no") \
+            else pd.NA
+    return pd.Series([one(v) for v in values], index=values.index, dtype="boolean")
+
+
+def normalize(df: pd.DataFrame) -> pd.DataFrame:
+    """Typed columns and the derived ``kind``, ``stage``, ``description`` (see :func:`load`)."""
+    df = df.copy()
+    for c in result_rows.COLUMN_NAMES:
+        if c not in df.columns:
+            df[c] = pd.NA
+    for c in NUMERIC_COLUMNS:
+        df[c] = stable(pd.to_numeric(df[c], errors="coerce").astype("float64"))
+    for c in SHAPE_COLUMNS:
+        df[c] = pd.to_numeric(df[c], errors="coerce").astype("Int64")
+    for c in TEXT_COLUMNS:
+        df[c] = df[c].astype(object).where(df[c].notna(), "").astype(str)
+    for c in FLAG_COLUMNS:
+        df[c] = flag(df[c])
+    df.loc[df["op"] == "", "op"] = GEMM  # rows written before the op column existed
+    # what a variant was when measured, as the row says (see load)
+    kind = df["kind"].astype(object).where(df["kind"].notna(), "").astype(str).str.strip()
+    df["kind"] = [k if k in ("cpu", "gpu") else catalog.backend_kind(b) for k, b in zip(kind, df["backend"])]
+    df["stage"] = pd.to_numeric(df["stage"], errors="coerce").astype("Int64")
+    df["description"] = df["description"].astype(object).where(df["description"].notna(), "").astype(str)
+    old = (kind == "") & (df["backend"] != "")
+    if old.any():
+        warnings.warn(f"{int(old.sum())} rows were written before rows said what their variant was (kind, "
+                      f"stage, description, tags, defines): run `python -m gemmlab.migrate <results>` to add "
+                      f"them from git history; until then they have no stage or description", stacklevel=3)
+    return df.reset_index(drop=True)
+
+
+# -- which rows are evidence -------------------------------------------------------------------
+def _text(df: pd.DataFrame, column: str) -> pd.Series:
+    if column not in df.columns:
+        return pd.Series("", index=df.index)
+    return df[column].astype(object).where(df[column].notna(), "").astype(str)
+
+
+def _flags(df: pd.DataFrame, column: str) -> pd.Series:
+    if column not in df.columns:
+        return pd.Series(pd.NA, index=df.index, dtype="boolean")
+    c = df[column]
+    return c if str(c.dtype) == "boolean" else flag(c)
+
+
+def measured_mask(df: pd.DataFrame) -> pd.Series:
+    """Rows that measured something the figures may draw: ``status == ok``, timed between CUDA
+    events (or on the host). Rows timed by CUPTI's kernel spans (``measure.timer=cupti``) leave
+    out the front end's start-up (about 3.5 us a call on the H200), a different quantity that
+    is never mixed with the rest."""
+    return (_text(df, "status") == "ok") & (_text(df, "timer") != CUPTI_TIMER)
+
+
+def evidence_mask(df: pd.DataFrame) -> pd.Series:
+    """The rows a verdict, a table, a peak or a best may use: measured (:func:`measured_mask`),
+    ``reliable`` not false (its stopping rule was met, no clock drift; rows written before the
+    column existed lack it and count), ``contended`` not true (no other process on the GPU), and
+    inputs drawn as the chapter's data are (``distribution`` not ``exact``: small integers are a
+    correctness tool; they toggle fewer bits, draw less power and let the clock stay up, so
+    cuBLAS FP16 ran 12 % faster on them on the H200)."""
+    reliable = _flags(df, "reliable").fillna(True).astype(bool)
+    contended = _flags(df, "contended").fillna(False).astype(bool)
+    return (measured_mask(df) & reliable & ~contended & (_text(df, "distribution") != EXACT_INPUTS)
+            & ~_few_samples(df))
+
+
+def _few_samples(df: pd.DataFrame) -> pd.Series:
+    """Timed rows with fewer than EVIDENCE_MIN_SAMPLES samples (untimed rows are not few)."""
+    n = pd.to_numeric(df["samples"], errors="coerce") if "samples" in df else pd.Series(float("nan"), index=df.index)
+    return n.notna() & (n < EVIDENCE_MIN_SAMPLES)
+
+
+def measured(df: pd.DataFrame) -> pd.DataFrame:
+    return df[measured_mask(df)]
+
+
+def evidence(df: pd.DataFrame) -> pd.DataFrame:
+    """The measurements that count (see :func:`evidence_mask`); failed and skipped rows measured
+    nothing."""
+    return df[evidence_mask(df)]
+
+
+ok = evidence  # the name earlier callers used
+
+
+def not_evidence_reasons(df: pd.DataFrame) -> pd.Series:
+    """Per row, why a measured row is not evidence: "CUPTI-timed", "exact inputs", "contended",
+    "fewer than 10 samples", "unreliable (<unreliable_reason>)"; "" for evidence rows and rows that
+    measured nothing."""
+    out = pd.Series("", index=df.index, dtype=object)
+    ok_ = _text(df, "status") == "ok"
+    cupti = ok_ & (_text(df, "timer") == CUPTI_TIMER)
+    contended = ok_ & ~cupti & _flags(df, "contended").fillna(False).astype(bool)
+    unreliable = ok_ & ~cupti & ~contended & ~_flags(df, "reliable").fillna(True).astype(bool)
+    why = _text(df, "unreliable_reason").str.strip()
+    exact = ok_ & ~cupti & (_text(df, "distribution") == EXACT_INPUTS)
+    few = ok_ & ~cupti & ~exact & _few_samples(df)
+    out[few] = f"fewer than {EVIDENCE_MIN_SAMPLES} samples"
+    out[cupti] = "CUPTI-timed"
+    out[exact] = "exact inputs"
+    out[contended] = "contended"
+    out[unreliable] = ["unreliable" + (f" ({w})" if w and w != "nan" else "") for w in why[unreliable]]
+    return out
+
+
+def gemm(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["op"] == GEMM]
+
+
+def square(df: pd.DataFrame) -> pd.DataFrame:
+    return df[(df["m"] == df["n"]) & (df["n"] == df["k"])]
+
+
+# -- order ----------------------------------------------------------------------------------
+def _ordered(names: Iterable[str], order: Sequence[str]) -> List[str]:
+    names = sorted({n for n in names if n})
+    rank = {n: i for i, n in enumerate(order)}
+    return sorted(names, key=lambda n: (rank.get(n, len(order)), n))
+
+
+def precision_order(names: Iterable[str]) -> List[str]:
+    return _ordered(names, PRECISION_ORDER)
+
+
+def backend_order(names: Iterable[str]) -> List[str]:
+    return _ordered(names, BACKEND_ORDER)
+
+
+def stage_of(df: pd.DataFrame) -> dict:
+    """Each variant's stage as its rows say (None for variants without one)."""
+    if df.empty or "stage" not in df.columns:
+        return {}
+    s = df.groupby("variant", sort=True)["stage"].min()
+    return {v: (None if pd.isna(x) else int(x)) for v, x in s.items()}
+
+
+def stage_key(stages: dict):
+    """A sort key for variant names: stages in order, then the unstaged, each by name."""
+    return lambda v: (stages.get(v) is None, stages.get(v) or 0, v)
+
+
+def variant_order(df: pd.DataFrame, stages: Optional[dict] = None) -> List[str]:
+    """Variants of ``df`` by backend, then stage, then name: every legend's order. Stages as the
+    rows say: ``stages`` (e.g. ``Dataset.stages``) for frames without a stage column."""
+    pairs = df[["backend", "variant"]].drop_duplicates()
+    b_rank = {b: i for i, b in enumerate(backend_order(pairs["backend"]))}
+    key = stage_key(stage_of(df) if stages is None else stages)
+    return list(dict.fromkeys(v for b, v in sorted(map(tuple, pairs.to_numpy()),
+                                                   key=lambda p: (b_rank.get(p[0], len(b_rank)), *key(p[1])))))
+
+
+# -- what the harness offers today: coverage notes ("no cuBLASLt rows") and colours only ----------
+@functools.lru_cache(maxsize=None)
+def configured_backends() -> Tuple[str, ...]:
+    """Backends of today's GEMM variants (probes left out): the backends a complete dataset of
+    GEMM rows covers."""
+    return tuple(backend_order(i.backend for i in catalog.all_info() if i.probe is None))
+
+
+@functools.lru_cache(maxsize=None)
+def configured_precisions(kind: Optional[str] = None) -> Tuple[str, ...]:
+    """Precisions that some GEMM variant of today (of backends of ``kind``, if given) supports."""
+    supported = {p for i in catalog.all_info() if i.probe is None and (kind is None or i.kind == kind)
+                 for p in i.precisions}
+    return tuple(precision_order(supported))
+
+
+def backend_kind(backend: str) -> str:
+    return catalog.backend_kind(backend)
+
+
+def missing(present: Iterable[str], expected: Iterable[str]) -> List[str]:
+    present = set(present)
+    return [e for e in expected if e not in present]
