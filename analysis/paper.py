@@ -11,18 +11,13 @@ noted in the figure concerned and listed at the end, never an error.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Dict, List, Sequence
 
-from gemmlab.paths import ROOT
-
-from . import data, style, tables
+from . import cli, data, style, tables
 from .figures import FIGURES
 
-DEFAULT_RESULTS = ROOT / "outputs" / "reference"
-COMMITTED_OUT = ROOT / "outputs" / "paper"  # written only when --out names it
 TABLE_FILES = ("tables.tex", "tables.md")
 
 
@@ -53,20 +48,10 @@ def write_paper(ds: data.Dataset, out_dir: Path) -> Dict[str, List[str]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m analysis.paper", description=__doc__.splitlines()[0])
-    ap.add_argument("results", nargs="*", type=Path,
-                    help=f"results.csv files or folders searched for them (default {DEFAULT_RESULTS})")
-    ap.add_argument("--out", type=Path, default=None,
-                    help="output folder (default RESULTS/paper; required without RESULTS: --out outputs/paper "
-                         "rewrites the committed outputs)")
-    args = ap.parse_args(argv)
-    out = data.output_folder("analysis.paper", args.results, args.out)
-    if out is None:
+    got = cli.read("analysis.paper", __doc__.splitlines()[0], "outputs", argv)
+    if got is None:
         return 2
-    results = args.results or [DEFAULT_RESULTS]
-    ds = data.dataset_from_cli("analysis.paper", results)
-    if ds is None:
-        return 2
+    out, results, ds = got
     notes = write_paper(ds, out)
     n_ok = int((ds.rows["status"] == "ok").sum())
     print(f"analysis.paper: {len(ds.rows)} rows ({n_ok} ok) from {', '.join(map(str, results))}")

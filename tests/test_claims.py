@@ -22,6 +22,7 @@ from omegaconf import OmegaConf, open_dict
 from conftest import ROOT, compose_cfg, evidence, flags, run_points
 
 from analysis import claims, data
+from analysis.claims import registry
 from analysis.figures import FIGURES
 from gemmlab.backends import base as backends_base
 from gemmlab.backends.probes import cpu as cpu_probe, gpu as gpu_probe
@@ -30,6 +31,7 @@ from gemmlab.points import expand
 EXPERIMENTS = sorted(p.stem for p in (ROOT / "experiments").glob("claims_*.yaml"))
 ALL_EXPERIMENTS = sorted(p.stem for p in (ROOT / "experiments").glob("*.yaml"))
 CLAIMS_MD = ROOT.parent / "shared" / "seed" / "CLAIMS.md"
+NO_CLAIMS_EXPERIMENT = "peaks"  # analysis.claims.peaks: C8, from cublas_square's rows
 REFERENCE = ROOT / "outputs" / "reference"
 REFERENCE_SETS = sorted({p.relative_to(REFERENCE).parts[0] for p in REFERENCE.rglob("results.csv")}) \
     if REFERENCE.is_dir() else []
@@ -58,6 +60,25 @@ def test_claim_ids_are_the_chapters_in_order():
         pytest.skip(f"{CLAIMS_MD} not in this checkout")
     ids = re.findall(r"^\| (C\d+[a-z]?) \|", CLAIMS_MD.read_text(), re.MULTILINE)
     assert ids and tuple(ids) == claims.CLAIM_IDS
+
+
+def test_registry_holds_each_claim_once_beside_its_experiment():
+    """Every claim of CLAIMS.md is registered once, in order, by a check in the module of the
+    claims experiment that lists it (or in the module of claims no claims experiment measures)."""
+    registered = [c.id for c in registry.registered()]
+    assert len(registered) == len(set(registered)) and tuple(registered) == claims.CLAIM_IDS
+    if CLAIMS_MD.exists():
+        assert registered == re.findall(r"^\| (C\d+[a-z]?) \|", CLAIMS_MD.read_text(), re.MULTILINE)
+    for c in registry.registered():
+        package, _, module = c.check.__module__.rpartition(".")
+        assert package == "analysis.claims", (c.id, c.check.__module__)
+        if module == NO_CLAIMS_EXPERIMENT:
+            continue
+        assert f"claims_{module}" in EXPERIMENTS, (c.id, module, EXPERIMENTS)
+        listed = OmegaConf.load(ROOT / "experiments" / f"claims_{module}.yaml").experiment.get("claims", [])
+        assert c.id in listed, f"{c.id} is checked in {c.check.__module__}, but claims_{module}.yaml does not list it"
+    with pytest.raises(ValueError, match="registered twice"):
+        registry.claim("C1", "5.1", "again", "roofline")(lambda ev: [])
 
 
 def test_figures_named_by_claims_exist():

@@ -1,0 +1,6 @@
+"""``python -m analysis.claims``: see :func:`analysis.claims.report.main`."""
+import sys
+
+from .report import main
+
+sys.exit(main())
