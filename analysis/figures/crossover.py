@@ -175,7 +175,10 @@ def _panel(ax, p: str, c, g, moved, e2e, memories: List[str]) -> None:
         if n_x is not None:
             text = f"{what} faster\nat every common N" if below else f"{what} faster\nfrom N = {n_x}"
             ax.axvline(n_x, color="#444444", lw=0.6, ls=":", gid=style.gid("crossover", p))
-            ax.text(n_x * 1.08, 0.96, text, transform=ax.get_xaxis_transform(), fontsize=5.5, va="top",
+            # left of the line, where the curves run low (the larger sizes' markers stay clear),
+            # unless the line is at the smallest size
+            x, ha = (n_x * 1.08, "left") if below else (n_x / 1.08, "right")
+            ax.text(x, 0.96, text, transform=ax.get_xaxis_transform(), fontsize=5.5, va="top", ha=ha,
                     gid=style.gid("crossover-label", p))
     style.log_axis(ax, "y", plain=False)
     sizes = list(c["n"] if not c.empty else []) + list(g["n"]) + list(e2e["n"] if not e2e.empty else [])
