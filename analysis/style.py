@@ -331,15 +331,16 @@ def legend_below(fig: Figure, handles) -> None:
 
 
 # -- notes on the axes -----------------------------------------------------------------------
-def note(ax, lines: List[str], where: str = "upper left") -> None:
-    """Say on the axes what the data lacks (a missing backend, precision or probe)."""
+def note(ax, lines: List[str], where: str = "upper left", width: float = 1.0) -> None:
+    """Say on the axes what the data lacks (a missing backend, precision or probe), wrapped to
+    ``width`` of the axes' width (less keeps a corner's labels clear)."""
     import textwrap
 
     lines = [l for l in dict.fromkeys(lines) if l]
     if not lines:
         return
     # wrapped to the axes' width: a note wider than its axes would break the figure's layout
-    width_in = ax.get_position().width * ax.figure.get_figwidth()
+    width_in = ax.get_position().width * ax.figure.get_figwidth() * width
     chars = max(int(width_in / NOTE_CHAR_IN), 20)
     shown = [w for l in lines for w in textwrap.wrap(l, chars, break_on_hyphens=False) or [""]]
     x, ha = (0.02, "left") if "left" in where else (0.98, "right")

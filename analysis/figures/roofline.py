@@ -146,7 +146,7 @@ def _build(ds: data.Dataset) -> Figure:
     ax.set_xlabel("Arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("Throughput (TFLOP/s)")
     ax.set_title(ceil.label + (" (CPU)" if kind == "cpu" else ""), loc="left")
-    style.note(ax, _notes(ds, kind, ceil, pts), where="lower right")
+    style.note(ax, _notes(ds, kind, ceil, pts), where="lower right", width=0.6)  # the roof's label: lower left
     style.legend_below(fig, handles)
     fig.draw_without_rendering()  # lay out first: label spacing needs the axes' final height
     _place_roof_labels(ax, labels, y_lo, y_hi, ax.get_position().height * fig.get_figheight(),
