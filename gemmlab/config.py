@@ -212,6 +212,10 @@ class MeasureConf:
     clock_stable_fraction: float = 0.02
     baseline: List[str] = field(default_factory=lambda: ["cublas", "cublaslt"])
     counters: Counters = Counters.none
+    # energy per call: the call back to back for energy_s after the samples, NVML's energy counter
+    # read around it (gemmlab/measure/energy.py); GPU GEMM points only
+    energy: bool = False
+    energy_s: float = 1.0
     threads: Optional[int] = None  # CPU BLAS threads; None = library default
 
 

@@ -79,6 +79,14 @@ COLUMNS: List[tuple] = [
     ("temperature_c", "max GPU temperature over the samples, C"),
     ("contended", "another process had a CUDA context on this GPU while the point ran (NVML)"),
     ("peak_at_clock_tflops", "precision's peak at the highest SM clock seen: rate/SM/clock x SMs x clock"),
+    ("pct_of_peak_at_clock", "tflops as % of peak_at_clock_tflops"),
+    # energy (measure.energy=true): the call back to back for measure.energy_s, NVML's energy counter
+    ("energy_j", "energy per call, J (NVML total energy counter over the window / calls)"),
+    ("gflops_per_joule", "flops / energy_j / 1e9"),
+    ("power_avg_w", "mean board power over the energy window, W (counter energy / window time)"),
+    ("power_limit_w", "the enforced power limit, W"),
+    ("sm_clock_avg_mhz", "mean SM clock over the energy window (NVML polls), MHz"),
+    ("throttle_reasons", "NVML clocks-event reasons seen during the energy window (sw_power_cap, ...)"),
     # host BLAS
     ("cpu_model", "host CPU model"), ("blas_vendor", "BLAS library (threadpoolctl)"),
     ("blas_arch", "BLAS kernel architecture"), ("blas_threads", "BLAS threads used"),

@@ -174,6 +174,7 @@ RULES: Dict[type, Dict[str, Tuple[Rule, ...]]] = {
         "clock_stable_fraction": (FRACTION,),
         "baseline": (NamesOf("a variant (conf/variant/*.yaml)", _variant_names),),
         "threads": (integer(lo=1, nullable="the library's default"),),
+        "energy_s": (POSITIVE,),
     },
     C.RunConf: {
         "gpu_wait_s": (NON_NEGATIVE,),

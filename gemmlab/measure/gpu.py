@@ -115,7 +115,9 @@ class GpuExecutor:
         rate = rates.get(p.compute) if cc == self.dev["cc"] else None
         clock = validity.highest_clock_mhz({**fields, "extra": extra}, self.nvml.max_sm_clock_mhz)
         if rate and clock and fields.get("status") == "ok" and fields.get("flops", p.flops):
-            fields["peak_at_clock_tflops"] = validity.peak_tflops(rate, self.dev["sm_count"], clock)
+            fields["peak_at_clock_tflops"] = peak = validity.peak_tflops(rate, self.dev["sm_count"], clock)
+            if fields.get("tflops") and peak:
+                fields["pct_of_peak_at_clock"] = 100.0 * fields["tflops"] / peak
         row = {"op": "gemm", "precision": p.precision, "flops": p.flops, "bytes_min": p.bytes_min,
                **fields, "extra": extra}
         why = validity.impossible(row, rate, self.dev["sm_count"], clock, self.cfg.device.memory_bandwidth_gbs,
@@ -196,8 +198,27 @@ class GpuExecutor:
                        pct_of_baseline=100.0 * bt.summary.median_s / t.summary.median_s,
                        baseline_sm_clock_min_mhz=bt.clocks.sm_clock_min_mhz,
                        baseline_sm_clock_max_mhz=bt.clocks.sm_clock_max_mhz)
+        if m.energy:
+            row.update(self.energy_fields(launches[0].fn, t.summary.median_s, p.flops, row["extra"]))
+        # after the energy window too: thousands more calls on the same output
         why = check.recheck(reference, sets[0][4], row) if reference is not None else None
         return {**row, "status": "failed", "reason": why} if why else {**row, "status": "ok"}
+
+    def energy_fields(self, fn, call_s: float, flops: int, extra: Dict[str, Any]) -> Dict[str, Any]:
+        """energy_j, gflops_per_joule, power and clocks of ``fn`` run back to back for
+        measure.energy_s (gemmlab/measure/energy.py); a note in extra where NVML cannot say."""
+        from gemmlab.measure import energy
+        from gemmlab.measure.nvml import Sampler
+
+        try:
+            w = energy.measure(fn, self.stream.synchronize, self.nvml, call_s, self.measure.energy_s,
+                               lambda: Sampler(self.nvml))
+        except RuntimeError as e:
+            extra["energy"] = f"not measured: {e}"
+            return {}
+        fields = w.fields(flops)
+        extra["energy"] = fields.pop("_energy_extra")
+        return fields
 
     def timed_fields(self, t, flops: int, graph: bool = False, cache: Optional[str] = None, call: str = ""):
         """The row fields of one timed call and its ``extra.timer``: the one timing-to-row path

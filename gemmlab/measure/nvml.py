@@ -71,6 +71,39 @@ class Nvml:
         """Processes on this GPU that are not this run (nor its children), or None if unknown."""
         return foreign_pids(self.processes())
 
+    # -- energy (gemmlab/measure/energy.py) --------------------------------------------------------
+    energy_reason = ""
+
+    def energy_mj(self) -> Optional[float]:
+        """NVML's total energy counter, millijoules since the driver loaded; None where it has none."""
+        if not self.ok:
+            self.energy_reason = self.reason
+            return None
+        try:
+            return float(self._n.nvmlDeviceGetTotalEnergyConsumption(self.handle))
+        except Exception as e:  # NVMLError_NotSupported on boards without the counter
+            self.energy_reason = f"NVML energy counter unavailable ({type(e).__name__}: {e})"
+            return None
+
+    def power_limit_w(self) -> Optional[float]:
+        """The enforced power limit, W (NVML reports milliwatts)."""
+        try:
+            return self._n.nvmlDeviceGetEnforcedPowerLimit(self.handle) / 1000.0 if self.ok else None
+        except Exception:
+            return None
+
+    def throttle_mask(self) -> Optional[int]:
+        """Why the clocks are below their maximum now (NVML clocks-event reasons, a bitmask)."""
+        if not self.ok:
+            return None
+        n = self._n
+        get = getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+            getattr(n, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
+        try:
+            return int(get(self.handle)) if get else None
+        except Exception:
+            return None
+
     def read(self) -> Tuple[float, float, float]:
         n = self._n
         clk = n.nvmlDeviceGetClockInfo(self.handle, n.NVML_CLOCK_SM)
