@@ -27,6 +27,7 @@ ENTRIES = {  # kernels each probe source must export (the names the probes launc
     "kernels/cuda/probes/smem.cu": {"smem_read_vec4", "smem_read_strided", "smem_latency"},
     "kernels/cuda/probes/wmma_layout.cu": {"wmma_gemm", "wmma_gemm_bcol_flag", "wmma_gemm_bcol"},
     "kernels/cuda/92_sgemm32_as_written.cu": {"sgemm32"},
+    "kernels/cuda/probes/cache.cu": {"l2_read", "l1_read"},
 }
 
 
@@ -186,3 +187,19 @@ def test_claims_experiment_runs_whole_at_a_tiny_size(name, tmp_path):
     wrong_on_purpose = {"smem_tiled_nosync", "sgemm32_unguarded", "sgemm32_unguarded_ceil"}
     for r in measured:
         assert r["status"] == "ok" or r["variant"] in wrong_on_purpose, (r["variant"], r["m"], r["reason"])
+
+
+@pytest.mark.gpu
+def test_cache_roofs_l1_above_l2_above_dram(tmp_path):
+    """The L2 and L1 probes on a warm cache: DRAM (the datasheet's 4.8 TB/s) < L2 < L1 bandwidth;
+    after a flush they refuse, naming measure.cache=warm."""
+    cfg = compose_cfg(["+experiment=cache_roofs", *QUICK, "measure.cache=warm"], tmp_path)
+    _, rows = run_points(cfg, tmp_path / "warm")
+    by = {r["variant"]: r for r in rows}
+    for v in ("l2_bandwidth", "l1_bandwidth"):
+        assert by[v]["status"] == "ok", by[v]["reason"]
+    gbs = {v: float(by[v]["bytes_min"]) / float(by[v]["time_median_s"]) / 1e9 for v in ("l2_bandwidth", "l1_bandwidth")}
+    assert 4800 < gbs["l2_bandwidth"] < gbs["l1_bandwidth"], gbs
+    cfg = compose_cfg(["variant=l2_bandwidth", "precision=fp32", "sizes=probe", *QUICK, "measure.cache=flush"], tmp_path)
+    _, (r,) = run_points(cfg, tmp_path / "flush")
+    assert r["status"] == "skipped" and "measure.cache=warm" in r["reason"]

@@ -31,6 +31,8 @@ wmma_alignment     wmma_alignment  wmma_gemm on pointers shifted by a few bytes 
                                    processes: a misaligned access kills the CUDA context)
 sgemm32_unguarded  boundary        the chapter's sgemm32 at any size, inside padded        C14a     boundary
                                    buffers whose padding is checked afterwards
+l2_bandwidth       l2_bandwidth    ld.global.cg over a working set resident in L2 (warm)   roofs    cache
+l1_bandwidth       l1_bandwidth    ld.global.ca over a slice per block resident in L1      roofs    cache
 =================  ==============  ======================================================  =======  ========
 
 Host probes (``backend: cpu_probe``; the kinds are ``cpu.CpuProbe.KINDS``), all in :mod:`.cpu`:

@@ -22,6 +22,7 @@ from gemmlab import cache
 from gemmlab.backends.base import Backend
 from gemmlab.backends.cuda_kernels import resolve_source
 from gemmlab.backends.probes.boundary import Sgemm32Unguarded
+from gemmlab.backends.probes.cache import L1Bandwidth, L2Bandwidth
 from gemmlab.backends.probes.common import Probe, ProbeSkip
 from gemmlab.backends.probes.memory import Copy, Gemv, VecAdd
 from gemmlab.backends.probes.smem import SmemBandwidth, SmemBank, SmemLatency
@@ -161,9 +162,10 @@ PROBES: Dict[str, Probe] = {
     "gemm_e2e": GemmEndToEnd(), "first_run": FirstRun(), "smem_bandwidth": SmemBandwidth(),
     "smem_bank": SmemBank(), "smem_latency": SmemLatency(), "wmma_layout": WmmaLayout(),
     "wmma_alignment": WmmaAlignment(), "sgemm32_unguarded": Sgemm32Unguarded(),
+    "l2_bandwidth": L2Bandwidth(), "l1_bandwidth": L1Bandwidth(),
 }
 # params that set a probe's size (tests shrink them for a smoke run)
-SIZE_PARAMS = ("iters", "hops", "idle_s")
+SIZE_PARAMS = ("iters", "hops", "idle_s", "passes")
 
 
 BACKEND = GpuProbe
