@@ -47,6 +47,9 @@ TEXT_COLUMNS = ("run_id", "device", "backend", "variant", "precision", "op", "st
 FLAG_COLUMNS = ("reliable", "contended")  # true / false / missing (rows written before them)
 CUPTI_TIMER = "cupti_kernel"
 EXACT_INPUTS = "exact"  # measure.distribution=exact: small-integer inputs, for the check
+# inputs unlike the chapter's data (random normal or uniform): a correctness tool (exact) and a
+# power study (sparse); both change the power drawn and so the clock, so they set no peak
+STUDY_INPUTS = (EXACT_INPUTS, "sparse")
 # A timed row is evidence only with at least this many samples, whatever its run's own stopping
 # rule asked: a run with measure=quick (3 samples, max_noise 100%, the correctness sweep's setting)
 # judges its rows reliable by that lax rule. The default timing takes at least 10.
@@ -151,12 +154,12 @@ def evidence_mask(df: pd.DataFrame) -> pd.Series:
     """The rows a verdict, a table, a peak or a best may use: measured (:func:`measured_mask`),
     ``reliable`` not false (its stopping rule was met, no clock drift; rows written before the
     column existed lack it and count), ``contended`` not true (no other process on the GPU), and
-    inputs drawn as the chapter's data are (``distribution`` not ``exact``: small integers are a
+    inputs drawn as the chapter's data are (``distribution`` not in STUDY_INPUTS: small integers are a
     correctness tool; they toggle fewer bits, draw less power and let the clock stay up, so
-    cuBLAS FP16 ran 12 % faster on them on the H200)."""
+    cuBLAS FP16 ran 12 % faster on them on the H200; sparse inputs are a power study)."""
     reliable = _flags(df, "reliable").fillna(True).astype(bool)
     contended = _flags(df, "contended").fillna(False).astype(bool)
-    return (measured_mask(df) & reliable & ~contended & (_text(df, "distribution") != EXACT_INPUTS)
+    return (measured_mask(df) & reliable & ~contended & ~_text(df, "distribution").isin(STUDY_INPUTS)
             & ~_few_samples(df))
 
 
@@ -189,11 +192,11 @@ def not_evidence_reasons(df: pd.DataFrame) -> pd.Series:
     contended = ok_ & ~cupti & _flags(df, "contended").fillna(False).astype(bool)
     unreliable = ok_ & ~cupti & ~contended & ~_flags(df, "reliable").fillna(True).astype(bool)
     why = _text(df, "unreliable_reason").str.strip()
-    exact = ok_ & ~cupti & (_text(df, "distribution") == EXACT_INPUTS)
+    exact = ok_ & ~cupti & _text(df, "distribution").isin(STUDY_INPUTS)
     few = ok_ & ~cupti & ~exact & _few_samples(df)
     out[few] = f"fewer than {EVIDENCE_MIN_SAMPLES} samples"
     out[cupti] = "CUPTI-timed"
-    out[exact] = "exact inputs"
+    out[exact] = [f"{d} inputs" for d in _text(df, "distribution")[exact]]
     out[contended] = "contended"
     out[unreliable] = ["unreliable" + (f" ({w})" if w and w != "nan" else "") for w in why[unreliable]]
     return out

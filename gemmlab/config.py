@@ -54,6 +54,9 @@ class Distribution(str, Enum):
     # small integers in [-4, 4]: every product and partial sum is exact in the accumulate type,
     # so the check demands C == round_out(A @ B) element by element (gemmlab/measure/check.py)
     exact = "exact"
+    # SPARSE_ZERO_FRACTION of the elements zero, the rest standard normal: fewer bits toggle, less
+    # power (issue 21's input experiment); an element of C whose every product is zero must be 0
+    sparse = "sparse"
 
 
 class Counters(str, Enum):

@@ -94,7 +94,7 @@ def evidence(df):
     import pandas as pd
 
     timer = df["timer"].astype(str) if "timer" in df.columns else pd.Series("", index=df.index)
-    exact = df["distribution"].astype(str) == "exact" if "distribution" in df.columns else False
+    exact = df["distribution"].astype(str).isin(["exact", "sparse"]) if "distribution" in df.columns else False
     samples = pd.to_numeric(df["samples"], errors="coerce") if "samples" in df.columns else pd.Series(float("nan"), index=df.index)
     return df[(df["status"] == "ok") & (timer != "cupti_kernel") & flags(df, "reliable", True)
               & ~flags(df, "contended", False) & ~exact & ~(samples < 10)]

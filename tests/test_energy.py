@@ -108,3 +108,42 @@ def test_energy_s_zero_is_refused_at_the_command_line(tmp_path):
     r = subprocess.run([sys.executable, "run.py", "measure.energy_s=0", f"hydra.run.dir={tmp_path}"],
                        cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "measure.energy_s" in r.stderr + r.stdout
+
+
+# -- sparse inputs: the power study's distribution, checked and never evidence for peaks ----------
+def test_sparse_inputs_are_mostly_zero_and_pass_the_check_on_the_cpu(tmp_path):
+    import numpy as np
+
+    from conftest import run_points
+    from gemmlab.measure import check
+
+    x = check.random_matrix(np, np.random.default_rng(1), (512, 512), "sparse")
+    assert abs((x == 0).mean() - check.SPARSE_ZERO_FRACTION) < 0.01 and (x != 0).any()
+    cfg = compose_cfg(["variant=cpu_blas", "precision=[fp32,fp64]", "sizes=smoke", "measure=quick",
+                       "measure.distribution=sparse", "run.progress=false"], tmp_path)
+    _, rows = run_points(cfg, tmp_path / "run")
+    assert rows and all(r["status"] == "ok" for r in rows), [r["reason"] for r in rows]
+    assert {r["distribution"] for r in rows} == {"sparse"}
+
+
+def test_sparse_and_exact_rows_set_no_peak():
+    import pandas as pd
+
+    from analysis import data
+
+    df = data.normalize(pd.DataFrame([
+        {"status": "ok", "timer": "cuda_event", "backend": "cublas", "variant": "cublas", "kind": "gpu",
+         "distribution": d, "samples": 20} for d in ("normal", "uniform", "exact", "sparse", "")]))
+    assert list(data.evidence_mask(df)) == [True, True, False, False, True]
+    assert list(data.not_evidence_reasons(df))[2:4] == ["exact inputs", "sparse inputs"]
+
+
+def test_the_inputs_experiment_sweeps_distributions_with_energy(tmp_path):
+    cfg = compose_cfg(["+experiment=inputs_power", "measure.distribution=sparse"], tmp_path)
+    assert cfg.measure.energy and cfg.measure.distribution.value == "sparse"
+    from omegaconf import OmegaConf
+
+    from conftest import ROOT
+
+    params = OmegaConf.load(ROOT / "experiments/inputs_power.yaml").hydra.sweeper.params
+    assert set(params["measure.distribution"].split(",")) == {"normal", "uniform", "exact", "sparse"}

@@ -80,9 +80,14 @@ class InputError(ValueError):
 
 
 # -- inputs --------------------------------------------------------------------------------------
+SPARSE_ZERO_FRACTION = 0.9  # measure.distribution=sparse: this share of the inputs is zero
+
+
 def random_matrix(xp, rng, shape, distribution: str, scale: float = 1.0):
-    """Random FP32 values, times ``scale``: standard normal, uniform on [-1, 1], or (``exact``)
-    integers in [-4, 4]. Never all zeros, which time faster and hide unwritten outputs."""
+    """Random FP32 values, times ``scale``: standard normal, uniform on [-1, 1], (``exact``)
+    integers in [-4, 4], or (``sparse``) normal with SPARSE_ZERO_FRACTION of them zero. Never all
+    zeros, which time faster and hide unwritten outputs (the check's bound is |A||B|-relative, so
+    an element of C whose products are all zero must come out exactly zero)."""
     if distribution == "normal":
         x = rng.standard_normal(shape, dtype=xp.float32)
     elif distribution == "uniform":
@@ -91,8 +96,12 @@ def random_matrix(xp, rng, shape, distribution: str, scale: float = 1.0):
         u = rng.random(shape, dtype=xp.float32)
         x = (xp.floor(u * (2 * EXACT_RANGE + 1)) - EXACT_RANGE).astype(xp.float32)
         x = xp.clip(x, -EXACT_RANGE, EXACT_RANGE)  # u == 1 - 2^-24 rounds up to 9 in float32
+    elif distribution == "sparse":
+        x = rng.standard_normal(shape, dtype=xp.float32)
+        keep = rng.random(shape, dtype=xp.float32) >= SPARSE_ZERO_FRACTION
+        x = (x * keep).astype(xp.float32)
     else:
-        raise ValueError(f"unknown distribution {distribution!r} (normal | uniform | exact)")
+        raise ValueError(f"unknown distribution {distribution!r} (normal | uniform | exact | sparse)")
     if scale != 1.0:
         x = (x * xp.float32(scale)).astype(xp.float32)
     return x
