@@ -7,7 +7,8 @@
 # Needs the wheels in .whl/ (../shared/gpu-host/wheels.sh .whl) and $OUT (where logs and a tarball
 # of outputs/reference go). Stages: core kernels hopper cutlass_bench cutlass cutlass_n8192
 # cutlass_odd ladder tc tune tune_mma tune_ws pitfalls cublas counters claims fidelity timer_study
-# noise_study validity negative_controls correctness exact concurrent contended pinning multi_gpu
+# noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
+# cache_roofs inputs_power pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # Set GEMMLAB_GIT_COMMIT to the commit being measured: the tree copied to a GPU host may carry a
@@ -146,5 +147,16 @@ while time.time()-t<45: a@a" &
            step contended 120 python3 run.py variant=cublas "precision=[fp16,fp32]" "sizes.square=[4096]" sizes.shapes=[] \
              measure=quick $Q hydra.run.dir=$REF/contended
            kill $FOREIGN; wait ;;
+  energy_tests)  # issue 21 on the GPU: the energy counter vs power x time, the L2/L1 probes
+           step gpu_energy 240 python3 -m pytest -m gpu tests/test_gpu_energy.py tests/test_gpu_probes.py \
+             -q -rA -p no:cacheprovider ;;
+  energy)  # GFLOP/J of cuBLAS/cuBLASLt at every precision and square size, and of the ladder at 4096
+           step energy_square 540 python3 run.py +experiment=cublas_square measure.energy=true $Q \
+             run.name=energy_square hydra.run.dir=$REF/energy_square
+           step energy_ladder 300 python3 run.py "variant=[tag_ladder,cublas]" "precision=[fp32,fp16,bf16]" \
+             "sizes.square=[4096]" sizes.shapes=[] measure=sustained measure.energy=true $Q \
+             run.name=energy_ladder hydra.run.dir=$REF/energy_ladder ;;
+  cache_roofs) step cache_roofs 120 python3 run.py +experiment=cache_roofs $Q hydra.run.dir=$REF/cache_roofs ;;
+  inputs_power) step inputs_power 420 python3 run.py -m +experiment=inputs_power $Q hydra.sweep.dir=$REF/inputs_power ;;
   *) echo "unknown stage $stage" ;;
 esac; done
