@@ -65,7 +65,7 @@ def _point(line: pd.Series, key: List[str], threshold: Optional[float], seed: in
         if not all(math.isfinite(x) and x > 0 for x in q):
             return {**out, "status": NOT_EVIDENCE, "verdict": stats.UNSURE,
                     "why": "no samples and no p20/p80 on both sides: no interval"}
-        ratio, lo, hi = stats.quantile_interval(*q)
+        ratio, lo, hi = stats.quantile_interval(*q[:3], _num(line["samples_a"]), *q[3:], _num(line["samples_b"]))
         source = stats.QUANTILES
     t = stats.point_threshold(_num(line["noise_a"]), _num(line["noise_b"]), threshold)
     v, why = stats.verdict(lo, hi, t)
