@@ -280,6 +280,8 @@ def test_two_h200_reference_runs_of_cublas_square(tmp_path, capsys):
     left = table[table["status"] == NOT_EVIDENCE]
     assert len(left) == 21 and left["why"].str.contains("skipped").all()  # unsupported: skipped on both
     assert code == int((compared["verdict"] == stats.SLOWER).any())
+    # the README quotes these counts
+    assert compared["verdict"].value_counts().to_dict() == {"SAME": 51, "UNSURE": 9, "FASTER": 2, "SLOWER": 1}
     fp64 = compared[(compared["precision"] == "fp64") & (compared["m"] == 4096)].iloc[0]
     assert fp64["clock_note"] and float(fp64["ratio_at_clock"]) > float(fp64["time_ratio"])  # B clocked higher
     assert "devices differ" not in (tmp_path / "compare.md").read_text()
