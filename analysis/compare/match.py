@@ -92,7 +92,8 @@ def _why_not(group: pd.DataFrame) -> str:
     measured = data.measured(group)
     if not measured.empty:
         best = measured.sort_values(data.BEST_ORDER, kind="stable").iloc[0]
-        return data.not_evidence_reasons(best.to_frame().T).iloc[0] or "not evidence"
+        # evidence without a positive median time (a probe that reports something else) has no ratio
+        return data.not_evidence_reasons(best.to_frame().T).iloc[0] or "no median time"
     first = group.iloc[0]
     why = str(first.get("reason") or "").strip()
     return f"{first['status'] or 'no status'}" + (f" ({why})" if why and why != "nan" else "")
