@@ -364,9 +364,10 @@ REFERENCE = Path(__file__).resolve().parent.parent / "outputs" / "reference"  # 
 OUT_SUBFOLDER = "paper"
 
 
-def output_folder(prog: str, results: Sequence[os.PathLike], out: Optional[os.PathLike]) -> Optional[Path]:
-    """Where a command that writes the paper's files writes them: ``--out`` when given, else
-    ``RESULTS/paper/`` (beside a results file given alone). Only an explicit ``--out`` rewrites
+def output_folder(prog: str, results: Sequence[os.PathLike], out: Optional[os.PathLike],
+                  subfolder: str = OUT_SUBFOLDER) -> Optional[Path]:
+    """Where a command that writes files from RESULTS writes them: ``--out`` when given, else
+    ``RESULTS/<subfolder>/`` (beside a results file given alone; ``paper`` by default). Only an explicit ``--out`` rewrites
     the committed ``outputs/paper/``; without RESULTS (the reference data) ``--out`` is required,
     and nothing is ever written under ``outputs/reference/``. None after printing why not."""
     import sys
@@ -382,7 +383,7 @@ def output_folder(prog: str, results: Sequence[os.PathLike], out: Optional[os.Pa
         return None
     else:
         given = Path(results[0])
-        folder = (given if given.is_dir() else given.parent) / OUT_SUBFOLDER
+        folder = (given if given.is_dir() else given.parent) / subfolder
     try:
         Path(folder).resolve().relative_to(REFERENCE)
     except ValueError:

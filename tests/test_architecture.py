@@ -18,9 +18,10 @@ from conftest import ROOT
 MAX_LINES = 500
 PACKAGES = ("gemmlab", "analysis")
 # What analysis may import from the measuring core: rows, what the harness offers today (variants,
-# devices: coverage notes, colours and datasheets, never a row's meaning), paths, file writing.
+# devices: coverage notes, colours and datasheets, never a row's meaning), paths, file writing, and
+# the per-sample times beside the rows (samples: a result file, like rows).
 ANALYSIS_MAY_IMPORT = {"gemmlab", "gemmlab.rows", "gemmlab.variants", "gemmlab.devices", "gemmlab.paths",
-                       "gemmlab.cache"}
+                       "gemmlab.cache", "gemmlab.samples"}
 
 
 def modules(package: str):

@@ -1,0 +1,15 @@
+"""Did B get faster or slower than A? Point by point, with intervals and verdicts that hold up
+under the run-to-run drift of a GPU.
+
+    python -m analysis.compare A B [--threshold 0.05] [--out DIR]
+    python -m analysis.compare outputs/reference/h200-2026-11-30/cublas_square MY_RUN
+
+A and B are runs, sweeps or reference datasets (results.csv files or folders). Points are matched
+by what was measured (:mod:`.match`), the ratio of median times gets an interval (:mod:`.stats`:
+a bootstrap over the samples in samples.parquet, else the rows' p20/p80) and a verdict against a
+threshold from the measured drift: SAME, FASTER, SLOWER or UNSURE. Writes compare.csv,
+compare.md and compare.png/.pdf (:mod:`.report`); exits 1 when some point is SLOWER, 2 on bad
+input.
+"""
+from .core import Comparison, compare  # noqa: F401
+from .match import KEY, Side  # noqa: F401
