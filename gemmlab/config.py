@@ -166,6 +166,9 @@ class VariantConf:
     cublaslt: Optional[CublasLtConf] = None
     probe: Optional[ProbeConf] = None
     threads: Optional[int] = None  # CPU BLAS threads; None = all
+    # operand layouts the variant runs (gemmlab/operands.py); null = its backend's own: the
+    # libraries and the CPU baseline all four, the hand-written stages nn only
+    layouts: Optional[List[str]] = None
 
 
 @dataclass
@@ -257,6 +260,10 @@ class GemmlabConf:
     paths: PathsConf = field(default_factory=PathsConf)
     run: RunConf = field(default_factory=RunConf)
     experiment: Dict[str, Any] = field(default_factory=dict)  # claim id, notes
+    # The workload axes beside sizes (gemmlab/operands.py): how A and B are stored (nn nt tn tt:
+    # A and/or B transposed) and how many GEMMs of each shape one strided batched call computes.
+    layouts: List[str] = field(default_factory=lambda: ["nn"])
+    batch: List[int] = field(default_factory=lambda: [1])
 
 
 def load_variant(name: str):
