@@ -5,6 +5,11 @@ Plans allow only reductions in the compute type (MatmulReductionScheme.COMPUTE_T
 the default mask also lets split-K partial sums be added in the output type (INPLACE, OUTPUT_TYPE),
 which for FP16/BF16 is not the FP32 accumulation the precision asks for (see cublas.py).
 
+Layouts and batches (gemmlab/operands.py): nvmath reads each operand's layout from its strides, so a
+transposed operand is handed over as the transposed view of its stored array (column-major to
+cuBLASLt, no copy) and a batch as 3-D arrays (cuBLASLt's strided batch, one call). The fp8 path
+keeps its own operand layouts (A row-major, B column-major) and one GEMM per call.
+
 bfloat16 operands are handed to nvmath as PyTorch tensors that alias the CuPy buffers (through a
 uint16 DLPack view), because CuPy's bfloat16 arrays are not a type nvmath's CuPy wrapper knows.
 """
@@ -13,6 +18,7 @@ from __future__ import annotations
 import logging
 from typing import List, Optional
 
+from gemmlab import operands
 from gemmlab.backends.base import Backend, Launch
 
 # nvmath logs every execute() at INFO to the root logger unless given its own logger: that would
@@ -68,6 +74,9 @@ class CublasLt(Backend):
                     return f"FP8 tensor cores need compute capability 8.9 or newer (this device: {cc})"
                 if p.out_dtype != "bfloat16":
                     return "the fp8 path writes a bfloat16 result"
+        if p.compute == "fp8" and (p.layout != "nn" or p.batch != 1):
+            return ("the fp8 path stores its own operand layouts (A row-major, B column-major: cuBLASLt's FP8 "
+                    "kernels read both K-major) and runs one GEMM per call (layout nn, batch 1)")
         return None
 
     def wants_fp32_inputs(self, p) -> bool:
@@ -103,7 +112,8 @@ class CublasLt(Backend):
         stream = cupy.cuda.get_current_stream()
         opts = MatmulOptions(inplace=True, compute_type=getattr(ComputeType, COMPUTE[p.compute]),
                              logger=_QUIET)
-        ta, tb, tc = _alias(a), _alias(b), _alias(c)
+        trans_a, trans_b = operands.transposed(p.layout)
+        ta, tb, tc = operands.logical(_alias(a), trans_a), operands.logical(_alias(b), trans_b), _alias(c)
         scales = {"a": 1.0, "b": 1.0} if p.compute == "fp8" else None  # no D scale: BF16 result
         mm = Matmul(ta, tb, c=tc, alpha=1.0, beta=0.0, quantization_scales=scales, options=opts,
                     stream=stream.ptr)
@@ -121,7 +131,8 @@ class CublasLt(Backend):
             mm.execute(stream=ptr)
 
         fn.keepalive = (ta, tb, tc, a, b, c)
-        info = {"kernel_name": f"cublasLtMatmul {COMPUTE[p.compute]} algo={algo}"
+        workload = ("" if p.layout == "nn" else f" {p.layout}") + ("" if p.batch == 1 else f" batch={p.batch}")
+        info = {"kernel_name": f"cublasLtMatmul{workload} {COMPUTE[p.compute]} algo={algo}"
                                + (" autotuned" if autotuned else "") + " (compute-type reduction)",
                 "library_version": f"nvmath-python {nvmath.__version__}"}
         return Launch(fn, info)
