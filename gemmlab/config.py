@@ -182,11 +182,37 @@ class PrecisionConf:
 
 
 @dataclass
+class LlmModelConf:
+    """A model's dimensions, as its published config names them (gemmlab/llm_shapes.py expands
+    them into named GEMM shapes); fields a family does not use stay 0."""
+
+    family: str = MISSING  # llama | deepseek_v3
+    source: str = ""  # the config's URL
+    hidden_size: int = MISSING
+    intermediate_size: int = 0
+    num_attention_heads: int = 0
+    num_key_value_heads: int = 0
+    head_dim: int = 0  # 0: hidden_size / num_attention_heads
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    moe_intermediate_size: int = 0
+    n_routed_experts: int = 0
+    num_experts_per_tok: int = 0
+    n_shared_experts: int = 0
+
+
+@dataclass
 class SizesConf:
     description: str = ""
     square: List[int] = field(default_factory=list)  # N -> (N, N, N)
     shapes: List[List[int]] = field(default_factory=list)  # explicit [m, n, k]
     max_dim: int = 65536  # larger dimensions are rejected as absurd
+    # named LLM shapes (gemmlab/llm_shapes.py): each model's projections at each token count
+    models: Dict[str, LlmModelConf] = field(default_factory=dict)
+    tokens: List[int] = field(default_factory=list)
 
 
 @dataclass

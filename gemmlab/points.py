@@ -115,8 +115,14 @@ def named_shapes(sizes: DictConfig) -> List[Shape]:
     if sizes.get("models"):
         from gemmlab import llm_shapes
 
-        for s in llm_shapes.expand(sizes):
+        try:
+            named = llm_shapes.expand(sizes)
+        except ValueError as e:  # an unknown model family
+            raise ConfigError(f"sizes.models: {e}") from None
+        for s in named:
             for name, v in zip("mnk", (s.m, s.n, s.k)):
+                if v <= 0:
+                    raise ConfigError(f"size {name}={v} of {s.name} must be a positive integer")
                 if v > sizes.max_dim:
                     raise ConfigError(f"size {name}={v} of {s.name} is larger than sizes.max_dim={sizes.max_dim}")
             out.append(Shape(s.m, s.n, s.k, s.name, s.batch))

@@ -246,7 +246,7 @@ class Runner:
 def describe(pt: Point) -> str:
     """The point in a few words, for the progress bar and the log: variant, precision, shape, and
     the workload axes where they are not the defaults."""
-    text = f"{pt.variant} {pt.precision} {pt.m}x{pt.n}x{pt.k}"
+    text = f"{pt.variant} {pt.precision} {pt.shape_name or f'{pt.m}x{pt.n}x{pt.k}'}"
     if pt.batch != 1:
         text += f" x{pt.batch}"
     if pt.layout != "nn":

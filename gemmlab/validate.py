@@ -200,6 +200,7 @@ RULES: Dict[type, Dict[str, Tuple[Rule, ...]]] = {
     C.SizesConf: {
         "max_dim": (integer(lo=1),),
     },
+
     C.GemmlabConf: {
         "layouts": (Each(NamesOf("a layout", lambda: LAYOUTS)),),
         "batch": (Each(integer(lo=1)),),

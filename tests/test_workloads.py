@@ -194,3 +194,55 @@ def test_cublas_arguments_compute_the_logical_product_for_every_layout(layout, b
     _cublas_model(args, name, mem)
     c = mem[3].reshape(operands.output_shape(m, n, batch))  # row-major C
     assert np.allclose(c, a @ b)
+
+
+# -- the LLM shape sets (conf/sizes/llm.yaml, gemmlab/llm_shapes.py) ---------------------------------
+def _llm_points():
+    return expand(compose_cfg(["+experiment=llm_shapes"]))
+
+
+def test_llm_shapes_are_named_and_recomputed_by_hand():
+    by = {}
+    for p in _llm_points():
+        by.setdefault(p.shape_name, (p.m, p.n, p.k, p.batch, p.layout))
+    tokens = (1, 16, 64, 1024, 4096, 16384)
+    llama = ("attn_qkv", "attn_o", "mlp_gate_up", "mlp_down")
+    ds = ("attn_qkv_a", "attn_q_b", "attn_kv_b", "attn_o", "dense_gate_up", "dense_down", "moe_router",
+          "shared_gate_up", "shared_down", "expert_gate_up", "expert_down")
+    expected = {f"{m}.{p}.t{t}" for m in ("llama3_8b", "llama3_70b", "llama3_405b") for p in llama for t in tokens}
+    expected |= {f"deepseek_v3.{p}.t{t}" for p in ds for t in tokens}
+    assert set(by) == expected
+    # by hand, from the models' configs: m = tokens, n = out_features, k = in_features
+    assert by["llama3_8b.attn_qkv.t1"] == (1, (32 + 2 * 8) * 128, 4096, 1, "nt")  # 6144
+    assert by["llama3_70b.mlp_down.t4096"] == (4096, 8192, 28672, 1, "nt")
+    assert by["llama3_70b.attn_qkv.t16"] == (16, 10240, 8192, 1, "nt")  # (64 + 16) x 128
+    assert by["llama3_405b.mlp_gate_up.t16384"] == (16384, 2 * 53248, 16384, 1, "nt")
+    assert by["llama3_405b.attn_o.t64"] == (64, 16384, 128 * 128, 1, "nt")
+    assert by["deepseek_v3.attn_qkv_a.t1024"] == (1024, 1536 + 512 + 64, 7168, 1, "nt")  # 2112
+    assert by["deepseek_v3.attn_q_b.t1024"] == (1024, 128 * (128 + 64), 1536, 1, "nt")  # 24576
+    assert by["deepseek_v3.attn_kv_b.t1"] == (1, 128 * (128 + 128), 512, 1, "nt")  # 32768
+    assert by["deepseek_v3.attn_o.t16"] == (16, 7168, 128 * 128, 1, "nt")
+    assert by["deepseek_v3.dense_down.t64"] == (64, 7168, 18432, 1, "nt")
+    assert by["deepseek_v3.shared_gate_up.t4096"] == (4096, 4096, 7168, 1, "nt")
+    # routed experts, balanced: T x 8 assignments over min(256, 8T) experts
+    assert by["deepseek_v3.expert_gate_up.t1"] == (1, 4096, 7168, 8, "nt")
+    assert by["deepseek_v3.expert_down.t16"] == (1, 7168, 2048, 128, "nt")
+    assert by["deepseek_v3.expert_down.t4096"] == (128, 7168, 2048, 256, "nt")
+
+
+def test_llm_experiment_runs_libraries_and_cutlass_in_bf16_and_fp8_and_skips_the_cpu_with_reasons():
+    pts = _llm_points()
+    assert {p.variant for p in pts} == {"cpu_blas", "cublas", "cublaslt", "cutlass_auto"}
+    assert {p.precision for p in pts} == {"bf16", "fp8"}
+    cpu = [p for p in pts if p.backend == "cpu_blas"]
+    assert cpu and all(p.skip_reason and "does not support" in p.skip_reason for p in cpu)
+    expert = next(p for p in pts if p.shape_name == "deepseek_v3.expert_gate_up.t1024" and p.variant == "cublas")
+    assert expert.flops == 2 * 256 * 32 * 4096 * 7168
+    assert len({p.key for p in pts}) == len(pts)
+
+
+def test_an_unknown_model_family_is_a_config_error():
+    from gemmlab.points import ConfigError
+
+    with pytest.raises(ConfigError, match="unknown model family"):
+        expand(compose_cfg(["+experiment=llm_shapes", "sizes.models.llama3_8b.family=gpt"]))

@@ -8,7 +8,8 @@ which for FP16/BF16 is not the FP32 accumulation the precision asks for (see cub
 Layouts and batches (gemmlab/operands.py): nvmath reads each operand's layout from its strides, so a
 transposed operand is handed over as the transposed view of its stored array (column-major to
 cuBLASLt, no copy) and a batch as 3-D arrays (cuBLASLt's strided batch, one call). The fp8 path
-keeps its own operand layouts (A row-major, B column-major) and one GEMM per call.
+needs A row-major and B column-major (K-major both): it copies an nn point's B once (untimed), takes
+an nt point's B as stored, and skips tn, tt and batches with the reason.
 
 bfloat16 operands are handed to nvmath as PyTorch tensors that alias the CuPy buffers (through a
 uint16 DLPack view), because CuPy's bfloat16 arrays are not a type nvmath's CuPy wrapper knows.
@@ -74,9 +75,9 @@ class CublasLt(Backend):
                     return f"FP8 tensor cores need compute capability 8.9 or newer (this device: {cc})"
                 if p.out_dtype != "bfloat16":
                     return "the fp8 path writes a bfloat16 result"
-        if p.compute == "fp8" and (p.layout != "nn" or p.batch != 1):
-            return ("the fp8 path stores its own operand layouts (A row-major, B column-major: cuBLASLt's FP8 "
-                    "kernels read both K-major) and runs one GEMM per call (layout nn, batch 1)")
+        if p.compute == "fp8" and (p.layout not in ("nn", "nt") or p.batch != 1):
+            return ("cuBLASLt's FP8 kernels read A and B K-major: the fp8 path runs A as stored (layout nn, "
+                    "or nt, whose B is already K-major) and one GEMM per call (batch 1)")
         return None
 
     def wants_fp32_inputs(self, p) -> bool:
@@ -93,7 +94,10 @@ class CublasLt(Backend):
 
         f8 = torch.float8_e4m3fn
         ta = torch.from_dlpack(a32).to(f8)
-        tb = torch.from_dlpack(b32).t().contiguous().to(f8).t()  # (k, n) with strides (1, k)
+        if p.layout == "nt":  # B stored transposed, (n, k) row-major: already K-major, as it is
+            tb = torch.from_dlpack(b32).to(f8)
+        else:
+            tb = torch.from_dlpack(b32).t().contiguous().to(f8).t()  # (k, n) with strides (1, k)
         a_ref = cupy.from_dlpack(ta.to(torch.float32))
         b_ref = cupy.from_dlpack(tb.to(torch.float32).contiguous())
         return ta, tb, a_ref, b_ref
