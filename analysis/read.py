@@ -42,6 +42,7 @@ NUMERIC_COLUMNS = (
     "bytes_dram", "bytes_l2", "bytes_l1", "intensity_dram", "intensity_l2", "intensity_l1",
 )
 SHAPE_COLUMNS = ("m", "n", "k")
+DEFAULT_LAYOUT = "nn"  # A and B as stored by rows without a layout column
 TEXT_COLUMNS = ("run_id", "device", "backend", "variant", "precision", "op", "status", "reason",
                 "in_dtype", "out_dtype", "compute", "extra", "timer", "unreliable_reason")
 FLAG_COLUMNS = ("reliable", "contended")  # true / false / missing (rows written before them)
@@ -115,6 +116,10 @@ def normalize(df: pd.DataFrame) -> pd.DataFrame:
     for c in FLAG_COLUMNS:
         df[c] = flag(df[c])
     df.loc[df["op"] == "", "op"] = GEMM  # rows written before the op column existed
+    # the workload axes (gemmlab/operands.py): rows written before them are one nn GEMM, unnamed
+    df["layout"] = _text(df, "layout").str.strip().replace("", DEFAULT_LAYOUT)
+    df["batch"] = pd.to_numeric(df["batch"], errors="coerce").fillna(1).astype("Int64")
+    df["shape_name"] = _text(df, "shape_name")
     # what a variant was when measured, as the row says (see load)
     kind = df["kind"].astype(object).where(df["kind"].notna(), "").astype(str).str.strip()
     df["kind"] = [k if k in ("cpu", "gpu") else catalog.backend_kind(b) for k, b in zip(kind, df["backend"])]

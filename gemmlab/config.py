@@ -169,6 +169,9 @@ class VariantConf:
     cublaslt: Optional[CublasLtConf] = None
     probe: Optional[ProbeConf] = None
     threads: Optional[int] = None  # CPU BLAS threads; None = all
+    # operand layouts the variant runs (gemmlab/operands.py); null = its backend's own: the
+    # libraries and the CPU baseline all four, the hand-written stages nn only
+    layouts: Optional[List[str]] = None
 
 
 @dataclass
@@ -182,11 +185,37 @@ class PrecisionConf:
 
 
 @dataclass
+class LlmModelConf:
+    """A model's dimensions, as its published config names them (gemmlab/llm_shapes.py expands
+    them into named GEMM shapes); fields a family does not use stay 0."""
+
+    family: str = MISSING  # llama | deepseek_v3
+    source: str = ""  # the config's URL
+    hidden_size: int = MISSING
+    intermediate_size: int = 0
+    num_attention_heads: int = 0
+    num_key_value_heads: int = 0
+    head_dim: int = 0  # 0: hidden_size / num_attention_heads
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    moe_intermediate_size: int = 0
+    n_routed_experts: int = 0
+    num_experts_per_tok: int = 0
+    n_shared_experts: int = 0
+
+
+@dataclass
 class SizesConf:
     description: str = ""
     square: List[int] = field(default_factory=list)  # N -> (N, N, N)
     shapes: List[List[int]] = field(default_factory=list)  # explicit [m, n, k]
     max_dim: int = 65536  # larger dimensions are rejected as absurd
+    # named LLM shapes (gemmlab/llm_shapes.py): each model's projections at each token count
+    models: Dict[str, LlmModelConf] = field(default_factory=dict)
+    tokens: List[int] = field(default_factory=list)
 
 
 @dataclass
@@ -264,6 +293,10 @@ class GemmlabConf:
     paths: PathsConf = field(default_factory=PathsConf)
     run: RunConf = field(default_factory=RunConf)
     experiment: Dict[str, Any] = field(default_factory=dict)  # claim id, notes
+    # The workload axes beside sizes (gemmlab/operands.py): how A and B are stored (nn nt tn tt:
+    # A and/or B transposed) and how many GEMMs of each shape one strided batched call computes.
+    layouts: List[str] = field(default_factory=lambda: ["nn"])
+    batch: List[int] = field(default_factory=lambda: [1])
 
 
 def load_variant(name: str):

@@ -10,6 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from gemmlab import dtypes
 from gemmlab.expr import evaluate
+from gemmlab.operands import DEFAULT_LAYOUT
 
 
 class ConfigError(ValueError):
@@ -32,17 +33,23 @@ class Point:
     precision_cfg: Any = field(compare=False, repr=False, default=None)
     skip_reason: Optional[str] = None  # known before running (unsupported precision, constraint)
     method: Any = field(compare=False, repr=False, default=None)  # how it is timed (METHOD_FIELDS)
+    # the workload axes (gemmlab/operands.py): how A and B are stored, how many GEMMs of this
+    # shape one strided batched call computes, and the shape's name in a named shape set
+    layout: str = DEFAULT_LAYOUT
+    batch: int = 1
+    shape_name: str = ""
 
     @property
     def flops(self) -> int:
-        return 2 * self.m * self.n * self.k
+        return 2 * self.batch * self.m * self.n * self.k
 
     @property
     def bytes_min(self) -> int:
-        """Each input read once and the output written once, at the storage types."""
+        """Each input read once and the output written once, at the storage types (a transposed
+        operand holds as many elements; a batch holds ``batch`` of each)."""
         a = dtypes.itemsize(self.in_dtype)
         c = dtypes.itemsize(self.out_dtype)
-        return a * (self.m * self.k + self.k * self.n) + c * self.m * self.n
+        return self.batch * (a * (self.m * self.k + self.k * self.n) + c * self.m * self.n)
 
     @property
     def intensity(self) -> float:
@@ -65,19 +72,66 @@ class Point:
     @property
     def key(self) -> str:
         """Stable hash of everything that defines the point (for resume and merging)."""
+        variant = OmegaConf.to_container(self.variant_cfg, resolve=True, enum_to_str=True) \
+            if self.variant_cfg is not None else self.variant
+        if isinstance(variant, dict) and variant.get("layouts") is None:
+            variant.pop("layouts", None)  # a field added with the layout axis: unset keeps old keys
         payload = {
-            "variant": OmegaConf.to_container(self.variant_cfg, resolve=True, enum_to_str=True)
-            if self.variant_cfg is not None else self.variant,
+            "variant": variant,
             "precision": OmegaConf.to_container(self.precision_cfg, resolve=True, enum_to_str=True)
             if self.precision_cfg is not None else self.precision,
             "name": self.variant, "prec": self.precision, "shape": [self.m, self.n, self.k],
         }
         if self.method:  # a sweep over how points are timed keeps one row per setting
             payload["method"] = self.method
+        # The workload axes enter the key only away from their defaults, so every point measured
+        # before they existed (nn, one GEMM, unnamed) keeps its key: resume and the reference
+        # rows' matching depend on it (tests/test_workloads.py pins one such key).
+        if self.layout != DEFAULT_LAYOUT:
+            payload["layout"] = self.layout
+        if self.batch != 1:
+            payload["batch"] = self.batch
+        if self.shape_name:
+            payload["shape_name"] = self.shape_name
         return hashlib.sha1(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def shapes(sizes: DictConfig) -> List[Tuple[int, int, int]]:
+@dataclass(frozen=True)
+class Shape:
+    """One GEMM shape of a sizes config; ``name`` and ``batch`` only for named shape sets
+    (batch None: the run's batch axis applies)."""
+
+    m: int
+    n: int
+    k: int
+    name: str = ""
+    batch: Optional[int] = None
+
+
+def named_shapes(sizes: DictConfig) -> List[Shape]:
+    """The sizes config's shapes: ``square`` and ``shapes`` unnamed, then the named LLM shapes
+    (gemmlab/llm_shapes.py) when the config lists models."""
+    out = [Shape(m, n, k) for m, n, k in shapes(sizes, allow_empty=bool(sizes.get("models")))]
+    if sizes.get("models"):
+        from gemmlab import llm_shapes
+
+        try:
+            named = llm_shapes.expand(sizes)
+        except ValueError as e:  # an unknown model family
+            raise ConfigError(f"sizes.models: {e}") from None
+        for s in named:
+            for name, v in zip("mnk", (s.m, s.n, s.k)):
+                if v <= 0:
+                    raise ConfigError(f"size {name}={v} of {s.name} must be a positive integer")
+                if v > sizes.max_dim:
+                    raise ConfigError(f"size {name}={v} of {s.name} is larger than sizes.max_dim={sizes.max_dim}")
+            out.append(Shape(s.m, s.n, s.k, s.name, s.batch))
+    if not out:
+        raise ConfigError("the sizes config selects no shape (`square`, `shapes` and `models` are empty)")
+    return list(dict.fromkeys(out))
+
+
+def shapes(sizes: DictConfig, allow_empty: bool = False) -> List[Tuple[int, int, int]]:
     out: List[Tuple[int, int, int]] = []
     for n in sizes.square:
         out.append((n, n, n))
@@ -93,7 +147,7 @@ def shapes(sizes: DictConfig) -> List[Tuple[int, int, int]]:
                 raise ConfigError(
                     f"size {name}={v} in {list(shape)} is larger than sizes.max_dim={sizes.max_dim}; "
                     "raise sizes.max_dim if you mean it")
-    if not out:
+    if not out and not allow_empty:
         raise ConfigError("the sizes config selects no shape (both `square` and `shapes` are empty)")
     # keep order, drop repeats
     return list(dict.fromkeys(out))
@@ -121,25 +175,31 @@ def expand(cfg: DictConfig) -> List[Point]:
     if not cfg.precision:
         raise ConfigError("no precision selected")
     pts: List[Point] = []
-    shape_list = shapes(cfg.sizes)
+    shape_list = named_shapes(cfg.sizes)
     method = method_of(cfg.get("measure"))
+    layouts = list(cfg.get("layouts") or [DEFAULT_LAYOUT])
+    batches = [int(b) for b in (cfg.get("batch") or [1])]
     for vname, v in cfg.variant.items():
         for pname, p in cfg.precision.items():
             out_dtype = v.out_dtype or p.out_dtype
-            for m, n, k in shape_list:
-                reason = None
-                if pname not in v.precisions:
-                    reason = f"{vname} does not support {pname} (supports {', '.join(v.precisions)})"
-                pt = Point(variant=vname, backend=v.backend.value, precision=pname,
-                           m=m, n=n, k=k, in_dtype=p.in_dtype, out_dtype=out_dtype,
-                           compute=p.compute, tolerance=float(p.tolerance),
-                           variant_cfg=v, precision_cfg=p, skip_reason=reason, method=method)
-                if reason is None:
-                    reason = requirement_failure(pt)
-                    if reason:
-                        pt = Point(**{**pt.__dict__, "skip_reason": reason})
-                pts.append(pt)
-    return pts
+            for layout in layouts:
+                for batch in batches:
+                    for s in shape_list:
+                        reason = None
+                        if pname not in v.precisions:
+                            reason = f"{vname} does not support {pname} (supports {', '.join(v.precisions)})"
+                        pt = Point(variant=vname, backend=v.backend.value, precision=pname,
+                                   m=s.m, n=s.n, k=s.k, in_dtype=p.in_dtype, out_dtype=out_dtype,
+                                   compute=p.compute, tolerance=float(p.tolerance),
+                                   variant_cfg=v, precision_cfg=p, skip_reason=reason, method=method,
+                                   layout=layout, batch=s.batch or batch, shape_name=s.name)
+                        if reason is None:
+                            reason = requirement_failure(pt)
+                            if reason:
+                                pt = Point(**{**pt.__dict__, "skip_reason": reason})
+                        pts.append(pt)
+    # a shape with its own batch (an MoE layer's experts) is one point whatever the batch axis
+    return list(dict.fromkeys(pts))
 
 
 def requirement_failure(pt: Point) -> Optional[str]:

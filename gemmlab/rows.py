@@ -32,11 +32,16 @@ COLUMNS: List[tuple] = [
     ("precision", "precision name (conf/precision/<name>.yaml)"),
     ("op", "gemm (or the experiment's operation: gemv, vecadd, copy, transfer, ...)"),
     ("m", "rows of A and C"), ("n", "columns of B and C"), ("k", "inner dimension"),
+    ("layout", "how A and B are stored: nn nt tn tt, A and/or B transposed (gemmlab/operands.py); "
+               "C = A @ B of the logical matrices either way; rows without it are nn"),
+    ("batch", "GEMMs of this shape in one strided batched call (flops and bytes_min count all); "
+              "rows without it are 1"),
+    ("shape_name", "the shape's name in a named shape set (llama3_70b.mlp_down.t4096); empty otherwise"),
     ("in_dtype", "storage type of A and B"), ("out_dtype", "storage type of C"),
     ("compute", "math the units do (fp64, fp32, tf32, fp16, bf16, fp8)"),
     ("point_key", "hash of the point's full config; resume and merge key"),
     # work
-    ("flops", "2*m*n*k"),
+    ("flops", "2*batch*m*n*k"),
     ("bytes_min", "each input read once and the output written once, bytes"),
     ("intensity", "flops / bytes_min, FLOP/byte"),
     ("intensity_model", "modeled DRAM intensity of the variant, FLOP/byte"),
@@ -194,7 +199,7 @@ TEXT_COLUMNS = (
     "status", "reason", "baseline_variant", "gpu_uuid", "driver_version", "cuda_runtime_version",
     "cpu_model", "blas_vendor", "blas_arch", "kernel_name", "library_version", "counters_reason",
     "distribution", "gemmlab_version", "git_commit", "python_version", "numpy_version", "cupy_version",
-    "experiment", "extra", "kind", "description", "tags", "defines",
+    "experiment", "extra", "kind", "description", "tags", "defines", "layout", "shape_name",
 )
 ROW_KEY = ("run_id", "point_key")  # one point of one run: the same measurement wherever it is read
 

@@ -81,6 +81,7 @@ class Runner:
             "run_id": self.run_id, "backend": pt.backend, "variant": pt.variant,
             **variant_fields(pt),
             "precision": pt.precision, "op": "gemm", "m": pt.m, "n": pt.n, "k": pt.k,
+            "layout": pt.layout, "batch": pt.batch, "shape_name": pt.shape_name,
             "in_dtype": pt.in_dtype, "out_dtype": pt.out_dtype, "compute": pt.compute,
             "point_key": pt.key, "flops": pt.flops, "bytes_min": pt.bytes_min,
             "intensity": pt.intensity, "intensity_model": model, "tolerance": pt.tolerance,
@@ -92,6 +93,10 @@ class Runner:
     def skip_reason(self, pt: Point) -> Optional[str]:
         if pt.skip_reason:
             return pt.skip_reason
+        # what the backend cannot run on any machine (a layout, a batch) before what this one lacks
+        reason = backend_class(pt.backend).workload_reason(pt)
+        if reason:
+            return reason
         reason = self.unavailable(pt.backend)
         if reason:
             return reason
@@ -120,7 +125,7 @@ class Runner:
                 _progress(self.cfg.run.progress, len(todo)) as bar:
             try:
                 for pt in todo:
-                    bar.describe(f"{pt.variant} {pt.precision} {pt.m}x{pt.n}x{pt.k}")
+                    bar.describe(describe(pt))
                     row = self.measure(pt)
                     row["timestamp"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
                     entries = row.pop("_samples", None) or []
@@ -152,7 +157,8 @@ class Runner:
             # the library writes the precision's own output type (a wmma kernel may write float)
             bp = replace(pt, variant=name, backend=bname, out_dtype=self.cfg.precision[pt.precision].out_dtype,
                          variant_cfg=v, skip_reason=None)
-            if requirement_failure(bp) or self.backend(bname).skip_reason(bp):
+            if requirement_failure(bp) or backend_class(bname).workload_reason(bp) \
+                    or self.backend(bname).skip_reason(bp):
                 continue
             out.append((name, bp, self.backend(bname)))
         return out
@@ -195,7 +201,7 @@ class Runner:
         except KeyboardInterrupt:
             raise
         except Exception as e:  # one bad point must not end the run
-            log.exception("point %s %s %dx%dx%d failed", pt.variant, pt.precision, pt.m, pt.n, pt.k)
+            log.exception("point %s failed", describe(pt))
             fields = {"status": "failed", "reason": _describe(e)}
         finally:
             b.release()
@@ -235,6 +241,17 @@ class Runner:
             return self.executor(kind).device_fields()
         except Exception:
             return {}
+
+
+def describe(pt: Point) -> str:
+    """The point in a few words, for the progress bar and the log: variant, precision, shape, and
+    the workload axes where they are not the defaults."""
+    text = f"{pt.variant} {pt.precision} {pt.shape_name or f'{pt.m}x{pt.n}x{pt.k}'}"
+    if pt.batch != 1:
+        text += f" x{pt.batch}"
+    if pt.layout != "nn":
+        text += f" {pt.layout}"
+    return text
 
 
 def variant_fields(pt: Point) -> Dict[str, Any]:

@@ -30,6 +30,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from gemmlab import config as C
 from gemmlab import variants
+from gemmlab.operands import LAYOUTS
 
 EXIT_CODE = 2  # a usage error, as argparse uses it
 
@@ -148,6 +149,24 @@ class NamesOf(Rule):
         return None
 
 
+@dataclass(frozen=True)
+class Each(Rule):
+    """A non-empty list whose every entry passes ``rule`` (an axis: layouts, batch)."""
+
+    rule: Rule
+
+    def check(self, value, node=None) -> Optional[str]:
+        entries = list(value or [])
+        if not entries:
+            return "must list at least one value"
+        names = isinstance(self.rule, NamesOf)  # it checks a list of names
+        for v in entries:
+            msg = self.rule.check([v] if names else v, node)
+            if msg:
+                return msg if names else f"{_fmt(v)} {msg}"
+        return None
+
+
 def _variant_names() -> List[str]:
     return sorted(variants.files())
 
@@ -182,8 +201,14 @@ RULES: Dict[type, Dict[str, Tuple[Rule, ...]]] = {
     C.SizesConf: {
         "max_dim": (integer(lo=1),),
     },
+
+    C.GemmlabConf: {
+        "layouts": (Each(NamesOf("a layout", lambda: LAYOUTS)),),
+        "batch": (Each(integer(lo=1)),),
+    },
     C.VariantConf: {
         "threads": (integer(lo=1, nullable="all cores"),),
+        "layouts": (NamesOf("a layout", lambda: LAYOUTS),),
     },
     C.CublasLtConf: {
         "autotune_iterations": (integer(lo=1),),

@@ -437,3 +437,40 @@ def test_compile_benchmark_reports_parallel_and_cached_times(tmp_path, fake_nvcc
     names = [r["name"] for r in report["parallel"]["results"]]
     assert any("_f16_" in n for n in names) and any("_bf16_" in n for n in names)
     assert fake_nvcc.read_text().split().count("device") == 5
+
+
+# -- the layout and batch axes (gemmlab/operands.py) ----------------------------------------------
+@needs_nvcc
+@pytest.mark.parametrize("layout, layout_a, layout_b", [("nt", "RowMajor", "ColumnMajor"),
+                                                        ("tn", "ColumnMajor", "RowMajor"),
+                                                        ("tt", "ColumnMajor", "ColumnMajor")])
+def test_a_transposed_operand_is_emitted_column_major(tmp_path, layout, layout_a, layout_b):
+    b, points = backend_and_points(tmp_path, ["variant=[cutlass_auto]", "precision=[fp16]", f"layouts=[nn,{layout}]"],
+                                   shape=(512, 512, 512))
+    by = {p.layout: p for p in points}
+    (nn,) = b.kernels(by["nn"])
+    (kernel,) = b.kernels(by[layout])
+    device, _ = kernel.sources()
+    block = device.split("gemm::collective::CollectiveBuilder<", 1)[1]
+    # the builder's operands: element A, layout A, alignment A, element B, layout B, ...
+    layouts = re.findall(r"cutlass::layout::(RowMajor|ColumnMajor)", block)[:2]
+    assert layouts == [layout_a, layout_b]
+    assert kernel.key != nn.key and kernel.config != {} and kernel.name != nn.name
+
+
+@needs_nvcc
+def test_a_variant_with_its_own_layouts_runs_only_nn(tmp_path):
+    b, points = backend_and_points(tmp_path, ["variant=[cutlass_tf32_tn]", "precision=[tf32]", "layouts=[nn,nt]",
+                                              "batch=[1,2]"], shape=(512, 512, 512))
+    reasons = {(p.layout, p.batch): b.skip_reason(p) for p in points}
+    assert reasons[("nn", 1)] is None
+    for key in (("nt", 1), ("nn", 2), ("nt", 2)):
+        assert "fixes its own operand layouts" in reasons[key]
+
+
+def test_batch_strides_are_one_matrix_apart():
+    from gemmlab.backends.cutlass.launch import batch_strides
+    from gemmlab.points import Point
+
+    p = Point("cutlass_auto", "cutlass", "fp16", 5, 7, 3, "float16", "float16", "fp16", 1e-2, layout="tn", batch=4)
+    assert batch_strides(p) == {"A": 15, "B": 21, "C": 35, "D": 35}

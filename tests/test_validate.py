@@ -198,6 +198,8 @@ CLI_BAD = [
     ("measure.max_time_s=0", "gemmlab: measure.max_time_s=0.0 is invalid: must be a finite number > 0"),
     ("+measure.warmpu_s=1", "gemmlab: +measure.warmpu_s=1 is invalid: unknown key: 'warmpu_s' is not in "
                             "MeasureConf (measure); did you mean measure.warmup_s?"),
+    ("layouts=[nn,tx]", "gemmlab: layouts=[nn, tx] is invalid: 'tx' is not a layout; valid: nn, nt, tn, tt"),
+    ("batch=[0]", "gemmlab: batch=[0] is invalid: 0 must be an integer >= 1"),
 ]
 
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Dict, Iterable, Optional, Type
+from typing import Any, Callable, ClassVar, Dict, Iterable, Optional, Tuple, Type
 
 from omegaconf import DictConfig
+
+from gemmlab.operands import LAYOUTS
 
 
 @dataclass
@@ -25,8 +27,30 @@ class Backend:
     name: ClassVar[str]
     kind: ClassVar[str]  # "cpu" or "gpu": which executor runs it
 
+    # The workload axes (gemmlab/operands.py) the backend runs: operand layouts (a variant's
+    # ``layouts:`` may list others it supports) and strided batches; otherwise its points are
+    # skipped with these reasons.
+    layouts: ClassVar[Tuple[str, ...]] = LAYOUTS
+    layout_reason: ClassVar[str] = ""
+    batched: ClassVar[bool] = True
+    batch_reason: ClassVar[str] = ""
+
     def __init__(self, cfg: DictConfig):
         self.cfg = cfg
+
+    @classmethod
+    def workload_reason(cls, point) -> Optional[str]:
+        """Why this backend does not run the point's layout or batch, or None (known before
+        anything runs, on any machine)."""
+        declared = point.variant_cfg.get("layouts") if point.variant_cfg is not None else None
+        layouts = tuple(declared) if declared is not None else cls.layouts
+        if point.layout not in layouts:
+            why = cls.layout_reason if declared is None else \
+                f"{point.variant} declares layouts {', '.join(layouts)}"
+            return f"{why} (this point: layout {point.layout})"
+        if point.batch != 1 and not cls.batched:
+            return f"{cls.batch_reason} (this point: batch {point.batch})"
+        return None
 
     def unavailable(self) -> Optional[str]:
         """Why this backend cannot run on this machine at all, or None."""

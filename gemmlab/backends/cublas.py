@@ -4,7 +4,11 @@ The compute type is chosen from the precision and recorded, so the math in force
 fp32 runs CUBLAS_COMPUTE_32F with the default math mode (true FP32, no TF32), tf32 runs
 CUBLAS_COMPUTE_32F_FAST_TF32 on FP32 storage, fp16/bf16 accumulate in FP32, fp64 in FP64.
 Row-major C = A @ B is computed as the column-major product C^T = B^T A^T, which reads the same
-buffers with no transposition.
+buffers with no transposition. The layout axis (gemmlab/operands.py) sets the transpose flags: a
+row-major k x n B read column-major is B^T (op N, ld n); a B stored transposed (row-major n x k)
+read column-major is B itself, so op T with ld k; the same for A (op N, ld k; op T, ld m). A batch
+is one ``cublasGemmStridedBatchedEx`` over the contiguous stack of operands (strides m*k, k*n and
+m*n elements); batch 1 stays the plain ``cublasGemmEx``.
 
 The handle disallows reduced-precision reductions (CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION):
 by default cuBLAS may add split-K partial sums of an FP16/BF16 GEMM in FP16/BF16, which is not the
@@ -19,6 +23,7 @@ from typing import Optional
 
 import numpy as np
 
+from gemmlab import operands
 from gemmlab.backends.base import Backend, Launch
 
 # cudaDataType_t (library_types.h) and cublasComputeType_t (cublas_api.h)
@@ -31,7 +36,7 @@ COMPUTE = {  # precision compute -> (cublasComputeType_t, name, scale dtype)
     "bf16": (68, "CUBLAS_COMPUTE_32F", np.float32),
 }
 CUBLAS_GEMM_DEFAULT = -1
-CUBLAS_OP_N = 0
+CUBLAS_OP_N, CUBLAS_OP_T = 0, 1  # cublasOperation_t
 # cublasMath_t: no split-K reduction in a type narrower than the compute type
 CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION = 16
 
@@ -79,23 +84,48 @@ class Cublas(Backend):
         compute, compute_name, scale = COMPUTE[p.compute]
         # keep the scalars alive as long as the launch: cuBLAS reads them through host pointers
         alpha, beta = np.array(1, dtype=scale), np.array(0, dtype=scale)
-        ta, tc = CUDA_R[p.in_dtype], CUDA_R[p.out_dtype]
-        m, n, k = p.m, p.n, p.k
-        args = (handle, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, alpha.ctypes.data, b.data.ptr, ta, n,
-                a.data.ptr, ta, k, beta.ctypes.data, c.data.ptr, tc, n, compute, CUBLAS_GEMM_DEFAULT)
-        gemm_ex = cublas.gemmEx
+        args, gemm = gemm_arguments(p, handle, alpha.ctypes.data, beta.ctypes.data,
+                                    a.data.ptr, b.data.ptr, c.data.ptr, compute)
+        gemm_ex = getattr(cublas, gemm)
 
         def fn():
             gemm_ex(*args)
 
         fn.keepalive = (alpha, beta, a, b, c)
-        info = {"kernel_name": f"cublasGemmEx {compute_name} {p.in_dtype}->{p.out_dtype} (FP32 reduction)"
-                               if p.in_dtype in ("float16", "bfloat16") else
-                               f"cublasGemmEx {compute_name} {p.in_dtype}->{p.out_dtype}",
+        call = "cublasGemmEx" if p.batch == 1 else f"cublasGemmStridedBatchedEx batch={p.batch}"
+        ops = "" if p.layout == "nn" else f" {_ops(p)}"  # nn rows keep the name they had
+        what = f"{call}{ops} {compute_name} {p.in_dtype}->{p.out_dtype}"
+        info = {"kernel_name": what + (" (FP32 reduction)" if p.in_dtype in ("float16", "bfloat16") else ""),
                 "library_version": f"cuBLAS {cublas.getVersion(handle)}"
                 + (f" NVIDIA_TF32_OVERRIDE={os.environ['NVIDIA_TF32_OVERRIDE']}"
                    if "NVIDIA_TF32_OVERRIDE" in os.environ else "")}
         return Launch(fn, info)
+
+
+def _ops(p) -> str:
+    """cuBLAS's (transa, transb) of the column-major call, e.g. "NN" (for a row-major nn point)."""
+    ta, tb = operands.transposed(p.layout)
+    return ("T" if tb else "N") + ("T" if ta else "N")
+
+
+def gemm_arguments(p, handle: int, alpha: int, beta: int, a: int, b: int, c: int, compute: int):
+    """The arguments of the cuBLAS call for point ``p`` on device pointers a, b, c, and the
+    CuPy binding's name (``gemmEx``, or ``gemmStridedBatchedEx`` for a batch).
+
+    Column-major, cuBLAS computes C^T (n x m, ld n) = op(X) op(Y) with X the buffer of B and Y
+    that of A: a B stored as it is (row-major k x n) is B^T column-major (op N, ld n), one stored
+    transposed (row-major n x k) is B column-major (op T, ld k); A likewise (op N with ld k, op T
+    with ld m)."""
+    ta, tb = operands.transposed(p.layout)
+    m, n, k = p.m, p.n, p.k
+    dtype_in, dtype_out = CUDA_R[p.in_dtype], CUDA_R[p.out_dtype]
+    op_x, ld_x = (CUBLAS_OP_T, k) if tb else (CUBLAS_OP_N, n)
+    op_y, ld_y = (CUBLAS_OP_T, m) if ta else (CUBLAS_OP_N, k)
+    if p.batch == 1:
+        return ((handle, op_x, op_y, n, m, k, alpha, b, dtype_in, ld_x, a, dtype_in, ld_y, beta,
+                 c, dtype_out, n, compute, CUBLAS_GEMM_DEFAULT), "gemmEx")
+    return ((handle, op_x, op_y, n, m, k, alpha, b, dtype_in, ld_x, k * n, a, dtype_in, ld_y, m * k,
+             beta, c, dtype_out, n, m * n, p.batch, compute, CUBLAS_GEMM_DEFAULT), "gemmStridedBatchedEx")
 
 
 BACKEND = Cublas

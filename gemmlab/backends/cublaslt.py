@@ -5,6 +5,12 @@ Plans allow only reductions in the compute type (MatmulReductionScheme.COMPUTE_T
 the default mask also lets split-K partial sums be added in the output type (INPLACE, OUTPUT_TYPE),
 which for FP16/BF16 is not the FP32 accumulation the precision asks for (see cublas.py).
 
+Layouts and batches (gemmlab/operands.py): nvmath reads each operand's layout from its strides, so a
+transposed operand is handed over as the transposed view of its stored array (column-major to
+cuBLASLt, no copy) and a batch as 3-D arrays (cuBLASLt's strided batch, one call). The fp8 path
+needs A row-major and B column-major (K-major both): it copies an nn point's B once (untimed), takes
+an nt point's B as stored, and skips tn, tt and batches with the reason.
+
 bfloat16 operands are handed to nvmath as PyTorch tensors that alias the CuPy buffers (through a
 uint16 DLPack view), because CuPy's bfloat16 arrays are not a type nvmath's CuPy wrapper knows.
 """
@@ -13,6 +19,7 @@ from __future__ import annotations
 import logging
 from typing import List, Optional
 
+from gemmlab import operands
 from gemmlab.backends.base import Backend, Launch
 
 # nvmath logs every execute() at INFO to the root logger unless given its own logger: that would
@@ -68,6 +75,9 @@ class CublasLt(Backend):
                     return f"FP8 tensor cores need compute capability 8.9 or newer (this device: {cc})"
                 if p.out_dtype != "bfloat16":
                     return "the fp8 path writes a bfloat16 result"
+        if p.compute == "fp8" and (p.layout not in ("nn", "nt") or p.batch != 1):
+            return ("cuBLASLt's FP8 kernels read A and B K-major: the fp8 path runs A as stored (layout nn, "
+                    "or nt, whose B is already K-major) and one GEMM per call (batch 1)")
         return None
 
     def wants_fp32_inputs(self, p) -> bool:
@@ -84,7 +94,10 @@ class CublasLt(Backend):
 
         f8 = torch.float8_e4m3fn
         ta = torch.from_dlpack(a32).to(f8)
-        tb = torch.from_dlpack(b32).t().contiguous().to(f8).t()  # (k, n) with strides (1, k)
+        if p.layout == "nt":  # B stored transposed, (n, k) row-major: already K-major, as it is
+            tb = torch.from_dlpack(b32).to(f8)
+        else:
+            tb = torch.from_dlpack(b32).t().contiguous().to(f8).t()  # (k, n) with strides (1, k)
         a_ref = cupy.from_dlpack(ta.to(torch.float32))
         b_ref = cupy.from_dlpack(tb.to(torch.float32).contiguous())
         return ta, tb, a_ref, b_ref
@@ -103,7 +116,8 @@ class CublasLt(Backend):
         stream = cupy.cuda.get_current_stream()
         opts = MatmulOptions(inplace=True, compute_type=getattr(ComputeType, COMPUTE[p.compute]),
                              logger=_QUIET)
-        ta, tb, tc = _alias(a), _alias(b), _alias(c)
+        trans_a, trans_b = operands.transposed(p.layout)
+        ta, tb, tc = operands.logical(_alias(a), trans_a), operands.logical(_alias(b), trans_b), _alias(c)
         scales = {"a": 1.0, "b": 1.0} if p.compute == "fp8" else None  # no D scale: BF16 result
         mm = Matmul(ta, tb, c=tc, alpha=1.0, beta=0.0, quantization_scales=scales, options=opts,
                     stream=stream.ptr)
@@ -121,7 +135,8 @@ class CublasLt(Backend):
             mm.execute(stream=ptr)
 
         fn.keepalive = (ta, tb, tc, a, b, c)
-        info = {"kernel_name": f"cublasLtMatmul {COMPUTE[p.compute]} algo={algo}"
+        workload = ("" if p.layout == "nn" else f" {p.layout}") + ("" if p.batch == 1 else f" batch={p.batch}")
+        info = {"kernel_name": f"cublasLtMatmul{workload} {COMPUTE[p.compute]} algo={algo}"
                                + (" autotuned" if autotuned else "") + " (compute-type reduction)",
                 "library_version": f"nvmath-python {nvmath.__version__}"}
         return Launch(fn, info)

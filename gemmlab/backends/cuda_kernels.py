@@ -135,6 +135,10 @@ def _device_sm_count() -> int:
 class CudaKernels(Backend):
     name = "cuda"
     kind = "gpu"
+    layouts = ("nn",)
+    layout_reason = "hand-written stages read row-major A and B (layout nn)"
+    batched = False
+    batch_reason = "hand-written stages compute one GEMM per launch (batch 1)"
 
     def __init__(self, cfg):
         super().__init__(cfg)

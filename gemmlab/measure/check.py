@@ -173,6 +173,8 @@ class CheckResult:
     exact: bool = False
     reference: str = ""
     note: str = ""
+    rows_per_batch: int = 0  # a batched GEMM's rows per GEMM: the failure names the batch index
+
 
     @property
     def passed(self) -> bool:
@@ -189,7 +191,10 @@ class CheckResult:
         if self.first is None:
             return ""
         i, j, got, want, bound = self.first
-        return f"; first at (row {i}, col {j}): C = {got:.6g}, C_ref = {want:.6g}" + (
+        where = f"row {i}, col {j}"
+        if self.rows_per_batch:
+            where = f"batch {i // self.rows_per_batch}, row {i % self.rows_per_batch}, col {j}"
+        return f"; first at ({where}): C = {got:.6g}, C_ref = {want:.6g}" + (
             "" if self.exact else f", bound {bound:.3g}")
 
     def failure(self) -> Optional[str]:
@@ -229,6 +234,7 @@ class Reference:
             s += model.eta_out
             self.bound = s
         self.r = r
+        self.rows_per_batch = 0  # > 0: the rows are a batch of GEMMs of this many rows each
 
     # -- building ------------------------------------------------------------------------------
     @classmethod
@@ -243,7 +249,14 @@ class Reference:
         s = None if exact else xp.matmul(xp.abs(a64), xp.abs(b64))
         k = a64.shape[-1]
         del a64, b64
-        return cls(xp, r, s, k, model, name or default_name(xp), tolerance, out_dtype, exact)
+        rows_per_batch = 0
+        if r.ndim == 3:  # a strided batch: checked as one (batch * m) x n matrix, element by element
+            rows_per_batch = r.shape[1]
+            r = r.reshape(-1, r.shape[2])
+            s = None if s is None else s.reshape(-1, s.shape[2])
+        ref = cls(xp, r, s, k, model, name or default_name(xp), tolerance, out_dtype, exact)
+        ref.rows_per_batch = rows_per_batch
+        return ref
 
     def release(self) -> None:
         self.r = self.target = self.bound = None
@@ -299,7 +312,7 @@ class Reference:
         if first is not None and self.target.ndim == 1:  # vectors: (index, 0)
             first = (first[1], 0, *first[2:])
         return CheckResult(rel, max_abs, nonfinite, self.tolerance, elem_max, elem_fail, first, overflow,
-                           self.exact, self.name)
+                           self.exact, self.name, rows_per_batch=self.rows_per_batch)
 
 
 def compare(xp, out, r, tolerance: float, s=None, k: int = 0, model: Optional[ErrorModel] = None,
@@ -388,6 +401,13 @@ def split_product(xp, a64, b64, bits: int = 53):
     return out * xp.ldexp(1.0, ea)[:, None] * xp.ldexp(1.0, eb)[None, :]
 
 
+def batched(xp, product, a64, b64):
+    """``product`` (of two matrices) applied to each GEMM of a batch (3-D operands)."""
+    if a64.ndim == 2:
+        return product(xp, a64, b64)
+    return xp.stack([product(xp, a64[i], b64[i]) for i in range(a64.shape[0])])
+
+
 def _slices(xp, x, n: int, t: int, axis: int):
     """x (rows x K) as n integer matrices P_s with x = 2^e * sum_s P_s 2^(-t (s+1)) (+ a tail
     below 2^(e - n t)); e per row."""
@@ -431,7 +451,7 @@ def gemm_reference(xp, point, kind: str, a_ref, b_ref, exact: bool) -> Reference
         return Reference.gemm(xp, a_ref, b_ref, model, point.tolerance, point.out_dtype, exact)
     name, fn = alt
     if fn is None:  # CPU FP64
-        fn = lambda a, b: split_product(xp, a, b)  # noqa: E731
+        fn = lambda a, b: batched(xp, split_product, a, b)  # noqa: E731
     return Reference.gemm(xp, a_ref, b_ref, model, point.tolerance, point.out_dtype, exact,
                           reference=fn, name=name)
 

@@ -7,7 +7,7 @@ from typing import Any, Dict
 
 import numpy as np
 
-from gemmlab import dtypes, env, samples
+from gemmlab import dtypes, env, operands, samples
 from gemmlab.config import Distribution
 from gemmlab.measure import check
 from gemmlab.measure.stats import should_stop, summarize, timing_fields
@@ -60,10 +60,15 @@ class CpuExecutor:
     def _measure_gemm(self, point, backend, seed: int) -> Dict[str, Any]:
         m = self.measure
         rng = np.random.default_rng(seed)
-        a = self.random(rng, (point.m, point.k), point.in_dtype)
-        b = self.random(rng, (point.k, point.n), point.in_dtype)
+        shape_a, shape_b = operands.logical_shapes(point.m, point.n, point.k, point.batch)
+        ta, tb = operands.transposed(point.layout)
+        # the logical operands, then stored as the layout says (gemmlab/operands.py)
+        a = operands.store(np, self.random(rng, shape_a, point.in_dtype), ta)
+        b = operands.store(np, self.random(rng, shape_b, point.in_dtype), tb)
         a, b, a_ref, b_ref = backend.make_inputs(point, a, b)
-        c = np.empty((point.m, point.n), dtype=dtypes.numpy_dtype(point.out_dtype))
+        a_ref, b_ref = operands.logical(a_ref, ta), operands.logical(b_ref, tb)
+        c = np.empty(operands.output_shape(point.m, point.n, point.batch),
+                     dtype=dtypes.numpy_dtype(point.out_dtype))
         launch = backend.make_launch(point, a, b, c)
         row: Dict[str, Any] = {**env.blas_info(), **launch.info, "timer": "perf_counter", "cache": "warm"}
 

@@ -7,7 +7,7 @@ import logging
 import math
 from typing import Any, Dict, List, Optional, Sequence
 
-from gemmlab import dtypes, samples
+from gemmlab import operands, samples
 from gemmlab.config import CachePolicy, Distribution
 from gemmlab.gpu import arrays
 from gemmlab.gpu.device import free_bytes, info, no_device_reason
@@ -65,13 +65,12 @@ class GpuExecutor:
 
     # -- memory -----------------------------------------------------------------------------
     def _bytes_per_set(self, p) -> int:
-        a = dtypes.itemsize(p.in_dtype)
-        return a * (p.m * p.k + p.k * p.n) + dtypes.itemsize(p.out_dtype) * p.m * p.n
+        return p.bytes_min  # A, B and C of every GEMM of the batch
 
     def _check_bytes(self, p) -> int:
         # FP64 A and B and their absolute values, R, the bound, the upcast output and a chunk's
-        # temporaries (gemmlab/measure/check.py).
-        return 16 * (p.m * p.k + p.k * p.n) + 40 * p.m * p.n
+        # temporaries (gemmlab/measure/check.py), for every GEMM of the batch.
+        return p.batch * (16 * (p.m * p.k + p.k * p.n) + 40 * p.m * p.n)
 
     def _n_sets(self, p) -> int:
         if self.measure.cache != CachePolicy.rotate:
@@ -249,16 +248,24 @@ class GpuExecutor:
         cp, m = self.cp, self.measure
         rng = cp.random.default_rng(seed)
         sets = []
+        shape_a, shape_b = operands.logical_shapes(p.m, p.n, p.k, p.batch)
+        ta, tb = operands.transposed(p.layout)
         for _ in range(n_sets):
-            a32 = check.random_matrix(cp, rng, (p.m, p.k), m.distribution.value, m.input_scale)
-            b32 = check.random_matrix(cp, rng, (p.k, p.n), m.distribution.value, m.input_scale)
+            a32 = check.random_matrix(cp, rng, shape_a, m.distribution.value, m.input_scale)
+            b32 = check.random_matrix(cp, rng, shape_b, m.distribution.value, m.input_scale)
+            # stored as the layout says (gemmlab/operands.py), transposed in FP32 before the cast
+            # (CuPy copies every storage type it casts to from a contiguous FP32 array); the
+            # check reads the logical operands
+            a32, b32 = operands.store(cp, a32, ta), operands.store(cp, b32, tb)
             if backend.wants_fp32_inputs(p):
                 a, b = a32, b32
             else:
                 a, b = arrays.cast(cp, a32, p.in_dtype), arrays.cast(cp, b32, p.in_dtype)
             del a32, b32
             a, b, a_ref, b_ref = backend.make_inputs(p, a, b)
-            sets.append((a, b, a_ref, b_ref, arrays.empty(cp, (p.m, p.n), p.out_dtype)))
+            a_ref, b_ref = operands.logical(a_ref, ta), operands.logical(b_ref, tb)
+            sets.append((a, b, a_ref, b_ref,
+                         arrays.empty(cp, operands.output_shape(p.m, p.n, p.batch), p.out_dtype)))
         return sets
 
     # -- baselines ------------------------------------------------------------------------------

@@ -20,10 +20,11 @@ import json
 import logging
 import os
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
+from gemmlab import operands
 from gemmlab.backends.base import Backend, Launch
 from gemmlab.backends.cutlass import compat
 from gemmlab.backends.cutlass.build import (
@@ -119,10 +120,25 @@ class Cutlass(Backend):
         return max(jobs) if jobs else (os.cpu_count() or 1)
 
     # -- points -> kernels -----------------------------------------------------------------------
+    def point_options(self, point) -> KernelOptions:
+        """The variant's options with the point's operand layouts (gemmlab/operands.py): an operand
+        stored transposed is the operand in column-major order (the same memory), so ``t`` is
+        CUTLASS's ColumnMajor; ``nn`` keeps the variant's own ``layout_a``/``layout_b``. Raises
+        Unsupported where the two would disagree."""
+        opts = self.options[point.variant]
+        own = (opts.layout_a, opts.layout_b) != ("row", "row")
+        if own and (point.layout != "nn" or point.batch != 1):
+            raise Unsupported(f"{point.variant} fixes its own operand layouts (layout_a {opts.layout_a}, "
+                              f"layout_b {opts.layout_b}; copied untimed): it runs layout nn, batch 1 only")
+        if point.layout == "nn":
+            return opts
+        ta, tb = operands.transposed(point.layout)
+        return replace(opts, layout_a="col" if ta else "row", layout_b="col" if tb else "row")
+
     def kernels(self, point) -> List[Kernel]:
         """The kernel(s) ``point`` needs; raises Unsupported with the skip reason."""
         self._setup()
-        return self._catalog.kernels(point, self.options[point.variant])
+        return self._catalog.kernels(point, self.point_options(point))
 
     def skip_reason(self, point) -> Optional[str]:
         try:
@@ -174,8 +190,8 @@ class Cutlass(Backend):
     # -- inputs and launches ---------------------------------------------------------------------
     def make_inputs(self, point, a, b):
         opts = self.options[point.variant]
-        if opts.layout_a == "row" and opts.layout_b == "row":
-            return a, b, a, b
+        if (opts.layout_a == "row" and opts.layout_b == "row") or point.layout != "nn" or point.batch != 1:
+            return a, b, a, b  # as stored (a variant with its own layouts skips other layouts)
         import cupy
 
         a2 = cupy.asfortranarray(a) if opts.layout_a == "col" else a
@@ -193,7 +209,7 @@ class Cutlass(Backend):
         if not ready:
             f = failed[0]
             raise CutlassCompileError(f"CUTLASS kernel {f.name} did not compile ({f.error}); log: {f.log}")
-        opts = self.options[point.variant]
+        opts = self.point_options(point)
         if opts.search and point.key in self._searched:
             pick = self._searched[point.key]
             (kernel,) = [k for k in kernels if k.key_hash == pick.key_hash]

@@ -82,6 +82,12 @@ class KernelLaunch:
             operation=op, problem_size=GemmCoord(point.m, point.n, point.k), A=ptr(a), B=ptr(b),
             C=None if kernel.void_c else ptr(c), D=ptr(c), output_op=op.epilogue_type(1.0, 0.0),
             gemm_mode=GemmUniversalMode.Gemm, split_k_slices=1, stream=driver.CUstream(stream_ptr))
+        if point.batch > 1:
+            # a strided batch (gemmlab/operands.py): every operand a contiguous stack of matrices,
+            # whatever its layout (a transposed one holds as many elements), C row-major
+            arguments.update(gemm_mode=GemmUniversalMode.Batched, batch=point.batch,
+                             batch_strides=batch_strides(point))
+            del arguments["split_k_slices"]
         self.swizzle, self.raster_order = int(swizzle), str(raster_order)
         if enum_name(op.api) == "v3x":
             self.args = scheduler_arguments_class()(**arguments, swizzle=self.swizzle,
@@ -162,6 +168,13 @@ class KernelLaunch:
         local = _check(d.cuFuncGetAttribute(attr.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, self._kernel_fn), "local")
         return {"registers": int(regs), "smem_bytes": int(static) + int(self.smem_dynamic),
                 "local_bytes": int(local)}
+
+
+def batch_strides(point) -> Dict[str, int]:
+    """Elements between consecutive GEMMs of a batch, per operand (cutlass_cppgen's
+    ``batch_strides`` argument of a Batched GEMM)."""
+    mn = point.m * point.n
+    return {"A": point.m * point.k, "B": point.k * point.n, "C": mn, "D": mn}
 
 
 def _check(result, what: str):

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
+from gemmlab import operands
 from gemmlab.backends.cutlass.catalog import first_line
 from gemmlab.backends.cutlass.launch import KernelLaunch
 from gemmlab.backends.cutlass.options import KernelOptions
@@ -48,7 +49,10 @@ def run_search(point, opts: KernelOptions, launches: List[KernelLaunch], records
 
     by_hash = {r["key_hash"]: r for r in records}
     # the same reference and element-wise verdict as every point (gemmlab/measure/check.py)
-    ref = check.gemm_reference(cupy, point, "gpu", a, b, exact)
+    # of the logical operands: a and b are stored as the point's layout says (gemmlab/operands.py)
+    trans_a, trans_b = operands.transposed(point.layout)
+    ref = check.gemm_reference(cupy, point, "gpu", operands.logical(a, trans_a), operands.logical(b, trans_b),
+                               exact)
     try:
         good = []
         for launch in launches:

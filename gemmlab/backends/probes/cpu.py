@@ -87,6 +87,10 @@ def _chunks(n: int, parts: int) -> List[slice]:
 class CpuProbe(Backend):
     name = "cpu_probe"
     kind = "cpu"
+    layouts = ("nn",)
+    layout_reason = "probes measure their own operation on their own operands: the layout axis does not apply"
+    batched = False
+    batch_reason = "probes measure their own operation: the batch axis does not apply"
     KINDS = ("copy", "vecadd", "gemv")
     PRECISIONS = ("fp32", "fp64")
 

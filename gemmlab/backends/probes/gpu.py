@@ -54,6 +54,10 @@ def device_arch(cc: str) -> str:
 class GpuProbe(Backend):
     name = "gpu_probe"
     kind = "gpu"
+    layouts = ("nn",)
+    layout_reason = "probes measure their own operation on their own operands: the layout axis does not apply"
+    batched = False
+    batch_reason = "probes measure their own operation: the batch axis does not apply"
 
     def __init__(self, cfg):
         super().__init__(cfg)
