@@ -89,7 +89,7 @@ def _library_rows(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _empty_cublas(cols: Sequence[str]) -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype="Int64" if c in SHAPE_COLUMNS else "float64"
+    return pd.DataFrame({c: pd.Series(dtype="Int64" if c in SHAPE_COLUMNS or c == "batch" else "float64"
                                       if c.endswith(("_s", "_tflops")) else object) for c in cols})
 
 
@@ -110,7 +110,7 @@ def cublas_per_run(df: pd.DataFrame) -> pd.DataFrame:
 
 best_cublas = cublas_per_run  # the name earlier callers used
 
-STANDALONE_KEYS = ["precision", "m", "n", "k"]
+STANDALONE_KEYS = ["precision", "layout", "batch", "m", "n", "k"]
 
 
 def cublas_standalone(df: pd.DataFrame) -> pd.DataFrame:

@@ -33,7 +33,7 @@ PRECISION_ORDER = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8")
 # Backends in the order figures list them: the CPU baseline, the ladder, then the libraries.
 BACKEND_ORDER = ("cpu_blas", "cuda", "cutlass", "cublas", "cublaslt", "cpu_probe", "gpu_probe")
 
-POINT_KEYS = ["run_id", "precision", "m", "n", "k"]  # one GEMM problem within one run
+POINT_KEYS = ["run_id", "precision", "layout", "batch", "m", "n", "k"]  # one GEMM problem within one run
 NUMERIC_COLUMNS = (
     "flops", "bytes_min", "intensity", "intensity_model", "time_median_s", "time_p20_s",
     "time_p80_s", "time_min_s", "samples", "noise", "tflops", "rel_error", "max_abs_error",

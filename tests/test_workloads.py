@@ -246,3 +246,22 @@ def test_an_unknown_model_family_is_a_config_error():
 
     with pytest.raises(ConfigError, match="unknown model family"):
         expand(compose_cfg(["+experiment=llm_shapes", "sizes.models.llama3_8b.family=gpt"]))
+
+
+def test_each_layout_and_batch_is_its_own_point_in_analysis():
+    """"% of cuBLAS" of a point divides by cuBLAS at the same layout and batch, never by another
+    layout's or batch's time at the same m, n, k."""
+    import pandas as pd
+
+    from analysis import data
+
+    base = {"status": "ok", "timer": "cuda_event", "kind": "gpu", "run_id": "r", "precision": "fp16", "op": "gemm",
+            "m": 4096, "n": 4096, "k": 4096, "samples": 20, "flops": 2 * 4096 ** 3}
+    rows = [{**base, "backend": "cublas", "variant": "cublas", "layout": "nn", "batch": 1, "time_median_s": 2e-4},
+            {**base, "backend": "cublas", "variant": "cublas", "layout": "nt", "batch": 1, "time_median_s": 1e-4},
+            {**base, "backend": "cublas", "variant": "cublas", "layout": "nn", "batch": 4, "time_median_s": 5e-5},
+            {**base, "backend": "cutlass", "variant": "cutlass_auto", "layout": "nn", "batch": 1, "time_median_s": 4e-4}]
+    df = data.normalize(pd.DataFrame(rows))
+    out = data.with_pct_of_cublas(df)
+    cut = out[out["backend"] == "cutlass"].iloc[0]
+    assert cut["pct_of_cublas"] == pytest.approx(50.0) and cut["pct_of_standalone"] == pytest.approx(50.0)
