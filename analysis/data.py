@@ -32,6 +32,7 @@ import pandas as pd
 from gemmlab import devices
 from gemmlab.devices import DeviceConfig
 from analysis.read import *  # noqa: F401,F403  (the reading and evidence rules, one namespace for callers)
+from analysis.read import not_evidence_reasons  # noqa: F401
 from analysis.read import (COPY, CUBLAS_BACKENDS, GEMM, POINT_KEYS, SHAPE_COLUMNS, TRANSFER, evidence, gemm,
                            measured, precision_order, stable, stage_of, variant_order)
 
@@ -328,6 +329,25 @@ class Dataset:
         """Every measured row on the primary device of ``kind``, with ``evidence`` (bool)."""
         rows = device_rows(self.rows, kind, rows="measured")
         return rows.assign(evidence=evidence_mask(rows).astype(bool))
+
+    def left_out(self, kind: Optional[str] = None, op: str = GEMM, precision: Optional[str] = None,
+                 backends: Optional[Sequence[str]] = None) -> str:
+        """Why measured rows of ``kind`` (both kinds if None) are missing from a figure that draws
+        the rows that count: "" when none were left out, else " that count (3 left out: fewer than
+        10 samples)". For notes like "no CPU BLAS rows at fp32", which would mislead otherwise."""
+        kinds = ("cpu", "gpu") if kind is None else (kind,)
+        rows = pd.concat([device_rows(self.rows, k, rows="measured") for k in kinds])
+        rows = rows[rows["op"] == op]
+        if precision is not None:
+            rows = rows[rows["precision"] == precision]
+        if backends is not None:
+            rows = rows[rows["backend"].isin(backends)]
+        why = not_evidence_reasons(rows)
+        why = why[why != ""]
+        if why.empty:
+            return ""
+        counts = ", ".join(f"{r}: {n}" for r, n in sorted(why.value_counts().items()))
+        return f" that count ({len(why)} left out: {counts})"
 
     @functools.cached_property
     def gpu_ceilings(self) -> Ceilings:

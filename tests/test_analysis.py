@@ -666,3 +666,19 @@ def test_rows_say_what_the_variant_was_when_measured():
     assert list(df["kind"]) == ["gpu", "gpu"]  # a backend's kind is not a setting: the catalog's
     assert claims.defines(df.iloc[0]) == {"BM": 16.0, "BN": 64.0}
     assert claims.defines(df.iloc[1]) == {"BM": 8.0, "BN": 32.0}  # older rows: from the kernel's name
+
+
+def test_an_empty_panel_says_which_measured_rows_were_left_out(tmp_path):
+    """A CPU run timed with measure=quick (3 samples) counts for nothing: the figures say so and
+    why, instead of "no CPU BLAS rows"."""
+    cfg = compose_cfg(["variant=cpu_blas", "precision=fp32", "sizes=smoke", CPU_SIZES, "measure=quick",
+                       "run.progress=false"], tmp_path)
+    _, rows = run_points(cfg, tmp_path / "run")
+    assert rows and all(r["status"] == "ok" and int(r["samples"]) < 10 for r in rows)
+    ds = data.Dataset.from_paths([tmp_path / "run"])
+    assert ds.ok.empty
+    why = ds.left_out("cpu")
+    assert why == f" that count ({len(rows)} left out: fewer than 10 samples: {len(rows)})"
+    from analysis.figures import crossover, errors
+    notes = "\n".join(style.notes_of(crossover.build(ds)) + style.notes_of(errors.build(ds)))
+    assert "no CPU BLAS rows at fp32 that count" in notes and "no rows of cpu_blas" not in notes

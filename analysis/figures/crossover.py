@@ -112,7 +112,8 @@ def _build(ds: data.Dataset) -> Figure:
     axes = fig.subplots(max(len(precisions), 1), 1, squeeze=False)[:, 0]
     for ax, p in zip(axes, precisions):
         _panel(ax, p, cpu[cpu["precision"] == p] if not cpu.empty else cpu, gpu[gpu["precision"] == p],
-               moved[moved["precision"] == p], e2e[e2e["precision"] == p] if not e2e.empty else e2e, memories)
+               moved[moved["precision"] == p], e2e[e2e["precision"] == p] if not e2e.empty else e2e, memories,
+               lambda kind, prec, backends: ds.left_out(kind, data.GEMM, prec, backends))
     if not precisions:
         ax = axes[0]
         ax.set_yscale("log")
@@ -138,12 +139,12 @@ def _handles(memories: List[str], e2e: bool, fastest: bool) -> List[Line2D]:
     return handles
 
 
-def _panel(ax, p: str, c, g, moved, e2e, memories: List[str]) -> None:
+def _panel(ax, p: str, c, g, moved, e2e, memories: List[str], left_out=lambda *a: "") -> None:
     notes: List[str] = []
     if not c.empty:
         plot_by_size(ax, c["n"], c["time_s"], style.gid("cpu", p), marker="o", ms=2.5, color=CPU_COLOR)
     else:
-        notes.append(f"no CPU BLAS rows at {p}")
+        notes.append(f"no CPU BLAS rows at {p}{left_out('cpu', p, ['cpu_blas'])}")
     lib, fast = g[g["source"] == CUBLAS], g[g["source"] == FASTEST]
     if not lib.empty:
         plot_by_size(ax, lib["n"], lib["time_s"], style.gid("gpu", p), marker="o", ms=2.5, color=GPU_COLOR)
@@ -152,7 +153,7 @@ def _panel(ax, p: str, c, g, moved, e2e, memories: List[str]) -> None:
                      color=FASTEST_COLOR)
         notes.append(f"no cuBLAS row at {p}: the fastest GPU variant instead")
     if g.empty:
-        notes.append(f"no GPU rows at {p}")
+        notes.append(f"no GPU rows at {p}{left_out('gpu', p, None)}")
     for i, m in enumerate(memories):
         w = moved[moved["memory"] == m]
         if not w.empty:

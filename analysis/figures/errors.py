@@ -78,8 +78,9 @@ def _build(ds: data.Dataset) -> Figure:
     ax.set_ylabel(r"Relative error $\|C - C_{ref}\|_F / \|C_{ref}\|_F$")
 
     if rows.empty:
-        notes.append("no GEMM rows with a relative error in the data")
-    gone = data.missing(rows["backend"], data.configured_backends())
+        notes.append(f"no GEMM rows with a relative error in the data{ds.left_out()}")
+    measured = pd.concat([ds.measured_rows("cpu"), ds.measured_rows("gpu")])  # counted or not
+    gone = data.missing(measured["backend"], data.configured_backends())
     if gone:
         notes.append(f"no rows of {', '.join(gone)}")
     gone = data.missing(rows["precision"], data.configured_precisions())
