@@ -282,7 +282,7 @@ def transfer_times(df: pd.DataFrame) -> pd.DataFrame:
                              **{c: pd.Series(dtype="Int64") for c in "mnk"},
                              "variant": pd.Series(dtype=object), "memory": pd.Series(dtype=object),
                              "transfer_s": pd.Series(dtype="float64")})
-    extra = [_extra(e) for e in t["extra"]]
+    extra = [extra_of(e) for e in t["extra"]]
     t = t.assign(direction=[e.get("direction", "total") for e in extra],
                  memory=[str(e.get("memory") or v) for e, v in zip(extra, t["variant"])])
     per = best_rows(t, cols + ["memory", "direction"])
@@ -291,7 +291,8 @@ def transfer_times(df: pd.DataFrame) -> pd.DataFrame:
     return total
 
 
-def _extra(text: str) -> dict:
+def extra_of(text: str) -> dict:
+    """A row's ``extra`` JSON as a dict ({} when empty or not a JSON object)."""
     try:
         v = json.loads(text) if text else {}
     except ValueError:

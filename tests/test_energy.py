@@ -147,3 +147,37 @@ def test_the_inputs_experiment_sweeps_distributions_with_energy(tmp_path):
 
     params = OmegaConf.load(ROOT / "experiments/inputs_power.yaml").hydra.sweeper.params
     assert set(params["measure.distribution"].split(",")) == {"normal", "uniform", "exact", "sparse"}
+
+
+# -- the L2 / L1 bandwidth probes' host side, on a simulated executor ----------------------------
+def test_cache_probes_count_the_bytes_they_request_and_refuse_a_flushed_cache():
+    import types
+
+    import numpy as np
+
+    from gemmlab.backends.probes.cache import VEC4, L1Bandwidth, L2Bandwidth
+    from gemmlab.backends.probes.common import ProbeSkip
+
+    launches = []
+
+    class Timer:
+        cache = "warm"
+
+        def measure(self, calls):
+            calls[0][0]()
+            return [types.SimpleNamespace(summary=types.SimpleNamespace(median_s=1e-3))]
+
+    ex = types.SimpleNamespace(cp=np, dev={"sm_count": 132, "l2_bytes": 60 * 2**20}, timer=Timer(),
+                               timed_fields=lambda t, flops, cache=None: ({"time_median_s": 1e-3}, {}))
+    backend = types.SimpleNamespace(function=lambda ex, p, entry: lambda grid, block, args: launches.append(
+        (entry, grid, block, [a.shape if isinstance(a, np.ndarray) else int(a) for a in args])))
+    p = types.SimpleNamespace(m=1, n=1, k=1, compute="fp32")
+    l2 = L2Bandwidth().run(backend, p, ex, 0, {"l2_fraction": 0.25, "passes": 64})
+    n_vec4 = 15 * 2**20 // VEC4
+    assert l2["bytes_min"] == n_vec4 * VEC4 * 64 and l2["extra"]["gbs"] == pytest.approx(l2["bytes_min"] / 1e-3 / 1e9)
+    assert launches[-1][:3] == ("l2_read", (264,), (1024,)) and launches[-1][3][1:3] == [n_vec4, 64]
+    l1 = L1Bandwidth().run(backend, p, ex, 0, {"slice_bytes": 16384, "iters": 2048})
+    assert l1["bytes_min"] == 264 * 16384 * 2048 and launches[-1][3][0] == (264 * 1024 * 4,)
+    ex.timer.cache = "flush"
+    with pytest.raises(ProbeSkip, match="measure.cache=warm"):
+        L2Bandwidth().run(backend, p, ex, 0, {})

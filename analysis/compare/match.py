@@ -12,7 +12,6 @@ was chosen from. A key with rows but none of them evidence carries the reason in
 """
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,20 +63,12 @@ def _keyed(rows: pd.DataFrame, key: Sequence[str]) -> pd.DataFrame:
     return rows
 
 
-def _extra(text: str) -> dict:
-    try:
-        v = json.loads(text) if text else {}
-    except ValueError:
-        return {}
-    return v if isinstance(v, dict) else {}
-
-
 def _clock(row: pd.Series, times: Optional[pd.DataFrame]) -> tuple:
     """The SM clock the point ran at, MHz, and where it was read: the median of the in-band clock
     before each sample, else the row's in-band [min, median, max], else NVML's range midpoint."""
     if times is not None and times["sm_clock_mhz"].notna().any():
         return float(times["sm_clock_mhz"].median()), "samples"
-    inband = _extra(row.get("extra", "")).get("timer", {}).get("sm_clock_inband_mhz")
+    inband = data.extra_of(row.get("extra", "")).get("timer", {}).get("sm_clock_inband_mhz")
     if isinstance(inband, list) and len(inband) == 3 and inband[1]:
         return float(inband[1]), "in-band"
     lo, hi = row.get("sm_clock_min_mhz"), row.get("sm_clock_max_mhz")

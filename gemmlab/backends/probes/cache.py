@@ -30,10 +30,21 @@ class CacheProbe(Probe):
             raise ProbeSkip(f"{self.op} reads a working set resident in the cache: run it with "
                             f"measure.cache=warm (this run: {ex.timer.cache})")
 
-    def _finish(self, ex, timed, nbytes: int, kernel: str, extra: dict):
-        extra = {**extra, "gbs": nbytes / timed.summary.median_s / 1e9}
+    def _measure(self, backend, p, ex, entry: str, buf_floats: int, args, nbytes: int, extra: dict):
+        """Time ``entry`` on 2 blocks x THREADS per SM over a buffer of ones; the row's fields."""
+        cp = ex.cp
+        grid = BLOCKS_PER_SM * ex.dev["sm_count"]
+        buf, out = cp.ones(buf_floats, dtype=cp.float32), cp.empty(grid * THREADS, dtype=cp.float32)
+        kern, args = backend.function(ex, p, entry), (buf, *args, out)
+
+        def fn():
+            kern((grid,), (THREADS,), args)
+
+        timed = ex.timer.measure([[fn]])[0]
+        extra = {**extra, "blocks": grid, "threads_per_block": THREADS,
+                 "gbs": nbytes / timed.summary.median_s / 1e9}
         return {**timed_fields(ex, timed, 0, extra), "flops": 0, "bytes_min": nbytes, "intensity": None,
-                "kernel_name": kernel, "status": "ok"}
+                "kernel_name": entry, "status": "ok"}
 
 
 class L2Bandwidth(CacheProbe):
@@ -42,27 +53,15 @@ class L2Bandwidth(CacheProbe):
     op = "l2_bandwidth"
 
     def run(self, backend, p, ex, seed, params):
-        cp = ex.cp
         fraction, passes = float(params.get("l2_fraction", 0.25)), int(params.get("passes", 64))
         if not 0 < fraction <= 0.5 or passes < 2:
             raise ProbeSkip(f"l2_bandwidth needs 0 < params.l2_fraction <= 0.5 (a working set the L2 holds "
                             f"whole) and passes >= 2, got {fraction}, {passes}")
         self._warm_only(ex)
         n_vec4 = int(ex.dev["l2_bytes"] * fraction) // VEC4
-        grid = BLOCKS_PER_SM * ex.dev["sm_count"]
-        buf = cp.ones(n_vec4 * 4, dtype=cp.float32)
-        out = cp.empty(grid * THREADS, dtype=cp.float32)
-        kern = backend.function(ex, p, "l2_read")
-        args = (buf, np.int64(n_vec4), np.int32(passes), out)
-
-        def fn():
-            kern((grid,), (THREADS,), args)
-
-        timed = ex.timer.measure([[fn]])[0]
-        nbytes = n_vec4 * VEC4 * passes
-        return self._finish(ex, timed, nbytes, "l2_read",
-                            {"working_set_bytes": n_vec4 * VEC4, "passes": passes, "blocks": grid,
-                             "threads_per_block": THREADS, "load": "ld.global.cg.v4.f32"})
+        return self._measure(backend, p, ex, "l2_read", n_vec4 * 4, (np.int64(n_vec4), np.int32(passes)),
+                             n_vec4 * VEC4 * passes, {"working_set_bytes": n_vec4 * VEC4, "passes": passes,
+                                                      "load": "ld.global.cg.v4.f32"})
 
 
 class L1Bandwidth(CacheProbe):
@@ -71,7 +70,6 @@ class L1Bandwidth(CacheProbe):
     op = "l1_bandwidth"
 
     def run(self, backend, p, ex, seed, params):
-        cp = ex.cp
         slice_bytes, iters = int(params.get("slice_bytes", 16384)), int(params.get("iters", 2048))
         per_block = slice_bytes // VEC4
         if per_block <= 0 or per_block % THREADS or iters < 2:
@@ -79,16 +77,6 @@ class L1Bandwidth(CacheProbe):
                             f"iters >= 2, got {slice_bytes}, {iters}")
         self._warm_only(ex)
         grid = BLOCKS_PER_SM * ex.dev["sm_count"]
-        buf = cp.ones(grid * per_block * 4, dtype=cp.float32)
-        out = cp.empty(grid * THREADS, dtype=cp.float32)
-        kern = backend.function(ex, p, "l1_read")
-        args = (buf, np.int32(per_block), np.int32(iters), out)
-
-        def fn():
-            kern((grid,), (THREADS,), args)
-
-        timed = ex.timer.measure([[fn]])[0]
-        nbytes = grid * per_block * VEC4 * iters
-        return self._finish(ex, timed, nbytes, "l1_read",
-                            {"slice_bytes": slice_bytes, "iters": iters, "blocks": grid,
-                             "threads_per_block": THREADS, "load": "ld.global.ca.v4.f32"})
+        return self._measure(backend, p, ex, "l1_read", grid * per_block * 4, (np.int32(per_block), np.int32(iters)),
+                             grid * per_block * VEC4 * iters, {"slice_bytes": slice_bytes, "iters": iters,
+                                                               "load": "ld.global.ca.v4.f32"})
