@@ -6,6 +6,7 @@ a crash or Ctrl-C keeps every finished row. Analysis reads these files, never pr
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import os
@@ -148,17 +149,19 @@ class RowWriter:
         self.path = Path(folder) / RESULTS_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
         new = not self.path.exists() or self.path.stat().st_size == 0
+        fields = COLUMN_NAMES
         if not new:
             _drop_torn_tail(self.path)
+            fields = _upgrade_header(self.path)  # a file of an older harness: its columns, then ours
         self._f = open(self.path, "a", newline="")
-        self._w = csv.DictWriter(self._f, fieldnames=COLUMN_NAMES, extrasaction="raise")
+        self._w = csv.DictWriter(self._f, fieldnames=fields, extrasaction="raise")
         if new:
             self._w.writeheader()
             self._sync()
 
     def write(self, row: Mapping[str, Any]) -> None:
         validate(row)
-        self._w.writerow({c: _cell(row.get(c)) for c in COLUMN_NAMES})
+        self._w.writerow({c: _cell(row.get(c)) for c in self._w.fieldnames})
         self._sync()
 
     def _sync(self) -> None:
@@ -189,6 +192,29 @@ def _drop_torn_tail(path: Path) -> None:
         fh.seek(0)
         data = fh.read()
         fh.truncate(data.rfind(b"\n") + 1)
+
+
+def _upgrade_header(path: Path) -> List[str]:
+    """The columns rows appended to ``path`` are written in: its own header, with the columns it
+    lacks added at the end (the file rewritten once, its rows padded with empty cells, every other
+    cell as it was). Appending in today's order under an older header would shift every cell."""
+    with open(path, newline="") as fh:
+        raw = fh.read()
+    table = list(csv.reader(io.StringIO(raw, newline="")))
+    header = table[0] if table else []
+    missing = [c for c in COLUMN_NAMES if c not in header]
+    if not missing:
+        return header
+    eol = "\r\n" if raw.split("\n", 1)[0].endswith("\r") else "\n"
+    out = io.StringIO(newline="")
+    csv.writer(out, lineterminator=eol).writerows([header + missing] + [r + [""] * len(missing) for r in table[1:]])
+    tmp = path.with_name(path.name + ".upgrade")
+    with open(tmp, "w", newline="") as fh:
+        fh.write(out.getvalue())
+        fh.flush()
+        os.fsync(fh.fileno())
+    tmp.replace(path)
+    return header + missing
 
 
 # Columns read as text whatever they look like: identifiers and hashes ("7080e82" is not a float,

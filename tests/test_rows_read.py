@@ -34,3 +34,27 @@ def test_rows_read_returns_each_row_once_with_identifiers_as_text(tmp_path):
     assert set(df["point_key"]) == {"0123", "1e5"} and set(df["run_id"]) == {"r0", "r1", "r2"}
     assert sorted(df["time_median_s"]) == [1.0, 2.0, 3.0, 4.0]  # numbers stay numbers
     assert len(result_rows.read([sweep, sweep / "0" / "results.csv"])) == 3  # a file given twice: once
+
+
+def test_rows_appended_to_an_older_results_file_land_in_their_columns(tmp_path):
+    """Resuming into a results.csv written by an older harness (fewer columns, another order)
+    rewrites its header once, pads its rows, and appends the new row under the right names."""
+    import csv
+
+    from gemmlab import rows as result_rows
+
+    old_cols = ["status", "variant", "run_id", "point_key", "backend", "tflops"]
+    with open(tmp_path / "results.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(old_cols)
+        w.writerow(["ok", "naive", "r0", "k0", "cuda", "4.03"])
+    with result_rows.RowWriter(tmp_path) as w:
+        w.write({"status": "ok", "variant": "cublas", "run_id": "r1", "point_key": "k1", "backend": "cublas",
+                 "tflops": 51.4, "layout": "nt", "batch": 2})
+    df = result_rows.read(tmp_path)
+    assert list(df["variant"]) == ["naive", "cublas"] and list(df["backend"]) == ["cuda", "cublas"]
+    assert [float(x) for x in df["tflops"]] == [4.03, 51.4]
+    assert df["layout"].iloc[1] == "nt" and int(df["batch"].iloc[1]) == 2
+    with open(tmp_path / "results.csv", newline="") as fh:
+        header = next(csv.reader(fh))
+    assert header[:len(old_cols)] == old_cols  # the file's own columns first, as they were
