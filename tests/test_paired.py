@@ -217,3 +217,19 @@ def test_paired_cli_errors_exit_2_with_one_line(tmp_path, capsys):
         err = capsys.readouterr().err.strip()
         assert err.startswith("analysis.compare: ") and "\n" not in err and says in err, (argv, err)
     assert not (tmp_path / "o").exists()
+
+
+def test_a_cutlass_baseline_the_run_does_not_measure_gets_its_options(tmp_path):
+    """variant=cutlass_search measure.baseline=[cutlass_auto]: the backend, built from the run's
+    variants, reads the baseline's options from the baseline's config when it first meets it."""
+    from dataclasses import replace
+
+    from gemmlab.backends.cutlass import Cutlass
+    from gemmlab.config import load_variant
+
+    runner = _runner(tmp_path, ["variant=[cutlass_search]", "precision=fp16", "measure.baseline=[cutlass_auto]"])
+    backend = Cutlass(runner.cfg)
+    assert "cutlass_auto" not in backend.options
+    bp = replace(_point(runner, "cutlass_search"), variant="cutlass_auto", variant_cfg=load_variant("cutlass_auto"))
+    assert backend.point_options(bp) == backend.options["cutlass_auto"]
+    assert backend.options["cutlass_auto"] != backend.options["cutlass_search"]
