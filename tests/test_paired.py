@@ -233,3 +233,25 @@ def test_a_cutlass_baseline_the_run_does_not_measure_gets_its_options(tmp_path):
     bp = replace(_point(runner, "cutlass_search"), variant="cutlass_auto", variant_cfg=load_variant("cutlass_auto"))
     assert backend.point_options(bp) == backend.options["cutlass_auto"]
     assert backend.options["cutlass_auto"] != backend.options["cutlass_search"]
+
+
+TENSOR_CORES = Path(__file__).resolve().parent.parent / "outputs" / "reference" / "h200-2026-12-01" / "claims_tensor_cores"
+
+
+@pytest.mark.skipif(not (TENSOR_CORES / "samples.parquet").is_file(), reason="the H200 reference run is not here")
+def test_an_h200_run_with_cublas_baselines_pairs_by_call_name(tmp_path):
+    """The H200 run of the tensor-core ladder timed cuBLAS and cuBLASLt interleaved with each
+    stage: the paired ratio against the row's baseline_variant is its 100 / pct_of_baseline (the
+    samples' medians are the rows' medians), and the library rows are listed, not compared."""
+    comp = compare_paired(Side.load("A", TENSOR_CORES))
+    t = comp.table
+    rows = Side.load("A", TENSOR_CORES).rows.set_index("variant")
+    compared = t[t["status"] == COMPARED]
+    assert len(compared) == 8 and set(compared["baseline"]) == {"cublas", "cublaslt"}
+    fastest = compared[[b == rows.loc[v, "baseline_variant"] for v, b in zip(compared["variant"], compared["baseline"])]]
+    assert len(fastest) == 4  # one per stage
+    for _, line in fastest.iterrows():
+        assert line["time_ratio"] == pytest.approx(100 / rows.loc[line["variant"], "pct_of_baseline"], rel=1e-6)
+    listed = t[t["status"] == NO_BASELINE]
+    assert {"cublas", "cublaslt"} <= set(listed["variant"])
+    assert main(["--paired", str(TENSOR_CORES)]) == 2  # never written under outputs/reference/
