@@ -156,7 +156,7 @@ class Runner:
             if v is None or pt.precision not in v.precisions:
                 continue
             bname = v.backend.value
-            if self.unavailable(bname):
+            if self.unavailable(bname) or self.backend(bname).kind != "gpu":  # timed on the GPU's stream
                 continue
             # the library writes the precision's own output type (a wmma kernel may write float)
             bp = replace(pt, variant=name, backend=bname, out_dtype=self.cfg.precision[pt.precision].out_dtype,

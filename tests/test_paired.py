@@ -61,6 +61,10 @@ def test_library_and_cpu_points_get_no_baseline(tmp_path):
     assert runner.baselines_for(_point(runner, "cublas"), runner.backend("cublas")) == []
     cpu = _point(runner, "cpu_blas")
     assert runner.baselines_for(cpu, runner.backend("cpu_blas")) == []
+    # a host variant is no baseline of a GPU point: the GPU timer could not time it
+    runner = _runner(tmp_path, ["variant=[naive]", "measure.baseline=[cpu_blas,cublas]"])
+    got = runner.baselines_for(_point(runner, "naive"), runner.backend("cuda"))
+    assert [name for name, _p, _b in got] == ["cublas"]
 
 
 # -- the analysis side: synthetic runs ----------------------------------------------------------
