@@ -242,6 +242,8 @@ class MeasureConf:
     check_repeats: int = 1  # run the checked call this often on the same inputs (races move the error)
     throttle_fraction: float = 0.9  # min SM clock below this fraction of max marks the row
     clock_stable_fraction: float = 0.02
+    # variants timed interleaved with each GPU point of a non-library variant (pct_of_baseline); any
+    # variant may be one: variant=B measure.baseline=[A] is the paired A/B mode (compare --paired)
     baseline: List[str] = field(default_factory=lambda: ["cublas", "cublaslt"])
     counters: Counters = Counters.none
     # energy per call: the call back to back for energy_s after the samples, NVML's energy counter

@@ -142,17 +142,21 @@ class Runner:
 
     # -- baselines: what "% of cuBLAS" divides by ----------------------------------------------
     def baselines_for(self, pt: Point, b: Backend) -> List[Tuple[str, Point, Backend]]:
-        """The library baselines (``measure.baseline``) timed interleaved with a GPU point of a
-        non-library variant: (name, its point, its backend), each one that can run this shape."""
+        """The baselines (``measure.baseline``) timed interleaved with a GPU point of a
+        non-library variant: (name, its point, its backend), each one that can run this shape.
+        Any variant may be one (``variant=B measure.baseline=[A]`` is the paired A/B mode), never
+        the point's own: its samples would share the point's call name in samples.parquet."""
         if b.kind != "gpu" or pt.backend in LIBRARY_BACKENDS:
             return []
         out = []
         for name in self.cfg.measure.baseline:
+            if name == pt.variant:
+                continue
             v = self._baseline_variant(name)
             if v is None or pt.precision not in v.precisions:
                 continue
             bname = v.backend.value
-            if self.unavailable(bname):
+            if self.unavailable(bname) or self.backend(bname).kind != "gpu":  # timed on the GPU's stream
                 continue
             # the library writes the precision's own output type (a wmma kernel may write float)
             bp = replace(pt, variant=name, backend=bname, out_dtype=self.cfg.precision[pt.precision].out_dtype,
@@ -164,6 +168,10 @@ class Runner:
         return out
 
     def _baseline_variant(self, name: str):
+        """The baseline's config: as this run sets it where the run measures that variant too
+        (its overrides apply, and a CUTLASS backend knows its options), else its YAML."""
+        if name in (self.cfg.get("variant") or {}):
+            return self.cfg.variant[name]
         if name not in self._baseline_variants:
             try:
                 self._baseline_variants[name] = load_variant(name)

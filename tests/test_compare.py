@@ -244,10 +244,11 @@ def test_bad_input_exits_2_with_one_line(tmp_path, capsys, two_cpu_runs):
              [str(a), str(gpu), "--out", str(tmp_path / "o")],  # no point in common
              [str(a), str(a), "--threshold", "2"],
              [str(a), str(a), "--out", str(REFERENCE / "h200-2026-11-30" / "x")],  # never under the reference
-             [str(a)]]  # argparse: B missing
+             [str(a)],  # B missing (and no --paired)
+             [str(a), str(a), "--bogus"]]  # argparse
     for argv in cases:
         capsys.readouterr()
-        with pytest.raises(SystemExit) if len(argv) == 1 else _nothing():
+        with pytest.raises(SystemExit) if "--bogus" in argv else _nothing():
             assert main(argv) == 2, argv
         err = capsys.readouterr().err.strip()
         assert err.startswith("analysis.compare: ") and "\n" not in err, (argv, err)

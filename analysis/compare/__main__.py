@@ -1,4 +1,4 @@
-"""python -m analysis.compare A B: see analysis/compare/__init__.py."""
+"""python -m analysis.compare A B, or --paired RUN: see analysis/compare/__init__.py."""
 from __future__ import annotations
 
 import argparse
@@ -8,11 +8,12 @@ from typing import Sequence
 
 from .. import data
 from . import report, stats
-from .core import compare
+from .core import COMPARED, NOT_EVIDENCE, compare
 from .match import Side
+from .paired import compare_paired
 
 PROG = "analysis.compare"
-OUT_SUBFOLDER = "compare"
+OUT_SUBFOLDER, PAIRED_SUBFOLDER = "compare", "compare_paired"
 OK, REGRESSED, BAD_INPUT = 0, 1, 2
 
 
@@ -24,12 +25,18 @@ class _Parser(argparse.ArgumentParser):
 
 def parser() -> argparse.ArgumentParser:
     ap = _Parser(prog=f"python -m {PROG}", description=__doc__)
-    ap.add_argument("a", type=Path, help="A: the baseline (results.csv, run, sweep or reference folder)")
-    ap.add_argument("b", type=Path, help="B: the one asked about")
+    ap.add_argument("a", type=Path, help="A: the baseline (results.csv, run, sweep or reference folder); "
+                                         "with --paired, the one run or sweep")
+    ap.add_argument("b", type=Path, nargs="?", help="B: the one asked about (not with --paired)")
+    ap.add_argument("--paired", action="store_true",
+                    help="paired (interleaved in one run): each row's variant (B) against the baselines timed "
+                         "batch by batch with it in the same run (A; variant=B measure.baseline=[A])")
     ap.add_argument("--threshold", type=float, default=None,
                     help="fraction, e.g. 0.05 (default: per point, the larger of the measured run-to-run "
-                         f"drift {stats.RUN_TO_RUN_DRIFT} and the noisier side's noise)")
-    ap.add_argument("--out", type=Path, default=None, help="output folder (default B/compare)")
+                         f"drift {stats.RUN_TO_RUN_DRIFT} and the noisier side's noise; with --paired, of the "
+                         f"within-run clock movement {stats.WITHIN_RUN_DRIFT} and the noisier call's noise)")
+    ap.add_argument("--out", type=Path, default=None,
+                    help=f"output folder (default B/{OUT_SUBFOLDER}; with --paired RUN/{PAIRED_SUBFOLDER})")
     ap.add_argument("--seed", type=int, default=0, help="bootstrap seed (mixed with each point's key)")
     return ap
 
@@ -39,21 +46,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.threshold is not None and not 0 < args.threshold < 1:
         print(f"{PROG}: --threshold must lie between 0 and 1, got {args.threshold}", file=sys.stderr)
         return BAD_INPUT
+    if (args.b is None) != args.paired:
+        print(f"{PROG}: " + ("--paired takes one run or sweep (its rows hold both calls), not two" if args.paired
+                             else "give A and B, or --paired RUN"), file=sys.stderr)
+        return BAD_INPUT
     for p in (args.a, args.b):
-        if not p.exists():
+        if p is not None and not p.exists():
             print(f"{PROG}: no results file or folder at {p}", file=sys.stderr)
             return BAD_INPUT
-    out = data.output_folder(PROG, [args.b], args.out, subfolder=OUT_SUBFOLDER)
+    given = args.a if args.paired else args.b
+    out = data.output_folder(PROG, [given], args.out, subfolder=PAIRED_SUBFOLDER if args.paired else OUT_SUBFOLDER)
     if out is None:
         return BAD_INPUT
     try:
-        a, b = Side.load("A", args.a), Side.load("B", args.b)
+        a = Side.load("A", args.a)
+        comp = compare_paired(a, args.threshold, args.seed) if args.paired else \
+            compare(a, Side.load("B", args.b), args.threshold, args.seed)
     except FileNotFoundError as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return BAD_INPUT
-    comp = compare(a, b, args.threshold, args.seed)
-    if not (comp.table["status"].isin(["compared", "not evidence"])).any():
-        print(f"{PROG}: {args.a} and {args.b} share no point (key: {', '.join(comp.key)})", file=sys.stderr)
+    if not (comp.table["status"].isin([COMPARED, NOT_EVIDENCE])).any():
+        print(f"{PROG}: " + (f"no row of {args.a} has a baseline timed with it (GPU points of non-library "
+                             f"variants, measure.baseline)" if args.paired else
+                             f"{args.a} and {args.b} share no point (key: {', '.join(comp.key)})"), file=sys.stderr)
         return BAD_INPUT
     report.print_table(comp)
     for f in report.write(comp, out):

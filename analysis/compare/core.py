@@ -15,10 +15,12 @@ from .match import Side, pair
 CLOCK_NOTE_FRACTION = 0.02  # clocks further apart than this get a clock_note (as clock_stable_fraction)
 # present: both sides measured the point; "A" / "B": only that side did (listed, not compared)
 COMPARED, NOT_EVIDENCE, ONLY_A, ONLY_B = "compared", "not evidence", "only in A", "only in B"
+NO_BASELINE = "no baseline"  # paired mode: a row no baseline was timed with (listed, not compared)
+TWO_RUNS, PAIRED = "two runs", "paired (interleaved in one run)"  # the `pairing` column
 OUT_COLUMNS = [
     "status", "verdict", "time_ratio", "ci_lo", "ci_hi", "threshold", "interval_from", "why",
     "time_a_s", "time_b_s", "samples_a", "samples_b", "rows_a", "rows_b", "run_id_a", "run_id_b",
-    "device_a", "device_b", "clock_a_mhz", "clock_b_mhz", "clock_note", "ratio_at_clock",
+    "device_a", "device_b", "clock_a_mhz", "clock_b_mhz", "clock_note", "ratio_at_clock", "pairing",
 ]
 
 
@@ -30,6 +32,7 @@ class Comparison:
     table: pd.DataFrame  # one line per key: the key, then OUT_COLUMNS
     threshold_given: Optional[float]
     notes: List[str] = field(default_factory=list)
+    mode: str = TWO_RUNS  # or PAIRED: A is the baseline timed interleaved with B in one run (.paired)
 
     @property
     def compared(self) -> pd.DataFrame:
@@ -49,8 +52,9 @@ def _num(x) -> float:
     return float(x) if x is not None and not pd.isna(x) else float("nan")
 
 
-def _point(line: pd.Series, key: List[str], threshold: Optional[float], seed: int) -> dict:
-    """The verdict of one key present on both sides."""
+def _point(line: pd.Series, key: List[str], threshold: Optional[float], seed: int,
+           floor: float = stats.RUN_TO_RUN_DRIFT) -> dict:
+    """The verdict of one key present on both sides (``floor``: the default threshold's least)."""
     out = {c: "" for c in ("verdict", "interval_from", "why", "clock_note")}
     if line["why_not_a"] or line["why_not_b"]:
         why = "; ".join(f"{s}: {line[f'why_not_{s.lower()}']}" for s in "AB" if line[f"why_not_{s.lower()}"])
@@ -67,7 +71,7 @@ def _point(line: pd.Series, key: List[str], threshold: Optional[float], seed: in
                     "why": "no samples and no p20/p80 on both sides: no interval"}
         ratio, lo, hi = stats.quantile_interval(*q[:3], _num(line["samples_a"]), *q[3:], _num(line["samples_b"]))
         source = stats.QUANTILES
-    t = stats.point_threshold(_num(line["noise_a"]), _num(line["noise_b"]), threshold)
+    t = stats.point_threshold(_num(line["noise_a"]), _num(line["noise_b"]), threshold, floor)
     v, why = stats.verdict(lo, hi, t)
     out.update(status=COMPARED, verdict=v, why=why, time_ratio=ratio, ci_lo=lo, ci_hi=hi, threshold=t,
                interval_from=source)
@@ -97,14 +101,18 @@ def compare(a: Side, b: Side, threshold: Optional[float] = None, seed: int = 0) 
                 row[name] = line.get(f"{c}_{s}")
         row.update(got)
         lines.append(row)
-    table = pd.DataFrame(lines)
-    for c in OUT_COLUMNS:
-        if c not in table.columns:
-            table[c] = np.nan
+    return build(a, b, key, lines, threshold, TWO_RUNS)
+
+
+def build(a: Side, b: Side, key: List[str], lines: List[dict], threshold: Optional[float],
+          mode: str) -> Comparison:
+    """The Comparison of ``lines`` (one dict per key: the key and OUT_COLUMNS), ordered."""
+    table = pd.DataFrame(lines, columns=key + OUT_COLUMNS)
+    table["pairing"] = mode
     table = _ordered(table[key + OUT_COLUMNS], key)
     for c in ("time_ratio", "ci_lo", "ci_hi", "threshold", "ratio_at_clock", "time_a_s", "time_b_s"):
         table[c] = data.stable(pd.to_numeric(table[c], errors="coerce"))
-    comp = Comparison(a, b, key, table, threshold)
+    comp = Comparison(a, b, key, table, threshold, mode=mode)
     comp.notes = _notes(comp)
     return comp
 
@@ -113,7 +121,7 @@ def _ordered(table: pd.DataFrame, key: List[str]) -> pd.DataFrame:
     """Backends, then variants, precisions and sizes in the legends' order; one-sided last."""
     b_rank = {x: i for i, x in enumerate(data.backend_order(table["backend"]))}
     p_rank = {x: i for i, x in enumerate(data.precision_order(table["precision"]))}
-    status_rank = {COMPARED: 0, NOT_EVIDENCE: 1, ONLY_A: 2, ONLY_B: 3}
+    status_rank = {COMPARED: 0, NOT_EVIDENCE: 1, ONLY_A: 2, ONLY_B: 3, NO_BASELINE: 4}
     sort = pd.DataFrame({
         "s": table["status"].map(status_rank), "b": table["backend"].map(b_rank).fillna(len(b_rank)),
         "v": table["variant"], "p": table["precision"].map(p_rank).fillna(len(p_rank)),
@@ -129,7 +137,12 @@ def _notes(comp: Comparison) -> List[str]:
     da, db = comp.a.devices, comp.b.devices
     if da != db:
         notes.append(f"devices differ: A {', '.join(da) or 'none'}; B {', '.join(db) or 'none'}")
-    if comp.threshold_given is None:
+    if comp.threshold_given is None and comp.mode == PAIRED:
+        notes.append(f"threshold per point: the larger of the SM clock movement an evidence row allows inside "
+                     f"one run ({100 * stats.WITHIN_RUN_DRIFT:.1f}%, {stats.WITHIN_RUN_SOURCE}) and the noisier "
+                     f"call's (p80 - p20) / median; the run-to-run drift ({100 * stats.RUN_TO_RUN_DRIFT:.1f}%) "
+                     f"does not apply: both calls ran interleaved under the same clock")
+    elif comp.threshold_given is None:
         notes.append(f"threshold per point: the larger of the measured run-to-run drift "
                      f"({100 * stats.RUN_TO_RUN_DRIFT:.1f}%, {stats.DRIFT_SOURCE}) and the noisier side's "
                      f"(p80 - p20) / median")
@@ -148,4 +161,8 @@ def _notes(comp: Comparison) -> List[str]:
     if fallback:
         notes.append(f"{fallback} points lack samples on a side: their interval comes from the rows' p20/p80 "
                      f"(interval_from = {stats.QUANTILES}), a wider rule than the bootstrap")
+    bare = int((t["interval_from"] == stats.NO_INTERVAL).sum())
+    if bare:
+        notes.append(f"{bare} points have no samples: time_ratio is the row's 100 / pct_of_baseline, with no "
+                     f"interval (the rows keep no p20/p80 of the baseline), so UNSURE")
     return notes

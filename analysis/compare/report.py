@@ -8,10 +8,12 @@ import pandas as pd
 
 from .. import style
 from . import stats
-from .core import COMPARED, NOT_EVIDENCE, ONLY_A, ONLY_B, Comparison
+from .core import COMPARED, NO_BASELINE, NOT_EVIDENCE, ONLY_A, ONLY_B, PAIRED, Comparison
 
 FILES = ("compare.csv", "compare.md", "compare.pdf", "compare.png")
 DIRECTION = "time_ratio = median time B / median time A: below 1 B is faster, above 1 B is slower"
+PAIRED_DIRECTION = ("paired (interleaved in one run): A = the baseline, B = the row's variant, timed batch by "
+                    "batch by one timer; " + DIRECTION)
 VERDICT_COLORS = {stats.SAME: "#7f7f7f", stats.FASTER: "#2d9600", stats.SLOWER: "#b40000",
                   stats.UNSURE: "#f0b400"}
 MEANING = {
@@ -25,7 +27,8 @@ MEANING = {
 def point_name(line: pd.Series) -> str:
     size = "x".join(str(line[c]) for c in ("m", "n", "k"))
     extra = "" if line["op"] == "gemm" else f" {line['op']}"
-    return f"{line['variant']} {line['precision']}{extra} {size}" + (f" {line['cache']}" if line["cache"]
+    against = f" vs {line['baseline']}" if line.get("baseline") else ""
+    return f"{line['variant']}{against} {line['precision']}{extra} {size}" + (f" {line['cache']}" if line["cache"]
                                                                       not in ("flush", "warm", "") else "")
 
 
@@ -45,20 +48,35 @@ def write_csv(comp: Comparison, path: Path) -> None:
     style.write_if_changed(path, comp.table.to_csv(index=False, lineterminator="\n").encode())
 
 
+def direction(comp: Comparison) -> str:
+    return PAIRED_DIRECTION if comp.mode == PAIRED else DIRECTION
+
+
+def title(comp: Comparison) -> str:
+    if comp.mode == PAIRED:
+        return f"{comp.b.path}: each variant (B) against the baseline timed interleaved with it (A)"
+    return f"B = {comp.b.path} vs A = {comp.a.path}"
+
+
 def summary(comp: Comparison) -> str:
     status, verdicts = comp.table["status"], comp.compared["verdict"]
     counts = ", ".join(f"{int((verdicts == v).sum())} {v}" for v in stats.VERDICTS)
-    return (f"{len(verdicts)} points compared: {counts}; {int((status == NOT_EVIDENCE).sum())} UNSURE as a side's "
-            f"rows are not evidence; {int((status == ONLY_A).sum())} only in A, {int((status == ONLY_B).sum())} "
-            f"only in B")
+    head = f"{len(verdicts)} points compared: {counts}; {int((status == NOT_EVIDENCE).sum())} UNSURE as "
+    if comp.mode == PAIRED:
+        return head + (f"the variant's rows are not evidence; {int((status == NO_BASELINE).sum())} with no "
+                       f"baseline timed with them (listed, not compared)")
+    return head + (f"a side's rows are not evidence; {int((status == ONLY_A).sum())} only in A, "
+                   f"{int((status == ONLY_B).sum())} only in B")
 
 
 def render_markdown(comp: Comparison) -> str:
     t = comp.table
-    lines = [f"# {comp.b.path} against {comp.a.path}", "",
-             f"- A: `{comp.a.path}` ({', '.join(comp.a.devices) or 'no device'})",
-             f"- B: `{comp.b.path}` ({', '.join(comp.b.devices) or 'no device'})",
-             f"- {DIRECTION}; the interval is 95%.",
+    sides = [f"- A: `{comp.a.path}` ({', '.join(comp.a.devices) or 'no device'})",
+             f"- B: `{comp.b.path}` ({', '.join(comp.b.devices) or 'no device'})"]
+    if comp.mode == PAIRED:
+        sides = [f"- run: `{comp.b.path}` ({', '.join(comp.b.devices) or 'no device'})"]
+    lines = [f"# {title(comp) if comp.mode == PAIRED else f'{comp.b.path} against {comp.a.path}'}", "",
+             *sides, f"- {direction(comp)}; the interval is 95%.",
              f"- key: {', '.join(comp.key)} (not run_id, point_key, timestamp, host or device)",
              *[f"- {n}" for n in comp.notes],
              f"- {summary(comp)}", "",
@@ -74,7 +92,7 @@ def render_markdown(comp: Comparison) -> str:
                          f"{_threshold(r)} | {r['interval_from']} | {_fmt(r['time_a_s'])} | {_fmt(r['time_b_s'])} "
                          f"| {note} |")
         lines.append("")
-    for status in (ONLY_A, ONLY_B):
+    for status in (ONLY_A, ONLY_B, NO_BASELINE):
         one = t[t["status"] == status]
         if len(one):
             lines += [f"## {status.capitalize()} (not compared)", "",
@@ -93,7 +111,7 @@ def print_table(comp: Comparison, console=None) -> None:
     if not console.is_terminal:
         console.width = max(console.width, 150)  # a log or a pipe: do not fold every cell
     colors = {stats.SAME: "dim", stats.FASTER: "green", stats.SLOWER: "bold red", stats.UNSURE: "yellow"}
-    table = Table(title=f"B = {comp.b.path} vs A = {comp.a.path}", caption=DIRECTION)
+    table = Table(title=title(comp), caption=direction(comp))
     for col, just in (("point", "left"), ("verdict", "left"), ("B/A", "right"), ("95% interval", "right"),
                       ("threshold", "right"), ("from", "left"), ("at A's clock", "right"), ("why", "left")):
         table.add_column(col, justify=just, no_wrap=col != "why")

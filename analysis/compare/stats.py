@@ -25,6 +25,7 @@ LEVEL = 0.95
 SAME, FASTER, SLOWER, UNSURE = "SAME", "FASTER", "SLOWER", "UNSURE"
 VERDICTS = (SLOWER, UNSURE, FASTER, SAME)  # worst first: the order of every summary
 BOOTSTRAP, QUANTILES = "bootstrap", "p20/p80"
+NO_INTERVAL = "none"  # paired mode without samples: the rows keep no p20/p80 of the baseline
 
 # Run-to-run drift of one point on one GPU: the 90th percentile of |ln(t_B / t_A)|, as a
 # fraction, over the cuBLAS/cuBLASLt square points that outputs/reference/h200-2026-11-29/
@@ -32,6 +33,14 @@ BOOTSTRAP, QUANTILES = "bootstrap", "p20/p80"
 # in each (25 points; :func:`measured_drift` recomputes it, a test checks the two agree).
 RUN_TO_RUN_DRIFT = 0.032
 DRIFT_SOURCE = "outputs/reference/h200-2026-11-29/cublas_square vs h200-2026-11-30/cublas_square"
+# Paired mode (A timed interleaved with B batch by batch in one run, analysis/compare/paired.py):
+# both calls share every clock state, so the drift between runs does not apply. What the interval
+# does not cover is clock movement inside the run that the two calls feel differently (a
+# compute-bound call follows the SM clock, a memory-bound one less): an evidence row's in-band
+# clock moved by at most measure.clock_stable_fraction (2%, gemmlab.config.MeasureConf; a row
+# that drifted more is unreliable, gemmlab/measure/validity.py), so that bounds it.
+WITHIN_RUN_DRIFT = 0.02
+WITHIN_RUN_SOURCE = "measure.clock_stable_fraction: an evidence row's in-band SM clock moved less"
 DRIFT_MAX_NOISE = 0.05  # points noisier than this move with their noise (see point_threshold)
 DRIFT_QUANTILE = 0.9
 
@@ -49,16 +58,18 @@ def measured_drift(a: pd.DataFrame, b: pd.DataFrame, key: Sequence[str],
     return float(math.expm1(np.quantile(logs, quantile))), len(m)
 
 
-def point_threshold(noise_a: float, noise_b: float, given: Optional[float]) -> float:
+def point_threshold(noise_a: float, noise_b: float, given: Optional[float],
+                    floor: float = RUN_TO_RUN_DRIFT) -> float:
     """The threshold of one point: ``given`` (``--threshold``) as it is; by default the larger of
-    the measured drift and the noisier side's (p80 - p20) / median. A point whose samples spread
+    ``floor`` (the measured drift between runs; the paired mode passes its own) and the noisier
+    side's (p80 - p20) / median. A point whose samples spread
     wider than the drift has a median that moves about that much between runs: on the H200
     reference (DRIFT_SOURCE) 59 of 63 shared points moved less than this, 39 less than the
     drift alone."""
     if given is not None:
         return float(given)
     noise = max((x for x in (noise_a, noise_b) if x is not None and np.isfinite(x)), default=0.0)
-    return max(RUN_TO_RUN_DRIFT, float(noise))
+    return max(floor, float(noise))
 
 
 def point_seed(key: str, seed: int = 0) -> int:

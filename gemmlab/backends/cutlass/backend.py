@@ -120,12 +120,19 @@ class Cutlass(Backend):
         return max(jobs) if jobs else (os.cpu_count() or 1)
 
     # -- points -> kernels -----------------------------------------------------------------------
+    def variant_options(self, point) -> KernelOptions:
+        """The options of the point's variant; one the run does not measure (a baseline timed
+        beside another variant's points, measure.baseline) has them read from its config here."""
+        if point.variant not in self.options:
+            self.options[point.variant] = kernel_options(point.variant, point.variant_cfg.get("cutlass"))
+        return self.options[point.variant]
+
     def point_options(self, point) -> KernelOptions:
         """The variant's options with the point's operand layouts (gemmlab/operands.py): an operand
         stored transposed is the operand in column-major order (the same memory), so ``t`` is
         CUTLASS's ColumnMajor; ``nn`` keeps the variant's own ``layout_a``/``layout_b``. Raises
         Unsupported where the two would disagree."""
-        opts = self.options[point.variant]
+        opts = self.variant_options(point)
         own = (opts.layout_a, opts.layout_b) != ("row", "row")
         if own and (point.layout != "nn" or point.batch != 1):
             raise Unsupported(f"{point.variant} fixes its own operand layouts (layout_a {opts.layout_a}, "
@@ -189,7 +196,7 @@ class Cutlass(Backend):
 
     # -- inputs and launches ---------------------------------------------------------------------
     def make_inputs(self, point, a, b):
-        opts = self.options[point.variant]
+        opts = self.variant_options(point)
         if (opts.layout_a == "row" and opts.layout_b == "row") or point.layout != "nn" or point.batch != 1:
             return a, b, a, b  # as stored (a variant with its own layouts skips other layouts)
         import cupy
