@@ -137,6 +137,10 @@ class CutlassConf:
 class CublasLtConf:
     autotune: bool = False
     autotune_iterations: int = 10
+    # search: the heuristic's top search_limit algorithms (Matmul.plan's limit), each checked and
+    # timed interleaved; the fastest correct one is measured (gemmlab/backends/cublaslt_search.py)
+    search: bool = False
+    search_limit: int = 16
 
 
 @dataclass
