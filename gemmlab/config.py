@@ -220,6 +220,7 @@ class SizesConf:
     # named LLM shapes (gemmlab/llm_shapes.py): each model's projections at each token count
     models: Dict[str, LlmModelConf] = field(default_factory=dict)
     tokens: List[int] = field(default_factory=list)
+    model_names: List[str] = field(default_factory=list)  # the models to expand; empty = all of them
 
 
 @dataclass

@@ -122,3 +122,37 @@ def test_without_tuning_rows_the_figure_and_table_say_what_to_run():
     assert not [s for s in style.series_of(fig) if s.startswith(("regret:", "gain:", "box:"))]
     md = tables.render_markdown([tables.regret_table(ds)])
     assert tables.NOT_MEASURED in md and "+experiment=tuning_regret" in md
+
+
+# -- the experiment ------------------------------------------------------------------------------
+def test_experiment_selects_the_llm_sets_both_precisions_and_every_kind():
+    from collections import Counter
+
+    from conftest import compose_cfg
+
+    from gemmlab.backends.base import backend_class
+    from gemmlab.points import expand
+
+    cfg = compose_cfg(["+experiment=tuning_regret"])
+    pts = expand(cfg)
+    assert {p.shape_name.split(".")[0] for p in pts} == {"llama3_70b", "deepseek_v3"}
+    assert {p.shape_name.rsplit(".t", 1)[1] for p in pts} == {"16", "4096"}
+    assert {p.precision for p in pts} == {"bf16", "fp8"} and {p.layout for p in pts} == {"nt"}
+    variants = Counter(p.variant for p in pts)
+    assert {"cublaslt", "cublaslt_search", "cutlass_search", "wgmma_ws", "mma_sync"} <= set(variants)
+    assert len({p.shape_name for p in pts}) == 30  # 4 + 11 projections x 2 token counts
+    assert cfg.variant.cutlass_search.cutlass.search_scheduler_top == 1
+    # the stages skip nt with their reason; the searches and the default run it
+    stage = next(p for p in pts if p.variant == "wgmma_ws" and p.precision == "bf16")
+    assert "layout nt" in backend_class(stage.backend).workload_reason(stage)
+    lt = next(p for p in pts if p.variant == "cublaslt_search" and p.precision == "bf16")
+    assert backend_class(lt.backend).workload_reason(lt) is None and lt.skip_reason is None
+
+
+def test_an_unknown_model_name_fails_at_compose():
+    from conftest import compose_cfg
+
+    from gemmlab.points import ConfigError, expand
+
+    with pytest.raises(ConfigError, match="llama9"):
+        expand(compose_cfg(["sizes=llm", "sizes.model_names=[llama9]"]))
