@@ -5,6 +5,8 @@
 2. The chapter's intensity table (5.1, claim C2): vector add, GEMV, GEMM N = 1024; the chapter's
    formulas beside the measured row of each op (``vecadd``, ``gemv``, ``gemm``).
 3. The ladder (see ``analysis.ladder``): stage, variant, TFLOP/s, % of cuBLAS, relative error.
+4. What tuning buys (see ``analysis.regret``): cuBLASLt's default against its search, the CUTLASS
+   search and the hand-written stages, per problem, with the regret and the searches' time.
 
 Each ``*_frame`` returns the numbers as a DataFrame (what tests compare with the data); ``render``
 formats them.
@@ -17,7 +19,7 @@ from typing import Callable, List, Optional, Sequence
 
 import pandas as pd
 
-from . import data, ladder
+from . import data, ladder, regret
 from .style import format_sig
 
 NOT_MEASURED = "not measured"
@@ -238,7 +240,39 @@ def ladder_table(ds: data.Dataset) -> Table:
                  "than cuBLAS alone does." + (" Gaps: " + "; ".join(dict.fromkeys(notes)) + "." if notes else ""))
 
 
-TABLES = (peak_table, intensity_table, ladder_table)
+# -- 4. what tuning buys (analysis.regret) ------------------------------------------------------
+def regret_table(ds: data.Dataset) -> Table:
+    f = regret.frame(ds)
+    f["shape"] = [n if n and n != "nan" else f"{int(m)}×{int(nn)}×{int(k)}"
+                  for n, m, nn, k in zip(f["shape_name"], f["m"], f["n"], f["k"])]
+    for p in ("default", "lt_search", "cutlass_search", "handwritten", "best"):
+        f[f"{p}_us"] = f[f"{p}_time_s"].astype("float64") * 1e6
+    f["regret_pct"] = f["regret"].astype("float64") * 100
+    return Table("tuning_regret", "What tuning buys: cuBLASLt's default against the searches and the stages", [
+        Column("shape", "Shape", "l", _text),
+        Column("precision", "Prec.", "l", _text),
+        Column("layout", "Layout", "l", _text),
+        Column("default_us", "Default (heuristic)", "r", format_sig),
+        Column("default_what", "Default algorithm", "l", _text),
+        Column("lt_search_us", "cuBLASLt search", "r", format_sig),
+        Column("lt_search_what", "cuBLASLt pick", "l", _text),
+        Column("cutlass_search_us", "CUTLASS search", "r", format_sig),
+        Column("cutlass_search_what", "CUTLASS kernel", "l", _text),
+        Column("handwritten_us", "Hand-written", "r", format_sig),
+        Column("handwritten_what", "Stage", "l", _text),
+        Column("best_kind", "Best", "l", _text),
+        Column("regret_pct", "Regret %", "r", _pct),
+        Column("lt_search_s", "cuBLASLt search s", "r", format_sig),
+        Column("cutlass_search_s", "CUTLASS search s", "r", format_sig),
+    ], f, empty=f"{NOT_MEASURED}: {regret.MISSING_NOTE}",
+        footnote="Times in microseconds: each kind's best evidence row at the problem, inside one run. Default: cuBLASLt's "
+                 "heuristic first choice (variant cublaslt); cuBLASLt search: the fastest of its top heuristic "
+                 "algorithms (cublaslt_search); CUTLASS search: cutlass_search; hand-written: the fastest stage. "
+                 "Regret = default / best - 1. Search s: the search's wall time (candidates checked and ranked; "
+                 "CUTLASS's compile not included).")
+
+
+TABLES = (peak_table, intensity_table, ladder_table, regret_table)
 
 
 # -- rendering -------------------------------------------------------------------------------

@@ -137,6 +137,10 @@ class CutlassConf:
 class CublasLtConf:
     autotune: bool = False
     autotune_iterations: int = 10
+    # search: the heuristic's top search_limit algorithms (Matmul.plan's limit), each checked and
+    # timed interleaved; the fastest correct one is measured (gemmlab/backends/cublaslt_search.py)
+    search: bool = False
+    search_limit: int = 16
 
 
 @dataclass
@@ -216,6 +220,7 @@ class SizesConf:
     # named LLM shapes (gemmlab/llm_shapes.py): each model's projections at each token count
     models: Dict[str, LlmModelConf] = field(default_factory=dict)
     tokens: List[int] = field(default_factory=list)
+    model_names: List[str] = field(default_factory=list)  # the models to expand; empty = all of them
 
 
 @dataclass

@@ -70,9 +70,16 @@ def routed(tokens: int, routed_experts: int, per_token: int):
 
 
 def expand(sizes) -> List[NamedShape]:
-    """Every named shape of the sizes config's models at its token counts, model by model."""
+    """Every named shape of the sizes config's models (those in ``model_names`` if it lists any)
+    at its token counts, model by model."""
     out: List[NamedShape] = []
+    chosen = [str(n) for n in (sizes.get("model_names") or [])]
+    unknown = [n for n in chosen if n not in sizes.models]
+    if unknown:
+        raise ValueError(f"model_names {unknown} are not among the models ({', '.join(sizes.models)})")
     for model, d in sizes.models.items():
+        if chosen and model not in chosen:
+            continue
         for proj in projections(d.family, d):
             name, n, k = proj[:3]
             for t in sizes.tokens:

@@ -212,6 +212,7 @@ RULES: Dict[type, Dict[str, Tuple[Rule, ...]]] = {
     },
     C.CublasLtConf: {
         "autotune_iterations": (integer(lo=1),),
+        "search_limit": (integer(lo=1),),
     },
 }
 

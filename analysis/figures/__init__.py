@@ -9,7 +9,7 @@ from typing import Callable, Dict
 
 from matplotlib.figure import Figure
 
-from . import crossover, errors, hierarchical_roofline, ladder, roofline, throughput
+from . import crossover, errors, hierarchical_roofline, ladder, roofline, throughput, tuning_regret
 
 FIGURES: Dict[str, Callable[..., Figure]] = {
     "roofline": roofline.build,
@@ -18,4 +18,5 @@ FIGURES: Dict[str, Callable[..., Figure]] = {
     "error_vs_precision": errors.build,
     "cpu_gpu_crossover": crossover.build,
     "hierarchical_roofline": hierarchical_roofline.build,
+    "tuning_regret": tuning_regret.build,
 }

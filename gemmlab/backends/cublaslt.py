@@ -11,15 +11,22 @@ cuBLASLt, no copy) and a batch as 3-D arrays (cuBLASLt's strided batch, one call
 needs A row-major and B column-major (K-major both): it copies an nn point's B once (untimed), takes
 an nt point's B as stored, and skips tn, tt and batches with the reason.
 
+``cublaslt: {search: true}`` (variant ``cublaslt_search``) checks and ranks the heuristic's top
+``search_limit`` algorithms and measures the fastest (:mod:`gemmlab.backends.cublaslt_search`); without
+it the heuristic's first choice is measured (optionally autotuned). Rows name the algorithm:
+``kernel_name`` (id, tile, stages, split-K) and ``extra.algorithm`` (its whole configuration).
+
 bfloat16 operands are handed to nvmath as PyTorch tensors that alias the CuPy buffers (through a
 uint16 DLPack view), because CuPy's bfloat16 arrays are not a type nvmath's CuPy wrapper knows.
 """
 from __future__ import annotations
 
 import logging
-from typing import List, Optional
+import time
+from typing import Dict, List, Optional
 
 from gemmlab import operands
+from gemmlab.backends import cublaslt_search as lt_search
 from gemmlab.backends.base import Backend, Launch
 
 # nvmath logs every execute() at INFO to the root logger unless given its own logger: that would
@@ -50,6 +57,7 @@ class CublasLt(Backend):
     def __init__(self, cfg):
         super().__init__(cfg)
         self._plans: List = []
+        self._searched: Dict[str, lt_search.LtSearchPick] = {}  # point key -> the search's pick
 
     def unavailable(self) -> Optional[str]:
         try:
@@ -105,41 +113,73 @@ class CublasLt(Backend):
     def make_launch(self, p, a, b, c) -> Launch:
         import cupy
         import nvmath
-        from nvmath.linalg import ComputeType
-        from nvmath.linalg.advanced import (
-            Matmul,
-            MatmulOptions,
-            MatmulPlanPreferences,
-            MatmulReductionScheme,
-        )
+        from nvmath.linalg.advanced import Algorithm, MatmulPlanPreferences, MatmulReductionScheme
 
         stream = cupy.cuda.get_current_stream()
-        opts = MatmulOptions(inplace=True, compute_type=getattr(ComputeType, COMPUTE[p.compute]),
-                             logger=_QUIET)
-        trans_a, trans_b = operands.transposed(p.layout)
-        ta, tb, tc = operands.logical(_alias(a), trans_a), operands.logical(_alias(b), trans_b), _alias(c)
-        scales = {"a": 1.0, "b": 1.0} if p.compute == "fp8" else None  # no D scale: BF16 result
-        mm = Matmul(ta, tb, c=tc, alpha=1.0, beta=0.0, quantization_scales=scales, options=opts,
-                    stream=stream.ptr)
-        self._plans.append(mm)
-        prefs = MatmulPlanPreferences(reduction_scheme_mask=MatmulReductionScheme.COMPUTE_TYPE)
-        mm.plan(preferences=prefs, stream=stream.ptr)
-        lt = p.variant_cfg.get("cublaslt") if p.variant_cfg is not None else None
-        autotuned = bool(lt and lt.autotune)
-        if autotuned:
-            mm.autotune(iterations=int(lt.autotune_iterations), stream=stream.ptr)
-        algo = mm.algorithms[0].algorithm_id if mm.algorithms else None
         ptr = stream.ptr
+        lt = p.variant_cfg.get("cublaslt") if p.variant_cfg is not None else None
+        search = bool(lt and lt.get("search"))
+        mask = MatmulReductionScheme.COMPUTE_TYPE  # every plan, every candidate: see the module's doc
+        autotuned = False
+        started = time.perf_counter()
+        if search:
+            pick = self._searched.get(p.key)
+            if pick is None:  # the first input set searches; the others (cache=rotate) reuse its pick
+                limit = int(lt.search_limit)
+                seeker, _ = self._matmul(p, a, b, c, ptr)
+                try:
+                    seeker.plan(preferences=MatmulPlanPreferences(reduction_scheme_mask=mask, limit=limit),
+                                stream=ptr)
+                    pick = lt_search.run_search(p, seeker, a, b, c, self._exact(), ptr, limit, started)
+                finally:  # its workspace (the largest of all candidates') goes before the timing
+                    self._plans.remove(seeker)
+                    seeker.free()
+                self._searched[p.key] = pick
+            mm, held = self._matmul(p, a, b, c, ptr)
+            mm.plan(algorithms=[Algorithm.from_numpy(pick.algorithm)], stream=ptr)  # the winner alone
+            config = dict(pick.extra()["algorithm"])
+            extra = pick.extra()
+        else:
+            mm, held = self._matmul(p, a, b, c, ptr)
+            mm.plan(preferences=MatmulPlanPreferences(reduction_scheme_mask=mask), stream=ptr)
+            autotuned = bool(lt and lt.autotune)
+            if autotuned:
+                mm.autotune(iterations=int(lt.autotune_iterations), stream=ptr)
+            config = {"heuristic_rank": None if autotuned else 0,
+                      **(lt_search.algorithm_config(mm.algorithms[0]) if mm.algorithms else {})}
+            extra = {"algorithm": config}
 
         def fn():
             mm.execute(stream=ptr)
 
-        fn.keepalive = (ta, tb, tc, a, b, c)
+        fn.keepalive = (mm, held, a, b, c)
         workload = ("" if p.layout == "nn" else f" {p.layout}") + ("" if p.batch == 1 else f" batch={p.batch}")
-        info = {"kernel_name": f"cublasLtMatmul{workload} {COMPUTE[p.compute]} algo={algo}"
-                               + (" autotuned" if autotuned else "") + " (compute-type reduction)",
-                "library_version": f"nvmath-python {nvmath.__version__}"}
+        how = (f" searched (heuristic rank {config.get('heuristic_rank')} of {extra['search_limit']})" if search
+               else " autotuned" if autotuned else "")
+        info = {"kernel_name": f"cublasLtMatmul{workload} {COMPUTE[p.compute]} {lt_search.describe(config)}"
+                               + how + " (compute-type reduction)",
+                "library_version": f"nvmath-python {nvmath.__version__}", "extra": extra}
         return Launch(fn, info)
+
+    def _matmul(self, p, a, b, c, stream_ptr: int):
+        """The point's Matmul (not yet planned): logical operands, C written in place; and the
+        operand views it was given, which the launch keeps alive."""
+        from nvmath.linalg import ComputeType
+        from nvmath.linalg.advanced import Matmul, MatmulOptions
+
+        opts = MatmulOptions(inplace=True, compute_type=getattr(ComputeType, COMPUTE[p.compute]), logger=_QUIET)
+        trans_a, trans_b = operands.transposed(p.layout)
+        ta, tb = operands.logical(_alias(a), trans_a), operands.logical(_alias(b), trans_b)
+        scales = {"a": 1.0, "b": 1.0} if p.compute == "fp8" else None  # no D scale: BF16 result
+        tc = _alias(c)
+        mm = Matmul(ta, tb, c=tc, alpha=1.0, beta=0.0, quantization_scales=scales, options=opts,
+                    stream=stream_ptr)
+        self._plans.append(mm)
+        return mm, (ta, tb, tc)
+
+    def _exact(self) -> bool:
+        """The inputs are small integers (``measure.distribution: exact``), as the reference takes it."""
+        return self.cfg.measure.distribution.value == "exact"
 
     def release(self) -> None:
         for mm in self._plans:

@@ -10,7 +10,8 @@ each point's kernels (:mod:`.catalog`), compiles the run's kernels in ``prepare`
 Besides the row columns, ``Launch.info["extra"]`` carries ``cutlass`` (the kernel's configuration:
 CTA tile, cluster, schedules, layouts, alignment, swizzle, raster order, grid, block, workspace)
 and, for a search, ``search``: one record per candidate kernel (status, rel_error,
-rank_time_median_s, rank_tflops (ranking only: back to back on a warm L2), compile_s, best), and
+rank_time_median_s, rank_tflops (ranking only: back to back on a warm L2), compile_s, best),
+``search_s`` (the search's wall time: checks and ranking, not the compile), and
 ``search_scheduler``: one per (kernel, swizzle, raster order) timed in the second round (with its
 grid).
 """
@@ -301,6 +302,7 @@ class Cutlass(Backend):
         compile_s = res.compile_s
         if pick is not None:
             extra["search"] = pick.records
+            extra["search_s"] = pick.search_s
             if pick.scheduler_records:
                 extra["search_scheduler"] = pick.scheduler_records
             compile_s = sum(self._results[k.key_hash].compile_s for k in kernels)

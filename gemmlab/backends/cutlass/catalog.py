@@ -47,6 +47,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+from gemmlab.backends.ranking import first_line  # noqa: F401  (build, backend and search use it from here)
 from gemmlab.backends.cutlass.options import (
     AUTO_OPCLASS,
     EPILOGUE_SCHEDULES,
@@ -424,8 +425,3 @@ def wgmma_operands(layouts: Tuple[str, str], elem_bytes: int) -> str:
 # -- CUTLASS's enums and exceptions in messages ------------------------------------------------------
 def enum_name(v) -> Optional[str]:
     return None if v is None else getattr(v, "name", str(v))
-
-
-def first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__

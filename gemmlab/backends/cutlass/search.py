@@ -4,11 +4,13 @@
 profiler's kernel search (which candidates: :mod:`gemmlab.backends.cutlass.catalog`): each
 candidate is checked and timed here with CUDA events (interleaved rounds, back-to-back launches),
 the fastest correct one is what the executor then measures; every candidate is recorded in the
-row's ``extra.search``. Then the ``search_scheduler_top`` fastest persistent kernels are checked and
+row's ``extra.search``, the search's wall time (checks and ranking, not the compile) in
+``extra.search_s``. Then the ``search_scheduler_top`` fastest persistent kernels are checked and
 timed again, interleaved, with every ``search_swizzles`` x ``search_raster_orders``; the fastest
 correct (kernel, swizzle, raster order) is measured, and every trial is in
 ``extra.search_scheduler``. The times here only rank the candidates (back to back, on a warm L2:
-``rank_time_median_s``, ``rank_tflops``); the row's times come from the shared timer.
+``rank_time_median_s``, ``rank_tflops``); the row's times come from the shared timer. The checking
+and ranking are :mod:`gemmlab.backends.ranking`'s, shared with the cuBLASLt search.
 """
 from __future__ import annotations
 
@@ -16,16 +18,13 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
 from gemmlab import operands
-from gemmlab.backends.cutlass.catalog import first_line
 from gemmlab.backends.cutlass.launch import KernelLaunch
 from gemmlab.backends.cutlass.options import KernelOptions
+from gemmlab.backends.ranking import SEARCH_MAX_REPS, SEARCH_ROUNDS, SEARCH_SAMPLE_S  # noqa: F401
+from gemmlab.backends.ranking import check_candidate as _check_candidate
+from gemmlab.backends.ranking import first_line
+from gemmlab.backends.ranking import time_interleaved as _time_interleaved
 from gemmlab.measure import check
-
-# search timing: rounds over all candidates (interleaved, so clock drift hits all alike), each
-# sample at least this long (several back-to-back launches for short kernels)
-SEARCH_ROUNDS = 7  # after one warm-up round that is not kept
-SEARCH_SAMPLE_S = 5e-3
-SEARCH_MAX_REPS = 100
 
 
 @dataclass
@@ -37,6 +36,7 @@ class SearchPick:
     raster_order: str
     records: List[Dict[str, Any]]
     scheduler_records: List[Dict[str, Any]]
+    search_s: float = 0.0  # wall time of the search: every candidate checked and ranked (no compile)
 
 
 def run_search(point, opts: KernelOptions, launches: List[KernelLaunch], records, a, b, c,
@@ -45,8 +45,11 @@ def run_search(point, opts: KernelOptions, launches: List[KernelLaunch], records
     with every swizzle x raster order. Returns the fastest correct launch and a SearchPick.
     ``exact``: the inputs are small integers (``measure.distribution: exact``), as every point's
     reference takes it."""
+    import time
+
     import cupy
 
+    t0 = time.perf_counter()
     by_hash = {r["key_hash"]: r for r in records}
     # the same reference and element-wise verdict as every point (gemmlab/measure/check.py)
     # of the logical operands: a and b are stored as the point's layout says (gemmlab/operands.py)
@@ -75,7 +78,8 @@ def run_search(point, opts: KernelOptions, launches: List[KernelLaunch], records
     finally:
         ref.release()
     by_hash[best.kernel.key_hash]["best"] = True
-    pick = SearchPick(best.kernel.key_hash, best.swizzle, best.raster_order, records, scheduler_records)
+    pick = SearchPick(best.kernel.key_hash, best.swizzle, best.raster_order, records, scheduler_records,
+                      search_s=time.perf_counter() - t0)
     return best, pick
 
 
@@ -108,59 +112,3 @@ def _search_scheduler(point, top: List[KernelLaunch], combos, scheduler_records,
         if launch is not best:
             launch.close()
     return best
-
-
-def _check_candidate(point, launch: KernelLaunch, rec: Dict[str, Any], ref, c) -> bool:
-    """Poison C, launch once, check against the reference; records the outcome in ``rec``."""
-    import cupy
-
-    from gemmlab.gpu import arrays
-
-    arrays.poison(cupy, c)
-    try:
-        launch()
-        cupy.cuda.get_current_stream().synchronize()
-    except Exception as e:
-        rec.update(status="failed", error=f"launch: {type(e).__name__}: {first_line(e)}")
-        return False
-    res = ref.verify(c)
-    rec.update(rel_error=res.rel_error, check_elem_max=res.elem_max)
-    if not res.passed:
-        rec.update(status="wrong", error=res.failure())
-        return False
-    return True
-
-
-def _time_interleaved(launches: List[KernelLaunch], point) -> List[Dict[str, Any]]:
-    """Median time of each launch: rounds over all of them, each round in a rotated order so clock
-    drift hits all alike, each sample a run of back-to-back launches at least SEARCH_SAMPLE_S long."""
-    import cupy
-
-    stream = cupy.cuda.get_current_stream()
-    start, end = cupy.cuda.Event(), cupy.cuda.Event()
-    start.record(stream)
-    launches[0]()
-    end.record(stream)
-    end.synchronize()
-    one_s = max(cupy.cuda.get_elapsed_time(start, end) * 1e-3, 1e-7)
-    reps = int(min(SEARCH_MAX_REPS, max(1, round(SEARCH_SAMPLE_S / one_s))))
-    samples: List[List[float]] = [[] for _ in launches]
-    indices = list(range(len(launches)))
-    for r in range(SEARCH_ROUNDS + 1):
-        shift = r % len(indices)
-        for i in indices[shift:] + indices[:shift]:
-            start.record(stream)
-            for _ in range(reps):
-                launches[i]()
-            end.record(stream)
-            end.synchronize()
-            if r:  # round 0 warms the clocks and caches
-                samples[i].append(cupy.cuda.get_elapsed_time(start, end) * 1e-3 / reps)
-    out = []
-    for ts in samples:
-        ts = sorted(ts)
-        median = ts[len(ts) // 2]
-        # ranking only (back to back, warm L2): the row's times come from the shared timer
-        out.append({"rank_time_median_s": median, "rank_tflops": point.flops / median / 1e12, "samples": len(ts),
-                    "launches_per_sample": reps})
-    return out
