@@ -33,7 +33,7 @@ from gemmlab import devices
 from gemmlab.devices import DeviceConfig
 from analysis.read import *  # noqa: F401,F403  (the reading and evidence rules, one namespace for callers)
 from analysis.read import not_evidence_reasons  # noqa: F401
-from analysis.read import (COPY, CUBLAS_BACKENDS, GEMM, POINT_KEYS, SHAPE_COLUMNS, TRANSFER, evidence, gemm,
+from analysis.read import (COPY, CUBLAS_BACKENDS, CUBLAS_VARIANTS, GEMM, POINT_KEYS, SHAPE_COLUMNS, TRANSFER, evidence, gemm,
                            measured, precision_order, stable, stage_of, variant_order)
 
 # -- datasheets (gemmlab.devices reads conf/device) --------------------------------------------
@@ -86,7 +86,8 @@ def best_points(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
 # -- baselines and ceilings ------------------------------------------------------------------
 def _library_rows(df: pd.DataFrame) -> pd.DataFrame:
     lib = gemm(evidence(df))
-    return lib[lib["backend"].isin(CUBLAS_BACKENDS) & lib["time_median_s"].notna() & (lib["time_median_s"] > 0)]
+    return lib[lib["backend"].isin(CUBLAS_BACKENDS) & lib["variant"].isin(CUBLAS_VARIANTS)
+               & lib["time_median_s"].notna() & (lib["time_median_s"] > 0)]
 
 
 def _empty_cublas(cols: Sequence[str]) -> pd.DataFrame:

@@ -90,7 +90,7 @@ def build(ds: data.Dataset) -> Ladder:
             p_notes.append(f"no CUTLASS row at {p}, N = {n}")
         else:  # the fastest CUTLASS row (of any configuration), named in the label
             lines.append({"precision": p, "n": n, **_rung(cutlass, GROUP_CUTLASS)})
-        lib = at[at["backend"].isin(data.CUBLAS_BACKENDS)]
+        lib = at[at["backend"].isin(data.CUBLAS_BACKENDS) & at["variant"].isin(data.CUBLAS_VARIANTS)]
         if lib.empty:
             p_notes.append(f"no standalone cuBLAS/cuBLASLt row at {p}, N = {n}: no standalone %")
         else:

@@ -26,6 +26,9 @@ GEMM, COPY, TRANSFER, GEMM_E2E = "gemm", "copy", "transfer", "gemm_e2e"
 # shared-memory and pitfall probes) measure something else.
 THROUGHPUT_OPS = (GEMM, "gemv", "vecadd")
 CUBLAS_BACKENDS = ("cublas", "cublaslt")  # "cuBLAS" of a point = the faster of these in its run
+# ... as a user gets them by default: a searched cuBLASLt (cublaslt_search) is a tuning result,
+# never the baseline a "% of cuBLAS" divides by
+CUBLAS_VARIANTS = ("cublas", "cublaslt")
 HANDWRITTEN_BACKEND = "cuda"  # the ladder's stages
 CUTLASS_BACKEND = "cutlass"
 # The usual order of precisions, widest first; names not listed follow alphabetically.

@@ -265,3 +265,18 @@ def test_each_layout_and_batch_is_its_own_point_in_analysis():
     out = data.with_pct_of_cublas(df)
     cut = out[out["backend"] == "cutlass"].iloc[0]
     assert cut["pct_of_cublas"] == pytest.approx(50.0) and cut["pct_of_standalone"] == pytest.approx(50.0)
+
+
+def test_a_searched_cublaslt_is_never_the_cublas_baseline():
+    """cublaslt_search is a tuning result: "% of cuBLAS" divides by the libraries' defaults only."""
+    import pandas as pd
+
+    from analysis import data
+
+    base = {"status": "ok", "timer": "cuda_event", "kind": "gpu", "run_id": "r", "precision": "bf16", "op": "gemm",
+            "m": 8192, "n": 8192, "k": 8192, "samples": 20, "layout": "nn", "batch": 1}
+    rows = [{**base, "backend": "cublaslt", "variant": "cublaslt", "time_median_s": 2e-3},
+            {**base, "backend": "cublaslt", "variant": "cublaslt_search", "time_median_s": 1e-3},
+            {**base, "backend": "cuda", "variant": "wgmma_ws", "time_median_s": 2e-3}]
+    out = data.with_pct_of_cublas(data.normalize(pd.DataFrame(rows)))
+    assert out.loc[out["variant"] == "wgmma_ws", "pct_of_cublas"].iloc[0] == pytest.approx(100.0)
