@@ -5,12 +5,9 @@ check and a timed call into row fields through the GPU executor's own paths (``t
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 from gemmlab.measure import check
-
-if TYPE_CHECKING:
-    from gemmlab.backends.probes.gpu import GpuProbe
 
 
 # -- the interface --------------------------------------------------------------------------------
@@ -30,7 +27,9 @@ class Probe:
             return f"gpu_probe {type(self).__name__} measures {', '.join(self.precisions)}, not {p.compute}"
         return None
 
-    def run(self, backend: GpuProbe, p, ex, seed: int, params) -> Dict[str, Any]:
+    def run(self, backend, p, ex, seed: int, params) -> Dict[str, Any]:
+        """Measure point ``p``; ``backend`` is the gpu_probe backend (its ``function``, ``cubin``,
+        ``gemm_launch``), ``ex`` the GPU executor."""
         raise NotImplementedError
 
 
