@@ -8,7 +8,7 @@
 # of outputs/reference go). Stages: core kernels hopper cutlass_bench cutlass cutlass_n8192
 # cutlass_odd ladder tc tune tune_mma tune_ws pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
-# cache_roofs inputs_power pinning multi_gpu
+# cache_roofs inputs_power workloads tuning_regret compare pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # Set GEMMLAB_GIT_COMMIT to the commit being measured: the tree copied to a GPU host may carry a
@@ -158,5 +158,25 @@ while time.time()-t<45: a@a" &
              run.name=energy_ladder hydra.run.dir=$REF/energy_ladder ;;
   cache_roofs) step cache_roofs 120 python3 run.py +experiment=cache_roofs $Q hydra.run.dir=$REF/cache_roofs ;;
   inputs_power) step inputs_power 420 python3 run.py -m +experiment=inputs_power $Q hydra.sweep.dir=$REF/inputs_power ;;
+  workloads)  # issue 18: every layout at 4096, batched attention-like shapes, the LLM shape sets
+           step layouts 300 python3 run.py "variant=[cublas,cublaslt,cutlass_auto]" "precision=[bf16,fp16,tf32,fp32]" \
+             "sizes.square=[4096]" sizes.shapes=[] "layouts=[nn,nt,tn,tt]" measure.baseline=[] run.fail_on_error=false $Q \
+             run.name=layouts hydra.run.dir=$REF/layouts
+           step batched 240 python3 run.py "variant=[cublas,cublaslt,cutlass_auto]" "precision=[bf16,fp16]" \
+             "sizes.square=[]" "sizes.shapes=[[2048,2048,128],[2048,128,2048],[4096,4096,128]]" "batch=[8,32,64]" \
+             measure.baseline=[] run.fail_on_error=false $Q run.name=batched hydra.run.dir=$REF/batched
+           step llm_shapes 570 python3 run.py +experiment=llm_shapes run.fail_on_error=false $Q hydra.run.dir=$REF/llm_shapes ;;
+  tuning_regret) step tuning_regret 570 python3 run.py +experiment=tuning_regret run.fail_on_error=false $Q \
+             hydra.run.dir=$REF/tuning_regret ;;
+  compare)  # issue 19: cublas_square five times (compared pairwise), and a slower warp_tiled against the default
+           for i in 1 2 3 4 5; do
+             step cublas_square_rep$i 150 python3 run.py +experiment=cublas_square "precision=[fp32,tf32,fp16,bf16]" \
+               $Q run.name=cublas_square_rep$i hydra.run.dir=$REF/compare/cublas_square_rep$i
+           done
+           step warp_tiled_default 120 python3 run.py variant=warp_tiled precision=fp32 "sizes.square=[2048,4096]" \
+             sizes.shapes=[] measure.baseline=[] $Q hydra.run.dir=$REF/compare/warp_tiled_default
+           step warp_tiled_bk8 120 python3 run.py variant=warp_tiled precision=fp32 "sizes.square=[2048,4096]" \
+             sizes.shapes=[] measure.baseline=[] variant.warp_tiled.cuda.defines.BK=8 $Q \
+             hydra.run.dir=$REF/compare/warp_tiled_bk8 ;;
   *) echo "unknown stage $stage" ;;
 esac; done
