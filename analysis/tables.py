@@ -7,6 +7,8 @@
 3. The ladder (see ``analysis.ladder``): stage, variant, TFLOP/s, % of cuBLAS, relative error.
 4. What tuning buys (see ``analysis.regret``): cuBLASLt's default against its search, the CUTLASS
    search and the hand-written stages, per problem, with the regret and the searches' time.
+5. Energy per GEMM at N = 8192 (see ``analysis.energy``): per precision and backend, TFLOP/s,
+   GFLOP/J, J per call, power, clock, power limit and throttle reasons of its best energy row.
 
 Each ``*_frame`` returns the numbers as a DataFrame (what tests compare with the data); ``render``
 formats them.
@@ -19,7 +21,7 @@ from typing import Callable, List, Optional, Sequence
 
 import pandas as pd
 
-from . import data, ladder, regret
+from . import data, energy, ladder, regret
 from .style import format_sig
 
 NOT_MEASURED = "not measured"
@@ -272,7 +274,31 @@ def regret_table(ds: data.Dataset) -> Table:
                  "CUTLASS's compile not included).")
 
 
-TABLES = (peak_table, intensity_table, ladder_table, regret_table)
+# -- 5. energy per GEMM (analysis.energy) --------------------------------------------------------
+def energy_table(ds: data.Dataset) -> Table:
+    f = energy.energy_table_frame(ds)
+    n = energy.TABLE_N
+    return Table("energy", f"Energy per GEMM at N = {n}", [
+        Column("precision", "Prec.", "l", _text),
+        Column("backend", "Backend", "l", _text),
+        Column("variant", "Variant", "l", _text),
+        Column("tflops", "TFLOP/s", "r", format_sig),
+        Column("gflops_per_joule", "GFLOP/J", "r", format_sig),
+        Column("energy_j", "J per call", "r", format_sig),
+        Column("power_avg_w", "Power (W)", "r", format_sig),
+        Column("clock_mhz", "SM clock (MHz)", "r", format_sig),
+        Column("power_limit_w", "Power limit (W)", "r", format_sig),
+        Column("throttle_reasons", "Throttle reasons", "l", lambda v: _text(v) if v else "none"),
+    ], f, empty=f"{NOT_MEASURED}: no rows with energy columns at N = {n}; measure with "
+                f"`{energy.MEASURE_SQUARE}`",
+        footnote=f"Each line: the backend's best evidence row at N = {n} that has energy columns "
+                 "(measure.energy=true; the shortest median time of any run; cublas and cublaslt their default "
+                 "variants). J per call: NVML's energy counter over back-to-back calls / calls; GFLOP/J = FLOPs / "
+                 "J; power: that energy / the window; SM clock: the window's mean; throttle reasons: NVML's "
+                 "clocks-event reasons seen in the window.")
+
+
+TABLES = (peak_table, intensity_table, ladder_table, regret_table, energy_table)
 
 
 # -- rendering -------------------------------------------------------------------------------
