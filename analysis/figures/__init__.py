@@ -9,7 +9,8 @@ from typing import Callable, Dict
 
 from matplotlib.figure import Figure
 
-from . import crossover, errors, hierarchical_roofline, ladder, roofline, throughput, tuning_regret
+from . import (crossover, energy_efficiency, errors, hierarchical_roofline, inputs_power, ladder, power_clock, roofline,
+               throughput, tuning_regret)
 
 FIGURES: Dict[str, Callable[..., Figure]] = {
     "roofline": roofline.build,
@@ -19,4 +20,7 @@ FIGURES: Dict[str, Callable[..., Figure]] = {
     "cpu_gpu_crossover": crossover.build,
     "hierarchical_roofline": hierarchical_roofline.build,
     "tuning_regret": tuning_regret.build,
+    "energy_efficiency": energy_efficiency.build,
+    "power_clock": power_clock.build,
+    "inputs_power": inputs_power.build,
 }
