@@ -136,7 +136,12 @@ class CublasLt(Backend):
     def _scales_of(self, p, a, b) -> Optional[fp8.Scales]:
         if p.compute != "fp8":
             return None
-        return self._scales.get((a.data_ptr(), b.data_ptr()), fp8.Scales("none", dtype=p.in_dtype))
+        sc = self._scales.get((a.data_ptr(), b.data_ptr()))
+        if sc is None:
+            if self._scaling() != "none":  # never a silent scale of 1 under a scaled reference
+                raise RuntimeError(f"no fp8 scales recorded for these operands (fp8_scaling={self._scaling()})")
+            sc = fp8.Scales("none", dtype=p.in_dtype)
+        return sc
 
     def make_launch(self, p, a, b, c) -> Launch:
         import cupy
