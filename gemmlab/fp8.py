@@ -114,6 +114,8 @@ BLOCK_HOPPER_REASON = ("block-scaled FP8: nvmath-python 1.0.0's block_scaling=Tr
 BLOCK_TODO_REASON = ("block-scaled FP8 (MXFP8) is not implemented in gemmlab's cuBLASLt path yet (the device, "
                      "{cc}, would offer it)")
 
+E5M2_REASON = ("cuBLASLt has no e5m2 x e5m2 FP8 GEMM (its FP8 A x B types are e4m3 x e4m3, e4m3 x e5m2 and "
+               "e5m2 x e4m3), and a precision gives A and B one in_dtype")
 CUTLASS_REASON = ("the cutlass backend builds no FP8 GEMM, unscaled or scaled (measure.fp8_scaling): no CUTLASS "
                   "FP8 kernel is wired in yet (CUTLASS's SM90 FP8 GEMMs need a K-major B and take the per-tensor "
                   "scales as epilogue alpha)")

@@ -192,3 +192,13 @@ def test_rows_read_the_mode_from_extra_and_old_rows_as_none():
     assert rows.fp8_scaling({"extra": json.dumps({"algorithm": {}})}) == "none"
     assert rows.fp8_scaling({"extra": json.dumps({"fp8_scaling": {"mode": "tensor", "scale_a": 11.2}})}) == "tensor"
     assert rows.fp8_scaling({"extra": {"fp8_scaling": {"mode": "tensor"}}}) == "tensor"
+
+
+def test_cublaslt_skips_an_e5m2_precision_saying_it_has_no_e5m2_x_e5m2_gemm():
+    from types import SimpleNamespace
+
+    from gemmlab.backends.cublaslt import CublasLt
+
+    (p,) = expand(compose_cfg(["variant=cublaslt", "precision=fp8", "sizes.square=[1024]", "sizes.shapes=[]"]))
+    e5m2 = SimpleNamespace(**{**p.__dict__, "in_dtype": "float8_e5m2"})
+    assert CublasLt(compose_cfg()).skip_reason(e5m2) == fp8.E5M2_REASON

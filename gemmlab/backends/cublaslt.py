@@ -78,6 +78,8 @@ class CublasLt(Backend):
     def skip_reason(self, p) -> Optional[str]:
         if p.compute not in COMPUTE:
             return f"cublaslt backend supports {sorted(COMPUTE)} (got {p.compute})"
+        if p.compute == "fp8" and p.in_dtype == "float8_e5m2":
+            return fp8.E5M2_REASON
         if p.in_dtype in ("bfloat16", "float8_e4m3fn"):
             try:
                 import torch
