@@ -223,6 +223,14 @@ class SizesConf:
     model_names: List[str] = field(default_factory=list)  # the models to expand; empty = all of them
 
 
+class Fp8Scaling(str, Enum):
+    """How fp8 operands are scaled into FP8's range (gemmlab/fp8.py); other precisions ignore it."""
+    none = "none"  # cast as drawn, scales 1: inputs beyond FP8's range overflow
+    tensor = "tensor"  # one FP32 scale per operand, amax / FP8_MAX
+    rowcol = "rowcol"  # one scale per row of A and column of B (skipped where no library offers it)
+    block = "block"  # one scale per block of elements (MXFP8: Blackwell; skipped on Hopper)
+
+
 @dataclass
 class MeasureConf:
     warmup_s: float = 0.5  # warm-up by time, so the SM clock settles before timing
@@ -243,6 +251,7 @@ class MeasureConf:
     seed: int = 0
     distribution: Distribution = Distribution.normal
     input_scale: float = 1.0  # inputs are drawn from `distribution`, then multiplied by this
+    fp8_scaling: Fp8Scaling = Fp8Scaling.none  # fp8 points: none | tensor | rowcol | block
     check: bool = True
     check_repeats: int = 1  # run the checked call this often on the same inputs (races move the error)
     throttle_fraction: float = 0.9  # min SM clock below this fraction of max marks the row

@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from omegaconf import DictConfig, OmegaConf
 
-from gemmlab import dtypes
+from gemmlab import dtypes, fp8
 from gemmlab.expr import evaluate
 from gemmlab.operands import DEFAULT_LAYOUT
 
@@ -165,7 +165,20 @@ def method_of(measure) -> Optional[Dict[str, Any]]:
         return None
     m = OmegaConf.to_container(measure, resolve=True, enum_to_str=True) if isinstance(measure, DictConfig) \
         else dict(measure)
-    return {f: m.get(f) for f in METHOD_FIELDS if f in m}
+    out = {f: m.get(f) for f in METHOD_FIELDS if f in m}
+    if "fp8_scaling" in m:  # read by point_method, for fp8 points only
+        out["_fp8_scaling"] = m["fp8_scaling"]
+    return out
+
+
+def point_method(method: Optional[Dict[str, Any]], compute: str) -> Optional[Dict[str, Any]]:
+    """The method of one point: fp8 points add ``measure.fp8_scaling`` away from ``none`` (so every
+    key from before the setting holds, and a scaled rerun measures again instead of resuming)."""
+    if method is None:
+        return None
+    scaling = method.get("_fp8_scaling", "none")
+    base = {k: v for k, v in method.items() if k != "_fp8_scaling"}
+    return base if compute != "fp8" or scaling == "none" else {**base, "fp8_scaling": scaling}
 
 
 def expand(cfg: DictConfig) -> List[Point]:
@@ -188,10 +201,13 @@ def expand(cfg: DictConfig) -> List[Point]:
                         reason = None
                         if pname not in v.precisions:
                             reason = f"{vname} does not support {pname} (supports {', '.join(v.precisions)})"
+                            if p.compute == "fp8" and v.backend.value == "cutlass":
+                                reason += f": {fp8.CUTLASS_REASON}"
                         pt = Point(variant=vname, backend=v.backend.value, precision=pname,
                                    m=s.m, n=s.n, k=s.k, in_dtype=p.in_dtype, out_dtype=out_dtype,
                                    compute=p.compute, tolerance=float(p.tolerance),
-                                   variant_cfg=v, precision_cfg=p, skip_reason=reason, method=method,
+                                   variant_cfg=v, precision_cfg=p, skip_reason=reason,
+                                   method=point_method(method, p.compute),
                                    layout=layout, batch=s.batch or batch, shape_name=s.name)
                         if reason is None:
                             reason = requirement_failure(pt)

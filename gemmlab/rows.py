@@ -118,6 +118,19 @@ COLUMN_NAMES = [c[0] for c in COLUMNS]
 STATUSES = ("ok", "failed", "skipped")
 
 
+def fp8_scaling(row: Mapping[str, Any]) -> str:
+    """A row's FP8 scaling mode (gemmlab/fp8.py), from ``extra.fp8_scaling.mode``: rows written
+    before ``measure.fp8_scaling`` existed, and every non-fp8 row, read as ``none``."""
+    extra = row.get("extra")
+    if isinstance(extra, str):
+        try:
+            extra = json.loads(extra) if extra else {}
+        except ValueError:
+            extra = {}
+    fs = extra.get("fp8_scaling") if isinstance(extra, Mapping) else None
+    return str(fs.get("mode") or "none") if isinstance(fs, Mapping) else "none"
+
+
 class RowError(ValueError):
     pass
 

@@ -135,6 +135,22 @@ class PowerOfTwoWhen(Rule):
 
 
 @dataclass(frozen=True)
+class OnlyWhenNot(Rule):
+    """Must be ``allowed`` when another field has a given value."""
+
+    allowed: str
+    field: str
+    equals: str
+    why: str
+    relational = True
+
+    def check(self, value, node) -> Optional[str]:
+        if _enum_name(_value(node, self.field)) != self.equals or _enum_name(value) == self.allowed:
+            return None
+        return f"must be {self.allowed} with {_path_of(node, self.field)}={self.equals}: {self.why}"
+
+
+@dataclass(frozen=True)
 class NamesOf(Rule):
     """A list whose entries are names from ``choices()`` (a function: the set can grow)."""
 
@@ -188,6 +204,8 @@ RULES: Dict[type, Dict[str, Tuple[Rule, ...]]] = {
         "seed": (integer(lo=0),),  # numpy's and cupy's default_rng
         "input_scale": (POSITIVE, PowerOfTwoWhen(
             "distribution", "exact", "the inputs' products and sums must stay exact")),
+        "fp8_scaling": (OnlyWhenNot("none", "distribution", "exact",
+                                    "scales from amax are not powers of two, so the scaled products are not exact"),),
         "check_repeats": (integer(lo=1),),
         "throttle_fraction": (FRACTION,),
         "clock_stable_fraction": (FRACTION,),

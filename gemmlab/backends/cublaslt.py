@@ -18,14 +18,21 @@ it the heuristic's first choice is measured (optionally autotuned). Rows name th
 
 bfloat16 operands are handed to nvmath as PyTorch tensors that alias the CuPy buffers (through a
 uint16 DLPack view), because CuPy's bfloat16 arrays are not a type nvmath's CuPy wrapper knows.
+
+FP8 scaling (``measure.fp8_scaling``, gemmlab/fp8.py): ``tensor`` quantizes each operand with its
+amax scale and hands the two FP32 scales to nvmath as ``quantization_scales`` (Python floats:
+nvmath-python 1.0.0 copies a scalar scale to a float32 device scalar when the Matmul is planned,
+and sets cuBLASLt's SCALAR_32F scale mode); no D scale, the result being BF16. ``rowcol`` and
+``block`` are skipped with the reason (:func:`gemmlab.fp8.skip_reason`).
 """
 from __future__ import annotations
 
+import enum
 import logging
 import time
 from typing import Dict, List, Optional
 
-from gemmlab import operands
+from gemmlab import fp8, operands
 from gemmlab.backends import cublaslt_search as lt_search
 from gemmlab.backends.base import Backend, Launch
 
@@ -58,6 +65,7 @@ class CublasLt(Backend):
         super().__init__(cfg)
         self._plans: List = []
         self._searched: Dict[str, lt_search.LtSearchPick] = {}  # point key -> the search's pick
+        self._scales: Dict[tuple, fp8.Scales] = {}  # (A, B data pointers) of an fp8 input set -> its scales
 
     def unavailable(self) -> Optional[str]:
         try:
@@ -70,6 +78,8 @@ class CublasLt(Backend):
     def skip_reason(self, p) -> Optional[str]:
         if p.compute not in COMPUTE:
             return f"cublaslt backend supports {sorted(COMPUTE)} (got {p.compute})"
+        if p.compute == "fp8" and p.in_dtype == "float8_e5m2":
+            return fp8.E5M2_REASON
         if p.in_dtype in ("bfloat16", "float8_e4m3fn"):
             try:
                 import torch
@@ -83,6 +93,9 @@ class CublasLt(Backend):
                     return f"FP8 tensor cores need compute capability 8.9 or newer (this device: {cc})"
                 if p.out_dtype != "bfloat16":
                     return "the fp8 path writes a bfloat16 result"
+                why = fp8.skip_reason(self._scaling(), int(cc))
+                if why:
+                    return why
         if p.compute == "fp8" and (p.layout not in ("nn", "nt") or p.batch != 1):
             return ("cuBLASLt's FP8 kernels read A and B K-major: the fp8 path runs A as stored (layout nn, "
                     "or nt, whose B is already K-major) and one GEMM per call (batch 1)")
@@ -92,23 +105,45 @@ class CublasLt(Backend):
         return p.compute == "fp8"
 
     def make_inputs(self, p, a32, b32):
-        """FP8 e4m3 operands (per-tensor scale 1: standard-normal values fit e4m3's range), A
-        row-major and B column-major as cuBLASLt's FP8 kernels want; the references hold the
-        exact quantised values."""
+        """FP8 operands, A row-major and B column-major as cuBLASLt's FP8 kernels want, quantized
+        as ``measure.fp8_scaling`` says (``none``: cast as drawn; ``tensor``: x / amax scale); the
+        references hold the exact values the GEMM multiplies (dequantized: FP64 times the scale)."""
         if p.compute != "fp8":
             return a32, b32, a32, b32
         import cupy
         import torch
 
-        f8 = torch.float8_e4m3fn
+        mode = self._scaling()
+        sc = fp8.scales_for(cupy, mode, a32, b32, p.in_dtype)
+        if mode != "none":  # saturated at +-FP8_MAX; unscaled inputs beyond it overflow (NaN) instead
+            a32, b32 = fp8.to_fp8_range(cupy, a32, sc.a, p.in_dtype), fp8.to_fp8_range(cupy, b32, sc.b, p.in_dtype)
+        f8 = getattr(torch, p.in_dtype)
         ta = torch.from_dlpack(a32).to(f8)
         if p.layout == "nt":  # B stored transposed, (n, k) row-major: already K-major, as it is
             tb = torch.from_dlpack(b32).to(f8)
         else:
             tb = torch.from_dlpack(b32).t().contiguous().to(f8).t()  # (k, n) with strides (1, k)
+        self._scales[(ta.data_ptr(), tb.data_ptr())] = sc
         a_ref = cupy.from_dlpack(ta.to(torch.float32))
         b_ref = cupy.from_dlpack(tb.to(torch.float32).contiguous())
+        if mode != "none":
+            a_ref, b_ref = fp8.dequantize(cupy, a_ref, sc.a), fp8.dequantize(cupy, b_ref, sc.b)
         return ta, tb, a_ref, b_ref
+
+    def _scaling(self) -> str:
+        """``measure.fp8_scaling`` as a name (``none`` where the config predates it)."""
+        mode = self.cfg.measure.get("fp8_scaling") if hasattr(self.cfg.measure, "get") else None
+        return "none" if mode is None else str(mode.value if isinstance(mode, enum.Enum) else mode)
+
+    def _scales_of(self, p, a, b) -> Optional[fp8.Scales]:
+        if p.compute != "fp8":
+            return None
+        sc = self._scales.get((a.data_ptr(), b.data_ptr()))
+        if sc is None:
+            if self._scaling() != "none":  # never a silent scale of 1 under a scaled reference
+                raise RuntimeError(f"no fp8 scales recorded for these operands (fp8_scaling={self._scaling()})")
+            sc = fp8.Scales("none", dtype=p.in_dtype)
+        return sc
 
     def make_launch(self, p, a, b, c) -> Launch:
         import cupy
@@ -130,7 +165,8 @@ class CublasLt(Backend):
                 try:
                     seeker.plan(preferences=MatmulPlanPreferences(reduction_scheme_mask=mask, limit=limit),
                                 stream=ptr)
-                    pick = lt_search.run_search(p, seeker, a, b, c, self._exact(), ptr, limit, started)
+                    pick = lt_search.run_search(p, seeker, a, b, c, self._exact(), ptr, limit, started,
+                                                scales=self._scales_of(p, a, b))
                 finally:  # its workspace (the largest of all candidates') goes before the timing
                     self._plans.remove(seeker)
                     seeker.free()
@@ -148,6 +184,10 @@ class CublasLt(Backend):
             config = {"heuristic_rank": None if autotuned else 0,
                       **(lt_search.algorithm_config(mm.algorithms[0]) if mm.algorithms else {})}
             extra = {"algorithm": config}
+
+        sc = self._scales_of(p, a, b)
+        if sc is not None:
+            extra = {**extra, "fp8_scaling": sc.extra()}
 
         def fn():
             mm.execute(stream=ptr)
@@ -170,7 +210,8 @@ class CublasLt(Backend):
         opts = MatmulOptions(inplace=True, compute_type=getattr(ComputeType, COMPUTE[p.compute]), logger=_QUIET)
         trans_a, trans_b = operands.transposed(p.layout)
         ta, tb = operands.logical(_alias(a), trans_a), operands.logical(_alias(b), trans_b)
-        scales = {"a": 1.0, "b": 1.0} if p.compute == "fp8" else None  # no D scale: BF16 result
+        sc = self._scales_of(p, a, b)  # per-tensor FP32 scales; no D scale: BF16 result
+        scales = None if sc is None else {"a": sc.a, "b": sc.b}
         tc = _alias(c)
         mm = Matmul(ta, tb, c=tc, alpha=1.0, beta=0.0, quantization_scales=scales, options=opts,
                     stream=stream_ptr)
@@ -188,6 +229,7 @@ class CublasLt(Backend):
             except Exception:
                 pass
         self._plans = []
+        self._scales = {}
 
 
 BACKEND = CublasLt

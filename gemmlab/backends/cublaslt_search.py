@@ -126,9 +126,10 @@ class LtSearchPick:
                 "search_limit": self.limit}
 
 
-def reference_operands(point, a, b):
+def reference_operands(point, a, b, scales=None):
     """The logical A and B the check compares with: the stored operands as views, and for fp8
-    (torch float8 tensors) their exact values in FP32 CuPy arrays."""
+    (torch float8 tensors) their exact values in FP32 CuPy arrays, dequantized (FP64 times the
+    scale) when ``scales`` (gemmlab/fp8.py) are not 1."""
     ta, tb = operands.transposed(point.layout)
     la, lb = operands.logical(a, ta), operands.logical(b, tb)
     if point.compute != "fp8":
@@ -136,16 +137,21 @@ def reference_operands(point, a, b):
     import cupy
     import torch
 
-    return (cupy.from_dlpack(la.to(torch.float32).contiguous()),
-            cupy.from_dlpack(lb.to(torch.float32).contiguous()))
+    ra = cupy.from_dlpack(la.to(torch.float32).contiguous())
+    rb = cupy.from_dlpack(lb.to(torch.float32).contiguous())
+    if scales is not None and scales.mode != "none":
+        from gemmlab import fp8
+
+        ra, rb = fp8.dequantize(cupy, ra, scales.a), fp8.dequantize(cupy, rb, scales.b)
+    return ra, rb
 
 
 def run_search(point, mm, a, b, c, exact: bool, stream_ptr: int, limit: int,
-               started: Optional[float] = None) -> LtSearchPick:
+               started: Optional[float] = None, scales=None) -> LtSearchPick:
     """Check and rank every algorithm of ``mm``'s plan (already planned with ``limit``); ``a``
     and ``b`` as stored, ``c`` the point's output buffer (``mm`` writes it in place).
     ``started``: the ``time.perf_counter()`` before the plan, so ``search_s`` counts the
-    heuristic's query too."""
+    heuristic's query too. ``scales``: an fp8 input set's (gemmlab/fp8.py), for the reference."""
     import cupy
 
     from gemmlab.measure import check
@@ -153,7 +159,7 @@ def run_search(point, mm, a, b, c, exact: bool, stream_ptr: int, limit: int,
     t0 = time.perf_counter() if started is None else started
     algorithms = list(mm.algorithms)
     records = candidate_records(algorithms)
-    ref = check.gemm_reference(cupy, point, "gpu", *reference_operands(point, a, b), exact)
+    ref = check.gemm_reference(cupy, point, "gpu", *reference_operands(point, a, b, scales), exact)
     try:
         good = []
         for alg, rec in zip(algorithms, records):

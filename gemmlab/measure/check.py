@@ -30,6 +30,10 @@ sum is exact in the accumulate type, so R is exact and the check demands C == ro
 element by element (``check_elem_max`` is then the largest |C - round_out(R)| in units of
 u_out * max(|R|, 1)).
 
+Scaled FP8 (``measure.fp8_scaling=tensor``, gemmlab/fp8.py): A and B are the *dequantized*
+inputs, x_fp8 in FP64 times its scale (exact), so the quantization error is the input's, not the
+GEMM's; the fp8 model's constants are ``ACCUMULATE['fp8']`` and the output's ``UNIT_ROUNDOFF``.
+
 The reference is an FP64 product of the exact values the kernel sees. Where that would be the
 same library call as the point itself (cuBLAS FP64 on the GPU, the host BLAS's FP64 on the
 CPU), it comes from another implementation (:func:`independent_reference`), named in the row's

@@ -47,6 +47,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+from gemmlab import fp8
 from gemmlab.backends.ranking import first_line  # noqa: F401  (build, backend and search use it from here)
 from gemmlab.backends.cutlass.options import (
     AUTO_OPCLASS,
@@ -145,8 +146,7 @@ class Catalog:
     def kernels(self, point, opts: KernelOptions) -> List[Kernel]:
         """The kernels to build for ``point``: one, or the search candidates. Raises Unsupported."""
         if point.compute == "fp8":
-            raise Unsupported("fp8 is not built by the cutlass backend: CUTLASS's SM90 FP8 GEMMs need "
-                              "a column-major (K-major) B and per-tensor scales")
+            raise Unsupported(fp8.CUTLASS_REASON)
         opclass = opts.opclass if opts.opclass != "auto" else AUTO_OPCLASS[point.compute]
         acc = (point.precision_cfg.get("accumulate") if point.precision_cfg is not None else None) \
             or ("float64" if point.compute == "fp64" else "float32")

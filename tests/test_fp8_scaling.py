@@ -1,0 +1,204 @@
+"""Scaled FP8 (gemmlab/fp8.py, measure.fp8_scaling): the scales, the quantization, the check
+against the dequantized inputs, the setting and the skips. CPU only; each test can fail."""
+from __future__ import annotations
+
+import json
+
+import ml_dtypes
+import numpy as np
+import pytest
+from conftest import compose_cfg
+
+from gemmlab import fp8, rows
+from gemmlab import validate as V
+from gemmlab.measure import check
+from gemmlab.points import expand
+
+E4M3 = "float8_e4m3fn"
+
+
+def _draw(shape, scale=1000.0, seed=0):
+    return (np.random.default_rng(seed).standard_normal(shape, dtype=np.float32) * np.float32(scale))
+
+
+# -- scales ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype,fmax", [(E4M3, 448.0), ("float8_e5m2", 57344.0)])
+def test_the_tensor_scale_is_amax_over_the_fp8_max_in_fp32(dtype, fmax):
+    x = _draw((64, 96))
+    s = fp8.tensor_scale(np, x, dtype)
+    amax = np.float32(np.abs(x).max())
+    assert s == float(amax / np.float32(fmax))  # exactly the FP32 value handed to the library
+    assert float(np.float32(s)) == s
+    assert s != 1.0  # never 1 for inputs not already at FP8's max
+    assert (s > 1.0) == (float(amax) > fmax)  # beyond the range: scaled down
+
+
+def test_small_inputs_get_a_scale_below_one_and_zeros_a_scale_of_one():
+    assert fp8.tensor_scale(np, _draw((32, 32), scale=1e-3), E4M3) < 1e-4
+    assert fp8.tensor_scale(np, np.zeros((4, 4), np.float32), E4M3) == 1.0
+
+
+def test_scales_for_records_both_operands_and_none_is_one_and_one():
+    a, b = _draw((16, 32), seed=1), _draw((32, 8), scale=3.0, seed=2)
+    sc = fp8.scales_for(np, "tensor", a, b)
+    assert sc.a == fp8.tensor_scale(np, a) and sc.b == fp8.tensor_scale(np, b) and sc.a != sc.b
+    assert sc.extra()["amax_a"] == float(np.abs(a).max()) and sc.extra()["fp8_max"] == 448.0
+    assert (fp8.scales_for(np, "none", a, b).a, fp8.scales_for(np, "none", a, b).b) == (1.0, 1.0)
+    with pytest.raises(ValueError, match="only none and tensor"):
+        fp8.scales_for(np, "block", a, b)
+
+
+# -- quantize / dequantize -----------------------------------------------------------------------------
+def test_quantize_dequantize_round_trip_is_within_e4m3_rounding():
+    x = _draw((128, 128))
+    s = fp8.tensor_scale(np, x)
+    q = fp8.quantize_host(x, s)
+    assert q.dtype == np.dtype(ml_dtypes.float8_e4m3fn)
+    qf = q.astype(np.float32)
+    assert np.isfinite(qf).all() and np.abs(qf).max() == 448.0  # the amax element lands on FP8_MAX
+    back = fp8.dequantize(np, q, s)
+    assert back.dtype == np.float64
+    # round to nearest, 4 significant bits: |error| <= 2^-4 |x| (normal range), or half the
+    # smallest subnormal (2^-10) times the scale below it
+    err = np.abs(back - x.astype(np.float64))
+    assert (err <= 2.0 ** -4 * np.abs(x) + 2.0 ** -10 * s).all()
+    assert err.max() > 0  # it did round
+    # the dequantized value is exact in FP64: q * s with no further rounding
+    assert np.array_equal(back, qf.astype(np.float64) * s)
+
+
+def test_unscaled_inputs_beyond_the_range_overflow_and_scaled_ones_do_not():
+    x = _draw((64, 64))
+    raw = x.astype(ml_dtypes.float8_e4m3fn).astype(np.float32)  # what the cast does with scale 1
+    assert np.isnan(raw).any()
+    with pytest.raises(check.InputError, match="overflow"):
+        check.Reference.gemm(np, raw, raw, check.error_model("fp8", "bfloat16"), 3e-2, "bfloat16")
+    assert np.isfinite(fp8.quantize_host(x, fp8.tensor_scale(np, x)).astype(np.float32)).all()
+
+
+# -- the check against the dequantized inputs -----------------------------------------------------------
+def _scaled_case(m=96, n=80, k=64):
+    a32, b32 = _draw((m, k), seed=3), _draw((k, n), scale=250.0, seed=4)
+    sc = fp8.scales_for(np, "tensor", a32, b32)
+    qa, qb = fp8.quantize_host(a32, sc.a), fp8.quantize_host(b32, sc.b)
+    ref = check.Reference.gemm(np, fp8.dequantize(np, qa, sc.a), fp8.dequantize(np, qb, sc.b),
+                               check.error_model("fp8", "bfloat16"), 3e-2, "bfloat16")
+    acc = (qa.astype(np.float64) @ qb.astype(np.float64)).astype(np.float32)  # the FP8 products' sum
+    return sc, acc, ref
+
+
+def _gemm_out(acc, sa, sb):
+    """D = scale_a * scale_b * acc in FP32, written as bfloat16 (what cuBLASLt does)."""
+    d = (np.float32(sa) * np.float32(sb)) * acc
+    return d.astype(np.float32).astype(ml_dtypes.bfloat16)
+
+
+def test_a_correct_scaled_product_passes_the_element_wise_check():
+    sc, acc, ref = _scaled_case()
+    res = ref.verify(_gemm_out(acc, sc.a, sc.b))
+    assert res.passed, res.failure()
+    assert 0 < res.elem_max < 1
+
+
+def test_forgetting_the_scales_fails():
+    sc, acc, ref = _scaled_case()
+    res = ref.verify(_gemm_out(acc, 1.0, 1.0))
+    assert not res.passed and res.elem_fail > 0
+
+
+@pytest.mark.parametrize("wrong", ["a_off_5pct", "b_for_both", "power_of_two"])
+def test_a_wrong_scale_fails(wrong):
+    sc, acc, ref = _scaled_case()
+    sa, sb = {"a_off_5pct": (sc.a * 1.05, sc.b), "b_for_both": (sc.b, sc.b),
+              "power_of_two": (2.0 ** np.ceil(np.log2(sc.a)), sc.b)}[wrong]
+    assert (sa, sb) != (sc.a, sc.b)
+    res = ref.verify(_gemm_out(acc, sa, sb))
+    assert not res.passed and res.elem_fail > 0, wrong
+
+
+def test_the_reference_of_the_dequantized_inputs_is_not_the_one_of_the_drawn_inputs():
+    # the quantization error is not the GEMM's: checking against the FP32 inputs would charge it
+    # to the kernel (the bound covers accumulation and output rounding only)
+    a32, b32 = _draw((64, 256), seed=5), _draw((256, 64), seed=6)
+    sc = fp8.scales_for(np, "tensor", a32, b32)
+    qa, qb = fp8.quantize_host(a32, sc.a), fp8.quantize_host(b32, sc.b)
+    out = _gemm_out((qa.astype(np.float64) @ qb.astype(np.float64)).astype(np.float32), sc.a, sc.b)
+    model = check.error_model("fp8", "bfloat16")
+    drawn = check.Reference.gemm(np, a32, b32, model, 3e-2, "bfloat16").verify(out)
+    dequantized = check.Reference.gemm(np, fp8.dequantize(np, qa, sc.a), fp8.dequantize(np, qb, sc.b),
+                                       model, 3e-2, "bfloat16").verify(out)
+    assert dequantized.passed and dequantized.elem_max < drawn.elem_max
+
+
+# -- the setting -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", fp8.MODES)
+def test_every_mode_is_a_valid_setting(mode):
+    assert V.problems(compose_cfg([f"measure.fp8_scaling={mode}"])) == []
+
+
+def test_a_scaling_mode_with_exact_inputs_is_one_line_naming_both():
+    assert V.problems(compose_cfg(["measure.distribution=exact", "measure.fp8_scaling=none"])) == []
+    (p,) = V.problems(compose_cfg(["measure.distribution=exact", "measure.fp8_scaling=tensor"]))
+    line = str(p)
+    assert line.startswith("measure.fp8_scaling=tensor is invalid: must be none with measure.distribution=exact")
+    assert "\n" not in line
+
+
+def test_an_unknown_mode_is_refused():
+    line = V.argv_problem(["measure.fp8_scaling=rowwise"])
+    assert line and "fp8_scaling" in line and "tensor" in line and "\n" not in line
+
+
+def test_the_mode_enters_the_key_of_fp8_points_only_and_only_away_from_none():
+    base = ["variant=cublaslt", "precision=[bf16,fp8]", "sizes.square=[1024]", "sizes.shapes=[]"]
+    default = {p.precision: p.key for p in expand(compose_cfg(base))}
+    none = {p.precision: p.key for p in expand(compose_cfg(base + ["measure.fp8_scaling=none"]))}
+    tensor = {p.precision: p.key for p in expand(compose_cfg(base + ["measure.fp8_scaling=tensor"]))}
+    assert default == none  # keys from before the setting hold
+    assert tensor["bf16"] == default["bf16"] and tensor["fp8"] != default["fp8"]
+
+
+# -- skips -------------------------------------------------------------------------------------------------
+def test_per_tensor_runs_on_hopper_and_rowcol_and_block_skip_with_the_reason():
+    assert fp8.skip_reason("none", 90) is None and fp8.skip_reason("tensor", 90) is None
+    block = fp8.skip_reason("block", 90)
+    assert "MXFP8" in block and "10.0" in block and "sm_90" in block
+    assert "OUTER_VEC_32F" in fp8.skip_reason("rowcol", 90) and "nvmath-python 1.0.0" in fp8.skip_reason("rowcol", 90)
+    assert "not implemented" in fp8.skip_reason("block", 100)
+    with pytest.raises(ValueError):
+        fp8.skip_reason("rowwise", 90)
+
+
+def test_cutlass_fp8_points_are_skipped_saying_no_fp8_kernel_scaled_or_not():
+    pts = expand(compose_cfg(["variant=cutlass_auto", "precision=fp8", "sizes.square=[1024]", "sizes.shapes=[]",
+                              "measure.fp8_scaling=tensor"]))
+    assert pts and all(p.skip_reason and fp8.CUTLASS_REASON in p.skip_reason for p in pts)
+    bf16 = expand(compose_cfg(["variant=cutlass_auto", "precision=bf16", "sizes.square=[1024]", "sizes.shapes=[]"]))
+    assert all(p.skip_reason is None for p in bf16)
+
+
+def test_the_cutlass_catalog_refuses_fp8_with_the_same_reason():
+    from gemmlab.backends.cutlass.catalog import Catalog, Unsupported
+
+    (p,) = expand(compose_cfg(["variant=cublaslt", "precision=fp8", "sizes.square=[1024]", "sizes.shapes=[]"]))
+    with pytest.raises(Unsupported, match="no CUTLASS FP8 kernel"):
+        Catalog(None, 90).kernels(p, None)
+
+
+# -- rows ----------------------------------------------------------------------------------------------------
+def test_rows_read_the_mode_from_extra_and_old_rows_as_none():
+    assert rows.fp8_scaling({"precision": "fp8", "extra": ""}) == "none"
+    assert rows.fp8_scaling({"precision": "fp8"}) == "none"
+    assert rows.fp8_scaling({"extra": json.dumps({"algorithm": {}})}) == "none"
+    assert rows.fp8_scaling({"extra": json.dumps({"fp8_scaling": {"mode": "tensor", "scale_a": 11.2}})}) == "tensor"
+    assert rows.fp8_scaling({"extra": {"fp8_scaling": {"mode": "tensor"}}}) == "tensor"
+
+
+def test_cublaslt_skips_an_e5m2_precision_saying_it_has_no_e5m2_x_e5m2_gemm():
+    from types import SimpleNamespace
+
+    from gemmlab.backends.cublaslt import CublasLt
+
+    (p,) = expand(compose_cfg(["variant=cublaslt", "precision=fp8", "sizes.square=[1024]", "sizes.shapes=[]"]))
+    e5m2 = SimpleNamespace(**{**p.__dict__, "in_dtype": "float8_e5m2"})
+    assert CublasLt(compose_cfg()).skip_reason(e5m2) == fp8.E5M2_REASON
