@@ -202,3 +202,21 @@ def test_cublaslt_skips_an_e5m2_precision_saying_it_has_no_e5m2_x_e5m2_gemm():
     (p,) = expand(compose_cfg(["variant=cublaslt", "precision=fp8", "sizes.square=[1024]", "sizes.shapes=[]"]))
     e5m2 = SimpleNamespace(**{**p.__dict__, "in_dtype": "float8_e5m2"})
     assert CublasLt(compose_cfg()).skip_reason(e5m2) == fp8.E5M2_REASON
+
+
+def test_a_scaled_fp8_set_counts_its_dequantized_fp64_operands(tmp_path):
+    """The free-memory check sizes a scaled fp8 input set with the FP64 copies the check keeps."""
+    from conftest import compose_cfg
+
+    from gemmlab.measure.gpu import GpuExecutor
+    from gemmlab.points import expand
+
+    def per_set(mode):
+        cfg = compose_cfg(["variant=cublaslt", "precision=fp8", "sizes.square=[4096]", "sizes.shapes=[]",
+                           f"measure.fp8_scaling={mode}"], tmp_path)
+        (p,) = [q for q in expand(cfg)]
+        return GpuExecutor(cfg)._bytes_per_set(p), p
+
+    plain, p = per_set("none")
+    scaled, _ = per_set("tensor")
+    assert plain == p.bytes_min and scaled - plain == 8 * 2 * 4096 * 4096

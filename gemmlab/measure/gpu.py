@@ -8,7 +8,7 @@ import math
 from typing import Any, Dict, List, Optional, Sequence
 
 from gemmlab import operands, samples
-from gemmlab.config import CachePolicy, Distribution
+from gemmlab.config import CachePolicy, Distribution, Fp8Scaling
 from gemmlab.gpu import arrays
 from gemmlab.gpu.device import free_bytes, info, no_device_reason
 from gemmlab.measure import check, validity
@@ -65,7 +65,10 @@ class GpuExecutor:
 
     # -- memory -----------------------------------------------------------------------------
     def _bytes_per_set(self, p) -> int:
-        return p.bytes_min  # A, B and C of every GEMM of the batch
+        # A, B and C of every GEMM of the batch; a scaled fp8 set also keeps its dequantized FP64
+        # operands for the check (gemmlab/fp8.py)
+        scaled = p.compute == "fp8" and self.measure.fp8_scaling != Fp8Scaling.none
+        return p.bytes_min + (8 * p.batch * (p.m * p.k + p.k * p.n) if scaled else 0)
 
     def _check_bytes(self, p) -> int:
         # FP64 A and B and their absolute values, R, the bound, the upcast output and a chunk's
