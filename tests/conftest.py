@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import os
 from pathlib import Path
 from typing import List
 
@@ -23,7 +24,13 @@ def cuda_device_reason() -> str | None:
 def pytest_collection_modifyitems(config, items):
     reason = cuda_device_reason()
     if reason:
-        skip = pytest.mark.skip(reason=f"gpu test: {reason}; run `pytest -m gpu` on a GPU host")
+        reason = f"gpu test: {reason}; run `pytest -m gpu` on a GPU host"
+    elif os.environ.get("PYTEST_XDIST_WORKER"):
+        # GPU tests measure: two of them at once on one GPU would wait on each other's GPU claim
+        # or time each other's work
+        reason = "gpu test under pytest-xdist: run `pytest -m gpu` without -n, one test at a time"
+    if reason:
+        skip = pytest.mark.skip(reason=reason)
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(skip)
