@@ -672,7 +672,8 @@ def test_an_empty_panel_says_which_measured_rows_were_left_out(tmp_path):
     """A CPU run timed with measure=quick (3 samples) counts for nothing: the figures say so and
     why, instead of "no CPU BLAS rows"."""
     cfg = compose_cfg(["variant=cpu_blas", "precision=fp32", "sizes=smoke", CPU_SIZES, "measure=quick",
-                       "measure.max_samples=5", "run.progress=false"], tmp_path)  # quick stops at 3 to 10
+                       "measure.max_samples=5", "measure.max_noise=1000", "run.progress=false"], tmp_path)
+    # quick stops at 3 to 10 samples; no noise bar, so the only reason left is the sample count
     _, rows = run_points(cfg, tmp_path / "run")
     assert rows and all(r["status"] == "ok" and int(r["samples"]) < 10 for r in rows)
     ds = data.Dataset.from_paths([tmp_path / "run"])
