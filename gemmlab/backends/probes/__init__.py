@@ -62,3 +62,11 @@ Kernels are compiled with nvcc (:mod:`gemmlab.backends.nvcc`) into cubins cached
 ``paths.cache``/probes and loaded with ``cupy.RawModule(path=...)``. CuPy and CUDA libraries are
 imported inside functions, so every module here imports on machines without a GPU.
 """
+
+
+def probe_of(point, backend: str):
+    """(probe.kind, probe.params) of a probe variant's point: one reader for both probe backends."""
+    probe = point.variant_cfg.get("probe")
+    if probe is None:
+        raise ValueError(f"variant {point.variant} (backend {backend}) has no `probe:` section")
+    return str(probe.kind), dict(probe.params or {})

@@ -21,6 +21,7 @@ import numpy as np
 
 from gemmlab import dtypes, env
 from gemmlab.backends.base import Backend
+from gemmlab.backends.probes import probe_of
 from gemmlab.measure import check
 from gemmlab.measure.cpu import host_timed
 from gemmlab.measure.stats import timing_fields
@@ -96,10 +97,7 @@ class CpuProbe(Backend):
 
     @staticmethod
     def _probe(point):
-        probe = point.variant_cfg.get("probe")
-        if probe is None:
-            raise ValueError(f"variant {point.variant} (backend cpu_probe) has no `probe:` section")
-        return str(probe.kind), dict(probe.params or {})
+        return probe_of(point, "cpu_probe")
 
     def skip_reason(self, p) -> Optional[str]:
         kind, _ = self._probe(p)

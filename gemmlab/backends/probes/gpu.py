@@ -20,6 +20,7 @@ from typing import Any, Dict, Optional
 
 from gemmlab import cache
 from gemmlab.backends.base import Backend
+from gemmlab.backends.probes import probe_of
 from gemmlab.backends.cuda_kernels import resolve_source
 from gemmlab.backends.probes.boundary import Sgemm32Unguarded
 from gemmlab.backends.probes.cache import L1Bandwidth, L2Bandwidth
@@ -68,10 +69,7 @@ class GpuProbe(Backend):
     # -- configuration ----------------------------------------------------------------------
     @staticmethod
     def _probe(point):
-        probe = point.variant_cfg.get("probe")
-        if probe is None:
-            raise ValueError(f"variant {point.variant} (backend gpu_probe) has no `probe:` section")
-        return str(probe.kind), dict(probe.params or {})
+        return probe_of(point, "gpu_probe")
 
     def skip_reason(self, p) -> Optional[str]:
         kind, params = self._probe(p)
