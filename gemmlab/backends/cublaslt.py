@@ -27,7 +27,6 @@ and sets cuBLASLt's SCALAR_32F scale mode); no D scale, the result being BF16. `
 """
 from __future__ import annotations
 
-import enum
 import logging
 import time
 from typing import Dict, List, Optional
@@ -131,9 +130,8 @@ class CublasLt(Backend):
         return ta, tb, a_ref, b_ref
 
     def _scaling(self) -> str:
-        """``measure.fp8_scaling`` as a name (``none`` where the config predates it)."""
-        mode = self.cfg.measure.get("fp8_scaling") if hasattr(self.cfg.measure, "get") else None
-        return "none" if mode is None else str(mode.value if isinstance(mode, enum.Enum) else mode)
+        """``measure.fp8_scaling`` as a name (the schema types it at compose)."""
+        return self.cfg.measure.fp8_scaling.value
 
     def _scales_of(self, p, a, b) -> Optional[fp8.Scales]:
         if p.compute != "fp8":
