@@ -165,6 +165,29 @@ def test_migration_adds_the_columns_and_touches_no_other_cell(tmp_path):
     assert stages.get("naive") == "1" and stages.get("register_blocked") == "3"
 
 
+def test_migration_takes_a_swept_kernels_defines_from_its_kernel_name(tmp_path):
+    """A sweep over variant.<v>.cuda.defines built other kernels than the YAML names: the defines
+    cell says what was built (the kernel name), and a file migrated with the YAML's values is
+    repaired in that cell only (a job of the warp_tiled sweep of 2026-11-29, BK 8 and 4 stages)."""
+    from gemmlab import migrate
+
+    committed = REFERENCE / "h200-2026-11-29" / "tune_warp_tiled" / "3" / "results.csv"
+    if not committed.exists():
+        pytest.skip("reference run not in this checkout")
+    raw = committed.read_text()
+    row = next(csv.DictReader(io.StringIO(raw)))
+    assert "BK=8," in row["kernel_name"] and json.loads(row["defines"])["BK"] == 8
+    wrong = raw.replace(row["defines"].replace('"', '""'), row["defines"].replace('"BK": 8', '"BK": 16')
+                        .replace('"', '""'))
+    assert wrong != raw
+    path = tmp_path / "results.csv"
+    path.write_text(wrong)
+    assert migrate.migrate_file(path) == (1, ["defines repaired from kernel_name"])
+    assert path.read_text() == raw
+    assert migrate.kernel_defines("mma_sync_gemm<BM=128,BN=256>") == {"BM": 128, "BN": 256}
+    assert migrate.kernel_defines("cutlass3x_sm90_tensorop_gemm") is None
+
+
 # -- one .cu and one YAML: a new stage joins the run, the tests, the ladder and the claims --------
 NEW = "zz_new_stage"
 STAGE = 13
