@@ -226,6 +226,19 @@ def device_rows(df: pd.DataFrame, kind: str, rows: str = "evidence") -> pd.DataF
     return pick[(pick["kind"] == kind) & (pick["device"] == device)] if device else pick.iloc[:0]
 
 
+def problem_text(row, cube: bool = True) -> str:
+    """A row's problem as text: ``m×n×k`` (``N³`` for a cube when ``cube``), prefixed by the batch
+    count when it is above 1 and followed by the layout when it is not nn: ``128 × 1×7168×2048 nt``."""
+    m, n, k = int(row["m"]), int(row["n"]), int(row["k"])
+    text = f"{m}³" if cube and m == n == k else f"{m}×{n}×{k}"
+    batch, layout = row.get("batch"), row.get("layout")
+    if batch is not None and not pd.isna(batch) and int(batch) > 1:
+        text = f"{int(batch)} × {text}"
+    if isinstance(layout, str) and layout not in ("", "nn"):
+        text += f" {layout}"
+    return text
+
+
 def copy_bandwidth_gbs(df: pd.DataFrame) -> Optional[float]:
     """Best bandwidth of the ``copy`` evidence rows in ``df`` (bytes read + written / time), GB/s."""
     c = evidence(df)

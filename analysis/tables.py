@@ -58,7 +58,7 @@ def _pct(v) -> str:
 
 
 def shape(row) -> str:
-    return f"{int(row['m'])}×{int(row['n'])}×{int(row['k'])}"
+    return data.problem_text(row, cube=False)
 
 
 # -- 1. peaks --------------------------------------------------------------------------------

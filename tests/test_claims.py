@@ -610,3 +610,25 @@ def test_comparisons_stay_inside_one_run_and_size():
     v = verdict_of("C10", tensor(650.0))
     assert v.numbers()["mma_over_wmma"] == pytest.approx(650.0 / 280.0)
     assert "4096³" in v.parts[0].measured
+
+
+def _roof_part(gemv_gbs):
+    """C1's bound part for the chapter's peaks, a copy probe at 3000 GB/s and one GEMV streaming
+    its 16384 x 16384 FP32 matrix at ``gemv_gbs``."""
+    n = 16384
+    bytes_min = 4.0 * (n * n + 2 * n)
+    rows = ceilings()[1:] + [copy_row(3000.0),
+                             row("gemv_gpu", "gpu_probe", n=n, m=n, k=1, op="gemv", flops=2.0 * n * n,
+                                 bytes_min=bytes_min, time_s=bytes_min / (gemv_gbs * 1e9), run="run-gemv")]
+    (part,) = [p for p in verdict_of("C1", rows).parts if "bounds every" in p.what]
+    return part
+
+
+def test_roofline_bound_uses_the_datasheet_and_says_no_to_a_row_beyond_it():
+    """T uses the datasheet's peaks: a read stream faster than the copy probe but under the
+    datasheet bandwidth holds (and is named), one beyond the datasheet does not."""
+    under = _roof_part(3200.0)  # H100 datasheet 3350 GB/s
+    assert under.verdict == claims.HOLDS
+    assert "faster than the copy probe" in under.measured
+    beyond = _roof_part(3700.0)
+    assert beyond.verdict == claims.DOES_NOT_HOLD and beyond.numbers["roofline_violations"] == 1.0

@@ -27,8 +27,7 @@ def f(x, digits: int = 3) -> str:
 
 
 def shape(row: pd.Series) -> str:
-    m, n, k = int(row["m"]), int(row["n"]), int(row["k"])
-    return f"{m}³" if m == n == k else f"{m}×{n}×{k}"
+    return data.problem_text(row)
 
 
 def where(row: pd.Series) -> str:
