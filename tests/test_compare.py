@@ -17,7 +17,7 @@ from conftest import ROOT, compose_cfg, run_points
 from analysis import data
 from analysis.compare import Side, compare, report, stats
 from analysis.compare.__main__ import main
-from analysis.compare.core import COMPARED, NOT_EVIDENCE, ONLY_A, ONLY_B
+from analysis.compare.core import COMPARED, NOT_EVIDENCE, ONLY_A, ONLY_B, SKIPPED
 from analysis.compare.match import KEY
 from gemmlab import rows as result_rows
 from gemmlab import samples as sample_files
@@ -162,6 +162,9 @@ def test_points_on_one_side_only_are_listed_not_compared(tmp_path):
 
 # -- (e) rows that are not evidence --------------------------------------------------------------------
 def test_rows_that_are_not_evidence_are_unsure_with_the_reason(tmp_path):
+    """Too few samples and a failed check leave a point UNSURE with the reason; a row that is
+    unreliable and nothing else is still compared (a power-bound GEMM's clock drifts within a
+    second), its why naming it: B twice as slow there is a regression."""
     a = write_run(tmp_path / "a", [{"times": noisy(30, 1e-3, 0.02, 1), "size": 512},
                                    {"times": noisy(30, 1e-3, 0.02, 2), "size": 1024},
                                    {"times": noisy(30, 1e-3, 0.02, 3), "size": 2048}])
@@ -172,12 +175,15 @@ def test_rows_that_are_not_evidence_are_unsure_with_the_reason(tmp_path):
                                     "reason": "element (3, 4) over its bound"}], run_id="b")
     comp = run_compare(a, b)
     t = comp.table.set_index("m")
-    assert (t["status"] == NOT_EVIDENCE).all() and (t["verdict"] == stats.UNSURE).all()
+    left = t.loc[[512, 2048]]
+    assert (left["status"] == NOT_EVIDENCE).all() and (left["verdict"] == stats.UNSURE).all()
     assert "fewer than 10 samples" in t.loc[512, "why"]
-    assert "unreliable (clock drift 4%)" in t.loc[1024, "why"]
     assert "failed (element (3, 4) over its bound)" in t.loc[2048, "why"]
-    assert t["time_ratio"].isna().all(), "a row that is not evidence was compared"
-    assert not comp.regressed  # B's unreliable rows are twice as slow, but they do not count
+    assert left["time_ratio"].isna().all(), "a row that is not evidence was compared"
+    assert t.loc[1024, "status"] == COMPARED and t.loc[1024, "verdict"] == stats.SLOWER
+    assert "B unreliable (clock drift 4%)" in t.loc[1024, "why"]
+    assert comp.regressed
+    assert any("unreliable" in n for n in comp.notes)
 
 
 def test_several_rows_of_one_point_use_the_best_and_say_so(tmp_path):
@@ -278,8 +284,9 @@ def test_two_h200_reference_runs_of_cublas_square(tmp_path, capsys):
     compared = table[table["status"] == COMPARED]
     assert len(compared) == 63  # cuBLAS fp64..bf16 and cuBLASLt tf32..fp8 at 7 sizes
     assert (compared["interval_from"] == stats.QUANTILES).all()  # rows of 2026-11-29/30 have no samples
-    left = table[table["status"] == NOT_EVIDENCE]
-    assert len(left) == 21 and left["why"].str.contains("skipped").all()  # unsupported: skipped on both
+    left = table[table["status"] == SKIPPED]
+    assert len(left) == 21 and (left["verdict"] == "").all()  # unsupported: skipped on both, no verdict
+    assert not (table["status"] == NOT_EVIDENCE).any()
     assert code == int((compared["verdict"] == stats.SLOWER).any())
     # the README quotes these counts
     assert compared["verdict"].value_counts().to_dict() == {"SAME": 51, "UNSURE": 9, "FASTER": 2, "SLOWER": 1}

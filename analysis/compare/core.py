@@ -15,6 +15,7 @@ from .match import Side, pair
 CLOCK_NOTE_FRACTION = 0.02  # clocks further apart than this get a clock_note (as clock_stable_fraction)
 # present: both sides measured the point; "A" / "B": only that side did (listed, not compared)
 COMPARED, NOT_EVIDENCE, ONLY_A, ONLY_B = "compared", "not evidence", "only in A", "only in B"
+SKIPPED = "skipped on both sides"  # neither side measured it (the variant cannot run it): no verdict
 NO_BASELINE = "no baseline"  # paired mode: a row no baseline was timed with (listed, not compared)
 TWO_RUNS, PAIRED = "two runs", "paired (interleaved in one run)"  # the `pairing` column
 OUT_COLUMNS = [
@@ -56,6 +57,8 @@ def _point(line: pd.Series, key: List[str], threshold: Optional[float], seed: in
            floor: float = stats.RUN_TO_RUN_DRIFT) -> dict:
     """The verdict of one key present on both sides (``floor``: the default threshold's least)."""
     out = {c: "" for c in ("verdict", "interval_from", "why", "clock_note")}
+    if str(line["why_not_a"]).startswith("skipped") and str(line["why_not_b"]).startswith("skipped"):
+        return {**out, "status": SKIPPED, "why": f"A: {line['why_not_a']}; B: {line['why_not_b']}"}
     if line["why_not_a"] or line["why_not_b"]:
         why = "; ".join(f"{s}: {line[f'why_not_{s.lower()}']}" for s in "AB" if line[f"why_not_{s.lower()}"])
         return {**out, "status": NOT_EVIDENCE, "verdict": stats.UNSURE, "why": f"not evidence: {why}"}
@@ -72,7 +75,12 @@ def _point(line: pd.Series, key: List[str], threshold: Optional[float], seed: in
         ratio, lo, hi = stats.quantile_interval(*q[:3], _num(line["samples_a"]), *q[3:], _num(line["samples_b"]))
         source = stats.QUANTILES
     t = stats.point_threshold(_num(line["noise_a"]), _num(line["noise_b"]), threshold, floor)
+    shaky = {s: line.get(f"unreliable_{s.lower()}") for s in "AB" if line.get(f"unreliable_{s.lower()}")}
+    if threshold is None:  # an unreliable side's clock moved over its samples: the band covers it
+        t = max([t] + [d for d in (_num(line.get("drift_a")), _num(line.get("drift_b"))) if math.isfinite(d)])
     v, why = stats.verdict(lo, hi, t)
+    if shaky:
+        why += "; " + "; ".join(f"{s} {w}" for s, w in shaky.items())
     out.update(status=COMPARED, verdict=v, why=why, time_ratio=ratio, ci_lo=lo, ci_hi=hi, threshold=t,
                interval_from=source)
     ca, cb = _num(line["clock_mhz_a"]), _num(line["clock_mhz_b"])
@@ -121,7 +129,7 @@ def _ordered(table: pd.DataFrame, key: List[str]) -> pd.DataFrame:
     """Backends, then variants, precisions and sizes in the legends' order; one-sided last."""
     b_rank = {x: i for i, x in enumerate(data.backend_order(table["backend"]))}
     p_rank = {x: i for i, x in enumerate(data.precision_order(table["precision"]))}
-    status_rank = {COMPARED: 0, NOT_EVIDENCE: 1, ONLY_A: 2, ONLY_B: 3, NO_BASELINE: 4}
+    status_rank = {COMPARED: 0, NOT_EVIDENCE: 1, ONLY_A: 2, ONLY_B: 3, NO_BASELINE: 4, SKIPPED: 5}
     sort = pd.DataFrame({
         "s": table["status"].map(status_rank), "b": table["backend"].map(b_rank).fillna(len(b_rank)),
         "v": table["variant"], "p": table["precision"].map(p_rank).fillna(len(p_rank)),
@@ -144,10 +152,15 @@ def _notes(comp: Comparison) -> List[str]:
                      f"does not apply: both calls ran interleaved under the same clock")
     elif comp.threshold_given is None:
         notes.append(f"threshold per point: the larger of the measured run-to-run drift "
-                     f"({100 * stats.RUN_TO_RUN_DRIFT:.1f}%, {stats.DRIFT_SOURCE}) and the noisier side's "
-                     f"(p80 - p20) / median")
+                     f"({100 * stats.RUN_TO_RUN_DRIFT:.1f}%, {stats.DRIFT_SOURCE}), the noisier side's "
+                     f"(p80 - p20) / median and an unreliable side's SM clock drift over its samples")
     else:
         notes.append(f"threshold: ±{100 * comp.threshold_given:.1f}% (--threshold)")
+    shaky = int(comp.table["why"].astype(str).str.contains(" unreliable (", regex=False).sum())
+    if shaky:
+        notes.append(f"{shaky} compared points have a side that is unreliable (noise above max_noise or the SM "
+                     f"clock drifting over the samples; why names it): compared from that row, their band "
+                     f"widened by the drift")
     t = comp.table
     several = t[(pd.to_numeric(t["rows_a"], errors="coerce") > 1) | (pd.to_numeric(t["rows_b"], errors="coerce") > 1)]
     if len(several):

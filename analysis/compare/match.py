@@ -8,7 +8,11 @@ column. Not in it: ``run_id``, ``point_key`` (a hash of the whole config, run se
 
 Per side and key, the point's row is its best evidence row (:func:`analysis.data.best_rows`
 over :func:`analysis.data.evidence`), one row of one run; ``rows`` counts the evidence rows it
-was chosen from. A key with rows but none of them evidence carries the reason instead.
+was chosen from. A key without evidence but with rows that are evidence in all but reliability
+(noise above max_noise, the SM clock drifting over the samples: on the H200 a power-bound GEMM
+throttles within a second) is still compared, from its best such row: ``unreliable`` says why and
+``drift`` is its clock drift, which the verdict's threshold then covers (:mod:`.core`). A key with
+rows but none of either kind carries the reason instead.
 """
 from __future__ import annotations
 
@@ -27,7 +31,8 @@ from .. import data
 KEY = ["kind", "backend", "variant", "precision", "op", "m", "n", "k", "cache"]
 OPTIONAL_KEY = ["layout", "batch", "shape_name"]
 SIDE_COLUMNS = ["run_id", "point_key", "device", "time_median_s", "time_p20_s", "time_p80_s", "samples",
-                "noise", "rows", "clock_mhz", "clock_from", "why_not"]
+                "noise", "rows", "clock_mhz", "clock_from", "why_not", "unreliable", "drift"]
+UNRELIABLE = "unreliable"
 
 
 @dataclass
@@ -90,11 +95,29 @@ def _why_not(group: pd.DataFrame) -> str:
     return f"{first['status'] or 'no status'}" + (f" ({why})" if why and why != "nan" else "")
 
 
+def _only_unreliable(rows: pd.DataFrame) -> pd.DataFrame:
+    """Measured rows whose one defect is being unreliable (noise, clock drift), with their reason."""
+    measured = data.measured(rows)
+    why = data.not_evidence_reasons(measured)
+    return measured[why.str.startswith(UNRELIABLE)].assign(unreliable=why)
+
+
+def _drift(row: pd.Series) -> float:
+    drift = data.extra_of(row.get("extra", "")).get("timer", {}).get("sm_clock_drift")
+    return abs(float(drift)) if isinstance(drift, (int, float)) and np.isfinite(drift) else float("nan")
+
+
 def points(side: Side, key: Sequence[str]) -> pd.DataFrame:
-    """One line per key of ``side``: its best evidence row (with its samples' times and clock), or
-    ``why_not`` where it has rows but none is evidence."""
+    """One line per key of ``side``: its best evidence row (with its samples' times and clock),
+    else its best row that is unreliable and nothing else (``unreliable``: why), or ``why_not``
+    where it has rows but none of either."""
     rows = _keyed(side.rows, key)
     best = data.best_rows(data.evidence(rows), key)
+    have = set(best[list(key)].itertuples(index=False, name=None))
+    shaky = _only_unreliable(rows)
+    shaky = shaky[[k not in have for k in shaky[list(key)].itertuples(index=False, name=None)]]
+    best = pd.concat([best.assign(unreliable=""), data.best_rows(shaky, key)], ignore_index=True) \
+        if not shaky.empty else best.assign(unreliable="")
     by_key = {tuple(r): i for i, r in enumerate(best[list(key)].itertuples(index=False, name=None))}
     samples = side.samples
     grouped = {k: g for k, g in samples.groupby(["run_id", "point_key", "call"], sort=False)} \
@@ -107,7 +130,8 @@ def points(side: Side, key: Sequence[str]) -> pd.DataFrame:
             t = grouped.get((row["run_id"], row["point_key"], row["variant"]))
             clock, source = _clock(row, t)
             line.update({c: row[c] for c in SIDE_COLUMNS if c in row.index})
-            line.update(rows=int(row["rows"]), clock_mhz=clock, clock_from=source, why_not="")
+            line.update(rows=int(row["rows"]), clock_mhz=clock, clock_from=source, why_not="",
+                        drift=_drift(row) if row["unreliable"] else float("nan"))
             times.append(None if t is None or t.empty else t.sort_values("sample")["time_s"].to_numpy(float))
         else:
             line.update({c: np.nan for c in SIDE_COLUMNS}, rows=0, why_not=_why_not(group),

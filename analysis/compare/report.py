@@ -8,7 +8,7 @@ import pandas as pd
 
 from .. import style
 from . import stats
-from .core import COMPARED, NO_BASELINE, NOT_EVIDENCE, ONLY_A, ONLY_B, PAIRED, Comparison
+from .core import COMPARED, NO_BASELINE, NOT_EVIDENCE, ONLY_A, ONLY_B, PAIRED, SKIPPED, Comparison
 
 FILES = ("compare.csv", "compare.md", "compare.pdf", "compare.png")
 DIRECTION = "time_ratio = median time B / median time A: below 1 B is faster, above 1 B is slower"
@@ -66,7 +66,7 @@ def summary(comp: Comparison) -> str:
         return head + (f"the variant's rows are not evidence; {int((status == NO_BASELINE).sum())} with no "
                        f"baseline timed with them (listed, not compared)")
     return head + (f"a side's rows are not evidence; {int((status == ONLY_A).sum())} only in A, "
-                   f"{int((status == ONLY_B).sum())} only in B")
+                   f"{int((status == ONLY_B).sum())} only in B, {int((status == SKIPPED).sum())} skipped on both")
 
 
 def render_markdown(comp: Comparison) -> str:
