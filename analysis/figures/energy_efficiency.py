@@ -50,7 +50,7 @@ def _build(ds: data.Dataset, pts: pd.DataFrame) -> Figure:
                     ax.annotate(v, (float(n), y), xytext=(2, 2), textcoords="offset points", fontsize=4.5,
                                 color="#444444", gid=style.gid("stage", p, int(n), v))
         ax.set_ylim(0, sub["gflops_per_joule"].max() * 1.15)  # linear from zero: ratios read as heights
-        size_axis(ax, sub["n"])
+        size_axis(ax, sub["n"], max_flat=3)  # two panels a row: more labels flat would collide
         ax.set_title(p, loc="left")
     for i, ax in enumerate(axes):
         if i >= max(len(precisions), 1):
