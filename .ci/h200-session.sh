@@ -8,7 +8,7 @@
 # of outputs/reference go). Stages: core kernels hopper cutlass_bench cutlass cutlass_n8192
 # cutlass_odd ladder tc tune tune_mma tune_ws pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
-# cache_roofs inputs_power workloads tuning_regret compare pinning multi_gpu
+# cache_roofs inputs_power workloads tuning_regret compare compare_paired pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # Set GEMMLAB_GIT_COMMIT to the commit being measured: the tree copied to a GPU host may carry a
@@ -170,13 +170,20 @@ while time.time()-t<45: a@a" &
              hydra.run.dir=$REF/tuning_regret ;;
   compare)  # issue 19: cublas_square five times (compared pairwise), and a slower warp_tiled against the default
            for i in 1 2 3 4 5; do
-             step cublas_square_rep$i 150 python3 run.py +experiment=cublas_square "precision=[fp32,tf32,fp16,bf16]" \
+             step cublas_square_rep$i 100 python3 run.py +experiment=cublas_square "precision=[fp32,bf16]" \
+               "sizes.square=[1024,4096,8192]" measure.max_time_s=1.5 \
                $Q run.name=cublas_square_rep$i hydra.run.dir=$REF/compare/cublas_square_rep$i
            done
-           step warp_tiled_default 120 python3 run.py variant=warp_tiled precision=fp32 "sizes.square=[2048,4096]" \
-             sizes.shapes=[] measure.baseline=[] $Q hydra.run.dir=$REF/compare/warp_tiled_default
-           step warp_tiled_bk8 120 python3 run.py variant=warp_tiled precision=fp32 "sizes.square=[2048,4096]" \
+           step warp_tiled_default 90 python3 run.py variant=warp_tiled precision=fp32 "sizes.square=[2048,4096]" \
+             sizes.shapes=[] measure.baseline=[] $Q hydra.run.dir=$REF/compare/warp_tiled
+           step warp_tiled_bk8 90 python3 run.py variant=warp_tiled precision=fp32 "sizes.square=[2048,4096]" \
              sizes.shapes=[] measure.baseline=[] variant.warp_tiled.cuda.defines.BK=8 $Q \
              hydra.run.dir=$REF/compare/warp_tiled_bk8 ;;
+  compare_paired)  # issue 19: the same two controls (6% and 1% slower) paired with the default in one
+           # run, and the 1% one in a run of its own, for the two-run mode at the same points
+           step compare_paired 150 python3 run.py "variant=[warp_tiled_bk8,warp_tiled_s4]" measure.baseline=[warp_tiled] \
+             precision=fp32 "sizes.square=[2048,4096]" sizes.shapes=[] $Q hydra.run.dir=$REF/compare/paired
+           step warp_tiled_s4 90 python3 run.py variant=warp_tiled_s4 precision=fp32 "sizes.square=[2048,4096]" \
+             sizes.shapes=[] measure.baseline=[] $Q hydra.run.dir=$REF/compare/warp_tiled_s4 ;;
   *) echo "unknown stage $stage" ;;
 esac; done

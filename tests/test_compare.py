@@ -309,3 +309,26 @@ def test_the_drift_constant_is_what_the_reference_data_measures():
     assert len(m) == 63
     assert int((np.abs(r - 1) <= t).sum()) == 59
     assert int((np.abs(r - 1) <= stats.RUN_TO_RUN_DRIFT).sum()) == 39
+
+
+EXAMPLE = ROOT / "outputs" / "examples" / "compare_warp_tiled_bk8"
+
+
+@pytest.mark.skipif(not (EXAMPLE / "compare.csv").exists(), reason="example not in this checkout")
+def test_the_readme_compare_example_is_what_the_reference_gives(tmp_path):
+    """README shows outputs/examples/compare_warp_tiled_bk8: rebuilt from the reference rows, the
+    same bytes (BK 8 is SLOWER at both sizes, exit code 1)."""
+    import os
+
+    ref = Path("outputs/reference/h200-2026-12-01/compare")
+    cwd = os.getcwd()
+    os.chdir(ROOT)  # the files name the inputs as given: relative to the checkout
+    try:
+        code = main([str(ref / "warp_tiled"), str(ref / "warp_tiled_bk8"), "--out", str(tmp_path)])
+    finally:
+        os.chdir(cwd)
+    assert code == 1
+    for name in ("compare.csv", "compare.md", "compare.png"):
+        assert (tmp_path / name).read_bytes() == (EXAMPLE / name).read_bytes(), name
+    table = pd.read_csv(EXAMPLE / "compare.csv")
+    assert (table["verdict"] == stats.SLOWER).all() and len(table) == 2
