@@ -98,10 +98,14 @@ def test_an_unreliable_default_leaves_the_problem_out():
 def test_figure_series_and_table(ds):
     fig = tuning_regret.build(ds)
     series = style.series_of(fig)
-    assert "regret:llama3_70b:cutlass:bf16" in series and "regret:deepseek_v3:cublaslt:fp8" in series
+    # coloured by what was best: the CUTLASS search at llama3_70b, the default itself at deepseek_v3
+    assert "regret:llama3_70b:cutlass_search:bf16" in series
+    assert "regret:deepseek_v3:cublaslt_heuristic:fp8" in series
     assert "box:llama3_70b" in series and "box:deepseek_v3" in series
     assert {"gain:cublaslt_search:bf16", "gain:cublaslt_search:fp8", "gain:cutlass_search:bf16"} <= set(series)
-    assert not any(s.startswith("regret:") and ":cuda:" in s for s in series)  # the stage never won
+    assert not any(s.startswith("regret:") and ":hand_written:" in s for s in series)  # the stage never won
+    labels = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
+    assert "the default was best" in labels and "CUTLASS search" in labels
     assert style.notes_of(fig) == []
     assert fig.axes[1].get_xscale() == "log"
     t = tables.regret_table(ds)

@@ -3,7 +3,8 @@
 Top: per shape set, the distribution of the default's regret (cuBLASLt's heuristic first choice
 against the best of cuBLASLt's searched algorithms, the CUTLASS search and the hand-written stages:
 default time / best time - 1), a box over the problems and every problem as a point coloured by
-the backend that was best there, marked by precision. Bottom: what each search bought (default
+what was best there (the default itself, cuBLASLt's search, CUTLASS's search, a hand-written stage),
+marked by precision. Bottom: what each search bought (default
 time / the search's time - 1) against the wall time it took (log axis).
 """
 from __future__ import annotations
@@ -16,6 +17,17 @@ from matplotlib.lines import Line2D
 from .. import data, regret, style
 
 SEARCH_MARKER = {regret.LT_SEARCH: "o", regret.CUTLASS_SEARCH: "s"}
+DEFAULT_COLOR = "#9a9a9a"  # the default won: nothing to gain (grey, not cuBLASLt's own colour)
+
+
+def kind_color(kind: str) -> str:
+    """One colour per kind of result in both panels: the searches and the stages take their
+    backend's colour, the default grey (cuBLASLt's colour is its search's)."""
+    return DEFAULT_COLOR if kind == regret.DEFAULT else style.backend_color(regret.KIND_BACKEND[kind])
+
+
+def _slug(kind: str) -> str:
+    return kind.replace(" ", "_").replace("-", "_")
 
 
 def build(ds: data.Dataset) -> Figure:
@@ -47,11 +59,11 @@ def _regret_panel(ax, f: pd.DataFrame) -> None:
             for a in artists:
                 a.set_gid(style.gid("box", s))
         x = i + (np.linspace(-0.18, 0.18, len(g)) if len(g) > 1 else np.zeros(1))
-        for (backend, precision), idx in g.groupby(["best_backend", "precision"], sort=True).groups.items():
+        for (kind, precision), idx in g.groupby(["best_kind", "precision"], sort=True).groups.items():
             pos = [g.index.get_loc(j) for j in idx]
-            ax.scatter(x[pos], values[pos], s=10, color=style.backend_color(backend),
+            ax.scatter(x[pos], values[pos], s=10, color=kind_color(kind),
                        marker=style.precision_marker(precision), edgecolors="white", linewidths=0.3, zorder=4,
-                       gid=style.gid("regret", s, backend, precision))
+                       gid=style.gid("regret", s, _slug(kind), precision))
     ax.set_xticks(range(len(sets)), sets)
     ax.set_xlim(-0.6, max(len(sets), 1) - 0.4)
     top = float(100 * f["regret"].max()) if not f.empty else 10.0
@@ -69,8 +81,8 @@ def _gain_panel(ax, f: pd.DataFrame) -> None:
         for precision, sub in (g.groupby("precision", sort=True) if not g.empty else []):
             sub = sub.sort_values([f"{p}_s", "shape_name", "run_id"], kind="stable")
             ax.scatter(sub[f"{p}_s"], 100 * sub[f"{p}_gain"], s=10, marker=style.precision_marker(precision),
-                       color=style.backend_color(regret.KIND_BACKEND[kind]), edgecolors="white", linewidths=0.3,
-                       zorder=4, gid=style.gid("gain", kind.replace(" ", "_"), precision))
+                       color=kind_color(kind), edgecolors="white", linewidths=0.3,
+                       zorder=4, gid=style.gid("gain", _slug(kind), precision))
             xs += list(sub[f"{p}_s"])
     ax.axhline(0, color="#8c8c8c", lw=0.6, zorder=2, gid=style.gid("zero", "gain"))
     lo, hi = (min(xs), max(xs)) if xs else (0.1, 100.0)
@@ -81,15 +93,15 @@ def _gain_panel(ax, f: pd.DataFrame) -> None:
 
 
 def _handles(f: pd.DataFrame) -> list:
+    """Colours: what was best (top), which search (bottom): one kind, one colour in both."""
     if f.empty:
         return []
-    backends = data.backend_order(f["best_backend"])
-    handles = [Line2D([], [], ls="", marker="o", ms=3, color=style.backend_color(b), label=f"best: {b}")
-               for b in backends]
-    for kind in regret.SEARCHES:
-        if f[f"{regret.PREFIX[kind]}_s"].notna().any():
-            handles.append(Line2D([], [], ls="", marker="o", ms=3, color=style.backend_color(regret.KIND_BACKEND[kind]),
-                                  label=f"bottom: {kind}"))
+    won = set(f["best_kind"])
+    searched = {k for k in regret.SEARCHES if f[f"{regret.PREFIX[k]}_s"].notna().any()}
+    labels = {regret.DEFAULT: "the default was best", regret.LT_SEARCH: "cuBLASLt search",
+              regret.CUTLASS_SEARCH: "CUTLASS search", regret.HANDWRITTEN: "a hand-written stage was best"}
+    handles = [Line2D([], [], ls="", marker="o", ms=3, color=kind_color(k), label=labels[k])
+               for k in regret.KINDS if k in won or k in searched]
     handles += [Line2D([], [], ls="", marker=style.precision_marker(p), ms=3, color="#555555", label=p)
                 for p in data.precision_order(f["precision"])]
     return handles
