@@ -215,7 +215,17 @@ def gemm(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def square(df: pd.DataFrame) -> pd.DataFrame:
-    return df[(df["m"] == df["n"]) & (df["n"] == df["k"])]
+    """Square N x N x N problems as the chapter means them: one GEMM (batch 1) with A and B
+    row-major as stored (layout nn). Rows of other layouts or batched rows at m = n = k are other
+    problems (the layouts and batched experiments): they would stack several points at one N."""
+    same = (df["m"] == df["n"]) & (df["n"] == df["k"])
+    if "layout" in df.columns:
+        layout = df["layout"].astype(object)
+        same &= layout.isna() | layout.isin(["", "nn"])
+    if "batch" in df.columns:
+        batch = pd.to_numeric(df["batch"], errors="coerce")
+        same &= batch.isna() | (batch <= 1)
+    return df[same]
 
 
 # -- order ----------------------------------------------------------------------------------

@@ -144,7 +144,7 @@ def check_series(path, figs):
     shown = measured(df).copy()
     shown["gpu"] = ~shown["backend"].isin(["cpu_blas", "cpu_probe"])
     gemm = okr[okr["op"].fillna("gemm") == "gemm"]
-    square = gemm[(gemm["m"] == gemm["n"]) & (gemm["n"] == gemm["k"])]
+    square = data.square(gemm)  # one GEMM of row-major operands (layout nn, batch 1)
 
     roof = figs["roofline"]
     on_gpu = shown["gpu"].any()  # the roofline shows the GPU, else the CPU
@@ -446,7 +446,7 @@ def check_intensity_table(path, ds):
 def check_ladder_table(path, ds):
     df = raw(path)
     okr = evidence(df)
-    okr = okr[okr["op"].fillna("gemm") == "gemm"]
+    okr = data.square(okr[okr["op"].fillna("gemm") == "gemm"])  # the ladder's problems: nn, batch 1
     entries = tables.ladder_frame(ds)
     md = tables.render_markdown(tables.build(ds))
     for _, e in entries.iterrows():
@@ -608,10 +608,23 @@ def test_hierarchical_roofline_reference(name, tmp_path):
 
 @pytest.mark.parametrize("name", COUNTER_PARAMS)
 def test_hierarchical_roofline_draws_a_measured_level_roof(name, tmp_path):
-    """Where rows measured the L2 bandwidth (op l2_bandwidth, read like the copy probe), an L2
-    roof is drawn at it and only L1 is noted as not measured. The row is made here from the
-    copy row with its time halved (a test input, not a measurement)."""
+    """Where rows measured the L2 (and L1) bandwidth (op l2_bandwidth / l1_bandwidth, read like the
+    copy probe), a roof is drawn at each, labelled with its measured bandwidth. A dataset without
+    such rows gets one made here from its copy row with the time halved (a test input, not a
+    measurement): an L2 roof, and L1 noted as not measured."""
     df = raw(_reference(name))
+    measured = df[df["op"].isin(["l2_bandwidth", "l1_bandwidth"]) & (df["status"] == "ok")]
+    if not measured.empty:
+        ds = data.Dataset.from_paths([_reference(name)])
+        fig = hierarchical_roofline.build(ds)
+        levels = {"l2"} | ({"l1"} if (measured["op"] == "l1_bandwidth").any() else set())
+        assert series(fig, "memroof") == {"dram"} | levels
+        for lvl in levels:
+            tbs = hierarchical_roofline.level_bandwidth_gbs(ds, lvl) / 1e3
+            labels = [t.get_text() for ax in fig.axes for t in ax.texts if t.get_gid() == f"label:memroof:{lvl}"]
+            assert labels and all(t == f"{lvl.upper()} {style.format_sig(tbs)} TB/s" for t in labels)
+        assert hierarchical_roofline.LEVEL_ROOFS_MISSING not in "\n".join(style.notes_of(fig))
+        return
     copy = df[(df["op"] == "copy") & (df["status"] == "ok") & ~df["backend"].isin(["cpu_probe"])]
     if copy.empty:
         pytest.skip("no GPU copy row to derive the test row from")

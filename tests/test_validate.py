@@ -212,7 +212,9 @@ def test_cli_bad_setting_exits_2_with_one_line_fast_and_writes_no_row(tmp_path, 
     assert p.returncode == 2, (p.stdout[-1000:], p.stderr[-1000:])
     assert p.stderr.splitlines() == [line]
     assert "Traceback" not in p.stdout + p.stderr
-    assert wall < 5.0, f"{override}: {wall:.2f} s"
+    # fast: refused before any backend starts (2-3 s alone); the bound is loose so a loaded CI
+    # runner cannot fail it, yet far below what a compile or a measurement would take
+    assert wall < 20.0, f"{override}: {wall:.2f} s"
     assert not (out / "results.csv").exists()
 
 
@@ -222,7 +224,7 @@ def test_cli_unlexable_group_option_lists_the_choices(tmp_path):
     (line,) = p.stderr.splitlines()
     assert line.startswith("gemmlab: variant=naïve is invalid: ")
     assert "valid choices for variant: " in line and "cpu_blas" in line and "naive" in line
-    assert wall < 5.0 and not (tmp_path / "run").exists()
+    assert wall < 20.0 and not (tmp_path / "run").exists()
 
 
 def test_cli_bad_enum_value_is_one_line(tmp_path):
