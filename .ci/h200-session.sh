@@ -6,7 +6,7 @@
 #
 # Needs the wheels in .whl/ (../shared/gpu-host/wheels.sh .whl) and $OUT (where logs and a tarball
 # of outputs/reference go). Stages: core kernels hopper cutlass_bench cutlass cutlass_n8192
-# cutlass_odd ladder tc tune tune_mma tune_ws pitfalls cublas counters claims fidelity timer_study
+# cutlass_odd ladder tc tune tune_mma tune_ws hopper_fp8 tune_fp8 pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # cache_roofs inputs_power workloads tuning_regret compare pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
@@ -93,6 +93,12 @@ for stage in "$@"; do case $stage in
   tune_ws) step tune_wgmma_ws 200 python3 run.py -m variant=wgmma_ws precision=bf16 "sizes.square=[8192]" sizes.shapes=[] \
              measure.max_time_s=1.5 $Q 'variant.wgmma_ws.cuda.defines={CLUSTER_M:2,GROUP_M:8},{CLUSTER_M:1,GROUP_M:8},{CLUSTER_M:2,GROUP_M:16},{CLUSTER_M:1,GROUP_M:16}' \
              run.name=tune_wgmma_ws hydra.sweep.dir=$REF/tune_wgmma_ws ;;
+  # issue 20: stage 13 (FP8, unvalidated until this passes): correctness at every size, layouts, baseline
+  hopper_fp8) step gpu_hopper_fp8 300 python3 -m pytest -m gpu tests/test_gpu_hopper_fp8.py -q -rA -s -p no:cacheprovider ;;
+  tune_fp8) step tune_wgmma_fp8 300 python3 run.py -m variant=wgmma_fp8 precision=fp8 "layouts=[nt]" measure.fp8_scaling=tensor \
+             "sizes.square=[4096,8192]" sizes.shapes=[] "measure.baseline=[cublaslt]" measure.max_time_s=1.5 $Q \
+             'variant.wgmma_fp8.cuda.defines={STAGES:3,EPI_TMA:1},{STAGES:4,EPI_TMA:0},{STAGES:3,EPI_TMA:0},{GROUP_M:16},{BN:128,STAGES:4}' \
+             run.name=tune_wgmma_fp8 hydra.sweep.dir=$REF/tune_wgmma_fp8 ;;
   pitfalls) step pitfalls 180 python3 run.py "variant=[smem_tiled,tag_pitfall]" \
              precision=fp32 "sizes.square=[4096]" sizes.shapes=[] measure.check_repeats=5 run.fail_on_error=false $Q \
              run.name=pitfalls hydra.run.dir=$REF/pitfalls ;;
