@@ -90,8 +90,9 @@ for stage in "$@"; do case $stage in
   tune_mma) step tune_mma_sync 420 python3 run.py -m variant=mma_sync precision=bf16 "sizes.square=[8192]" sizes.shapes=[] \
              measure.max_time_s=1.5 $Q 'variant.mma_sync.cuda.defines={FRAG_PIPE:0},{FRAG_PIPE:1},{STAGES:3},{BM:256,BN:128},{BN:128,STAGES:3,MIN_BLOCKS:2},{BN:128,STAGES:3,MIN_BLOCKS:2,FRAG_PIPE:0},{BK:32,STAGES:6},{BN:128,BK:32,STAGES:6,MIN_BLOCKS:2},{BN:128,WN:32}' \
              run.name=tune_mma_sync hydra.sweep.dir=$REF/tune_mma_sync ;;
-  tune_ws) step tune_wgmma_ws 200 python3 run.py -m variant=wgmma_ws precision=bf16 "sizes.square=[8192]" sizes.shapes=[] \
-             measure.max_time_s=1.5 $Q 'variant.wgmma_ws.cuda.defines={CLUSTER_M:2,GROUP_M:8},{CLUSTER_M:1,GROUP_M:8},{CLUSTER_M:2,GROUP_M:16},{CLUSTER_M:1,GROUP_M:16}' \
+  # issue 20: the technique defines of stage 12 (WS_SWEEP in tests/test_hopper_kernels.py, same list)
+  tune_ws) step tune_wgmma_ws 420 python3 run.py -m variant=wgmma_ws precision=bf16 "sizes.square=[4096,8192]" sizes.shapes=[] \
+             measure.max_time_s=1.5 $Q 'variant.wgmma_ws.cuda.defines={CLUSTER_M:1,GROUP_M:8},{CLUSTER_M:1,GROUP_M:16},{EPI_TMA:0,STAGES:4},{EPI_TMA:0,STAGES:4,GROUP_M:16},{CLUSTER_M:1,GRID_CTAS:128},{CLUSTER_M:2,GROUP_M:8},{CLUSTER_M:2,GRID_CTAS:128},{CLUSTER_M:2,GRID_CTAS:120},{CLUSTER_M:2,GRID_CTAS:112},{CLUSTER_M:2,EPI_TMA:0,STAGES:4,GRID_CTAS:128}' \
              run.name=tune_wgmma_ws hydra.sweep.dir=$REF/tune_wgmma_ws ;;
   # issue 20: stage 13 (FP8, unvalidated until this passes): correctness at every size, layouts, baseline
   hopper_fp8) step gpu_hopper_fp8 300 python3 -m pytest -m gpu tests/test_gpu_hopper_fp8.py -q -rA -s -p no:cacheprovider ;;

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import compose_cfg
-from test_hopper_kernels import FP8_BASE, FP8_SWEEP, _fp8_overrides, _FakeArray
+from test_hopper_kernels import FP8_BASE, FP8_SWEEP, WS_SWEEP, _fp8_overrides, _FakeArray
 
 
 # ---- Hopper stages on the CPU: TMA, mbarriers, deferred wgmma, stmatrix (host_emulation/hopper_emu.h) ---
@@ -134,3 +134,34 @@ def test_fp8_emulation_fails_a_launch_that_forgets_the_scales(tmp_path_factory):
                     scales=(1.0, 1.0))
     assert not res.passed and res.elem_fail > 0
 
+
+# ---- wgmma_ws (stage 12): B row-major K x N, read N-major through the transpose bit ---------------------
+WS_EMULATED_SHAPES = [(200, 520, 200), (129, 264, 72), (1, 8, 64)]
+UNIT_ROUNDOFF = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("defines", [d for d in WS_SWEEP if "CLUSTER_M:2" not in d])
+def test_wgmma_ws_sweep_configurations_compute_a_b_on_the_cpu(defines, tmp_path_factory):
+    """Stage 12's own code on the CPU: the N-major B descriptors (LBO between 64-column chunks), the
+    ring across tiles of a persistent CTA, the stmatrix + TMA-store or direct epilogue."""
+    import numpy as np
+
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    from gemmlab.measure import check
+    from gemmlab.points import expand
+
+    folder, rng = tmp_path_factory.mktemp("emu-ws"), np.random.default_rng(7)
+    for m, n, k in WS_EMULATED_SHAPES:
+        (p,) = expand(compose_cfg(["variant=wgmma_ws", "precision=bf16", "sizes.square=[]",
+                                   f"sizes.shapes=[[{m},{n},{k}]]", f"variant.wgmma_ws.cuda.defines={defines}"]))
+        assert p.skip_reason is None, p.skip_reason
+        a = rng.standard_normal((m, k), dtype=np.float32).astype(ml_dtypes.bfloat16)
+        b = rng.standard_normal((k, n), dtype=np.float32).astype(ml_dtypes.bfloat16)
+        c = run_hopper_emulation(p, hopper_emulator(p, folder), folder, a, b, sm_count=2)
+        assert not np.isnan(c).any(), f"{defines}: {np.isnan(c).sum()} elements of C never written at {m}x{n}x{k}"
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        rel = np.linalg.norm(c - ref) / np.linalg.norm(ref)
+        assert rel < UNIT_ROUNDOFF[p.out_dtype], f"{defines} at {m}x{n}x{k}: rel_error {rel:.2e}"
+        res = check.Reference.gemm(np, a, b, check.model_of(p), p.tolerance, p.out_dtype).verify(c)
+        assert res.passed, f"{defines} at {m}x{n}x{k}: {res.failure()}"

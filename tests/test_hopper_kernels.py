@@ -239,6 +239,45 @@ def test_tensor_map_rules_reject_what_tma_cannot_encode():
         tma.resolve(p, {}, [{"operand": "D", "box": [64, 64], "swizzle": 128}])
 
 
+# ---- wgmma_ws (stage 12): the tuning sweep -------------------------------------------------------------
+# Deltas from conf/variant/wgmma_ws.yaml's defines that one H200 run compares (tune_ws in
+# .ci/h200-session.sh runs the same list); the first is the default. The CLUSTER_M=1 entries also run
+# through the host emulation (tests/test_hopper_emulation.py); clusters are not emulated.
+WS_SWEEP = [
+    "{CLUSTER_M:1,GROUP_M:8}",
+    "{CLUSTER_M:1,GROUP_M:16}",
+    "{EPI_TMA:0,STAGES:4}",
+    "{EPI_TMA:0,STAGES:4,GROUP_M:16}",
+    "{CLUSTER_M:1,GRID_CTAS:128}",
+    "{CLUSTER_M:2,GROUP_M:8}",
+    "{CLUSTER_M:2,GRID_CTAS:128}",
+    "{CLUSTER_M:2,GRID_CTAS:120}",
+    "{CLUSTER_M:2,GRID_CTAS:112}",
+    "{CLUSTER_M:2,EPI_TMA:0,STAGES:4,GRID_CTAS:128}",
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("defines", WS_SWEEP)
+def test_wgmma_ws_sweep_configurations_build_without_spills_and_keep_their_path(builds, defines):
+    from gemmlab.expr import evaluate
+    from gemmlab.points import expand
+
+    over = [f"variant.wgmma_ws.cuda.defines={defines}"]
+    cfg = compose_cfg(["variant=wgmma_ws", "precision=bf16", "sizes.square=[8192]", "sizes.shapes=[]", *over])
+    (point,) = expand(cfg)
+    assert point.skip_reason is None, point.skip_reason
+    assert evaluate(cfg.variant.wgmma_ws.cuda.smem_bytes, point.expr_env()) <= SMEM_PER_BLOCK_MAX, defines
+    cubin, report = build("wgmma_ws", "bf16", Path(builds[("wgmma_ws", "bf16")][0]).parent, over)
+    nums = ptxas_numbers(report)
+    assert nums["spill"] == 0 and nums["stack"] == 0 and nums["registers"] <= 255, (defines, nums)
+    assert "warning" not in report.lower(), report
+    ops = opcodes(sass(cubin))
+    assert any(x.startswith("HGMMA.64x256x16.F32.BF16") for x in ops) and not [x for x in ops if x.startswith(("LDL", "STL"))]
+    assert any(x.startswith("UTMASTG.2D") for x in ops) == ("EPI_TMA:0" not in defines), defines
+    assert any(x.startswith("UTMALDG.2D.MULTICAST") for x in ops) == ("CLUSTER_M:2" in defines), defines
+
+
 # ---- wgmma_fp8 (stage 13): FP8 e4m3, both operands K-major (layout nt), per-tensor scales ------------
 # The configurations one H200 tuning run compares (deltas from conf/variant/wgmma_fp8.yaml's defines;
 # the first is the default); tune_fp8 in .ci/h200-session.sh runs the same list.
