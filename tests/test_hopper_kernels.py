@@ -347,6 +347,9 @@ MMA_SYNC_SWEEP = [
     "{BK:32,STAGES:6}",
     "{BN:128,BK:32,STAGES:6,MIN_BLOCKS:2}",
     "{BN:128,WN:32}",
+    "{GROUP_M:16}",
+    "{BK:32,STAGES:8}",
+    "{BM:256,BN:128,STAGES:3}",
 ]
 
 
