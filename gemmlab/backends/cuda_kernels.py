@@ -168,6 +168,11 @@ class CudaKernels(Backend):
         return None
 
     def skip_reason(self, point) -> Optional[str]:
+        if point.compute == "fp8":
+            try:
+                import torch  # noqa: F401  (fp8.gpu_operands quantizes through PyTorch, as cuBLASLt's path)
+            except ImportError:
+                return "fp8 operands are made through PyTorch (pip install torch)"
         try:
             shape = launch_shape(point)
         except Exception:  # a broken rule is a failure of this point, reported by make_launch
