@@ -74,3 +74,36 @@ def test_fp8_points_get_fp32_inputs_and_the_scales_after_the_maps():
     src = (ROOT / "kernels/cuda/13_wgmma_fp8.cu").read_text()
     assert re.search(r"const hopper::TensorMap\* __restrict__ maps, float scale_a, float scale_b\)", src)
     assert "scale_a * scale_b" in src
+
+
+def test_the_launcher_passes_the_recorded_scales_and_refuses_a_scaled_set_without_them(monkeypatch):
+    """CudaKernels._fp8_args: the scales fp8.gpu_operands recorded for the set's addresses, as float32
+    launch arguments; under fp8_scaling=tensor a set nobody recorded is an error, never scales 1."""
+    import sys
+    import types
+
+    import numpy as np
+
+    from gemmlab import fp8
+    from gemmlab.backends.cuda_kernels import CudaKernels
+    from gemmlab.points import expand
+
+    monkeypatch.setitem(sys.modules, "cupy", types.ModuleType("cupy"))  # imported, not used, for CuPy sets
+    a, b = _FakeArray(256, 256, "uint8", ptr=1 << 21), _FakeArray(256, 256, "uint8", ptr=1 << 22)
+    for mode in ("tensor", "none"):
+        cfg = compose_cfg([*FP8_BASE, "sizes.square=[256]", "sizes.shapes=[]", f"measure.fp8_scaling={mode}"])
+        (p,) = expand(cfg)
+        backend = CudaKernels(cfg)
+        fp8.forget_recorded()
+        if mode == "tensor":
+            with pytest.raises(RuntimeError, match="no fp8 scales"):
+                backend._fp8_args(p, a, b)
+            fp8.record(a.data.ptr, b.data.ptr, fp8.Scales("tensor", 0.25, 0.0078125, 112.0, 3.5))
+            _, _, args, extra = backend._fp8_args(p, a, b)
+            assert args == (np.float32(0.25), np.float32(0.0078125)) and all(x.dtype == np.float32 for x in args)
+            assert extra["mode"] == "tensor" and extra["scale_b"] == 0.0078125
+            backend.release()  # the point is over: its addresses may be reused with other scales
+            assert fp8.recorded(a.data.ptr, b.data.ptr) is None
+        else:
+            _, _, args, extra = backend._fp8_args(p, a, b)
+            assert args == (np.float32(1.0), np.float32(1.0)) and extra["mode"] == "none"
