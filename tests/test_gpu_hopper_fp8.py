@@ -52,7 +52,7 @@ def _failures(rows):
 
 @pytest.mark.parametrize("defines", ["{EPI_TMA:1,STAGES:3}", "{EPI_TMA:0,STAGES:4}"])
 def test_fp8_stage_matches_the_dequantized_fp64_product(tmp_path, defines):
-    rows = _run(tmp_path, SQUARE, SHAPES, [DEBUG, f"variant.wgmma_fp8.cuda.defines={defines}"])
+    rows = _run(tmp_path, SQUARE, SHAPES, [f"variant.wgmma_fp8.cuda.defines={defines}", DEBUG])
     assert len(rows) == len(SQUARE) + len(SHAPES)
     assert not _failures(rows), _failures(rows)
     for r in rows:
