@@ -6,7 +6,7 @@
 #
 # Needs the wheels in .whl/ (../shared/gpu-host/wheels.sh .whl) and $OUT (where logs and a tarball
 # of outputs/reference go). Stages: core kernels hopper cutlass_bench cutlass cutlass_n8192
-# cutlass_odd ladder tc tune tune_mma tune_ws pitfalls cublas counters claims fidelity timer_study
+# cutlass_odd ladder tc tune tune_mma tune_ws hopper_fp8 tune_fp8 mma_peak pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # cache_roofs inputs_power workloads tuning_regret compare compare_paired pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
@@ -87,12 +87,22 @@ for stage in "$@"; do case $stage in
              measure.max_time_s=1.5 $Q \
              'variant.warp_tiled.cuda.defines={STAGES:3},{STAGES:2},{STAGES:4},{BK:8,STAGES:4},{BK:32,STAGES:3},{WM:32,WN:64},{THREADS:128,WN:64,WNITER:4},{BN:256,WN:64,WNITER:4,MIN_BLOCKS:1}' \
              run.name=tune_warp_tiled hydra.sweep.dir=$REF/tune_warp_tiled ;;
-  tune_mma) step tune_mma_sync 420 python3 run.py -m variant=mma_sync precision=bf16 "sizes.square=[8192]" sizes.shapes=[] \
-             measure.max_time_s=1.5 $Q 'variant.mma_sync.cuda.defines={FRAG_PIPE:0},{FRAG_PIPE:1},{STAGES:3},{BM:256,BN:128},{BN:128,STAGES:3,MIN_BLOCKS:2},{BN:128,STAGES:3,MIN_BLOCKS:2,FRAG_PIPE:0},{BK:32,STAGES:6},{BN:128,BK:32,STAGES:6,MIN_BLOCKS:2},{BN:128,WN:32}' \
+  tune_mma) step tune_mma_sync 480 python3 run.py -m variant=mma_sync precision=bf16 "sizes.square=[8192]" sizes.shapes=[] \
+             measure.max_time_s=1.5 $Q 'variant.mma_sync.cuda.defines={FRAG_PIPE:0},{FRAG_PIPE:1},{STAGES:3},{BM:256,BN:128},{BN:128,STAGES:3,MIN_BLOCKS:2},{BN:128,STAGES:3,MIN_BLOCKS:2,FRAG_PIPE:0},{BK:32,STAGES:6},{BN:128,BK:32,STAGES:6,MIN_BLOCKS:2},{BN:128,WN:32},{GROUP_M:16},{BK:32,STAGES:8},{BM:256,BN:128,STAGES:3}' \
              run.name=tune_mma_sync hydra.sweep.dir=$REF/tune_mma_sync ;;
-  tune_ws) step tune_wgmma_ws 200 python3 run.py -m variant=wgmma_ws precision=bf16 "sizes.square=[8192]" sizes.shapes=[] \
-             measure.max_time_s=1.5 $Q 'variant.wgmma_ws.cuda.defines={CLUSTER_M:2,GROUP_M:8},{CLUSTER_M:1,GROUP_M:8},{CLUSTER_M:2,GROUP_M:16},{CLUSTER_M:1,GROUP_M:16}' \
+  # issue 20: the technique defines of stage 12 (WS_SWEEP in tests/test_hopper_kernels.py, same list)
+  tune_ws) step tune_wgmma_ws 420 python3 run.py -m variant=wgmma_ws precision=bf16 "sizes.square=[4096,8192]" sizes.shapes=[] \
+             measure.max_time_s=1.5 $Q 'variant.wgmma_ws.cuda.defines={CLUSTER_M:1,GROUP_M:8},{CLUSTER_M:1,GROUP_M:16},{EPI_TMA:0,STAGES:4},{EPI_TMA:0,STAGES:4,GROUP_M:16},{CLUSTER_M:1,GRID_CTAS:128},{CLUSTER_M:2,GROUP_M:8},{CLUSTER_M:2,GRID_CTAS:128},{CLUSTER_M:2,GRID_CTAS:120},{CLUSTER_M:2,GRID_CTAS:112},{CLUSTER_M:2,EPI_TMA:0,STAGES:4,GRID_CTAS:128}' \
              run.name=tune_wgmma_ws hydra.sweep.dir=$REF/tune_wgmma_ws ;;
+  # issue 20: stage 13 (FP8, unvalidated until this passes): correctness at every size, layouts, baseline
+  hopper_fp8) step gpu_hopper_fp8 300 python3 -m pytest -m gpu tests/test_gpu_hopper_fp8.py -q -rA -s -p no:cacheprovider ;;
+  tune_fp8) step tune_wgmma_fp8 300 python3 run.py -m variant=wgmma_fp8 precision=fp8 "layouts=[nt]" measure.fp8_scaling=tensor \
+             "sizes.square=[4096,8192]" sizes.shapes=[] "measure.baseline=[cublaslt]" measure.max_time_s=1.5 $Q \
+             'variant.wgmma_fp8.cuda.defines={STAGES:3,EPI_TMA:1},{STAGES:4,EPI_TMA:0},{STAGES:3,EPI_TMA:0},{GROUP_M:16},{BN:128,STAGES:4}' \
+             run.name=tune_wgmma_fp8 hydra.sweep.dir=$REF/tune_wgmma_fp8 ;;
+  # issue 20: the mma.sync rate alone (stage 10's ceiling) at three occupancies
+  mma_peak) step mma_sync_peak 120 python3 run.py -m variant=mma_sync_peak precision=bf16 sizes=probe \
+             'variant.mma_sync_peak.probe.params.warps=4,8,16' $Q run.name=mma_sync_peak hydra.sweep.dir=$REF/mma_sync_peak ;;
   pitfalls) step pitfalls 180 python3 run.py "variant=[smem_tiled,tag_pitfall]" \
              precision=fp32 "sizes.square=[4096]" sizes.shapes=[] measure.check_repeats=5 run.fail_on_error=false $Q \
              run.name=pitfalls hydra.run.dir=$REF/pitfalls ;;

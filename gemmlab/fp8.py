@@ -135,3 +135,55 @@ def skip_reason(mode: str, cc: int) -> Optional[str]:
 
 def _cc(cc: int) -> str:
     return f"sm_{int(cc)}"
+
+
+# -- FP8 operands on the GPU, shared by every backend that multiplies them -------------------------------
+def gpu_operands(layout: str, dtype: str, mode: str, a32, b32):
+    """FP8 operands from the stored FP32 ones (CuPy), A row-major and B K-major, as cuBLASLt's FP8
+    kernels and the hand-written FP8 stage read them, quantized as ``mode`` says (``none``: cast as
+    drawn; ``tensor``: x / amax scale). Returns (a, b, a_ref, b_ref, scales): PyTorch FP8 tensors
+    (``b`` is N x K row-major in memory: an ``nn`` point's B copied once, an ``nt`` point's as
+    stored, which the caller only takes for ``nn`` and ``nt``), the stored-layout references (the
+    exact values, dequantized) and the scales, also recorded for :func:`recorded`."""
+    import cupy
+    import torch
+
+    sc = scales_for(cupy, mode, a32, b32, dtype)
+    if mode != "none":  # saturated at +-FP8_MAX; unscaled inputs beyond it overflow (NaN) instead
+        a32, b32 = to_fp8_range(cupy, a32, sc.a, dtype), to_fp8_range(cupy, b32, sc.b, dtype)
+    f8 = getattr(torch, dtype)
+    ta = torch.from_dlpack(a32).to(f8)
+    if layout == "nt":  # B stored transposed, (n, k) row-major: already K-major, as it is
+        tb = torch.from_dlpack(b32).to(f8)
+    else:
+        tb = torch.from_dlpack(b32).t().contiguous().to(f8).t()  # (k, n) with strides (1, k)
+    record(ta.data_ptr(), tb.data_ptr(), sc)
+    a_ref = cupy.from_dlpack(ta.to(torch.float32))
+    b_ref = cupy.from_dlpack(tb.to(torch.float32).contiguous())
+    if mode != "none":
+        a_ref, b_ref = dequantize(cupy, a_ref, sc.a), dequantize(cupy, b_ref, sc.b)
+    return ta, tb, a_ref, b_ref, sc
+
+
+# The scales each FP8 input set of the current point was quantized with, by the operands' device
+# addresses: the backend that made the set records them, and whichever backend launches on the set
+# (the point's own, or a baseline timed on the same inputs) reads them. Backends forget them when a
+# point is over (``release``), so an address reused by a later point never finds stale scales.
+_RECORDED: Dict[tuple, Scales] = {}
+
+
+def record(a_ptr: int, b_ptr: int, sc: Scales) -> None:
+    _RECORDED[(int(a_ptr), int(b_ptr))] = sc
+
+
+def recorded(a_ptr: int, b_ptr: int) -> Optional[Scales]:
+    return _RECORDED.get((int(a_ptr), int(b_ptr)))
+
+
+def forget_recorded() -> None:
+    _RECORDED.clear()
+
+
+def device_ptr(x) -> int:
+    """The device address of a PyTorch tensor or a CuPy array."""
+    return int(x.data_ptr()) if hasattr(x, "data_ptr") else int(x.data.ptr)

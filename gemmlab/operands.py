@@ -38,6 +38,12 @@ def logical_shapes(m: int, n: int, k: int, batch: int = 1):
     return lead + (m, k), lead + (k, n)
 
 
+def stored_shapes(m: int, n: int, k: int, layout: str = DEFAULT_LAYOUT):
+    """Shapes of A and B as the layout stores them (one GEMM): (m, k) or (k, m), (k, n) or (n, k)."""
+    ta, tb = transposed(layout)
+    return ((k, m) if ta else (m, k)), ((n, k) if tb else (k, n))
+
+
 def output_shape(m: int, n: int, batch: int = 1):
     return ((batch,) if batch > 1 else ()) + (m, n)
 

@@ -28,6 +28,7 @@ ENTRIES = {  # kernels each probe source must export (the names the probes launc
     "kernels/cuda/probes/wmma_layout.cu": {"wmma_gemm", "wmma_gemm_bcol_flag", "wmma_gemm_bcol"},
     "kernels/cuda/92_sgemm32_as_written.cu": {"sgemm32"},
     "kernels/cuda/probes/cache.cu": {"l2_read", "l1_read"},
+    "kernels/cuda/probes/mma_peak.cu": {"mma_sync_peak"},
 }
 
 
@@ -118,6 +119,20 @@ def test_shared_memory_probes(tmp_path):
     cycles = _extra(rows[("smem_latency", 1, 1, 1)])["cycles_per_load"]
     assert 5 < cycles < 200
     assert _extra(rows[("smem_latency", 1, 1, 1)])["cycles_per_load_first_run"] == pytest.approx(cycles, rel=0.2)
+
+
+@pytest.mark.gpu
+def test_mma_sync_peak_is_a_rate_below_the_dense_peak(tmp_path):
+    """Issue 20: the legacy mma.sync path's rate alone; its fraction of the dense (wgmma) bf16 peak is
+    what stage 10 can reach at most (the row's pct_of_peak_at_clock)."""
+    rows = _run(tmp_path, ["mma_sync_peak"], [[1, 1, 1]], precision="bf16")
+    r = rows[("mma_sync_peak", 1, 1, 1)]
+    assert r["status"] == "ok", r["reason"]
+    assert r["op"] == "mma_sync_peak" and float(r["tflops"]) > 0
+    pct = r.get("pct_of_peak_at_clock")
+    if pct not in (None, ""):
+        assert 0 < float(pct) <= 100, pct
+    print(f"mma_sync_peak: {float(r['tflops']):.0f} TFLOP/s, {pct} % of the dense bf16 peak at its clock")
 
 
 @pytest.mark.gpu

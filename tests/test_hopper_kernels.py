@@ -239,6 +239,100 @@ def test_tensor_map_rules_reject_what_tma_cannot_encode():
         tma.resolve(p, {}, [{"operand": "D", "box": [64, 64], "swizzle": 128}])
 
 
+# ---- wgmma_ws (stage 12): the tuning sweep -------------------------------------------------------------
+# Deltas from conf/variant/wgmma_ws.yaml's defines that one H200 run compares (tune_ws in
+# .ci/h200-session.sh runs the same list); the first is the default. The CLUSTER_M=1 entries also run
+# through the host emulation (tests/test_hopper_emulation.py); clusters are not emulated.
+WS_SWEEP = [
+    "{CLUSTER_M:1,GROUP_M:8}",
+    "{CLUSTER_M:1,GROUP_M:16}",
+    "{EPI_TMA:0,STAGES:4}",
+    "{EPI_TMA:0,STAGES:4,GROUP_M:16}",
+    "{CLUSTER_M:1,GRID_CTAS:128}",
+    "{CLUSTER_M:2,GROUP_M:8}",
+    "{CLUSTER_M:2,GRID_CTAS:128}",
+    "{CLUSTER_M:2,GRID_CTAS:120}",
+    "{CLUSTER_M:2,GRID_CTAS:112}",
+    "{CLUSTER_M:2,EPI_TMA:0,STAGES:4,GRID_CTAS:128}",
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("defines", WS_SWEEP)
+def test_wgmma_ws_sweep_configurations_build_without_spills_and_keep_their_path(builds, defines):
+    from gemmlab.expr import evaluate
+    from gemmlab.points import expand
+
+    over = [f"variant.wgmma_ws.cuda.defines={defines}"]
+    cfg = compose_cfg(["variant=wgmma_ws", "precision=bf16", "sizes.square=[8192]", "sizes.shapes=[]", *over])
+    (point,) = expand(cfg)
+    assert point.skip_reason is None, point.skip_reason
+    assert evaluate(cfg.variant.wgmma_ws.cuda.smem_bytes, point.expr_env()) <= SMEM_PER_BLOCK_MAX, defines
+    cubin, report = build("wgmma_ws", "bf16", Path(builds[("wgmma_ws", "bf16")][0]).parent, over)
+    nums = ptxas_numbers(report)
+    assert nums["spill"] == 0 and nums["stack"] == 0 and nums["registers"] <= 255, (defines, nums)
+    assert "warning" not in report.lower(), report
+    ops = opcodes(sass(cubin))
+    assert any(x.startswith("HGMMA.64x256x16.F32.BF16") for x in ops) and not [x for x in ops if x.startswith(("LDL", "STL"))]
+    assert any(x.startswith("UTMASTG.2D") for x in ops) == ("EPI_TMA:0" not in defines), defines
+    assert any(x.startswith("UTMALDG.2D.MULTICAST") for x in ops) == ("CLUSTER_M:2" in defines), defines
+
+
+# ---- wgmma_fp8 (stage 13): FP8 e4m3, both operands K-major (layout nt), per-tensor scales ------------
+# The configurations one H200 tuning run compares (deltas from conf/variant/wgmma_fp8.yaml's defines;
+# the first is the default); tune_fp8 in .ci/h200-session.sh runs the same list.
+FP8_SWEEP = [
+    "{STAGES:3,EPI_TMA:1}",
+    "{STAGES:4,EPI_TMA:0}",
+    "{STAGES:3,EPI_TMA:0}",
+    "{GROUP_M:16}",
+    "{BN:128,STAGES:4}",
+]
+FP8_BASE = ["variant=wgmma_fp8", "precision=fp8", "layouts=[nt]"]
+
+
+def _fp8_overrides(defines):
+    return [*FP8_BASE[2:], f"variant.wgmma_fp8.cuda.defines={defines}"]
+
+
+@pytest.fixture(scope="module")
+def fp8_builds(tmp_path_factory):
+    out = tmp_path_factory.mktemp("fp8_cubins")
+    return {d: build("wgmma_fp8", "fp8", out, _fp8_overrides(d)) for d in FP8_SWEEP}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("defines", FP8_SWEEP)
+def test_fp8_sweep_configurations_build_without_spills_and_fit(fp8_builds, defines):
+    from gemmlab.expr import evaluate
+    from gemmlab.points import expand
+
+    cfg = compose_cfg([*FP8_BASE, "sizes.square=[8192]", "sizes.shapes=[]", *_fp8_overrides(defines)])
+    (point,) = expand(cfg)
+    assert point.skip_reason is None, point.skip_reason
+    smem = evaluate(cfg.variant.wgmma_fp8.cuda.smem_bytes, point.expr_env())
+    assert smem <= SMEM_PER_BLOCK_MAX, (defines, smem)
+    nums = ptxas_numbers(fp8_builds[defines][1])
+    assert nums["spill"] == 0 and nums["stack"] == 0 and nums["registers"] <= 255, (defines, nums)
+    assert "warning" not in fp8_builds[defines][1].lower(), fp8_builds[defines][1]
+
+
+@pytest.mark.slow
+def test_fp8_sass_is_e4m3_wgmma_fed_by_tma(fp8_builds):
+    """ptxas names 8-bit wgmma QGMMA (HGMMA is the 16-bit one): .E4M3.E4M3 with K = 32."""
+    for defines, (cubin, _) in fp8_builds.items():
+        ops = opcodes(sass(cubin))
+        bn = 128 if "BN:128" in defines else 256
+        assert any(x.startswith(f"QGMMA.64x{bn}x32.F32.E4M3.E4M3") for x in ops), (defines, "no e4m3 QGMMA")
+        assert not any(x.startswith(("HGMMA", "HMMA")) for x in ops), defines
+        assert not [x for x in ops if x.startswith(("LDL", "STL"))], f"{defines} touches local memory"
+        assert any(x.startswith("UTMALDG.2D") for x in ops), defines
+        assert {"USETMAXREG.DEALLOC.CTAPOOL", "USETMAXREG.TRY_ALLOC.CTAPOOL"} <= set(ops), defines
+        tma_store = "EPI_TMA:0" not in defines
+        assert any(x.startswith("UTMASTG.2D") for x in ops) == tma_store, defines
+        assert any(x.startswith("STSM") for x in ops) == tma_store, defines
+
+
 # ---- mma_sync: the tuning sweep, its loop structure, and the kernel on the CPU ----------------------
 # The configurations one H200 tuning run compares (deltas from conf/variant/mma_sync.yaml's
 # defines). The first is the shape and loop structure of the kernel before fragment pipelining
@@ -253,6 +347,9 @@ MMA_SYNC_SWEEP = [
     "{BK:32,STAGES:6}",
     "{BN:128,BK:32,STAGES:6,MIN_BLOCKS:2}",
     "{BN:128,WN:32}",
+    "{GROUP_M:16}",
+    "{BK:32,STAGES:8}",
+    "{BM:256,BN:128,STAGES:3}",
 ]
 
 

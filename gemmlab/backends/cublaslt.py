@@ -44,10 +44,16 @@ COMPUTE = {"tf32": "COMPUTE_32F_FAST_TF32", "fp16": "COMPUTE_32F", "bf16": "COMP
            "fp8": "COMPUTE_32F"}
 
 
-def _alias(x):
-    """A tensor nvmath accepts that shares ``x``'s memory (bfloat16 via torch, else CuPy itself)."""
+def _alias(x, dtype: Optional[str] = None):
+    """A tensor nvmath accepts that shares ``x``'s memory (bfloat16 via torch, else CuPy itself);
+    ``dtype``: the point's storage type, for FP8 operands another backend made as CuPy bytes."""
     if not hasattr(x, "data") or not hasattr(x.data, "ptr"):  # already a torch tensor (fp8)
         return x
+    if dtype in fp8.FP8_MAX:  # 1-byte CuPy operands (a hand-written stage's set, as a baseline)
+        import cupy
+        import torch
+
+        return torch.from_dlpack(x.view(cupy.uint8)).view(getattr(torch, dtype))
     if x.dtype.name == "bfloat16":
         import cupy
         import torch
@@ -64,7 +70,6 @@ class CublasLt(Backend):
         super().__init__(cfg)
         self._plans: List = []
         self._searched: Dict[str, lt_search.LtSearchPick] = {}  # point key -> the search's pick
-        self._scales: Dict[tuple, fp8.Scales] = {}  # (A, B data pointers) of an fp8 input set -> its scales
 
     def unavailable(self) -> Optional[str]:
         try:
@@ -109,24 +114,7 @@ class CublasLt(Backend):
         references hold the exact values the GEMM multiplies (dequantized: FP64 times the scale)."""
         if p.compute != "fp8":
             return a32, b32, a32, b32
-        import cupy
-        import torch
-
-        mode = self._scaling()
-        sc = fp8.scales_for(cupy, mode, a32, b32, p.in_dtype)
-        if mode != "none":  # saturated at +-FP8_MAX; unscaled inputs beyond it overflow (NaN) instead
-            a32, b32 = fp8.to_fp8_range(cupy, a32, sc.a, p.in_dtype), fp8.to_fp8_range(cupy, b32, sc.b, p.in_dtype)
-        f8 = getattr(torch, p.in_dtype)
-        ta = torch.from_dlpack(a32).to(f8)
-        if p.layout == "nt":  # B stored transposed, (n, k) row-major: already K-major, as it is
-            tb = torch.from_dlpack(b32).to(f8)
-        else:
-            tb = torch.from_dlpack(b32).t().contiguous().to(f8).t()  # (k, n) with strides (1, k)
-        self._scales[(ta.data_ptr(), tb.data_ptr())] = sc
-        a_ref = cupy.from_dlpack(ta.to(torch.float32))
-        b_ref = cupy.from_dlpack(tb.to(torch.float32).contiguous())
-        if mode != "none":
-            a_ref, b_ref = fp8.dequantize(cupy, a_ref, sc.a), fp8.dequantize(cupy, b_ref, sc.b)
+        ta, tb, a_ref, b_ref, _sc = fp8.gpu_operands(p.layout, p.in_dtype, self._scaling(), a32, b32)
         return ta, tb, a_ref, b_ref
 
     def _scaling(self) -> str:
@@ -136,7 +124,8 @@ class CublasLt(Backend):
     def _scales_of(self, p, a, b) -> Optional[fp8.Scales]:
         if p.compute != "fp8":
             return None
-        sc = self._scales.get((a.data_ptr(), b.data_ptr()))
+        # recorded by whichever backend made the set (this one, or the point's when timed as its baseline)
+        sc = fp8.recorded(fp8.device_ptr(a), fp8.device_ptr(b))
         if sc is None:
             if self._scaling() != "none":  # never a silent scale of 1 under a scaled reference
                 raise RuntimeError(f"no fp8 scales recorded for these operands (fp8_scaling={self._scaling()})")
@@ -207,7 +196,7 @@ class CublasLt(Backend):
 
         opts = MatmulOptions(inplace=True, compute_type=getattr(ComputeType, COMPUTE[p.compute]), logger=_QUIET)
         trans_a, trans_b = operands.transposed(p.layout)
-        ta, tb = operands.logical(_alias(a), trans_a), operands.logical(_alias(b), trans_b)
+        ta, tb = operands.logical(_alias(a, p.in_dtype), trans_a), operands.logical(_alias(b, p.in_dtype), trans_b)
         sc = self._scales_of(p, a, b)  # per-tensor FP32 scales; no D scale: BF16 result
         scales = None if sc is None else {"a": sc.a, "b": sc.b}
         tc = _alias(c)
@@ -227,7 +216,7 @@ class CublasLt(Backend):
             except Exception:
                 pass
         self._plans = []
-        self._scales = {}
+        fp8.forget_recorded()
 
 
 BACKEND = CublasLt

@@ -4,13 +4,20 @@ Every kernel has the same ABI (see ``kernels/cuda/common/gemm_common.cuh``)::
 
     extern "C" __global__ void <entry>(const TIN* A, const TIN* B, TOUT* C, int M, int N, int K)
 
-and its variant YAML (``cuda:`` block, schema ``CudaKernelConf``) says how to build and launch
+(kernels with TMA tensor maps get ``const TensorMap* maps`` after K, see :mod:`gemmlab.gpu.tma`;
+fp8 points then get ``float scale_a, float scale_b``, the per-tensor scales of ``measure.fp8_scaling``,
+1 and 1 when unscaled), and its variant YAML (``cuda:`` block, schema ``CudaKernelConf``) says how to build and launch
 it: the source, the defines (passed as ``-D`` flags, with ``-DTIN``/``-DTOUT`` from the point's
 storage types unless the YAML sets them), the arch, and ``block``/``grid``/``smem_bytes`` as
 expressions over m, n, k and the defines. ``prepare`` compiles every distinct build of the run
 with nvcc before anything is timed (cached on disk, see :mod:`gemmlab.backends.nvcc`); a build that fails
 fails only its own points, with the path of nvcc's log in the reason. ``make_launch`` loads the
 cubin with CuPy and returns an ``fn`` that only enqueues the kernel on the current stream.
+
+Layouts (gemmlab/operands.py): a stage reads A and B as stored; its YAML's ``layouts:`` names the
+layouts it reads (default nn), the others are skipped with the reason. FP8 operands are made as
+cuBLASLt's are (:func:`gemmlab.fp8.gpu_operands`: A row-major, B N x K), so a stage that reads them
+declares ``layouts: [nt]`` and cuBLASLt, its baseline, is timed on the same bytes and scales.
 """
 from __future__ import annotations
 
@@ -21,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
+from gemmlab import fp8, operands
 from gemmlab.backends import nvcc
 from gemmlab.backends.base import Backend, Launch
 from gemmlab.cache import cache_dir
@@ -160,6 +168,11 @@ class CudaKernels(Backend):
         return None
 
     def skip_reason(self, point) -> Optional[str]:
+        if point.compute == "fp8":
+            try:
+                import torch  # noqa: F401  (fp8.gpu_operands quantizes through PyTorch, as cuBLASLt's path)
+            except ImportError:
+                return "fp8 operands are made through PyTorch (pip install torch)"
         try:
             shape = launch_shape(point)
         except Exception:  # a broken rule is a failure of this point, reported by make_launch
@@ -236,12 +249,44 @@ class CudaKernels(Backend):
             raise result
         return result
 
+    # -- fp8 inputs ----------------------------------------------------------------------------
+    def wants_fp32_inputs(self, point) -> bool:
+        return point.compute == "fp8"
+
+    def make_inputs(self, point, a32, b32):
+        """FP8 operands quantized as ``measure.fp8_scaling`` says, exactly as the cuBLASLt baseline
+        makes them (:func:`gemmlab.fp8.gpu_operands`); other precisions as the executor made them."""
+        if point.compute != "fp8":
+            return a32, b32, a32, b32
+        ta, tb, a_ref, b_ref, _sc = fp8.gpu_operands(point.layout, point.in_dtype, self._scaling(), a32, b32)
+        return ta, tb, a_ref, b_ref
+
+    def _scaling(self) -> str:
+        return self.cfg.measure.fp8_scaling.value  # the schema types it at compose
+
+    def _fp8_args(self, point, a, b):
+        """(CuPy bytes of A, of B, (scale_a, scale_b) as float32 arguments, the row's fp8_scaling)."""
+        import cupy
+        import numpy as np
+
+        sc = fp8.recorded(fp8.device_ptr(a), fp8.device_ptr(b))
+        if sc is None:
+            if self._scaling() != "none":  # never a silent scale of 1 under a scaled reference
+                raise RuntimeError(f"no fp8 scales recorded for these operands (fp8_scaling={self._scaling()})")
+            sc = fp8.Scales("none", dtype=point.in_dtype)
+        as_bytes = [x if hasattr(x, "data") and hasattr(x.data, "ptr") else _torch_bytes(x) for x in (a, b)]
+        return as_bytes[0], as_bytes[1], (np.float32(sc.a), np.float32(sc.b)), sc.extra()
+
     # -- launch --------------------------------------------------------------------------------
     def make_launch(self, point, a, b, c) -> Launch:
         build = build_for(point, self._root())
         cubin = self.cubin_for(build)  # raises for a build that did not compile
         report = cubin.report(build.entry)
         shape = launch_shape(point)
+        scale_args, scaling = (), None
+        keep = (a, b)  # PyTorch FP8 tensors own the memory the CuPy views below alias
+        if point.compute == "fp8":
+            a, b, scale_args, scaling = self._fp8_args(point, a, b)
         _check_operands(point, a, b, c)
 
         import numpy as np
@@ -262,12 +307,15 @@ class CudaKernels(Backend):
             )
 
             args = args + tuple(tensor_map_args(point, a, b, c, specs))
+        args = args + scale_args
 
         fn_kernel = kernel.kernel  # the cupy.cuda.Function behind the RawKernel, for this device
         grid, block, smem = shape.grid, shape.block, shape.smem_bytes
 
         def fn() -> None:  # enqueue on the current stream, nothing else
             fn_kernel(grid, block, args, shared_mem=smem)
+
+        fn.keepalive = keep
 
         first = build not in self._reported_compile
         self._reported_compile.add(build)
@@ -282,9 +330,13 @@ class CudaKernels(Backend):
                       "static_smem_bytes": report.smem_bytes, "stack_frame_bytes": report.stack_frame_bytes,
                       "arch": build.arch, "cubin": cubin.path.name,
                       **({"padding": point.variant_cfg.cuda.padding}
-                         if point.variant_cfg.cuda.padding else {})},
+                         if point.variant_cfg.cuda.padding else {}),
+                      **({"fp8_scaling": scaling} if scaling is not None else {})},
         }
         return Launch(fn=fn, info=info)
+
+    def release(self) -> None:
+        fp8.forget_recorded()  # the point's fp8 input sets are gone; their addresses may be reused
 
     def _kernel(self, cubin: Path, entry: str):
         import cupy
@@ -306,7 +358,8 @@ class CudaKernels(Backend):
 
 
 def _check_operands(point, a, b, c) -> None:
-    for name, arr, shape in (("A", a, (point.m, point.k)), ("B", b, (point.k, point.n)), ("C", c, (point.m, point.n))):
+    shape_a, shape_b = operands.stored_shapes(point.m, point.n, point.k, point.layout)
+    for name, arr, shape in (("A", a, shape_a), ("B", b, shape_b), ("C", c, (point.m, point.n))):
         if tuple(arr.shape) != shape:
             raise ValueError(f"{name} has shape {tuple(arr.shape)}, expected {shape}")
         if not arr.flags.c_contiguous:
@@ -314,6 +367,14 @@ def _check_operands(point, a, b, c) -> None:
     for name, arr, dtype in (("A", a, point.in_dtype), ("B", b, point.in_dtype), ("C", c, point.out_dtype)):
         if arr.dtype.itemsize != _itemsize(dtype):
             raise ValueError(f"{name} holds {arr.dtype} but the point's storage type is {dtype}")
+
+
+def _torch_bytes(t):
+    """A CuPy uint8 view of a PyTorch FP8 tensor's memory (CuPy has no FP8 type to launch with)."""
+    import cupy
+    import torch
+
+    return cupy.from_dlpack(t.view(torch.uint8))
 
 
 def _itemsize(dtype: str) -> int:

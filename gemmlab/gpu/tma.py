@@ -13,7 +13,8 @@ tensor map in global memory) and the kernel gets its address, as ``const TensorM
 them (``fence.proxy.tensormap::generic.acquire``). Keep the returned list alive as long as the
 launch (the buffer is the only reference).
 
-Every operand is a dense row-major 2-D matrix; TMA sees it as (cols, rows) with the row stride in
+Every operand is a dense row-major 2-D matrix as stored (a transposed layout's operand is the
+stored transpose, e.g. layout nt's B is N x K); TMA sees it as (cols, rows) with the row stride in
 bytes, innermost first. Elements outside the matrix read as zeros and are never written, which is
 how the kernels handle partial tiles. The rules of ``cuTensorMapEncodeTiled`` are checked here
 first (:func:`check`) so that a bad config fails with a sentence, not ``CUDA_ERROR_INVALID_VALUE``.
@@ -23,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, List, Mapping
 
+from gemmlab import operands
 from gemmlab.expr import evaluate
 
 TENSOR_MAP_BYTES = 128  # sizeof(CUtensorMap)
@@ -76,7 +78,9 @@ def _get(spec: Any, key: str, default: Any = None) -> Any:
 def resolve(point, arrays: Mapping[str, Any], specs: Iterable[Any]) -> List[TensorMapSpec]:
     """Resolve the YAML's specs for ``point``; ``arrays`` maps 'A'/'B'/'C' to the CuPy operands."""
     env = point.expr_env()
-    shapes = {"A": (point.m, point.k), "B": (point.k, point.n), "C": (point.m, point.n)}
+    # the operands as stored (gemmlab/operands.py): layout nt's B is N x K, and its map is over that
+    stored_a, stored_b = operands.stored_shapes(point.m, point.n, point.k, point.layout)
+    shapes = {"A": stored_a, "B": stored_b, "C": (point.m, point.n)}
     out: List[TensorMapSpec] = []
     for i, spec in enumerate(specs):
         operand = str(_get(spec, "operand", "")).upper()

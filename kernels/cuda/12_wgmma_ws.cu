@@ -32,6 +32,26 @@
 // Modeled intensity (operand bytes per CTA tile out of L2/DRAM, no reuse between clusters):
 // 2*BM*BN / ((BM + BN/CLUSTER_M) * 2 B) = 128 FLOP/B for 128x256 with multicast of B.
 //
+// Techniques behind defines, so that a sweep (tune_ws in .ci/h200-session.sh, WS_SWEEP in
+// tests/test_hopper_kernels.py) shows what each buys; the YAML's defaults are the measured kernel:
+//   define     what it does                                                        measured effect
+//   CLUSTER_M  2: 2-CTA clusters along M, B multicast to both (1: no clusters)     56.6% vs 97.5% of cuBLAS
+//                                                                                   (bf16, 8192, H200)
+//   GROUP_M    cluster-rows per group of the grouped raster (L2 reuse)             not yet measured
+//   EPI_TMA    1: stmatrix -> swizzled staging tile -> TMA store; 0: direct 32-bit not yet measured
+//              global stores from the accumulators, no staging tile (frees 64 KB:
+//              room for STAGES=4)
+//   STAGES     shared-memory ring depth (4 fits only with EPI_TMA=0)               not yet measured
+//   GRID_CTAS  0: one CTA per SM; N > 0: a persistent grid of N CTAs (YAML grid     not yet measured
+//              rule only). With CLUSTER_M=2 the static schedule assumes every
+//              cluster resident: if the GPCs cannot place sm_count/2 pairs at once,
+//              the clusters left over run a whole extra round (a suspect for the
+//              56.6%); a sweep of N below sm_count tells.
+// From pranjalssh/fast.cu's list, already here: 128x256 tiles on m64n256k16, mbarrier parity waits
+// (try_wait.parity), clusters with multicast (CLUSTER_M). Not added: a Hilbert-curve tile order (a
+// CTA would need the curve's t-th in-range tile: a table the launcher does not pass, or a walk of
+// the curve in the producer's critical path between tiles).
+//
 // Run it alone: python run.py variant=[cublas,wgmma_ws] precision=bf16 sizes.square=[4096,8192]
 // Debug aids: GEMMLAB_DEBUG=1 (`+variant.wgmma_ws.cuda.defines.GEMMLAB_DEBUG=1`) turns a barrier
 // wait that spins for ~9 s into a printf (block, thread, barrier, parity) and a trap instead of a
@@ -64,6 +84,9 @@
 #ifndef CONSUMER_REGS
 #define CONSUMER_REGS 232
 #endif
+#ifndef EPI_TMA
+#define EPI_TMA 1
+#endif
 
 namespace {
 
@@ -75,7 +98,7 @@ constexpr int kStageBytes = kTileABytes + kTileBBytes;
 constexpr int kBChunkBytes = BK * 64 * 2;      // one TMA box of B: BK rows x 64 columns
 constexpr int kBChunks = BN / 64;
 constexpr int kCBoxBytes = 64 * 64 * 2;        // one TMA box of C: 64 rows x 64 columns
-constexpr int kStagingBytes = kBChunks * kCBoxBytes;  // one consumer's 64 x BN output tile
+constexpr int kStagingBytes = EPI_TMA ? kBChunks * kCBoxBytes : 0;  // one consumer's 64 x BN output tile
 constexpr int kAccum = BN / 2;
 
 static_assert(BM == 128, "two consumer warpgroups of m64");
@@ -84,6 +107,7 @@ static_assert(BN == 128 || BN == 256, "wgmma N");
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "cluster of 1 or 2 CTAs along M");
 static_assert(kBChunks % CLUSTER_M == 0, "B chunks split evenly across the cluster");
 static_assert(STAGES >= 2, "a ring needs two slots at least");
+static_assert(EPI_TMA == 0 || EPI_TMA == 1, "EPI_TMA is 0 or 1");
 static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * 128 * kConsumers <= 65536, "register file");
 
 // Stages, the consumers' staging tiles, 1 KB to align to the swizzle period, full + empty barriers.
@@ -120,12 +144,14 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   static_assert(sizeof(TOUT) == 2, "the staging tile and the C tensor map hold 16-bit outputs");
   (void)A;
   (void)B;
-  (void)C;
   const TensorMap* map_a = maps + 0;
   const TensorMap* map_b = maps + 1;
+#if EPI_TMA
+  (void)C;
   const TensorMap* map_c = maps + 2;
+#endif
 
-  extern __shared__ unsigned char smem_raw[];
+  HOPPER_DYNAMIC_SMEM(smem_raw);
   const uint32_t raw_addr = smem_u32(smem_raw);
   unsigned char* smem = smem_raw + (((raw_addr + 1023u) & ~1023u) - raw_addr);
   unsigned char* staging = smem + STAGES * kStageBytes;
@@ -204,8 +230,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     const int local_tid = tid % 128;
     const int warp = local_tid / 32;
     const int lane = tid % 32;
+#if EPI_TMA
     unsigned char* my_staging = staging + consumer * kStagingBytes;
     if (local_tid == 0) tensormap_acquire(map_c);
+#endif
 
     auto release = [&](int slot) {
       if (local_tid == 0) {
@@ -251,6 +279,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       fence_accumulators(acc);
       if (k_tiles > 0) release((it - 1) % STAGES);
 
+#if EPI_TMA
       // Epilogue: registers -> swizzled staging tile (stmatrix) -> TMA store.
       if (local_tid == 0) bulk_wait_group_read0();  // the last tile's store has read the buffer
       named_barrier_sync(1 + consumer, 128);
@@ -261,13 +290,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
         const int col = 16 * j2 + (lane / 16) * 8;
         const uint32_t addr = staging_base + (col / 64) * kCBoxBytes + row * 128 +
                               ((((col % 64) / 8) ^ (row % 8)) * 16);
-        const uint32_t r0 = pack2<TOUT>(acc[8 * j2 + 0], acc[8 * j2 + 1]);
-        const uint32_t r1 = pack2<TOUT>(acc[8 * j2 + 2], acc[8 * j2 + 3]);
-        const uint32_t r2 = pack2<TOUT>(acc[8 * j2 + 4], acc[8 * j2 + 5]);
-        const uint32_t r3 = pack2<TOUT>(acc[8 * j2 + 6], acc[8 * j2 + 7]);
-        asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r0),
-                     "r"(r1), "r"(r2), "r"(r3)
-                     : "memory");
+        stmatrix_x4(addr, pack2<TOUT>(acc[8 * j2 + 0], acc[8 * j2 + 1]), pack2<TOUT>(acc[8 * j2 + 2], acc[8 * j2 + 3]),
+                    pack2<TOUT>(acc[8 * j2 + 4], acc[8 * j2 + 5]), pack2<TOUT>(acc[8 * j2 + 6], acc[8 * j2 + 7]));
       }
       fence_proxy_async_smem();  // stmatrix writes -> visible to the TMA engine
       named_barrier_sync(1 + consumer, 128);
@@ -276,8 +300,26 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
         for (int b = 0; b < kBChunks; ++b) tma_store_2d(map_c, my_staging + b * kCBoxBytes, n0 + 64 * b, m0);
         bulk_commit_group();
       }
+#else
+      // Epilogue: registers -> global, two outputs per 32-bit store (N % 8 == 0: pairs never straddle
+      // the edge). acc[4j + r]: row 16*warp + lane/4 + 8*(r/2), column 8j + 2*(lane%4) + r%2.
+      const int row0 = m0 + warp * 16 + lane / 4;
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        const int col = n0 + 8 * j + 2 * (lane % 4);
+        if (col < N) {
+          if (row0 < M)
+            *reinterpret_cast<uint32_t*>(C + static_cast<size_t>(row0) * N + col) = pack2<TOUT>(acc[4 * j], acc[4 * j + 1]);
+          if (row0 + 8 < M)
+            *reinterpret_cast<uint32_t*>(C + static_cast<size_t>(row0 + 8) * N + col) =
+                pack2<TOUT>(acc[4 * j + 2], acc[4 * j + 3]);
+        }
+      }
+#endif
     }
+#if EPI_TMA
     if (local_tid == 0) bulk_wait_group0();
+#endif
   }
 
 #if CLUSTER_M > 1

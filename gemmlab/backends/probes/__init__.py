@@ -33,6 +33,8 @@ sgemm32_unguarded  boundary        the chapter's sgemm32 at any size, inside pad
                                    buffers whose padding is checked afterwards
 l2_bandwidth       l2_bandwidth    ld.global.cg over a working set resident in L2 (warm)   roofs    cache
 l1_bandwidth       l1_bandwidth    ld.global.ca over a slice per block resident in L1      roofs    cache
+mma_sync_peak      mma_sync_peak   independent mma.sync m16n8k16 bf16 from registers: the  #20      mma
+                                   legacy tensor-core path's rate (stage 10's ceiling)
 =================  ==============  ======================================================  =======  ========
 
 Host probes (``backend: cpu_probe``; the kinds are ``cpu.CpuProbe.KINDS``), all in :mod:`.cpu`:

@@ -26,6 +26,7 @@ from gemmlab.backends.probes.boundary import Sgemm32Unguarded
 from gemmlab.backends.probes.cache import L1Bandwidth, L2Bandwidth
 from gemmlab.backends.probes.common import Probe, ProbeSkip
 from gemmlab.backends.probes.memory import Copy, Gemv, VecAdd
+from gemmlab.backends.probes.mma import MmaSyncPeak
 from gemmlab.backends.probes.smem import SmemBandwidth, SmemBank, SmemLatency
 from gemmlab.backends.probes.transfer import FirstRun, GemmEndToEnd, Transfer
 # tile_transpose: tests/test_claims.py reaches it here, as it did in the one-module gpu_probe
@@ -164,7 +165,7 @@ PROBES: Dict[str, Probe] = {
     "gemm_e2e": GemmEndToEnd(), "first_run": FirstRun(), "smem_bandwidth": SmemBandwidth(),
     "smem_bank": SmemBank(), "smem_latency": SmemLatency(), "wmma_layout": WmmaLayout(),
     "wmma_alignment": WmmaAlignment(), "sgemm32_unguarded": Sgemm32Unguarded(),
-    "l2_bandwidth": L2Bandwidth(), "l1_bandwidth": L1Bandwidth(),
+    "l2_bandwidth": L2Bandwidth(), "l1_bandwidth": L1Bandwidth(), "mma_sync_peak": MmaSyncPeak(),
 }
 # params that set a probe's size (tests shrink them for a smoke run)
 SIZE_PARAMS = ("iters", "hops", "idle_s", "passes")

@@ -26,6 +26,15 @@
 #include <cstdio>
 #endif
 
+#if defined(GEMMLAB_HOST_EMULATION)
+// The CPU tests run the Hopper stages through the host emulation of everything below
+// (common/host_emulation/hopper_emu.h, on the emulation build's include path).
+#include "hopper_emu.h"
+#else
+
+// The kernel's dynamic shared memory (the host emulation points it at its own buffer).
+#define HOPPER_DYNAMIC_SMEM(name) extern __shared__ unsigned char name[]
+
 // The dynamic shared memory a kernel needs with its defines, readable by the launcher
 // (gemmlab/backends/cuda_kernels.py) so that a YAML `smem_bytes` rule that gives less is refused
 // before launch instead of corrupting memory. Same symbol as common/gemm_common.cuh declares.
@@ -193,6 +202,15 @@ __device__ __forceinline__ void bulk_wait_group_read0() {
 // Wait until the committed bulk stores are complete (before the CTA exits).
 __device__ __forceinline__ void bulk_wait_group0() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
 
+// Four 8x8 16-bit matrices -> shared memory (stmatrix .x4): lane l gives the row address of row
+// l%8 of matrix l/8; register r[q] of lane l holds row l/4, columns 2(l%4), 2(l%4)+1 of matrix q
+// (the mma/wgmma accumulator layout of 8 columns). Stage 12 writes the same instruction inline.
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+}
+
 // Ordinary shared-memory writes (st.shared, stmatrix) -> visible to the async proxy (TMA, wgmma).
 __device__ __forceinline__ void fence_proxy_async_smem() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -271,3 +289,4 @@ __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
 }
 
 }  // namespace hopper
+#endif  // GEMMLAB_HOST_EMULATION

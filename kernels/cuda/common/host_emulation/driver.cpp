@@ -9,11 +9,18 @@
 // (all bits set) and the dynamic shared memory is refilled with NaN before every block, so an
 // output the grid never covers, or a read of shared memory nobody wrote, shows up as NaN.
 // Exit status 3: the launch rule gives less dynamic shared memory than the kernel declares.
+// Hopper stages (hopper_emu.h) take more arguments: the build passes them as -DKERNEL_ARGS=...,
+// e.g. the tensor maps (gemm_host::emu_tensor_maps) and FP8 scales (gemm_host::emu_scale); B.bin
+// then holds B as the stage reads it (N x K for layout nt: the same element count).
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
 
 #include KERNEL_SOURCE
+
+#ifndef KERNEL_ARGS
+#define KERNEL_ARGS a.data(), b.data(), c.data(), M, N, K
+#endif
 
 thread_local uint3 threadIdx;
 uint3 blockIdx, blockDim, gridDim;
@@ -75,7 +82,7 @@ int main(int argc, char** argv) {
             threadIdx = {t % blockDim.x, (t / blockDim.x) % blockDim.y, t / (blockDim.x * blockDim.y)};
             for (unsigned long i = 0; i < blocks; ++i) {
                 start.arrive_and_wait();
-                KERNEL_ENTRY(a.data(), b.data(), c.data(), M, N, K);
+                KERNEL_ENTRY(KERNEL_ARGS);
                 // a thread that has returned no longer holds up the barriers, as on the GPU
                 block_bar->arrive_and_drop();
                 warp_bars[t / 32]->arrive_and_drop();

@@ -1,0 +1,49 @@
+"""Tensor-core issue-rate GPU probes on the kernels of the variant's ``probe.source``
+(kernels/cuda/probes/mma_peak.cu): ``mma_sync_peak``, back-to-back independent mma.sync m16n8k16
+bf16 from registers, no memory: the ceiling of the legacy warp-level path (stage 10) as TFLOP/s,
+and, through the row's ``pct_of_peak_at_clock``, as a fraction of the device's dense (wgmma) rate."""
+from __future__ import annotations
+
+import numpy as np
+
+from gemmlab.backends.probes.common import Probe, ProbeSkip, timed_fields
+
+MMA_FLOPS = 2 * 16 * 8 * 16  # one m16n8k16
+CHAINS = 8  # independent accumulators per warp (the kernel's CHAINS default)
+
+
+class MmaSyncPeak(Probe):
+    """Shape unused (sizes=probe, [1, 1, 1]); params: iters (per chain), warps (per block),
+    blocks_per_sm."""
+
+    op = "mma_sync_peak"
+    precisions = ("bf16",)
+    compiles = True
+
+    def skip(self, p, params):
+        if (p.m, p.n, p.k) != (1, 1, 1):
+            return f"{self.op} sets its work by params; run it at the shape [1, 1, 1] (sizes=probe)"
+        return super().skip(p, params)
+
+    def run(self, backend, p, ex, seed, params):
+        cp = ex.cp
+        iters, warps = int(params.get("iters", 16384)), int(params.get("warps", 8))
+        blocks_per_sm = int(params.get("blocks_per_sm", 2))
+        if iters < 1 or not 1 <= warps <= 32 or blocks_per_sm < 1:
+            raise ProbeSkip(f"mma_sync_peak needs iters >= 1, 1 <= warps <= 32 and blocks_per_sm >= 1, got "
+                            f"{iters}, {warps}, {blocks_per_sm}")
+        kern = backend.function(ex, p, "mma_sync_peak")
+        grid, threads = blocks_per_sm * ex.dev["sm_count"], 32 * warps
+        out = cp.empty(grid * threads, dtype=cp.float32)
+        args = (out, np.int32(iters))
+
+        def fn():
+            kern((grid,), (threads,), args)
+
+        flops = grid * warps * iters * CHAINS * MMA_FLOPS
+        timed = ex.timer.measure([[fn]])[0]
+        extra = {"iters": iters, "chains": CHAINS, "blocks": grid, "threads_per_block": threads,
+                 "instruction": "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+                 "tflops": flops / timed.summary.median_s / 1e12}
+        return {**timed_fields(ex, timed, flops, extra), "flops": flops, "bytes_min": 0, "intensity": None,
+                "kernel_name": "mma_sync_peak", "smem_bytes": 0, "status": "ok"}

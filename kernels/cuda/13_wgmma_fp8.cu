@@ -1,0 +1,262 @@
+// Stage 13: wgmma_fp8 -- stage 12's warp-specialised persistent TMA + wgmma GEMM on FP8 e4m3 (sm_90a).
+//
+// What changes over stage 12 (wgmma_ws):
+// * FP8 e4m3 operands, `wgmma.mma_async.sync.aligned.m64nNk32.f32.e4m3.e4m3` (SASS: QGMMA.64xNx32.F32.E4M3.E4M3),
+//   FP32 accumulation: twice the FLOPs of a bf16 k16 step per instruction for the same 32 bytes of
+//   each K-major row, so the same shared-memory ring feeds twice the math.
+// * Both operands K-major: wgmma has no transpose for 8-bit types, so B is read stored N x K
+//   (layout nt, `layouts: [nt]` in the YAML; the other layouts are skipped with the reason), as
+//   cuBLASLt's FP8 kernels read it. BK = 128 elements = one 128-byte swizzle row of A and of B.
+// * Per-tensor scales (measure.fp8_scaling=tensor, gemmlab/fp8.py): the launcher appends scale_a and
+//   scale_b (FP32, 1 and 1 when unscaled) to every fp8 launch; the epilogue writes
+//   D = (scale_a * scale_b) * acc rounded to bfloat16, what cuBLASLt's fp8 rows write, so the same
+//   FP64 check of the dequantized inputs applies.
+// * One TMA box per operand per stage (A: BM x 128 B, B: BN x 128 B; boxes up to 256 rows), no
+//   cluster multicast (stage 12 measured it slower at 8192 on the H200).
+//
+// Techniques, each a define so that a sweep shows what it buys (tune_fp8 in .ci/h200-session.sh):
+//   define       what it does                                                     measured effect
+//   STAGES       shared-memory ring depth (3 with EPI_TMA=1; 4 fits with EPI_TMA=0) not yet measured
+//   EPI_TMA      1: stmatrix -> swizzled staging tile -> TMA store (stage 12's);  not yet measured
+//                0: direct 32-bit global stores from the accumulators, no staging
+//                tile (frees 64 KB of shared memory for a 4th stage)
+//   GROUP_M      tile rows per group of the persistent grouped raster (L2 reuse)  not yet measured
+//   BN           128 or 256 columns per tile (wgmma N)                            not yet measured
+//
+// Constraints: TIN = __nv_fp8_e4m3 (e5m2 builds too; cuBLASLt has no e5m2 x e5m2 baseline), TOUT =
+// bfloat16; A row-major M x K, B stored row-major N x K; K % 16 == 0 (TMA: 16-byte row strides of
+// the 1-byte operands) and N % 8 == 0 (16-byte rows of the bf16 C); any M. BM = 128 (two m64
+// consumer warpgroups), BK = 128, BN in {128, 256}; grid <= SM count (the static persistent schedule
+// assumes every CTA resident). Shared memory: STAGES*(BM + BN)*BK + EPI_TMA*2*64*BN*2 + 1 KB alignment
+// + barriers: 209 KB for 3 stages with the TMA-store epilogue, 193 KB for 4 without.
+//
+// Modeled intensity (operand bytes per CTA tile, 1-byte elements): 2*BM*BN / ((BM + BN) * 1 B) =
+// 171 FLOP/B for 128x256.
+//
+// Run it alone (cuBLASLt's fp8 row is the baseline): python run.py variant=[cublaslt,wgmma_fp8] precision=fp8
+//   layouts=[nt] measure.fp8_scaling=tensor sizes.square=[4096,8192] sizes.shapes=[]
+// Debug aids as stage 12: GEMMLAB_DEBUG=1 turns a hung barrier wait into a printf and a trap.
+#include "hopper/ptx.cuh"
+#include "hopper/wgmma.cuh"
+
+#ifndef BM
+#define BM 128
+#endif
+#ifndef BN
+#define BN 256
+#endif
+#ifndef BK
+#define BK 128
+#endif
+#ifndef STAGES
+#define STAGES 3
+#endif
+#ifndef EPI_TMA
+#define EPI_TMA 1
+#endif
+#ifndef GROUP_M
+#define GROUP_M 8
+#endif
+#ifndef PRODUCER_REGS
+#define PRODUCER_REGS 40
+#endif
+#ifndef CONSUMER_REGS
+#define CONSUMER_REGS 232
+#endif
+
+namespace {
+
+constexpr int kConsumers = BM / 64;               // consumer warpgroups, one m64 slice each
+constexpr int kThreads = 128 * (1 + kConsumers);  // + the producer warpgroup
+constexpr int kTileABytes = BM * BK;              // 1-byte elements: BM rows of 128 bytes
+constexpr int kTileBBytes = BN * BK;              // BN rows (N) of 128 bytes (K)
+constexpr int kStageBytes = kTileABytes + kTileBBytes;
+constexpr int kOutChunks = BN / 64;              // 64-column boxes of C per consumer tile
+constexpr int kCBoxBytes = 64 * 64 * 2;          // one TMA box of C: 64 rows x 64 bf16 columns
+constexpr int kStagingBytes = EPI_TMA ? kOutChunks * kCBoxBytes : 0;  // one consumer's 64 x BN tile
+constexpr int kAccum = BN / 2;
+
+static_assert(BM == 128, "two consumer warpgroups of m64");
+static_assert(BK == 128, "A and B rows must be exactly one 128-byte swizzle row of 1-byte elements");
+static_assert(BN == 128 || BN == 256, "wgmma N; TMA boxes have at most 256 rows");
+static_assert(EPI_TMA == 0 || EPI_TMA == 1, "EPI_TMA is 0 or 1");
+static_assert(STAGES >= 2, "a ring needs two slots at least");
+static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * 128 * kConsumers <= 65536, "register file");
+
+// Stages, the consumers' staging tiles, 1 KB to align to the swizzle period, full + empty barriers.
+constexpr int kDynamicSmemBytes = STAGES * kStageBytes + kConsumers * kStagingBytes + 1024 + 2 * STAGES * 8;
+static_assert(kDynamicSmemBytes <= 227 * 1024, "more shared memory than one sm_90 block may have");
+
+struct TileCoord {
+  int m;  // row of tiles (each BM rows)
+  int n;  // column of tiles (each BN columns)
+};
+
+// Output tile for schedule index t: groups of GROUP_M tile rows, walked column by column.
+__device__ __forceinline__ TileCoord tile_of(int t, int m_tiles, int n_tiles) {
+  const int group_tiles = GROUP_M * n_tiles;
+  const int group = t / group_tiles;
+  const int first_m = group * GROUP_M;
+  const int rows = m_tiles - first_m < GROUP_M ? m_tiles - first_m : GROUP_M;
+  const int local = t - group * group_tiles;
+  return {first_m + local % rows, local / rows};
+}
+
+}  // namespace
+
+HOPPER_DECLARE_DYNAMIC_SMEM(kDynamicSmemBytes)
+
+extern "C" __global__ void __launch_bounds__(kThreads, 1)
+    wgmma_fp8_gemm(const TIN* __restrict__ A, const TIN* __restrict__ B, TOUT* __restrict__ C, int M, int N, int K,
+                   const hopper::TensorMap* __restrict__ maps, float scale_a, float scale_b) {
+  using namespace hopper;
+  static_assert(sizeof(TIN) == 1, "8-bit inputs (e4m3 or e5m2)");
+  static_assert(std::is_same<TOUT, __nv_bfloat16>::value, "the fp8 rows write bfloat16, as cuBLASLt's");
+  (void)A;
+  (void)B;
+  const TensorMap* map_a = maps + 0;
+  const TensorMap* map_b = maps + 1;
+#if EPI_TMA
+  (void)C;
+  const TensorMap* map_c = maps + 2;  // the map is passed either way; only the TMA-store epilogue reads it
+#endif
+
+  HOPPER_DYNAMIC_SMEM(smem_raw);
+  const uint32_t raw_addr = smem_u32(smem_raw);
+  unsigned char* smem = smem_raw + (((raw_addr + 1023u) & ~1023u) - raw_addr);
+  unsigned char* staging = smem + STAGES * kStageBytes;
+  uint64_t* full = reinterpret_cast<uint64_t*>(staging + kConsumers * kStagingBytes);
+  uint64_t* empty = full + STAGES;
+
+  const int tid = threadIdx.x;
+  const int warpgroup = tid / 128;
+  const int m_tiles = (M + BM - 1) / BM;
+  const int n_tiles = (N + BN - 1) / BN;
+  const int tiles = m_tiles * n_tiles;
+  const int k_tiles = (K + BK - 1) / BK;
+
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(&full[s], 1);            // the producer's expect_tx arrival
+      mbar_init(&empty[s], kConsumers);  // one arrival per consumer warpgroup
+    }
+    fence_mbar_init();
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    // ---------------------------------------------------------------- producer warpgroup
+    setmaxnreg_dec<PRODUCER_REGS>();
+    if (tid == 0) {
+      tensormap_acquire(map_a);
+      tensormap_acquire(map_b);
+      int it = 0;  // stage uses so far, across tiles: slot = it % STAGES, use = it / STAGES
+      for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        const TileCoord tile = tile_of(t, m_tiles, n_tiles);
+        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+          const int slot = it % STAGES;
+          mbar_wait(&empty[slot], (static_cast<uint32_t>(it / STAGES) & 1u) ^ 1u);  // use-1 released
+          unsigned char* stage = smem + slot * kStageBytes;
+          mbar_arrive_expect_tx(&full[slot], kStageBytes);  // out-of-bounds box parts count too (zeros)
+          tma_load_2d(stage, map_a, &full[slot], kt * BK, tile.m * BM);
+          tma_load_2d(stage + kTileABytes, map_b, &full[slot], kt * BK, tile.n * BN);
+        }
+      }
+    }
+  } else {
+    // ---------------------------------------------------------------- consumer warpgroups
+    setmaxnreg_inc<CONSUMER_REGS>();
+    const int consumer = warpgroup - 1;  // which m64 slice of the tile
+    const int local_tid = tid % 128;
+    const int warp = local_tid / 32;
+    const int lane = tid % 32;
+    const float scale = scale_a * scale_b;  // FP32, as cuBLASLt's alpha * scale_a * scale_b with alpha 1
+#if EPI_TMA
+    unsigned char* my_staging = staging + consumer * kStagingBytes;
+    if (local_tid == 0) tensormap_acquire(map_c);
+#endif
+
+    auto release = [&](int slot) {
+      if (local_tid == 0) mbar_arrive(&empty[slot]);
+    };
+
+    float acc[kAccum];
+    int it = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      const TileCoord tile = tile_of(t, m_tiles, n_tiles);
+      const int m0 = tile.m * BM + consumer * 64;
+      const int n0 = tile.n * BN;
+
+#pragma unroll
+      for (int i = 0; i < kAccum; ++i) acc[i] = 0.0f;
+
+      for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+        const int slot = it % STAGES;
+        mbar_wait(&full[slot], static_cast<uint32_t>(it / STAGES) & 1u);
+        const uint32_t a_base = smem_u32(smem + slot * kStageBytes) + consumer * 64 * 128;
+        const uint32_t b_base = smem_u32(smem + slot * kStageBytes + kTileABytes);
+        fence_accumulators(acc);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 32; ++kk) {
+          // Both K-major, 128-byte rows, 8-row swizzle atoms 1024 B apart; k32 = 32 bytes on.
+          const uint64_t desc_a = make_desc_sw128(a_base + kk * 32, 16, 1024);
+          const uint64_t desc_b = make_desc_sw128(b_base + kk * 32, 16, 1024);
+          wgmma_m64k32<BN, TIN>(acc, desc_a, desc_b, 1);
+        }
+        wgmma_commit();
+        fence_accumulators(acc);
+        wgmma_wait<1>();  // the previous stage's group is done reading its slot
+        fence_accumulators(acc);
+        if (kt > 0) release((it - 1) % STAGES);
+      }
+      wgmma_wait<0>();
+      fence_accumulators(acc);
+      if (k_tiles > 0) release((it - 1) % STAGES);
+
+#if EPI_TMA
+      // Epilogue: scaled registers -> swizzled staging tile (stmatrix) -> TMA store (clips at C's edges).
+      if (local_tid == 0) bulk_wait_group_read0();  // the last tile's store has read the buffer
+      named_barrier_sync(1 + consumer, 128);
+      const int row = warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8;  // row this lane addresses
+      const uint32_t staging_base = smem_u32(my_staging);
+#pragma unroll
+      for (int j2 = 0; j2 < BN / 16; ++j2) {
+        const int col = 16 * j2 + (lane / 16) * 8;
+        const uint32_t addr = staging_base + (col / 64) * kCBoxBytes + row * 128 +
+                              ((((col % 64) / 8) ^ (row % 8)) * 16);
+        stmatrix_x4(addr, pack2<TOUT>(scale * acc[8 * j2 + 0], scale * acc[8 * j2 + 1]),
+                    pack2<TOUT>(scale * acc[8 * j2 + 2], scale * acc[8 * j2 + 3]),
+                    pack2<TOUT>(scale * acc[8 * j2 + 4], scale * acc[8 * j2 + 5]),
+                    pack2<TOUT>(scale * acc[8 * j2 + 6], scale * acc[8 * j2 + 7]));
+      }
+      fence_proxy_async_smem();  // stmatrix writes -> visible to the TMA engine
+      named_barrier_sync(1 + consumer, 128);
+      if (local_tid == 0) {
+#pragma unroll
+        for (int b = 0; b < kOutChunks; ++b) tma_store_2d(map_c, my_staging + b * kCBoxBytes, n0 + 64 * b, m0);
+        bulk_commit_group();
+      }
+#else
+      // Epilogue: scaled registers -> global, two bf16 per 32-bit store (N % 8 == 0: pairs never
+      // straddle the edge). acc[4j + r]: row 16*warp + lane/4 + 8*(r/2), column 8j + 2*(lane%4).
+      const int row0 = m0 + warp * 16 + lane / 4;
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        const int col = n0 + 8 * j + 2 * (lane % 4);
+        if (col < N) {
+          if (row0 < M)
+            *reinterpret_cast<uint32_t*>(C + static_cast<size_t>(row0) * N + col) =
+                pack2<TOUT>(scale * acc[4 * j + 0], scale * acc[4 * j + 1]);
+          if (row0 + 8 < M)
+            *reinterpret_cast<uint32_t*>(C + static_cast<size_t>(row0 + 8) * N + col) =
+                pack2<TOUT>(scale * acc[4 * j + 2], scale * acc[4 * j + 3]);
+        }
+      }
+#endif
+    }
+#if EPI_TMA
+    if (local_tid == 0) bulk_wait_group0();
+#endif
+  }
+}

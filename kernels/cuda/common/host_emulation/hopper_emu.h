@@ -1,0 +1,378 @@
+// Host emulation of kernels/cuda/hopper/{ptx.cuh,wgmma.cuh} (mbarriers, TMA, wgmma, stmatrix,
+// named barriers), so the CPU tests (tests/test_hopper_kernels.py) run a Hopper stage's own code:
+// its tile schedule, descriptors, swizzles, pipeline protocol, epilogue and scaling, checked against
+// FP64 with no GPU. ptx.cuh and wgmma.cuh include this file instead of their PTX when
+// GEMMLAB_HOST_EMULATION is defined (driver.cpp's build, with cuda_shim.h force-included).
+//
+// What it models, and how strictly:
+// * mbarrier: a table of (expected arrivals, pending arrivals, transaction bytes, phase) per shared
+//   address; a phase completes when no arrival and no byte is pending. try_wait.parity as the PTX
+//   ISA says (waiting on the parity of a completed phase returns at once). A wait that lasts more
+//   than GEMMLAB_EMU_WAIT_S seconds (default 60) aborts, naming the barrier: a deadlock fails, not hangs.
+// * TMA: tensor maps are the driver's (gemm_host::emu_tensor_maps, from the launcher's resolved
+//   specs); a load copies the box (zeros outside the matrix), applies the 128-byte swizzle on the
+//   shared address bits as the hardware does, and completes the box's full byte count on the
+//   barrier; a store writes the box back, clipped at the matrix. Both are synchronous.
+// * wgmma: deferred, like cp.async in mma_sync_ptx.h: an instruction is queued and only executed
+//   (reading shared memory then) when wgmma.wait_group retires its group, the latest moment the
+//   hardware allows, so a slot released before its wgmma group is retired shows up as wrong data.
+//   Each thread computes its own accumulator fragment (row 16w + l/4 + 8(r/2), column 8j + 2(l%4) +
+//   r%2 of d[4j + r]) from the operands the descriptors address (K-major or MN-major, 128B swizzle).
+//   wgmma.wait_group is also where the warpgroup's threads meet (it is .sync.aligned).
+// * setmaxnreg, fences, tensormap acquire, bulk-group waits: no-ops. Clusters: size 1 only.
+#pragma once
+#include <barrier>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <unordered_map>
+#include <vector>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+using std::max;
+using std::min;
+
+#define HOPPER_DECLARE_DYNAMIC_SMEM(bytes) \
+  extern "C" {                             \
+  int gemmlab_dynamic_smem_bytes = (bytes); \
+  }
+#define HOPPER_DYNAMIC_SMEM(name) unsigned char* name = gemm_host::dynamic_smem
+
+namespace hopper {
+
+// Emulation's own fields (the device's 128 bytes are opaque): see gemm_host::emu_tensor_maps.
+struct alignas(64) TensorMap {
+  unsigned long long opaque[16];  // base, rows, cols, row stride B, box rows, box cols, elem B, swizzle B
+};
+
+namespace emu {
+inline unsigned tid() { return gemm_host::linear_tid(); }
+inline unsigned char* smem(uint32_t addr) { return gemm_host::dynamic_smem + addr; }
+inline uint32_t swizzle128(uint32_t addr) { return addr ^ (((addr >> 7) & 7u) << 4); }
+
+struct Bar {
+  uint32_t expected = 0, pending = 0, phase = 0;
+  int64_t tx = 0;
+};
+inline std::mutex& lock() {
+  static std::mutex m;
+  return m;
+}
+inline std::unordered_map<uint32_t, Bar>& bars() {
+  static std::unordered_map<uint32_t, Bar> b;
+  return b;
+}
+inline Bar& bar_at(uint32_t addr) {
+  auto it = bars().find(addr);
+  if (it == bars().end()) gemm_host::fail("mbarrier used before mbarrier.init", smem(addr));
+  return it->second;
+}
+inline std::condition_variable& phase_done() {  // notified whenever any barrier's phase completes
+  static std::condition_variable cv;
+  return cv;
+}
+inline void maybe_complete(Bar& b) {  // with lock() held
+  if (b.pending == 0 && b.tx == 0) {
+    b.phase += 1;
+    b.pending = b.expected;
+    phase_done().notify_all();
+  }
+}
+inline double wait_limit_s() {
+  const char* s = std::getenv("GEMMLAB_EMU_WAIT_S");
+  return s ? std::atof(s) : 60.0;
+}
+
+// Warp-collective exchange (stmatrix): one row address per lane, one table per warp.
+inline uint32_t* published(unsigned lane) {
+  static uint32_t table[32][32];
+  return &table[tid() / 32][lane];
+}
+
+template <class T>
+inline float to_float(const unsigned char* p) {
+  T x;
+  std::memcpy(&x, p, sizeof(T));
+  if constexpr (std::is_same<T, __nv_bfloat16>::value) return __bfloat162float(x);
+  else if constexpr (std::is_same<T, __half>::value) return __half2float(x);
+  else if constexpr (std::is_same<T, __nv_fp8_e4m3>::value) return gemm_host_e4m3_to_float(x.__x);
+  else return gemm_host_e5m2_to_float(x.__x);
+}
+
+// Descriptor fields (ptx.cuh's make_desc_sw128 encoding).
+struct Desc {
+  uint32_t start, lbo, sbo;
+};
+inline Desc decode(uint64_t d) {
+  if ((d >> 62) != 1) gemm_host::fail("wgmma descriptor without the 128B swizzle mode", nullptr);
+  return {static_cast<uint32_t>(d & 0x3FFF) << 4, static_cast<uint32_t>((d >> 16) & 0x3FFF) << 4,
+          static_cast<uint32_t>((d >> 32) & 0x3FFF) << 4};
+}
+// Element (mn, k) of a K-major operand: rows of 128 bytes, 8-row atoms SBO apart.
+template <class T>
+inline float k_major(const Desc& d, int mn, int k) {
+  return to_float<T>(smem(swizzle128(d.start + (mn / 8) * d.sbo + (mn % 8) * 128 + k * sizeof(T))));
+}
+// Element (k, n) of an MN-major operand: 64-element column chunks LBO apart, 8-row K groups SBO apart.
+template <class T>
+inline float mn_major(const Desc& d, int k, int n) {
+  constexpr int per_row = 128 / sizeof(T);
+  return to_float<T>(smem(swizzle128(d.start + (n / per_row) * d.lbo + (k / 8) * d.sbo + (k % 8) * 128 +
+                                     (n % per_row) * sizeof(T))));
+}
+
+template <class T, int N, int KI>
+inline void wgmma_now(float* d, uint64_t desc_a, uint64_t desc_b, int scale_d, int trans_b) {
+  const Desc a = decode(desc_a), b = decode(desc_b);
+  const unsigned t = tid() % 128, w = t / 32, l = t % 32;
+  for (int i = 0; i < N / 2; ++i) {
+    const int j = i / 4, r = i % 4;
+    const int row = 16 * w + l / 4 + 8 * (r / 2), col = 8 * j + 2 * (l % 4) + (r % 2);
+    float s = 0.0f;
+    for (int k = 0; k < KI; ++k)
+      s += k_major<T>(a, row, k) * (trans_b ? mn_major<T>(b, k, col) : k_major<T>(b, col, k));
+    d[i] = scale_d ? d[i] + s : s;
+  }
+}
+using Group = std::vector<std::function<void()>>;
+inline Group& open_group() {
+  thread_local Group g;
+  return g;
+}
+inline std::deque<Group>& committed() {
+  thread_local std::deque<Group> q;
+  return q;
+}
+}  // namespace emu
+
+inline uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(static_cast<const unsigned char*>(p) - gemm_host::dynamic_smem);
+}
+
+template <class T>
+inline uint32_t pack2(float lo, float hi) {
+  T l, h;
+  if constexpr (std::is_same<T, __half>::value) {
+    l = __float2half_rn(lo);
+    h = __float2half_rn(hi);
+  } else {
+    l = __float2bfloat16_rn(lo);
+    h = __float2bfloat16_rn(hi);
+  }
+  return static_cast<uint32_t>(l.bits) | (static_cast<uint32_t>(h.bits) << 16);
+}
+
+// ---- mbarrier --------------------------------------------------------------------------------------
+inline void mbar_init(uint64_t* bar, uint32_t arrivals) {
+  std::lock_guard<std::mutex> g(emu::lock());
+  emu::bars()[smem_u32(bar)] = emu::Bar{arrivals, arrivals, 0, 0};
+}
+inline void fence_mbar_init() {}
+inline void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  std::lock_guard<std::mutex> g(emu::lock());
+  emu::Bar& b = emu::bar_at(smem_u32(bar));
+  b.tx += bytes;
+  b.pending -= 1;
+  emu::maybe_complete(b);
+}
+inline void mbar_arrive(uint64_t* bar) {
+  std::lock_guard<std::mutex> g(emu::lock());
+  emu::Bar& b = emu::bar_at(smem_u32(bar));
+  if (b.pending == 0) gemm_host::fail("mbarrier arrival beyond its expected count", bar);
+  b.pending -= 1;
+  emu::maybe_complete(b);
+}
+inline void mbar_arrive_cluster(uint64_t* bar, uint32_t cta_rank) {
+  if (cta_rank != 0) gemm_host::fail("clusters of more than one CTA are not emulated", bar);
+  mbar_arrive(bar);
+}
+inline void mbar_wait(uint64_t* bar, uint32_t parity) {
+  const uint32_t addr = smem_u32(bar);
+  std::unique_lock<std::mutex> g(emu::lock());
+  const auto limit = std::chrono::duration<double>(emu::wait_limit_s());
+  // done when the phase of that parity has completed: the current phase has the other parity
+  if (!emu::phase_done().wait_for(g, limit, [&] { return (emu::bar_at(addr).phase & 1u) != (parity & 1u); })) {
+    std::fprintf(stderr, "host emulation: block %u thread %u waited too long on the mbarrier at smem 0x%x for "
+                 "parity %u; barriers (smem: phase, pending arrivals, pending bytes):\n", blockIdx.x, emu::tid(),
+                 addr, parity);
+    for (const auto& [a, b] : emu::bars())
+      std::fprintf(stderr, "  0x%x: %u, %u, %lld\n", a, b.phase, b.pending, static_cast<long long>(b.tx));
+    std::abort();
+  }
+}
+inline void mbar_wait_cluster(uint64_t* bar, uint32_t parity) { mbar_wait(bar, parity); }
+
+// ---- TMA ---------------------------------------------------------------------------------------------
+inline void tensormap_acquire(const TensorMap*) {}
+
+template <bool kLoad>
+inline void tma_box(unsigned char* tile, const TensorMap* map, int col, int row) {
+  const auto* f = map->opaque;
+  unsigned char* base = reinterpret_cast<unsigned char*>(f[0]);
+  const long rows = f[1], cols = f[2], stride = f[3], box_rows = f[4], box_cols = f[5], eb = f[6], sw = f[7];
+  const uint32_t tile_addr = smem_u32(tile);
+  if (tile_addr % (sw == 128 ? 1024 : 128)) gemm_host::fail("TMA shared-memory box misaligned for its swizzle", tile);
+  if (sw && box_cols * eb != sw) gemm_host::fail("emulated TMA swizzle needs rows of exactly the swizzle width", tile);
+  for (long r = 0; r < box_rows; ++r)
+    for (long c = 0; c < box_cols; ++c) {
+      const uint32_t off = static_cast<uint32_t>(r * box_cols * eb + c * eb);
+      unsigned char* s = emu::smem(sw == 128 ? emu::swizzle128(tile_addr + off) : tile_addr + off);
+      const long gr = row + r, gc = col + c;
+      const bool inside = gr >= 0 && gr < rows && gc >= 0 && gc < cols;
+      if (kLoad) {
+        if (inside) std::memcpy(s, base + gr * stride + gc * eb, eb);
+        else std::memset(s, 0, eb);
+      } else if (inside) {
+        std::memcpy(base + gr * stride + gc * eb, s, eb);
+      }
+    }
+}
+inline void tma_load_2d(void* smem_dst, const TensorMap* map, uint64_t* bar, int col, int row) {
+  tma_box<true>(static_cast<unsigned char*>(smem_dst), map, col, row);
+  std::lock_guard<std::mutex> g(emu::lock());
+  emu::Bar& b = emu::bar_at(smem_u32(bar));
+  b.tx -= static_cast<int64_t>(map->opaque[4] * map->opaque[5] * map->opaque[6]);  // the whole box, OOB too
+  emu::maybe_complete(b);
+}
+inline void tma_load_2d_multicast(void*, const TensorMap*, uint64_t* bar, int, int, uint16_t) {
+  gemm_host::fail("TMA multicast (clusters) is not emulated", bar);
+}
+inline void tma_store_2d(const TensorMap* map, const void* smem_src, int col, int row) {
+  tma_box<false>(static_cast<unsigned char*>(const_cast<void*>(smem_src)), const_cast<TensorMap*>(map), col, row);
+}
+inline void bulk_commit_group() {}
+inline void bulk_wait_group_read0() {}
+inline void bulk_wait_group0() {}
+inline void fence_proxy_async_smem() {}
+
+// ---- stmatrix ------------------------------------------------------------------------------------------
+inline void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  if (addr % 16) gemm_host::fail("stmatrix row address not 16-byte aligned", emu::smem(addr));
+  const unsigned l = emu::tid() % 32;
+  *emu::published(l) = addr;
+  __syncwarp();
+  const uint32_t regs[4] = {r0, r1, r2, r3};
+  for (int q = 0; q < 4; ++q) std::memcpy(emu::smem(*emu::published(8 * q + l / 4) + 4 * (l % 4)), &regs[q], 4);
+  __syncwarp();
+}
+
+// ---- wgmma ---------------------------------------------------------------------------------------------
+inline uint64_t make_desc_sw128(uint32_t smem_addr, uint32_t lbo_bytes, uint32_t sbo_bytes) {
+  uint64_t desc = 0;
+  desc |= static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4);
+  desc |= static_cast<uint64_t>((lbo_bytes & 0x3FFFF) >> 4) << 16;
+  desc |= static_cast<uint64_t>((sbo_bytes & 0x3FFFF) >> 4) << 32;
+  desc |= 1ull << 62;
+  return desc;
+}
+inline void wgmma_fence() {}
+inline void wgmma_commit() {
+  emu::committed().push_back(std::move(emu::open_group()));
+  emu::open_group().clear();
+}
+// wait_group is .sync.aligned: the warpgroup's 128 threads pass it together, and a retired group's
+// shared-memory reads are done for all of them; the emulation's threads each retire their own
+// fragment's share, then meet, so one thread cannot release a slot another still has to read.
+inline void warpgroup_sync() {
+  static std::unique_ptr<std::barrier<>> wg[8];
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (auto& b : wg) b = std::make_unique<std::barrier<>>(128);
+  });
+  wg[(emu::tid() / 128) % 8]->arrive_and_wait();
+}
+template <int Pending>
+inline void wgmma_wait() {
+  while (emu::committed().size() > static_cast<size_t>(Pending)) {
+    for (auto& op : emu::committed().front()) op();
+    emu::committed().pop_front();
+  }
+  warpgroup_sync();
+}
+template <int N>
+inline void fence_accumulators(float (&)[N]) {}
+
+template <int N, int TransB, class T>
+inline void wgmma_m64k16(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+  static_assert(sizeof(T) == 2, "k16 wgmma takes 16-bit inputs");
+  float* acc = d;
+  emu::open_group().push_back([=] { emu::wgmma_now<T, N, 16>(acc, desc_a, desc_b, scale_d, TransB); });
+}
+template <int N, class T>
+inline void wgmma_m64k32(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+  static_assert(sizeof(T) == 1, "k32 wgmma takes 8-bit inputs, both K-major");
+  float* acc = d;
+  emu::open_group().push_back([=] { emu::wgmma_now<T, N, 32>(acc, desc_a, desc_b, scale_d, 0); });
+}
+
+// ---- warp specialisation, clusters, named barriers -------------------------------------------------------
+template <int Regs>
+inline void setmaxnreg_inc() {}
+template <int Regs>
+inline void setmaxnreg_dec() {}
+inline uint32_t cluster_cta_rank() { return 0; }
+inline uint32_t cluster_id_x() { return blockIdx.x; }
+inline uint32_t cluster_count_x() { return gridDim.x; }
+inline void cluster_sync() { __syncthreads(); }
+inline void named_barrier_sync(int id, int threads) {
+  std::barrier<>* b;
+  {
+    static std::map<std::pair<int, int>, std::unique_ptr<std::barrier<>>> table;
+    std::lock_guard<std::mutex> g(emu::lock());
+    auto& slot = table[{id, threads}];
+    if (!slot) slot = std::make_unique<std::barrier<>>(threads);
+    b = slot.get();
+  }
+  b->arrive_and_wait();
+}
+
+}  // namespace hopper
+
+namespace gemm_host {
+// The tensor maps of the launch, from GEMMLAB_EMU_MAPS ("A|B|C,rows,cols,row_stride_bytes,box_rows,
+// box_cols,elem_bytes,swizzle_bytes" per map, ';' between maps, in the YAML's order): what
+// gemmlab.gpu.tma.resolve makes of the variant's tensor_maps for the point.
+inline const hopper::TensorMap* emu_tensor_maps(const void* a, const void* b, void* c) {
+  static std::vector<hopper::TensorMap> maps;
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    const char* env = std::getenv("GEMMLAB_EMU_MAPS");
+    if (!env) fail("GEMMLAB_EMU_MAPS is not set (the tensor maps of a TMA kernel)", nullptr);
+    std::string s(env);
+    size_t pos = 0;
+    while (pos < s.size()) {
+      size_t end = s.find(';', pos);
+      if (end == std::string::npos) end = s.size();
+      const std::string one = s.substr(pos, end - pos);
+      hopper::TensorMap m{};
+      const char op = one[0];
+      m.opaque[0] = reinterpret_cast<unsigned long long>(op == 'A' ? a : op == 'B' ? b : c);
+      if (std::sscanf(one.c_str() + 2, "%llu,%llu,%llu,%llu,%llu,%llu,%llu", &m.opaque[1], &m.opaque[2],
+                      &m.opaque[3], &m.opaque[4], &m.opaque[5], &m.opaque[6], &m.opaque[7]) != 7)
+        fail("cannot parse GEMMLAB_EMU_MAPS", nullptr);
+      maps.push_back(m);
+      pos = end + 1;
+    }
+  });
+  return maps.data();
+}
+// scale_a (i = 0) and scale_b (i = 1) of an FP8 launch, from GEMMLAB_EMU_SCALES ("sa,sb"; default 1,1).
+inline float emu_scale(int i) {
+  const char* env = std::getenv("GEMMLAB_EMU_SCALES");
+  float s[2] = {1.0f, 1.0f};
+  if (env) std::sscanf(env, "%f,%f", &s[0], &s[1]);
+  return s[i];
+}
+}  // namespace gemm_host

@@ -1,0 +1,167 @@
+"""Hopper stages on the CPU: the stage's own code through the host emulation of TMA, mbarriers,
+deferred wgmma and stmatrix (kernels/cuda/common/host_emulation/hopper_emu.h), checked element-wise
+against FP64 before any GPU time is spent. The launch (grid, block, shared memory) and the tensor
+maps are what the launcher makes of the variant's YAML for the point.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import compose_cfg
+from test_hopper_kernels import FP8_BASE, FP8_SWEEP, WS_SWEEP, _fp8_overrides, _FakeArray
+
+
+# ---- Hopper stages on the CPU: TMA, mbarriers, deferred wgmma, stmatrix (host_emulation/hopper_emu.h) ---
+def hopper_emulator(point, folder: Path, extra_args: str = "") -> Path:
+    """The host-emulation build of a Hopper stage's point (driver.cpp + hopper_emu.h)."""
+    from test_cuda_kernels import EMULATION, KERNELS
+
+    from gemmlab.backends import nvcc
+    from gemmlab.backends.cuda_kernels import build_for
+
+    if shutil.which("g++") is None:
+        pytest.skip("g++ not found (host emulation)")
+    kb = build_for(point)
+    exe = folder / f"{kb.source.stem}-{abs(hash((kb.defines, extra_args))):x}"
+    if exe.exists():
+        return exe
+    args = "a.data(), b.data(), c.data(), M, N, K, gemm_host::emu_tensor_maps(a.data(), b.data(), c.data())"
+    cmd = ["g++", "-std=c++20", "-O1", "-g", "-pthread", "-fsanitize=address", "-fno-omit-frame-pointer", "-w",
+           "-DGEMMLAB_HOST_EMULATION", "-include", "cuda_shim.h", f"-I{EMULATION}", f"-I{KERNELS}",
+           *nvcc.define_flags(kb.defines), f'-DKERNEL_SOURCE="{kb.source}"', f"-DKERNEL_ENTRY={kb.entry}",
+           f"-DKERNEL_ARGS={args}{extra_args}", str(EMULATION / "driver.cpp"), "-o", str(exe)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, f"host build of {kb.kernel_name} failed:\n{r.stderr[-3000:]}"
+    return exe
+
+
+def run_hopper_emulation(point, exe: Path, folder: Path, a_bytes, b_bytes, sm_count: int, env=None):
+    """Run the emulated launch of ``point`` on stored operands; C as float64. The tensor maps are
+    what the launcher resolves from the YAML for arrays of these shapes (gemmlab.gpu.tma.resolve)."""
+    import numpy as np
+
+    from gemmlab.backends.cuda_kernels import launch_shape
+    from gemmlab.dtypes import numpy_dtype
+    from gemmlab.gpu import tma
+
+    shape = launch_shape(point, sm_count=sm_count)
+    fake = {"A": _FakeArray(*a_bytes.shape, a_bytes.dtype.name), "B": _FakeArray(*b_bytes.shape, b_bytes.dtype.name),
+            "C": _FakeArray(point.m, point.n, point.out_dtype)}
+    specs = tma.resolve(point, fake, point.variant_cfg.cuda.tensor_maps)
+    for spec in specs:
+        tma.check(spec)
+    maps = ";".join(f"{s.operand},{s.rows},{s.cols},{s.row_stride_bytes},{s.box_rows},{s.box_cols},"
+                    f"{s.elem_bytes},{s.swizzle}" for s in specs)
+    a_bytes.tofile(folder / "a.bin")
+    b_bytes.tofile(folder / "b.bin")
+    run_env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0", "GEMMLAB_EMU_MAPS": maps, **(env or {})}
+    r = subprocess.run([str(exe), str(point.m), str(point.n), str(point.k), *map(str, shape.grid),
+                        *map(str, shape.block), str(shape.smem_bytes), str(folder / "a.bin"), str(folder / "b.bin"),
+                        str(folder / "c.bin")], capture_output=True, text=True, env=run_env, timeout=900)
+    assert r.returncode == 0, (f"{point.variant} at {point.m}x{point.n}x{point.k}, grid {shape.grid}: exit "
+                               f"{r.returncode}\n{r.stderr[-4000:]}")
+    c = np.fromfile(folder / "c.bin", dtype=numpy_dtype(point.out_dtype)).reshape(point.m, point.n)
+    return c.astype(np.float64)
+
+
+# Partial tiles in M and N, a partial last k-tile, more k-tiles than stages; with sm_count 2 each CTA
+# walks several tiles (the persistent schedule, ring slots and barrier phases wrapping across tiles).
+FP8_EMULATED_SHAPES = [(200, 264, 400), (64, 520, 128), (1, 8, 16)]
+
+
+def _fp8_case(point, folder, rng, sm_count=2, scales=None):
+    """Emulate the FP8 stage at ``point`` on tensor-scaled random inputs; returns the check's result
+    (against the FP64 product of the dequantized inputs). ``scales`` overrides what the launch is
+    told (scale_a, scale_b)."""
+    import numpy as np
+
+    pytest.importorskip("ml_dtypes")
+    from gemmlab import fp8
+    from gemmlab.measure import check
+
+    m, n, k = point.m, point.n, point.k
+    a32 = rng.standard_normal((m, k), dtype=np.float32) * 3
+    b32 = rng.standard_normal((k, n), dtype=np.float32) / 5
+    sc = fp8.scales_for(np, "tensor", a32, b32)
+    qa, qb = fp8.quantize_host(a32, sc.a), fp8.quantize_host(b32, sc.b)  # B logical, K x N
+    told = scales or (sc.a, sc.b)
+    exe = hopper_emulator(point, folder, ", gemm_host::emu_scale(0), gemm_host::emu_scale(1)")
+    # layout nt: B goes over stored N x K, as gemmlab.fp8.gpu_operands hands it to the launcher
+    c = run_hopper_emulation(point, exe, folder, qa.view(np.uint8), np.ascontiguousarray(qb.T).view(np.uint8),
+                             sm_count, {"GEMMLAB_EMU_SCALES": "%.9g,%.9g" % told})
+    assert not np.isnan(c).any(), f"{np.isnan(c).sum()} elements of C never written at {m}x{n}x{k}"
+    ref = check.Reference.gemm(np, fp8.dequantize(np, qa, sc.a), fp8.dequantize(np, qb, sc.b),
+                               check.model_of(point), point.tolerance, point.out_dtype)
+    return ref.verify(c)
+
+
+def _fp8_point(m, n, k, defines=None):
+    from gemmlab.points import expand
+
+    over = _fp8_overrides(defines) if defines else []
+    (p,) = expand(compose_cfg([*FP8_BASE, "sizes.square=[]", f"sizes.shapes=[[{m},{n},{k}]]", *over]))
+    assert p.skip_reason is None, p.skip_reason
+    return p
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("defines", FP8_SWEEP)
+def test_fp8_sweep_configurations_compute_scaled_a_b_on_the_cpu(defines, tmp_path_factory):
+    """The stage's own code through the host emulation: TMA boxes and swizzle, K-major descriptors
+    of both operands, the k32 steps, the ring's barriers across tiles (wgmma deferred to the wait
+    that retires it), both epilogues and the scales, checked element-wise against the FP64 product
+    of the dequantized inputs."""
+    import numpy as np
+
+    folder, rng = tmp_path_factory.mktemp("emu-fp8"), np.random.default_rng(11)
+    for m, n, k in FP8_EMULATED_SHAPES:
+        res = _fp8_case(_fp8_point(m, n, k, defines), folder, rng)
+        assert res.passed, (f"{defines} at {m}x{n}x{k}: {res.failure()} (elem_max {res.elem_max:.3g}, "
+                            f"rel_error {res.rel_error:.3g})")
+
+
+@pytest.mark.slow
+def test_fp8_emulation_fails_a_launch_that_forgets_the_scales(tmp_path_factory):
+    """The check above can fail: the same launch told scales 1 and 1 fails element-wise."""
+    import numpy as np
+
+    m, n, k = FP8_EMULATED_SHAPES[0]
+    res = _fp8_case(_fp8_point(m, n, k), tmp_path_factory.mktemp("emu-fp8-noscale"), np.random.default_rng(3),
+                    scales=(1.0, 1.0))
+    assert not res.passed and res.elem_fail > 0
+
+
+# ---- wgmma_ws (stage 12): B row-major K x N, read N-major through the transpose bit ---------------------
+WS_EMULATED_SHAPES = [(200, 520, 200), (129, 264, 72), (1, 8, 64)]
+UNIT_ROUNDOFF = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("defines", [d for d in WS_SWEEP if "CLUSTER_M:2" not in d])
+def test_wgmma_ws_sweep_configurations_compute_a_b_on_the_cpu(defines, tmp_path_factory):
+    """Stage 12's own code on the CPU: the N-major B descriptors (LBO between 64-column chunks), the
+    ring across tiles of a persistent CTA, the stmatrix + TMA-store or direct epilogue."""
+    import numpy as np
+
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    from gemmlab.measure import check
+    from gemmlab.points import expand
+
+    folder, rng = tmp_path_factory.mktemp("emu-ws"), np.random.default_rng(7)
+    for m, n, k in WS_EMULATED_SHAPES:
+        (p,) = expand(compose_cfg(["variant=wgmma_ws", "precision=bf16", "sizes.square=[]",
+                                   f"sizes.shapes=[[{m},{n},{k}]]", f"variant.wgmma_ws.cuda.defines={defines}"]))
+        assert p.skip_reason is None, p.skip_reason
+        a = rng.standard_normal((m, k), dtype=np.float32).astype(ml_dtypes.bfloat16)
+        b = rng.standard_normal((k, n), dtype=np.float32).astype(ml_dtypes.bfloat16)
+        c = run_hopper_emulation(p, hopper_emulator(p, folder), folder, a, b, sm_count=2)
+        assert not np.isnan(c).any(), f"{defines}: {np.isnan(c).sum()} elements of C never written at {m}x{n}x{k}"
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        rel = np.linalg.norm(c - ref) / np.linalg.norm(ref)
+        assert rel < UNIT_ROUNDOFF[p.out_dtype], f"{defines} at {m}x{n}x{k}: rel_error {rel:.2e}"
+        res = check.Reference.gemm(np, a, b, check.model_of(p), p.tolerance, p.out_dtype).verify(c)
+        assert res.passed, f"{defines} at {m}x{n}x{k}: {res.failure()}"
