@@ -218,9 +218,13 @@ def test_cli_multirun_merges_the_jobs_into_one_file(tmp_path):
     assert (sweep / "0" / "results.csv").exists() and (sweep / "1" / "results.csv").exists()
 
 
+POINTS = 240
+
+
 def _slow_cpu_args(out):
-    # many distinct shapes, each a measurable fraction of a second
-    sizes = ",".join(str(300 + i) for i in range(40))
+    # many distinct shapes, each a measurable fraction of a second: a minute of work if nothing stops
+    # it, so a loaded runner cannot finish before the signal arrives
+    sizes = ",".join(str(300 + i) for i in range(POINTS))
     return ["variant=cpu_blas", "precision=fp64", f"sizes.square=[{sizes}]", "measure=quick",
             "measure.min_time_s=0.2", "measure.max_noise=1", "run.progress=false", f"hydra.run.dir={out}"]
 
@@ -240,7 +244,7 @@ def test_interrupted_run_keeps_its_finished_rows(tmp_path, sig):
     proc.send_signal(sig)
     stdout, _ = proc.communicate(timeout=60)
     rows = list(csv.DictReader(open(results)))
-    assert 3 <= len(rows) < 40
+    assert 3 <= len(rows) < POINTS
     assert all(r["status"] == "ok" and float(r["time_median_s"]) > 0 for r in rows)  # no torn rows
     if sig == signal.SIGINT:
         assert proc.returncode == 130 and "INTERRUPTED" in stdout
