@@ -5,7 +5,7 @@
 #   bash .ci/h200-session.sh STAGE [STAGE ...]
 #
 # Needs the wheels in .whl/ (../shared/gpu-host/wheels.sh .whl) and $OUT (where logs and a tarball
-# of outputs/reference go). Stages: core kernels hopper cutlass_bench cutlass cutlass_n8192
+# of outputs/reference go). Stages: gpu_all core kernels hopper cutlass_bench cutlass cutlass_n8192
 # cutlass_odd ladder tc tune tune_mma tune_ws hopper_fp8 tune_fp8 mma_peak pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # cache_roofs inputs_power workloads tuning_regret compare compare_paired pinning multi_gpu
@@ -42,6 +42,8 @@ step() {  # step NAME SECONDS CMD...: run, keep the tail in the log, never stop 
 }
 
 for stage in "$@"; do case $stage in
+  gpu_all) # every GPU test file in one pytest (serial: one GPU, one measurement), JUnit beside the log
+           step gpu_all 420 python3 -m pytest -m gpu tests -q -rA -p no:cacheprovider --junitxml="$LOGS/gpu_all.xml" ;;
   core)    step gpu_core 240 python3 -m pytest -m gpu tests/test_gpu_core.py -q -p no:cacheprovider ;;
   fidelity) step fidelity 330 python3 -m gemmlab.bench.fidelity --rounds 5 --out "$REF/fidelity/fidelity.json" ;;
   timer_study)  # which flush / spin policy agrees with do_bench, and which is quietest
