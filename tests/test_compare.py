@@ -332,3 +332,61 @@ def test_the_readme_compare_example_is_what_the_reference_gives(tmp_path):
         assert (tmp_path / name).read_bytes() == (EXAMPLE / name).read_bytes(), name
     table = pd.read_csv(EXAMPLE / "compare.csv")
     assert (table["verdict"] == stats.SLOWER).all() and len(table) == 2
+
+
+# -- (i) the 1% control, a renamed variant, the paired example -----------------------------------------
+SESSION4 = REFERENCE / "h200-2026-12-01" / "session4" / "compare"
+needs_session4 = pytest.mark.skipif(not SESSION4.is_dir(), reason="the 2026-12-01 session-4 rows are not here")
+
+
+def test_a_same_whose_interval_excludes_one_says_how_much_and_which_way():
+    assert stats.verdict(1.011, 1.014, 0.02) == (stats.SAME, "within ±2.0%; B slower by 1.1-1.4% (resolved: "
+                                                              "the interval excludes 1)")
+    assert stats.verdict(0.984, 0.984, 0.032)[1].endswith("B faster by 1.6% (resolved: the interval excludes 1)")
+    assert stats.verdict(0.99, 1.01, 0.02) == (stats.SAME, "within ±2.0%")  # 1 inside: nothing resolved
+
+
+@needs_session4
+def test_match_compares_a_configuration_saved_under_its_own_name(tmp_path, capsys):
+    """warp_tiled_s4 (4 stages, ~1.3% slower) against the default of the session before: matched by
+    --match, SAME at the run-to-run threshold, slower and resolved, never FASTER."""
+    a, b = REFERENCE / "h200-2026-12-01" / "compare" / "warp_tiled", SESSION4 / "warp_tiled_s4"
+    assert main([str(a), str(b), "--out", str(tmp_path)]) == 2  # different names: nothing in common
+    assert "share no point" in capsys.readouterr().err
+    assert main([str(a), str(b), "--match", "warp_tiled_s4=warp_tiled", "--out", str(tmp_path)]) == 0
+    table = pd.read_csv(tmp_path / "compare.csv", keep_default_na=False)
+    assert len(table) == 2 and (table["verdict"] == stats.SAME).all()
+    assert ((table["ci_lo"] > 1.005) & (table["time_ratio"] < 1.03)).all()
+    assert table["why"].str.contains("B slower by").all()
+    assert "B's warp_tiled_s4 compared as A's warp_tiled (--match)" in (tmp_path / "compare.md").read_text()
+    for bad in (["--match", "warp_tiled_s4"], ["--match", "nothing=warp_tiled"]):
+        capsys.readouterr()
+        assert main([str(a), str(b), *bad, "--out", str(tmp_path)]) == 2
+        assert capsys.readouterr().err.startswith("analysis.compare: --match")
+    assert main([str(SESSION4 / "paired"), "--paired", "--match", "a=b", "--out", str(tmp_path)]) == 2
+
+
+PAIRED_EXAMPLE = ROOT / "outputs" / "examples" / "compare_paired_controls"
+
+
+@needs_session4
+@pytest.mark.skipif(not (PAIRED_EXAMPLE / "compare.csv").exists(), reason="example not in this checkout")
+def test_the_readme_paired_example_is_what_the_reference_gives(tmp_path):
+    """README shows outputs/examples/compare_paired_controls: BK 8 SLOWER by about 6%, 4 stages SAME
+    but resolved as slower (its true ~1.3%), rebuilt byte for byte."""
+    import os
+
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        code = main([str(SESSION4.relative_to(ROOT) / "paired"), "--paired", "--out", str(tmp_path)])
+    finally:
+        os.chdir(cwd)
+    assert code == 1
+    for name in ("compare.csv", "compare.md", "compare.png"):
+        assert (tmp_path / name).read_bytes() == (PAIRED_EXAMPLE / name).read_bytes(), name
+    t = pd.read_csv(PAIRED_EXAMPLE / "compare.csv", keep_default_na=False).set_index(["variant", "m"])
+    assert (t.loc["warp_tiled_bk8", "verdict"] == stats.SLOWER).all()
+    assert t.loc["warp_tiled_bk8", "time_ratio"].between(1.04, 1.09).all()
+    s4 = t.loc["warp_tiled_s4"]
+    assert (s4["verdict"] == stats.SAME).all() and (s4["ci_lo"] > 1.0).all() and (s4["ci_hi"] < 1.02).all()

@@ -4,11 +4,13 @@ under the run-to-run drift of a GPU.
     python -m analysis.compare A B [--threshold 0.05] [--out DIR]
     python -m analysis.compare outputs/reference/h200-2026-11-30/cublas_square MY_RUN
     python -m analysis.compare --paired RUN        # each variant against the baseline timed with it
+    python -m analysis.compare DEFAULT_RUN S4_RUN --match warp_tiled_s4=warp_tiled  # another name
 
 A and B are runs, sweeps or reference datasets (results.csv files or folders). Points are matched
 by what was measured (:mod:`.match`), the ratio of median times gets an interval (:mod:`.stats`:
 a bootstrap over the samples in samples.parquet, else the rows' p20/p80) and a verdict against a
-threshold from the measured drift: SAME, FASTER, SLOWER or UNSURE. Writes compare.csv,
+threshold from the measured drift: SAME, FASTER, SLOWER or UNSURE (a SAME whose interval excludes
+1 says by how much and which way: resolved, but smaller than the threshold). Writes compare.csv,
 compare.md and compare.png/.pdf (:mod:`.report`); exits 1 when some point is SLOWER, 2 on bad
 input. ``--paired`` compares the two calls of each row of one run, timed interleaved under the
 same clock (:mod:`.paired`), with a within-run threshold.

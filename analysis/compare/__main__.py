@@ -35,10 +35,25 @@ def parser() -> argparse.ArgumentParser:
                     help="fraction, e.g. 0.05 (default: per point, the larger of the measured run-to-run "
                          f"drift {stats.RUN_TO_RUN_DRIFT} and the noisier side's noise; with --paired, of the "
                          f"within-run clock movement {stats.WITHIN_RUN_DRIFT} and the noisier call's noise)")
+    ap.add_argument("--match", action="append", default=[], metavar="B_VARIANT=A_VARIANT",
+                    help="compare B's variant B_VARIANT with A's A_VARIANT at the same problems (a "
+                         "configuration saved under its own name against the default); repeatable")
     ap.add_argument("--out", type=Path, default=None,
                     help=f"output folder (default B/{OUT_SUBFOLDER}; with --paired RUN/{PAIRED_SUBFOLDER})")
     ap.add_argument("--seed", type=int, default=0, help="bootstrap seed (mixed with each point's key)")
     return ap
+
+
+def _renames(pairs: Sequence[str]) -> dict:
+    """``["warp_tiled_s4=warp_tiled"]`` -> ``{"warp_tiled_s4": "warp_tiled"}``; ValueError, with what
+    is wrong, on a malformed one."""
+    out = {}
+    for text in pairs:
+        b_name, sep, a_name = text.partition("=")
+        if not sep or not b_name.strip() or not a_name.strip():
+            raise ValueError(f"--match takes B_VARIANT=A_VARIANT, got {text!r}")
+        out[b_name.strip()] = a_name.strip()
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -50,6 +65,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: " + ("--paired takes one run or sweep (its rows hold both calls), not two" if args.paired
                              else "give A and B, or --paired RUN"), file=sys.stderr)
         return BAD_INPUT
+    try:
+        renames = _renames(args.match)
+    except ValueError as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return BAD_INPUT
+    if renames and args.paired:
+        print(f"{PROG}: --match is for two runs; --paired compares each variant with its own baseline",
+              file=sys.stderr)
+        return BAD_INPUT
     for p in (args.a, args.b):
         if p is not None and not p.exists():
             print(f"{PROG}: no results file or folder at {p}", file=sys.stderr)
@@ -60,8 +84,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return BAD_INPUT
     try:
         a = Side.load("A", args.a)
-        comp = compare_paired(a, args.threshold, args.seed) if args.paired else \
-            compare(a, Side.load("B", args.b), args.threshold, args.seed)
+        if args.paired:
+            comp = compare_paired(a, args.threshold, args.seed)
+        else:
+            b = Side.load("B", args.b)
+            unknown = sorted(set(renames) - set(b.rows["variant"].astype(str)))
+            if unknown:
+                print(f"{PROG}: --match names {', '.join(unknown)}, which B has no rows of", file=sys.stderr)
+                return BAD_INPUT
+            comp = compare(a, b.renamed(renames), args.threshold, args.seed)
+            comp.notes[:0] = [f"B's {old} compared as A's {new} (--match)" for old, new in renames.items()]
     except FileNotFoundError as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return BAD_INPUT

@@ -48,6 +48,16 @@ class Side:
     def load(cls, name: str, path: os.PathLike) -> "Side":
         return cls(name, Path(path), data.load(path), sample_files.read(path))
 
+    def renamed(self, variants: dict) -> "Side":
+        """This side with its variants renamed (``{"warp_tiled_s4": "warp_tiled"}``): rows and the
+        samples' ``call``, so a variant is matched with another name's points (``--match``)."""
+        if not variants:
+            return self
+        samples = self.samples
+        if not samples.empty:
+            samples = samples.assign(call=samples["call"].replace(variants))
+        return Side(self.name, self.path, self.rows.assign(variant=self.rows["variant"].replace(variants)), samples)
+
     @property
     def devices(self) -> List[str]:
         return sorted(set(data.measured(self.rows)["device"]) - {""})

@@ -122,6 +122,11 @@ def verdict(lo: float, hi: float, threshold: float) -> Tuple[str, str]:
     band_lo, band_hi = 1.0 - threshold, 1.0 + threshold
     pct = f"{100 * threshold:.1f}%"
     if lo >= band_lo and hi <= band_hi:
+        if lo > 1.0 or hi < 1.0:  # a difference the samples resolve, smaller than the threshold: said
+            side, lo_pct, hi_pct = ("slower", lo - 1, hi - 1) if lo > 1.0 else ("faster", 1 - hi, 1 - lo)
+            by = f"{100 * lo_pct:.1f}%" if f"{100 * lo_pct:.1f}" == f"{100 * hi_pct:.1f}" else \
+                f"{100 * lo_pct:.1f}-{100 * hi_pct:.1f}%"
+            return SAME, f"within ±{pct}; B {side} by {by} (resolved: the interval excludes 1)"
         return SAME, f"within ±{pct}"
     if lo > band_hi:
         return SLOWER, f"B slower by more than {pct}"
