@@ -3,20 +3,30 @@ row and the best standalone cuBLAS row at that size.
 
 Stages are the ``cuda`` backend's variants that have a ``stage`` in their config (pitfall
 variants have none), in stage order; nothing here names a variant. The size of a precision's ladder is the square N at which the most stages
-have rows (the largest such N on a tie), so every rung is measured at the same problem.
+have rows (the largest such N on a tie), so every rung is measured at the same problem. Its layout
+is nn unless no stage of that precision ran nn (FP8: wgmma reads both operands K-major, so stage
+13 and cuBLASLt's FP8 kernels run nt): then the layout most of its stages ran.
+
+A rung is its variant's best row among the rows that ran the variant's current configuration
+(the defines of its YAML: a row agrees where it has the define), so a tuning candidate or the
+configuration of an older default never stands for the stage; where no row ran it, the best row
+of any configuration, with a note.
 Used by the ladder figure and the ladder table.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import List, Optional
 
 import pandas as pd
 
+from gemmlab import variants
+
 from . import data
 
 GROUP_STAGE, GROUP_CUTLASS, GROUP_CUBLAS = "stage", "cutlass", "cublas"
-COLUMNS = ["precision", "n", "group", "stage", "variant", "backend", "description", "tflops",
+COLUMNS = ["precision", "n", "layout", "group", "stage", "variant", "backend", "description", "tflops",
            "pct_of_cublas", "cublas_tflops", "pct_of_standalone", "standalone_tflops", "rel_error", "rows",
            "run_id", "kernel_name"]
 
@@ -39,6 +49,49 @@ def _ladder_size(rows: pd.DataFrame) -> Optional[int]:
     return int(max(counts.items(), key=lambda kv: (kv[1], kv[0]))[0])
 
 
+def _ladder_layout(stage_rows: pd.DataFrame) -> str:
+    """nn where a stage ran nn, else the layout most stages (distinct variants) ran."""
+    if stage_rows.empty or (stage_rows["layout"] == "nn").any():
+        return "nn"
+    counts = stage_rows.groupby("layout")["variant"].nunique()
+    return str(max(counts.items(), key=lambda kv: (kv[1], kv[0] == "nn", kv[0]))[0])
+
+
+def _defines(text) -> dict:
+    if isinstance(text, dict):
+        return text
+    try:
+        d = json.loads(text) if isinstance(text, str) and text.strip() else {}
+    except ValueError:
+        return {}
+    return d if isinstance(d, dict) else {}
+
+
+def _defines_text(text, variant: str) -> str:
+    """The defines of a row that differ from the variant's YAML (all of them without one)."""
+    d = _defines(text)
+    try:
+        yaml = variants.info(variant).defines
+    except KeyError:
+        yaml = {}
+    diff = {k: v for k, v in d.items() if str(yaml.get(k)) != str(v)}
+    return ", ".join(f"{k} {v}" for k, v in sorted(diff.items())) or "no recorded defines"
+
+
+def current_configuration(rows: pd.DataFrame, variant: str) -> pd.Series:
+    """Which of ``rows`` (one hand-written variant) ran the defines its YAML has now: every
+    define a row records equals the YAML's (a define the row lacks predates it). All True where
+    the variant's YAML is not in this checkout or has no defines."""
+    try:
+        yaml = variants.info(variant).defines
+    except KeyError:
+        yaml = {}
+    if not yaml or "defines" not in rows.columns:
+        return pd.Series(True, index=rows.index)
+    return pd.Series([all(str(d[k]) == str(v) for k, v in yaml.items() if k in d)
+                      for d in map(_defines, rows["defines"])], index=rows.index)
+
+
 def _rung(rows: pd.DataFrame, group: str) -> dict:
     """One rung: the best row of ``rows`` (one variant, or one library, at one point; the
     shortest median time of any run or configuration), with both readings of % of cuBLAS."""
@@ -59,7 +112,8 @@ def build(ds: data.Dataset) -> Ladder:
     cuBLAS" is read twice: against the cuBLAS timed interleaved with that row (same run, same
     clock state: a slow kernel lets the GPU run the baseline cooler and faster) and against the
     best standalone cuBLAS row at that size (the number the cuBLAS rung shows)."""
-    g = data.square(data.gemm(ds.gpu))
+    g = data.square(data.gemm(ds.gpu), layouts=None)
+    g = g.assign(layout=data.layout_of(g))
     g = data.with_pct_of_cublas(g[g["tflops"].notna() & (g["tflops"] > 0)])
     stages = g[g["backend"] == data.HANDWRITTEN_BACKEND]
     if stages["stage"].notna().any():  # pitfalls (no stage) are not rungs
@@ -78,26 +132,39 @@ def build(ds: data.Dataset) -> Ladder:
     for p in precisions:
         gp = g[g["precision"] == p]
         sp = stages[stages["precision"] == p]
+        layout = _ladder_layout(sp)
+        gp, sp = gp[gp["layout"] == layout], sp[sp["layout"] == layout]
+        if gp.empty:
+            continue
         n = _ladder_size(sp) if not sp.empty else int(gp["n"].max())
         at = gp[gp["n"] == n]
         p_notes = notes.setdefault(p, [])
         staged = at[at["variant"].isin(set(stages["variant"]))]
         order = sorted(staged["variant"].unique(), key=data.stage_key(data.stage_of(staged)))
         for v in order:
-            lines.append({"precision": p, "n": n, **_rung(staged[staged["variant"] == v], GROUP_STAGE)})
+            rows = staged[staged["variant"] == v]
+            current = rows[current_configuration(rows, v)]
+            if current.empty:
+                best = data.best_rows(rows, ["precision", "n"]).iloc[0]
+                p_notes.append(f"{v}: no row of its current configuration at N = {n}; its best row ran "
+                               f"{_defines_text(best.get('defines'), v)}")
+            else:
+                rows = current
+            lines.append({"precision": p, "n": n, "layout": layout, **_rung(rows, GROUP_STAGE)})
         cutlass = at[at["backend"] == data.CUTLASS_BACKEND]
         if cutlass.empty:
             p_notes.append(f"no CUTLASS row at {p}, N = {n}")
         else:  # the fastest CUTLASS row (of any configuration), named in the label
-            lines.append({"precision": p, "n": n, **_rung(cutlass, GROUP_CUTLASS)})
+            lines.append({"precision": p, "n": n, "layout": layout, **_rung(cutlass, GROUP_CUTLASS)})
         lib = at[at["backend"].isin(data.CUBLAS_BACKENDS) & at["variant"].isin(data.CUBLAS_VARIANTS)]
         if lib.empty:
             p_notes.append(f"no standalone cuBLAS/cuBLASLt row at {p}, N = {n}: no standalone %")
         else:
             rung = _rung(lib, GROUP_CUBLAS)
             rung.update(stage=pd.NA, pct_of_cublas=float("nan"), cublas_tflops=float("nan"))
-            lines.append({"precision": p, "n": n, **rung})
-        if staged["pct_of_cublas"].isna().any():
+            lines.append({"precision": p, "n": n, "layout": layout, **rung})
+        rungs = [line for line in lines if line["precision"] == p and line["group"] == GROUP_STAGE]
+        if any(pd.isna(line["pct_of_cublas"]) for line in rungs):
             p_notes.append("some stages have no interleaved cuBLAS baseline: % missing there")
     entries = pd.DataFrame(lines, columns=COLUMNS)
     return Ladder(entries, notes)

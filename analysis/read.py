@@ -214,14 +214,23 @@ def gemm(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["op"] == GEMM]
 
 
-def square(df: pd.DataFrame) -> pd.DataFrame:
+def layout_of(df: pd.DataFrame) -> pd.Series:
+    """Each row's layout; rows without one (older runs: every GEMM was nn) read nn."""
+    if "layout" not in df.columns:
+        return pd.Series("nn", index=df.index, dtype=object)
+    layout = df["layout"].astype(object)
+    return layout.where(layout.notna() & (layout != ""), "nn")
+
+
+def square(df: pd.DataFrame, layouts: Optional[Sequence[str]] = ("nn",)) -> pd.DataFrame:
     """Square N x N x N problems as the chapter means them: one GEMM (batch 1) with A and B
     row-major as stored (layout nn). Rows of other layouts or batched rows at m = n = k are other
-    problems (the layouts and batched experiments): they would stack several points at one N."""
+    problems (the layouts and batched experiments): they would stack several points at one N.
+    ``layouts``: the layouts kept (rows without one count as nn); None keeps every layout, for a
+    caller that picks one per precision (the ladder: FP8 wgmma reads both operands K-major, nt)."""
     same = (df["m"] == df["n"]) & (df["n"] == df["k"])
-    if "layout" in df.columns:
-        layout = df["layout"].astype(object)
-        same &= layout.isna() | layout.isin(["", "nn"])
+    if "layout" in df.columns and layouts is not None:
+        same &= layout_of(df).isin(list(layouts))
     if "batch" in df.columns:
         batch = pd.to_numeric(df["batch"], errors="coerce")
         same &= batch.isna() | (batch <= 1)

@@ -10,7 +10,9 @@ evidence rows only (:mod:`analysis.read`), each category's best row at the probl
 - **default**: a ``cublaslt`` row that is neither a search (no ``extra.search``) nor autotuned
   (``autotuned`` not in its ``kernel_name``): the heuristic's first choice;
 - **cuBLASLt search**: a ``cublaslt`` row with ``extra.search`` (variant ``cublaslt_search``);
-  the best cuBLASLt time is the faster of it and the default;
+  the best cuBLASLt time is the faster of it and the default, unless the search picked the
+  default's own algorithm (``lt_search_is_default``): then the two rows time one kernel, their
+  difference is drift between measurements, and the search cannot win;
 - **CUTLASS search**: a ``cutlass`` row with ``extra.search`` (variant ``cutlass_search``);
 - **hand-written**: the fastest ``cuda`` backend row (a stage of the ladder).
 
@@ -42,7 +44,10 @@ COLUMNS = PROBLEM + [
     "default_time_s", "default_what", "lt_search_time_s", "lt_search_what", "lt_search_s",
     "cutlass_search_time_s", "cutlass_search_what", "cutlass_search_s", "cutlass_compile_s",
     "handwritten_time_s", "handwritten_what", "best_time_s", "best_kind", "best_backend", "best_what",
-    "regret", "lt_search_gain", "cutlass_search_gain"]
+    "regret", "lt_search_gain", "cutlass_search_gain", "lt_search_is_default"]
+# What names a cuBLASLt algorithm (extra.algorithm), not how it was ranked or measured
+ALGORITHM_IDENTITY = ("algorithm_id", "tile", "stages", "split_k", "cluster_shape", "cta_swizzling",
+                      "custom_option", "inner_shape", "reduction_scheme")
 
 
 def shape_set(shape_name: str, m, n, k) -> str:
@@ -121,8 +126,10 @@ def _number(v) -> float:
     return f if math.isfinite(f) else math.nan
 
 
-def frame(ds: data.Dataset) -> pd.DataFrame:
-    """One line per problem that has the default and at least one search (columns: COLUMNS)."""
+def frame(ds: data.Dataset, every_run: bool = False) -> pd.DataFrame:
+    """One line per problem that has the default and at least one search (columns: COLUMNS); a
+    problem several runs compared comes from the newest of them (:func:`newest`) unless
+    ``every_run``."""
     rows = categorized(ds)
     if rows.empty:
         return pd.DataFrame(columns=COLUMNS)
@@ -143,7 +150,11 @@ def frame(ds: data.Dataset) -> pd.DataFrame:
                 line[f"{p}_s"] = data.stable(float(r["search_s"])) if r is not None else math.nan
         cut = by.get(CUTLASS_SEARCH)
         line["cutlass_compile_s"] = _number(cut["compile_s"]) if cut is not None and "compile_s" in cut else math.nan
-        present = [k for k in KINDS if k in by]
+        # the search's pick is the heuristic's first choice itself: the two rows time one kernel, and
+        # their difference is the drift between two measurements, not something tuning bought
+        same = LT_SEARCH in by and same_algorithm(by[DEFAULT], by[LT_SEARCH])
+        line["lt_search_is_default"] = same
+        present = [k for k in KINDS if k in by and not (same and k == LT_SEARCH)]
         winner = min(present, key=lambda k: (float(by[k]["time_median_s"]), KINDS.index(k)))
         line.update(best_time_s=data.stable(float(by[winner]["time_median_s"])), best_kind=winner,
                     best_backend=KIND_BACKEND[winner], best_what=by[winner]["what"])
@@ -155,8 +166,34 @@ def frame(ds: data.Dataset) -> pd.DataFrame:
                                             if r is not None else math.nan)
         lines.append(line)
     out = pd.DataFrame(lines, columns=COLUMNS)
+    out = out if every_run else newest(out)
     return out.sort_values(["shape_set", "precision", "m", "n", "k", "layout", "batch", "shape_name", "run_id"],
                            kind="stable").reset_index(drop=True)
+
+
+def same_algorithm(a, b) -> bool:
+    """Whether two cuBLASLt rows ran the same algorithm (ALGORITHM_IDENTITY of extra.algorithm)."""
+    x, y = (data.extra_of(r.get("extra", "")).get("algorithm") for r in (a, b))
+    if not isinstance(x, dict) or not isinstance(y, dict) or "algorithm_id" not in x:
+        return False
+    return all(x.get(k) == y.get(k) for k in ALGORITHM_IDENTITY)
+
+
+def newest(f: pd.DataFrame) -> pd.DataFrame:
+    """One line per problem: where several runs compared the same problem (a tuning_regret run
+    repeated with a newer method), the newest run's line (run ids begin with their UTC start
+    time, so they sort by it); counting both would weigh a shape twice."""
+    if f.empty:
+        return f
+    same = [c for c in PROBLEM if c != "run_id"]
+    keyed = f.assign(**{c: f[c].astype(str) for c in same})
+    keep = keyed.sort_values("run_id", kind="stable").drop_duplicates(same, keep="last").index
+    return f.loc[sorted(keep)]
+
+
+def superseded(ds: data.Dataset) -> int:
+    """How many problem lines of older runs :func:`newest` leaves out."""
+    return len(frame(ds, every_run=True)) - len(frame(ds))
 
 
 def notes(ds: data.Dataset, f: pd.DataFrame) -> List[str]:

@@ -223,6 +223,7 @@ def ladder_table(ds: data.Dataset) -> Table:
     return Table("ladder", "The ladder: each hand-written stage at one size", [
         Column("precision", "Prec.", "l", _text),
         Column("n", "N", "r", _int),
+        Column("layout", "Layout", "l", _text),
         Column("what", "Kind", "l", _text),
         Column("stage", "Stage", "r", _int),
         Column("variant", "Variant", "l", _text),
@@ -234,8 +235,10 @@ def ladder_table(ds: data.Dataset) -> Table:
         Column("rel_error", "Rel. error", "r", lambda v: format_sig(v, 2)),
         Column("kernel_name", "Configuration", "l", _text),
     ], f, empty="no hand-written stage or library GEMM rows in the data",
-        footnote="Each line: the variant's best row at that size (the shortest median time of any run or "
-                 "configuration). cuBLAS interleaved: the faster of cublas and cublaslt timed interleaved with "
+        footnote="Each line: the variant's best row at that size (the shortest median time of any run) among "
+                 "the rows of its current configuration (its YAML's defines; else of any, with a gap note); "
+                 "layout nn, or for a precision no stage ran nn (FP8) the layout its stages ran. CUTLASS: its "
+                 "fastest row of any configuration. cuBLAS interleaved: the faster of cublas and cublaslt timed interleaved with "
                  "that row (same run and clock state; else the same run's cuBLAS rows). cuBLAS standalone: "
                  "the best cublas or cublaslt row of its own at that size, the cuBLAS line's TFLOP/s. "
                  "A slow kernel leaves the GPU cooler for its interleaved baseline, which then runs faster "
@@ -250,6 +253,7 @@ def regret_table(ds: data.Dataset) -> Table:
     for p in ("default", "lt_search", "cutlass_search", "handwritten", "best"):
         f[f"{p}_us"] = f[f"{p}_time_s"].astype("float64") * 1e6
     f["regret_pct"] = f["regret"].astype("float64") * 100
+    older = regret.superseded(ds)
     return Table("tuning_regret", "What tuning buys: cuBLASLt's default against the searches and the stages", [
         Column("shape", "Shape", "l", _text),
         Column("precision", "Prec.", "l", _text),
@@ -271,7 +275,9 @@ def regret_table(ds: data.Dataset) -> Table:
                  "heuristic first choice (variant cublaslt); cuBLASLt search: the fastest of its top heuristic "
                  "algorithms (cublaslt_search); CUTLASS search: cutlass_search; hand-written: the fastest stage. "
                  "Regret = default / best - 1. Search s: the search's wall time (candidates checked and ranked; "
-                 "CUTLASS's compile not included).")
+                 "CUTLASS's compile not included)." + (
+                     f" {older} problem lines of older runs are left out: each problem comes from the newest "
+                     f"run that compared it." if older else ""))
 
 
 # -- 5. energy per GEMM (analysis.energy) --------------------------------------------------------

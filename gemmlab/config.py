@@ -110,6 +110,9 @@ class CutlassConf:
     layout_b: str = "row"
     layout_c: str = "row"
     opclass: str = "auto"  # auto | tensorop | simt
+    # the CUTLASS generation of the kernels: null = as the target's (SM90: CUTLASS 3 wgmma kernels
+    # for tensorop, SM80 2.x kernels for simt); 80 = CUTLASS 2.x SM80 kernels (mma.sync, cp.async)
+    kernel_cc: Optional[int] = None
     tile: List[int] = field(default_factory=list)  # threadblock tile [m, n, k]; empty = auto
     cluster: List[int] = field(default_factory=list)  # cluster shape [m, n, k]; empty = auto
     stages: Optional[int] = None

@@ -35,6 +35,11 @@ class VariantInfo:
     path: Path
     precisions: Tuple[str, ...] = ()
     probe: Optional[str] = None  # probe.kind of a probe variant (not a GEMM), else None
+    defines_items: Tuple[Tuple[str, str], ...] = ()  # cuda.defines of a hand-written kernel
+
+    @property
+    def defines(self) -> Dict[str, str]:
+        return dict(self.defines_items)
 
     @property
     def kind(self) -> str:
@@ -54,7 +59,9 @@ def _read(path: Path) -> VariantInfo:
                        tags=tuple(str(t) for t in (node.get("tags") or [])),
                        in_default_sweep=bool(node.get("in_default_sweep", True)), path=path,
                        precisions=tuple(str(p) for p in (node.get("precisions") or [])),
-                       probe=None if node.get("probe") is None else str(node.probe.get("kind")))
+                       probe=None if node.get("probe") is None else str(node.probe.get("kind")),
+                       defines_items=tuple((str(k), str(v)) for k, v in
+                                           ((node.get("cuda") or {}).get("defines") or {}).items()))
 
 
 @functools.lru_cache(maxsize=None)
@@ -96,7 +103,7 @@ def sets(folder: Path = VARIANT_DIR) -> Dict[str, List[str]]:
 
 
 # a CUTLASS variant's kernel parameters, as its rows' `defines` record them
-CUTLASS_PARAMS = ("opclass", "tile", "cluster", "stages", "kernel_schedule", "epilogue_schedule", "tile_scheduler",
+CUTLASS_PARAMS = ("opclass", "kernel_cc", "tile", "cluster", "stages", "kernel_schedule", "epilogue_schedule", "tile_scheduler",
                   "swizzle", "raster_order", "layout_a", "layout_b", "search")
 
 

@@ -88,6 +88,39 @@ def test_regret_and_winner_by_hand(ds):
     assert regret.notes(ds, f) == []
 
 
+def test_a_problem_two_runs_compared_comes_from_the_newer_run_once():
+    """tuning_regret repeated (2026-12-01 twice): each problem counts once, from the newer run."""
+    newer = [dict(r, run_id="20261202T000000Z-b", point_key=r["point_key"] + "-new",
+                  time_median_s=r["time_median_s"] * (2 if r["variant"] == "cublaslt" else 1))
+             for r in rows() if r["shape_name"] == "deepseek_v3.attn_o.t16"]
+    r = [dict(x, run_id="20261201T000000Z-a") if x["shape_name"] == "deepseek_v3.attn_o.t16" else x
+         for x in rows()] + newer
+    ds2 = data.Dataset(pd.DataFrame(r))
+    f = regret.frame(ds2)
+    one = f[f["shape_set"] == "deepseek_v3"]
+    assert len(one) == 1 and one.iloc[0]["run_id"] == "20261202T000000Z-b"
+    assert one.iloc[0]["regret"] == pytest.approx(2 * 2.0 / 2.1 - 1)  # the newer run's default was slower
+    assert len(regret.frame(ds2, every_run=True)) == len(f) + 1 and regret.superseded(ds2) == 1
+    assert "1 problem lines of older runs are left out" in tables.regret_table(ds2).footnote
+
+
+def test_a_search_that_picks_the_default_algorithm_buys_nothing():
+    """The search's pick is the heuristic's rank-0 algorithm: a faster time of it is drift, no regret."""
+    algo = {"algorithm_id": 66, "tile": [144, 128], "stages": [128, "AUTO"], "split_k": 1}
+    r = [_row("cublaslt", "cublaslt", 4.16e-4, extra={"algorithm": dict(algo, heuristic_rank=0)}),
+         _row("cublaslt_search", "cublaslt", 3.90e-4, extra={"algorithm": dict(algo, heuristic_rank=0,
+                                                                                rank_tflops=1175.0),
+                                                              "search": [{}] * 16, "search_s": 0.3})]
+    f = regret.frame(data.Dataset(pd.DataFrame(r)))
+    line = f.iloc[0]
+    assert bool(line["lt_search_is_default"]) and line["best_kind"] == regret.DEFAULT and line["regret"] == 0
+    r[1]["extra"] = json.dumps({"algorithm": dict(algo, tile=[128, 160], heuristic_rank=1), "search": [{}],
+                                "search_s": 0.3})
+    line = regret.frame(data.Dataset(pd.DataFrame(r))).iloc[0]
+    assert not line["lt_search_is_default"] and line["best_kind"] == regret.LT_SEARCH
+    assert line["regret"] == pytest.approx(4.16 / 3.90 - 1)
+
+
 def test_an_unreliable_default_leaves_the_problem_out():
     r = rows()
     r[0]["reliable"] = "false"

@@ -26,7 +26,8 @@ def _label(e) -> str:
 def _build(ds: data.Dataset, lad: ladder.Ladder) -> Figure:
     precisions = lad.precisions
     n_bars = len(lad.entries)
-    height = 0.75 + BAR_HEIGHT_IN * max(n_bars, 2) + 0.35 * max(len(precisions), 1)
+    n_rows = sum(max(int((lad.entries["precision"] == p).sum()), 3) for p in precisions)
+    height = 0.75 + BAR_HEIGHT_IN * max(n_rows, n_bars, 2) + 0.35 * max(len(precisions), 1)
     fig = style.figure(height)
     if not precisions:
         ax = fig.add_subplot()
@@ -35,11 +36,13 @@ def _build(ds: data.Dataset, lad: ladder.Ladder) -> Figure:
         ax.set_xlabel("Throughput (TFLOP/s)")
         style.note(ax, lad.notes.get("", []) + _missing(ds), where="center")
         return fig
-    sizes = [int((lad.entries["precision"] == p).sum()) for p in precisions]
+    # a panel of one or two rungs still has room for its title and notes
+    sizes = [max(int((lad.entries["precision"] == p).sum()), 3) for p in precisions]
     axes = fig.subplots(len(precisions), 1, squeeze=False, gridspec_kw={"height_ratios": sizes})[:, 0]
     for i, (ax, p) in enumerate(zip(axes, precisions)):
         e = lad.entries[lad.entries["precision"] == p].reset_index(drop=True)
-        ys = list(range(len(e)))[::-1]  # first rung on top
+        rows = max(len(e), 3)  # as the panel's height ratio: room below a short ladder for notes
+        ys = [rows - 1 - i for i in range(len(e))]  # first rung on top
         hi = float(e["tflops"].max())
         for y, (_, row) in zip(ys, e.iterrows()):
             color = style.variant_color(row["variant"], row["backend"])
@@ -48,9 +51,10 @@ def _build(ds: data.Dataset, lad: ladder.Ladder) -> Figure:
                     gid=style.gid("pct", row["variant"], p))
         ax.set_yticks(ys, [_label(r) for _, r in e.iterrows()])
         ax.set_xlim(0, hi * LABEL_ROOM)  # linear: bar lengths compare; room for the labels
-        ax.set_ylim(-0.6, len(e) - 0.4)
+        ax.set_ylim(-0.6, rows - 0.4)
         ax.grid(axis="y", visible=False)
-        ax.set_title(f"{p}, N = {int(e['n'].iloc[0])}", loc="left")
+        layout = str(e["layout"].iloc[0])
+        ax.set_title(f"{p}, N = {int(e['n'].iloc[0])}" + ("" if layout == "nn" else f", layout {layout}"), loc="left")
         lines = lad.notes.get(p, []) + (lad.notes.get("", []) + _missing(ds) if i == 0 else [])
         style.note(ax, lines, where="lower right")  # the last rungs, at the bottom, are the long bars
     # across the figure: the axes are narrow beside long variant names

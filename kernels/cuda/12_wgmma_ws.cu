@@ -33,20 +33,21 @@
 // 2*BM*BN / ((BM + BN/CLUSTER_M) * 2 B) = 128 FLOP/B for 128x256 with multicast of B.
 //
 // Techniques behind defines, so that a sweep (tune_ws in .ci/h200-session.sh, WS_SWEEP in
-// tests/test_hopper_kernels.py) shows what each buys; the YAML's defaults are the measured kernel:
-//   define     what it does                                                        measured effect
-//   CLUSTER_M  2: 2-CTA clusters along M, B multicast to both (1: no clusters)     56.6% vs 97.5% of cuBLAS
-//                                                                                   (bf16, 8192, H200)
-//   GROUP_M    cluster-rows per group of the grouped raster (L2 reuse)             not yet measured
-//   EPI_TMA    1: stmatrix -> swizzled staging tile -> TMA store; 0: direct 32-bit not yet measured
-//              global stores from the accumulators, no staging tile (frees 64 KB:
+// tests/test_hopper_kernels.py) shows what each buys; the YAML's defaults are the measured kernel.
+// Measured: % of cuBLAS BF16 (the faster of cuBLAS/cuBLASLt timed interleaved with the point) at
+// N = 4096 / 8192 on the H200, 2026-12-01 (outputs/reference/h200-2026-12-01/session4/tune_wgmma_ws;
+// default 96.4 / 97.6; * = unreliable row, noise or clock drift above the limits):
+//   define     what it does                                                        measured
+//   CLUSTER_M  2: 2-CTA clusters along M, B multicast to both (1: no clusters)     61.5 / 57.1
+//   GROUP_M    cluster-rows per group of the grouped raster (L2 reuse)             16: 96.9* / 98.0*
+//   EPI_TMA    1: stmatrix -> swizzled staging tile -> TMA store; 0: direct 32-bit 0 (+4 stages): 89.6 / 96.0*:
+//              global stores from the accumulators, no staging tile (frees 64 KB:  the TMA store buys 2-7%
 //              room for STAGES=4)
-//   STAGES     shared-memory ring depth (4 fits only with EPI_TMA=0)               not yet measured
-//   GRID_CTAS  0: one CTA per SM; N > 0: a persistent grid of N CTAs (YAML grid     not yet measured
-//              rule only). With CLUSTER_M=2 the static schedule assumes every
-//              cluster resident: if the GPCs cannot place sm_count/2 pairs at once,
-//              the clusters left over run a whole extra round (a suspect for the
-//              56.6%); a sweep of N below sm_count tells.
+//   STAGES     shared-memory ring depth (4 fits only with EPI_TMA=0)               with GROUP_M 16: 89.6 / 96.7*
+//   GRID_CTAS  0: one CTA per SM; N > 0: a persistent grid of N CTAs (YAML grid     128: 97.6* / 97.6*;
+//              rule only). With CLUSTER_M=2 the static schedule assumes every      with CLUSTER_M 2: 128 61.6 / 57.6*,
+//              cluster resident: if the GPCs could not place sm_count/2 pairs at   120 50.5 / 53.0*, 112 51.0 / 49.8*:
+//              once, the clusters left over would run a whole extra round.         not the cause of the cluster loss
 // From pranjalssh/fast.cu's list, already here: 128x256 tiles on m64n256k16, mbarrier parity waits
 // (try_wait.parity), clusters with multicast (CLUSTER_M). Not added: a Hilbert-curve tile order (a
 // CTA would need the curve's t-th in-range tile: a table the launcher does not pass, or a walk of

@@ -14,15 +14,21 @@
 // * One TMA box per operand per stage (A: BM x 128 B, B: BN x 128 B; boxes up to 256 rows), no
 //   cluster multicast (stage 12 measured it slower at 8192 on the H200).
 //
-// Techniques, each a define so that a sweep shows what it buys (tune_fp8 in .ci/h200-session.sh):
-//   define       what it does                                                     measured effect
-//   STAGES       shared-memory ring depth (3 with EPI_TMA=1; 4 fits with EPI_TMA=0) not yet measured
-//   EPI_TMA      1: stmatrix -> swizzled staging tile -> TMA store (stage 12's);  not yet measured
-//                0: direct 32-bit global stores from the accumulators, no staging
-//                tile (frees 64 KB of shared memory for a 4th stage)
-//   GROUP_M      tile rows per group of the persistent grouped raster (L2 reuse)  not yet measured
-//   BN           128 or 256 columns per tile (wgmma N)                            not yet measured
-//
+// Techniques, each a define so that a sweep shows what it buys (tune_fp8 in .ci/h200-session.sh).
+// Measured on the H200, 2026-12-01 (outputs/reference/h200-2026-12-01/session4/tune_wgmma_fp8): % of
+// cuBLASLt FP8 timed interleaved with the point, at N = 4096 / 8192 (default: 104.4 / 99.0):
+//   define       what it does                                                     measured
+//   STAGES       shared-memory ring depth (3 with EPI_TMA=1; 4 fits with EPI_TMA=0) 4 vs 3 without the
+//                                                                                 TMA store: 90.3 / 92.1 vs 89.0 / 89.6
+//   EPI_TMA      1: stmatrix -> swizzled staging tile -> TMA store (stage 12's);  0 (4 stages): 90.3 / 92.1:
+//                0: direct 32-bit global stores from the accumulators, no staging the TMA store buys 7-15%,
+//                tile (frees 64 KB of shared memory for a 4th stage)              more than a 4th stage
+//   GROUP_M      tile rows per group of the persistent grouped raster (L2 reuse)  16: 104.5 / 99.2 (no change)
+//   BN           128 or 256 columns per tile (wgmma N)                            128 (4 stages): 102.4 / 100.8
+//                                                                                 (8192 unreliable: noise 5.7%)
+// Standalone in the same session (standalone_fp8): 1340 TFLOP/s at 4096 and 1243 at 8192 against
+// cuBLASLt's 1279 and 1288 (1.047x and 0.965x; the 8192 rows throttle to 1400-1500 MHz).
+
 // Constraints: TIN = __nv_fp8_e4m3 (e5m2 builds too; cuBLASLt has no e5m2 x e5m2 baseline), TOUT =
 // bfloat16; A row-major M x K, B stored row-major N x K; K % 16 == 0 (TMA: 16-byte row strides of
 // the 1-byte operands) and N % 8 == 0 (16-byte rows of the bf16 C); any M. BM = 128 (two m64

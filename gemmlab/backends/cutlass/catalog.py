@@ -27,7 +27,14 @@ into :class:`Kernel` objects (the emitted C++ and cutlass_cppgen's cache key), o
 - Layouts: ``layout_a``/``layout_b`` row or col (a col operand is copied once, outside the timed
   region, by the backend's ``make_inputs``; the check uses the same values); C is row-major. SM90
   16-bit kernels are built with no C operand (``element_C = void``: D = A @ B, as cuBLAS computes
-  it with beta = 0); the others get C = D and beta = 0, so their epilogue never reads C.
+  it with beta = 0); the others (CUTLASS 2.x kernels among them, whose epilogue has no void-C form)
+  get C = D and beta = 0, so their epilogue never reads C.
+- Kernel generation (``kernel_cc``): by default the target's own (cutlass_cppgen's closest
+  generator to the target cc: CUTLASS 3 SM90 kernels for tensorop on an H200), and SM80 for simt
+  (:data:`SIMT_KERNEL_CC`). ``kernel_cc: 80`` with tensorop takes CUTLASS 2.x's SM80 list instead
+  (the multistage mma.sync + ldmatrix + cp.async GEMM), compiled for the target (sm_90a) like any
+  other kernel; its emitted source, and so its cache key, differs from every SM90 kernel's. A
+  kernel_cc above the target's is skipped with the reason.
 - TF32 and layouts: SM90 wgmma reads 16-bit operands from shared memory in either major order, but
   32-bit (TF32) ones only K-major, i.e. A row-major and B column-major ("TN"). With the usual
   row-major B ("NN") CUTLASS's builder swaps A and B (computing the transposed problem, hence
@@ -124,20 +131,25 @@ class Catalog:
         self._lock = threading.RLock()
 
     # -- plans ---------------------------------------------------------------------------------
-    def _plan(self, elements: Tuple[str, str, str, str, str], layouts: Tuple[str, str], opclass: str):
-        key = (elements, layouts, opclass)
+    def _plan(self, elements: Tuple[str, str, str, str, str], layouts: Tuple[str, str], opclass: str,
+              kernel_cc: Optional[int] = None):
+        # the default generation keeps the key it always had; a set kernel_cc is part of it
+        key = (elements, layouts, opclass) + ((kernel_cc,) if kernel_cc is not None else ())
         if key not in self._plans:
             c = self.cutlass
             dt = [getattr(c.DataType, e) for e in elements]
             lay = [getattr(c.LayoutType, LAYOUTS[x]) for x in layouts]
-            kernel_cc = SIMT_KERNEL_CC if opclass == "simt" else None
+            generation = kernel_cc
+            if generation is None:
+                generation = SIMT_KERNEL_CC if opclass == "simt" else None
             try:
                 plan = c.op.Gemm(element_A=dt[0], element_B=dt[1], element_C=dt[2], element_D=dt[3],
                                  element_accumulator=dt[4], layout_A=lay[0], layout_B=lay[1],
-                                 layout_C=c.LayoutType.RowMajor, cc=self.cc, kernel_cc=kernel_cc)
+                                 layout_C=c.LayoutType.RowMajor, cc=self.cc, kernel_cc=generation)
                 plan.opclass = c.OpcodeClass.Simt if opclass == "simt" else c.OpcodeClass.TensorOp
             except Exception as e:  # cutlass_cppgen raises bare Exceptions for unsupported types
-                raise Unsupported(f"CUTLASS has no {opclass} GEMM for {elements[0]} x {elements[1]} "
+                sm = f" (SM{kernel_cc} kernels)" if kernel_cc is not None else ""
+                raise Unsupported(f"CUTLASS has no {opclass} GEMM{sm} for {elements[0]} x {elements[1]} "
                                   f"-> {elements[3]} ({layouts[0]}, {layouts[1]}): {first_line(e)}")
             self._plans[key] = plan
         return self._plans[key]
@@ -154,10 +166,17 @@ class Catalog:
             ein, eout, eacc = ELEMENTS[point.in_dtype], ELEMENTS[point.out_dtype], ELEMENTS[acc]
         except KeyError as e:
             raise Unsupported(f"the cutlass backend has no CUTLASS type for {e.args[0]}") from None
-        sm90_16bit = opclass == "tensorop" and ein in ("f16", "bf16") and self.cc >= 90
+        if opts.kernel_cc is not None and opts.kernel_cc > self.cc:
+            raise Unsupported(f"kernel_cc={opts.kernel_cc}: SM{opts.kernel_cc} kernels do not run on "
+                              f"this target (compute capability {self.cc // 10}.{self.cc % 10})")
+        # CUTLASS 3 (SM90+) 16-bit tensor-op kernels are built without C; CUTLASS 2.x ones
+        # (kernel_cc 80) have no void-C epilogue and get a real C (= D, beta 0)
+        kernel_gen = opts.kernel_cc if opts.kernel_cc is not None else self.cc
+        sm90_16bit = opclass == "tensorop" and ein in ("f16", "bf16") and kernel_gen >= 90
         ec = "void" if sm90_16bit else eout
         with self._lock:
-            plan = self._plan((ein, ein, ec, eout, eacc), (opts.layout_a, opts.layout_b), opclass)
+            plan = self._plan((ein, ein, ec, eout, eacc), (opts.layout_a, opts.layout_b), opclass,
+                              opts.kernel_cc)
             ops_all = plan.possible_operations
             lay_a, lay_b = plan._layout_a, plan._layout_b
             align = (ops_all.find_alignment((point.m, point.k), lay_a, "A"),

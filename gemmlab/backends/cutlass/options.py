@@ -6,6 +6,13 @@ tables below map the names in the YAML to CUTLASS's enum members. The fields:
 
 - ``opclass`` (auto, tensorop, simt), ``layout_a``/``layout_b`` (row or col; ``layout_c`` must be
   row).
+- ``kernel_cc`` (null, or one of :data:`KERNEL_CCS`): the architecture generation CUTLASS generates
+  the kernels for, cutlass_cppgen's ``kernel_cc``; they are compiled for the target all the same
+  (sm_90a on an H200). null keeps the default: the target's own (CUTLASS 3 SM90 wgmma kernels for
+  tensorop on SM90) and SM80 for simt. 80 takes CUTLASS 2.x's SM80 kernels: for tensorop the
+  multistage GEMM (mma.sync m16n8k16, ldmatrix, cp.async; ``tile`` and ``stages`` pick from its
+  list, no cluster or schedules), which runs unchanged on SM90. A kernel_cc above the target's is
+  skipped per point (:mod:`gemmlab.backends.cutlass.catalog`).
 - ``tile`` is the thread-block (CTA) tile [m, n, k] handed to CUTLASS's CollectiveBuilder,
   ``cluster`` the cluster shape; ``stages`` the mainloop stages (None = as many as shared memory
   allows); ``kernel_schedule``, ``epilogue_schedule`` and ``tile_scheduler`` take the names in
@@ -59,6 +66,9 @@ SWIZZLES = (1, 2, 4, 8)
 RASTER_ORDERS = {"heuristic": 0, "along_m": 1, "along_n": 2}
 SEARCH_ORDERS = ("listed", "diverse")
 OPCLASSES = ("auto", "tensorop", "simt")
+# kernel_cc values: CUTLASS 2.x SM80 kernels (they run on SM80 and every later GPU) and CUTLASS 3
+# SM90 ones (sm_90a only). cutlass_cppgen has generators for older ones too, of no use here.
+KERNEL_CCS = (80, 90)
 LAYOUTS = {"row": "RowMajor", "col": "ColumnMajor"}
 # the precisions (PrecisionConf.compute) this backend builds and the opcode class `auto` means for each
 AUTO_OPCLASS = {"fp16": "tensorop", "bf16": "tensorop", "tf32": "tensorop", "fp32": "simt",
@@ -70,6 +80,7 @@ REQUIRED_OPCLASS = {"tf32": "tensorop", "fp32": "simt"}
 @dataclass(frozen=True)
 class KernelOptions:
     opclass: str = "auto"
+    kernel_cc: Optional[int] = None  # None = the default generation (see the module docstring)
     layout_a: str = "row"
     layout_b: str = "row"
     tile: Optional[Tuple[int, int, int]] = None
@@ -131,6 +142,12 @@ def kernel_options(variant: str, conf) -> KernelOptions:
     cluster = shape("cluster", allow_two=True)
     if cluster is not None and cluster[2] != 1:
         raise ConfigError(f"{where}cluster={list(cluster)}: CUTLASS needs the cluster's k extent to be 1")
+    kernel_cc = conf.get("kernel_cc")
+    if kernel_cc is not None and (isinstance(kernel_cc, bool) or kernel_cc not in KERNEL_CCS):
+        raise ConfigError(f"{where}kernel_cc={kernel_cc!r} is not one of null, "
+                          f"{', '.join(map(str, KERNEL_CCS))} (the CUTLASS kernel generations this "
+                          "backend builds for its SM90 target: 80 = CUTLASS 2.x SM80 kernels, "
+                          "90 = CUTLASS 3 SM90 kernels)")
     stages = conf.get("stages")
     if stages is not None and (not isinstance(stages, int) or isinstance(stages, bool) or stages < 1):
         raise ConfigError(f"{where}stages={stages!r} must be a positive integer or null (auto)")
@@ -165,7 +182,7 @@ def kernel_options(variant: str, conf) -> KernelOptions:
             raise ConfigError(f"{where}{key}={value!r} must be an integer >= 0 (0 = all / off / one per core)")
         counts[key] = value
     opts = KernelOptions(
-        opclass=choice("opclass", OPCLASSES),
+        opclass=choice("opclass", OPCLASSES), kernel_cc=None if kernel_cc is None else int(kernel_cc),
         layout_a=choice("layout_a", LAYOUTS), layout_b=choice("layout_b", LAYOUTS),
         tile=shape("tile", allow_two=False), cluster=cluster, stages=stages,
         kernel_schedule=choice("kernel_schedule", KERNEL_SCHEDULES),
@@ -177,6 +194,15 @@ def kernel_options(variant: str, conf) -> KernelOptions:
         search_order=choice("search_order", SEARCH_ORDERS) if conf.get("search_order") else "listed",
         search_swizzles=swizzles, search_raster_orders=rasters, **counts,
     )
+    if opts.kernel_cc is not None and opts.kernel_cc < 90:
+        sm90_only = [f"{k}={getattr(opts, k)}" for k in ("kernel_schedule", "epilogue_schedule", "tile_scheduler")
+                     if getattr(opts, k) != "auto"]
+        sm90_only += [f"cluster={list(opts.cluster)}"] if opts.cluster not in (None, (1, 1, 1)) else []
+        sm90_only += ([f"swizzle={opts.swizzle}, raster_order={opts.raster_order}"]
+                      if opts.scheduler_args_set else [])
+        if sm90_only:
+            raise ConfigError(f"{where}kernel_cc={opts.kernel_cc} takes CUTLASS 2.x kernels, which have no "
+                              f"clusters, schedules or persistent tile scheduler: unset {', '.join(sm90_only)}")
     if opts.epilogue_schedule != "auto" and opts.kernel_schedule == "auto" and not opts.search:
         raise ConfigError(f"{where}epilogue_schedule={opts.epilogue_schedule} needs kernel_schedule set "
                           "as well: CUTLASS takes both schedules, or neither (auto)")
