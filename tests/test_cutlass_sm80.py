@@ -10,17 +10,13 @@ wgmma.
 """
 from __future__ import annotations
 
-import glob
 import importlib.util
-import os
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import compose_cfg
+from test_hopper_kernels import sass as hopper_sass
 from omegaconf import open_dict
 
 if importlib.util.find_spec("cutlass_cppgen") is None:
@@ -167,14 +163,6 @@ def test_kernel_cc_above_the_target_is_skipped_with_the_reason(tmp_path):
 
 
 # -- one real compile (device part) ----------------------------------------------------------------
-def _find_cuobjdump():
-    """cuobjdump from the PATH or the nvidia-cuda-cuobjdump wheel (nvdisasm beside it), else None."""
-    candidates = [shutil.which("cuobjdump")]
-    for site in sys.path:
-        candidates += glob.glob(os.path.join(site, "nvidia", "cu*", "bin", "cuobjdump"))
-    return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
-
-
 @pytest.fixture(scope="module")
 def sm80_build(tmp_path_factory):
     """The sm_90a cubin of the bf16 4096^3 kernel, built with the backend's own nvcc command
@@ -204,15 +192,7 @@ def test_sm80_kernel_builds_for_sm90a_as_mma_sync_without_spills(sm80_build):
     assert f"Compiling entry function '{kernel.name}' for 'sm_90a'" in output
     spill, regs = _ptxas_usage(output)
     assert spill == 0 and regs and regs <= 255
-    tool = _find_cuobjdump()
-    if tool is None:
-        pytest.skip("no cuobjdump here (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)")
-    env = {**os.environ, "PATH": os.path.dirname(tool) + os.pathsep + os.environ.get("PATH", "")}
-    res = subprocess.run([tool, "-sass", str(cubin)], capture_output=True, text=True, env=env)
-    if res.returncode != 0 and "nvdisasm" in res.stderr:
-        pytest.skip(f"cuobjdump found but not nvdisasm beside it: {res.stderr.strip()}")
-    assert res.returncode == 0, res.stderr
-    sass = res.stdout
+    sass = hopper_sass(cubin)  # skips without cuobjdump / nvdisasm
     assert re.search(r"\bHMMA\.16816\.F32\.BF16\b", sass)  # mma.sync m16n8k16, BF16 in, FP32 accumulate
     assert re.search(r"\bLDSM\.16\.M", sass)  # ldmatrix
     assert re.search(r"\bLDGSTS\b", sass)  # cp.async
