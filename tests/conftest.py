@@ -36,6 +36,19 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip)
 
 
+def session_folder(basetemp: Path, name: str) -> Path:
+    """``name`` in a folder every pytest-xdist worker of this session shares: the parent of a
+    worker's basetemp (xdist puts them in the session's as popen-gwN), else the basetemp itself.
+    For builds (nvcc's cubin cache, the host emulators) that one test or worker makes and the
+    others reuse; a new session starts empty."""
+    base = Path(basetemp)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    folder = base / name
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 def compose_cfg(overrides: List[str] = (), tmp_path: Path | None = None):
     """The composed run config for ``overrides``, as `python run.py <overrides>` would see it."""
     return compose(overrides, outputs=None if tmp_path is None else tmp_path / "outputs")

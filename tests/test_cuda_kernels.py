@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import re
 import shutil
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT, compose_cfg
+from conftest import ROOT, compose_cfg, session_folder
 from omegaconf import OmegaConf
 
 from gemmlab.backends import nvcc
@@ -31,6 +32,7 @@ from gemmlab.backends.cuda_kernels import (
     build_for,
     launch_shape,
 )
+from gemmlab.cache import locked
 from gemmlab.variants import files as variant_files
 from gemmlab.measure import check
 from gemmlab.points import expand
@@ -91,7 +93,9 @@ def test_discovery_finds_the_ladder():
 # ---- every variant compiles ---------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def cubin_cache(tmp_path_factory):
-    return tmp_path_factory.mktemp("cuda-cache")
+    """nvcc's cache (keyed on the sources and flags, locked per cubin), one for the session: a
+    kernel this file, test_hopper_kernels.py's builds or another xdist worker compiled is a hit."""
+    return session_folder(tmp_path_factory.getbasetemp(), "cuda-cache")
 
 
 @NEEDS_NVCC
@@ -184,15 +188,52 @@ def wrong_on_purpose(build: KernelBuild) -> bool:
 EMULATED = [(v, p, b) for v, p, b, c in distinct_builds() if emulatable(b, c)]
 
 
+# -g1 (line tables) is what AddressSanitizer's reports need for file:line; full -g made every
+# host build about a quarter slower (the builds are most of this file's time on a 2-core runner).
+HOST_FLAGS = ("-std=c++20", "-O1", "-g1", "-pthread", "-fsanitize=address", "-fno-omit-frame-pointer", "-w",
+              "-DGEMMLAB_HOST_EMULATION", "-include", "cuda_shim.h", f"-I{EMULATION}", f"-I{KERNELS}")
+
+
 @functools.lru_cache(maxsize=None)
-def emulator(build: KernelBuild, folder: str) -> Path:
-    exe = Path(folder) / f"{build.source.stem}-{abs(hash(build.defines)):x}"
-    cmd = ["g++", "-std=c++20", "-O1", "-g", "-pthread", "-fsanitize=address", "-fno-omit-frame-pointer",
-           "-w", "-DGEMMLAB_HOST_EMULATION", "-include", "cuda_shim.h", f"-I{EMULATION}", f"-I{KERNELS}",
-           *nvcc.define_flags(build.defines), f'-DKERNEL_SOURCE="{build.source}"', f"-DKERNEL_ENTRY={build.entry}",
-           str(EMULATION / "driver.cpp"), "-o", str(exe)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    assert r.returncode == 0, f"host build of {build.kernel_name} failed:\n{r.stderr[-3000:]}"
+def precompiled_shim(folder: str) -> Path:
+    """A folder holding cuda_shim.h precompiled with HOST_FLAGS (about a second of every host
+    build is that header and the standard headers it includes), once per session. Put first on
+    the include path, g++ takes cuda_shim.h.gch for ``-include cuda_shim.h`` where it is valid for
+    the build (same flags; GCC checks) and reads the header itself otherwise."""
+    pch = session_folder(Path(folder), "emulators") / "pch"
+    pch.mkdir(exist_ok=True)
+    gch = pch / "cuda_shim.h.gch"
+    with locked(gch):
+        if not gch.is_file():
+            tmp = pch / f"cuda_shim.{os.getpid()}.tmp.gch"
+            flags = [f for f in HOST_FLAGS if f not in ("-include", "cuda_shim.h")]
+            r = subprocess.run(["g++", *flags, "-x", "c++-header", str(EMULATION / "cuda_shim.h"), "-o", str(tmp)],
+                               capture_output=True, text=True)
+            if r.returncode == 0:  # else no .gch: the builds parse the header (and report its errors)
+                os.replace(tmp, gch)
+    return pch
+
+
+@functools.lru_cache(maxsize=None)
+def emulator(build: KernelBuild, folder: str, kernel_args: str = "") -> Path:
+    """The host-emulation executable of ``build`` (driver.cpp; ``kernel_args``: the driver's
+    KERNEL_ARGS, for kernels that take more than A, B, C, M, N, K). Built once per session: named by
+    a hash of the g++ command, in a folder every xdist worker shares (``folder`` is the worker's
+    basetemp), under a lock, so the launch-rule tests, the negative controls and each Hopper
+    stage's shapes and negative test reuse one build."""
+    defines = sorted(nvcc.define_flags(build.defines))  # the order of -D flags changes nothing
+    if kernel_args:
+        defines.append(f"-DKERNEL_ARGS={kernel_args}")
+    cmd = ["g++", f"-I{precompiled_shim(folder)}", *HOST_FLAGS, *defines, f'-DKERNEL_SOURCE="{build.source}"',
+           f"-DKERNEL_ENTRY={build.entry}", str(EMULATION / "driver.cpp")]
+    key = hashlib.sha256("\0".join(cmd).encode()).hexdigest()[:20]
+    exe = session_folder(Path(folder), "emulators") / f"{build.source.stem}-{key}"
+    with locked(exe):
+        if not exe.is_file():
+            tmp = exe.with_name(f"{exe.name}.{os.getpid()}.tmp")
+            r = subprocess.run([*cmd, "-o", str(tmp)], capture_output=True, text=True)
+            assert r.returncode == 0, f"host build of {build.kernel_name} failed:\n{r.stderr[-3000:]}"
+            os.replace(tmp, exe)  # whole or absent: another worker may be waiting for it
     return exe
 
 
@@ -432,11 +473,16 @@ WARP_TILED_SWEEP = ["{STAGES:2}", "{STAGES:4}", "{BK:8,STAGES:4}", "{BK:32,STAGE
 @pytest.mark.parametrize("defines", WARP_TILED_SWEEP)
 def test_warp_tiled_sweep_configurations_build_without_spills_and_compute_a_b(defines, cubin_cache,
                                                                               tmp_path_factory):
-    over = (f"variant.warp_tiled.cuda.defines={defines}",)
     folder = tmp_path_factory.mktemp("emu-sweep")
     rng = np.random.default_rng(3)
-    for m, n, k in [(130, 300, 40), (257, 129, 33)]:
-        p = next(p for p in points_at(m, n, k, over) if p.variant == "warp_tiled" and p.precision == "fp32")
+    # the two shapes in one composed config of warp_tiled alone (points_at composes every cuda
+    # variant in every precision, per shape)
+    cfg = compose_cfg(["variant=warp_tiled", "precision=fp32", "sizes.square=[]",
+                       "sizes.shapes=[[130,300,40],[257,129,33]]", f"variant.warp_tiled.cuda.defines={defines}"])
+    pts = expand(cfg)
+    assert [(p.m, p.n, p.k) for p in pts] == [(130, 300, 40), (257, 129, 33)]
+    for p in pts:
+        m, n, k = p.m, p.n, p.k
         assert p.skip_reason is None, p.skip_reason
         build = build_for(p)
         report = nvcc.compile_cubin(build.source, build.flags, cubin_cache).report(build.entry)

@@ -17,26 +17,16 @@ from test_hopper_kernels import FP8_BASE, FP8_SWEEP, WS_SWEEP, _fp8_overrides, _
 
 # ---- Hopper stages on the CPU: TMA, mbarriers, deferred wgmma, stmatrix (host_emulation/hopper_emu.h) ---
 def hopper_emulator(point, folder: Path, extra_args: str = "") -> Path:
-    """The host-emulation build of a Hopper stage's point (driver.cpp + hopper_emu.h)."""
-    from test_cuda_kernels import EMULATION, KERNELS
+    """The host-emulation build of a Hopper stage's point (driver.cpp + hopper_emu.h); one per
+    configuration and session (test_cuda_kernels.emulator): the shapes are run-time arguments."""
+    from test_cuda_kernels import emulator
 
-    from gemmlab.backends import nvcc
     from gemmlab.backends.cuda_kernels import build_for
 
     if shutil.which("g++") is None:
         pytest.skip("g++ not found (host emulation)")
-    kb = build_for(point)
-    exe = folder / f"{kb.source.stem}-{abs(hash((kb.defines, extra_args))):x}"
-    if exe.exists():
-        return exe
     args = "a.data(), b.data(), c.data(), M, N, K, gemm_host::emu_tensor_maps(a.data(), b.data(), c.data())"
-    cmd = ["g++", "-std=c++20", "-O1", "-g", "-pthread", "-fsanitize=address", "-fno-omit-frame-pointer", "-w",
-           "-DGEMMLAB_HOST_EMULATION", "-include", "cuda_shim.h", f"-I{EMULATION}", f"-I{KERNELS}",
-           *nvcc.define_flags(kb.defines), f'-DKERNEL_SOURCE="{kb.source}"', f"-DKERNEL_ENTRY={kb.entry}",
-           f"-DKERNEL_ARGS={args}{extra_args}", str(EMULATION / "driver.cpp"), "-o", str(exe)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    assert r.returncode == 0, f"host build of {kb.kernel_name} failed:\n{r.stderr[-3000:]}"
-    return exe
+    return emulator(build_for(point), str(folder.parent), args + extra_args)
 
 
 def run_hopper_emulation(point, exe: Path, folder: Path, a_bytes, b_bytes, sm_count: int, env=None):
@@ -70,7 +60,12 @@ def run_hopper_emulation(point, exe: Path, folder: Path, a_bytes, b_bytes, sm_co
 
 # Partial tiles in M and N, a partial last k-tile, more k-tiles than stages; with sm_count 2 each CTA
 # walks several tiles (the persistent schedule, ring slots and barrier phases wrapping across tiles).
-FP8_EMULATED_SHAPES = [(200, 264, 400), (64, 520, 128), (1, 8, 16)]
+# The build is one per configuration (the shapes are run-time arguments); each run is a second or two.
+FP8_EMULATED_SHAPES = [
+    (200, 264, 400),  # 2 x 2 tiles of 128 x 256, both edges partial; K = 3 x 128 + 16: 4 k-tiles, the last partial
+    (64, 520, 128),  # 1 x 3 tiles (one CTA walks two) of one whole k-tile: ring slot and phase carry across tiles
+    (1, 8, 16),  # one row, 8 columns, K = 16 (16-byte rows, the least TMA takes): one partial k-tile
+]
 
 
 def _fp8_case(point, folder, rng, sm_count=2, scales=None):
@@ -136,7 +131,12 @@ def test_fp8_emulation_fails_a_launch_that_forgets_the_scales(tmp_path_factory):
 
 
 # ---- wgmma_ws (stage 12): B row-major K x N, read N-major through the transpose bit ---------------------
-WS_EMULATED_SHAPES = [(200, 520, 200), (129, 264, 72), (1, 8, 64)]
+# As FP8_EMULATED_SHAPES, for 128 x 256 x 64 tiles (sm_count 2: two CTAs; GRID_CTAS 128: one per tile).
+WS_EMULATED_SHAPES = [
+    (200, 520, 200),  # 2 x 3 tiles, both edges partial (each CTA walks 3); K = 3 x 64 + 8: 4 k-tiles, the last partial
+    (129, 264, 72),  # 2 x 2 tiles, 1 row and 8 columns in the last (clipped TMA stores); 2 k-tiles, fewer than stages
+    (1, 8, 64),  # one row, 8 columns (16-byte rows of B, the least TMA takes), one whole k-tile
+]
 UNIT_ROUNDOFF = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11}
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import ROOT, compose_cfg
+from conftest import ROOT, compose_cfg, session_folder
 
 HOPPER_VARIANTS = ("mma_sync", "wgmma_tma", "wgmma_ws")
 SMEM_PER_BLOCK_MAX = 227 * 1024  # sm_90 opt-in limit per block (cudaDevAttrMaxSharedMemoryPerBlockOptin)
@@ -93,8 +93,10 @@ def opcodes(sass_text: str) -> list:
 
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory):
-    """Every Hopper variant in bf16 (plus fp16 compiles: same code, other instruction type)."""
-    out = tmp_path_factory.mktemp("hopper_cubins")
+    """Every Hopper variant in bf16 (plus fp16 compiles: same code, other instruction type). In the
+    session's nvcc cache (test_cuda_kernels.cubin_cache's): the same kernels as its compile test,
+    and this module's fixtures run once per xdist worker."""
+    out = session_folder(tmp_path_factory.getbasetemp(), "cuda-cache")
     return {(v, prec): build(v, prec, out) for v in HOPPER_VARIANTS for prec in ("bf16", "fp16")}
 
 
@@ -297,7 +299,7 @@ def _fp8_overrides(defines):
 
 @pytest.fixture(scope="module")
 def fp8_builds(tmp_path_factory):
-    out = tmp_path_factory.mktemp("fp8_cubins")
+    out = session_folder(tmp_path_factory.getbasetemp(), "cuda-cache")
     return {d: build("wgmma_fp8", "fp8", out, _fp8_overrides(d)) for d in FP8_SWEEP}
 
 
@@ -416,13 +418,37 @@ def test_mma_sync_k_tile_loop_is_one_block_of_mma_ldmatrix_and_copies(builds):
     assert overhead < mma, f"{overhead} other instructions per k-tile ({mma} MMAs)"
 
 
+# An emulated run costs about the blocks times the k-tiles (every mma.sync and ldmatrix is two
+# warp-wide barriers of the emulation), so the shapes are the smallest that still show each edge:
 MMA_SYNC_EMULATED_SHAPES = [
-    (129, 264, 392),  # 16-byte rows: partial tiles in M and N, a partial first k-tile (8), more k-tiles than stages
-    (257, 129, 72),  # N % 8 != 0: the element-wise path, two k-tiles
+    # 16-byte rows, the cp.async path: 2 x 2 blocks of 128 x 256 (blocks at m0 > 0 and n0 > 0), the
+    # second row and column partial (1 row, 8 columns: the clamped copies); K = 4 x 64 + 8 =
+    # 8 x 32 + 8: a partial first k-tile (8) and one k-tile more than the deepest ring emulated
+    # (4 stages of BK 64, 8 of BK 32), so every configuration's ring wraps onto a stage in use
+    (129, 264, 264),
+    (257, 129, 72),  # N % 8 != 0: the element-wise path, two k-tiles (three of BK 32), odd N in the epilogue
 ]
 
 
 UNIT_ROUNDOFF = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11}
+
+
+def _defines_of(entry: str) -> dict:
+    """A sweep entry's defines: "{BK:32,STAGES:6}" as {"BK": "32", "STAGES": "6"}."""
+    return dict(item.split(":") for item in entry.strip("{}").split(",") if item)
+
+
+def _element_wise_path_differs(entry: str) -> bool:
+    """Whether the element-wise shape (the second) shows something for sweep entry ``entry`` that
+    the default (test_mma_sync_fp16_and_eager_copies_on_the_cpu) or an earlier emulated entry does
+    not: a difference in more than STAGES. At K = 72 (two k-tiles, three of BK 32) a ring of three
+    or more stages never wraps, and the element-wise loads are plain stores, so STAGES only changes
+    the count of empty commit groups there."""
+    if int(_defines_of(entry).get("STAGES", 3)) < 3:
+        return True  # two stages wrap there
+    without_stages = lambda e: {k: v for k, v in _defines_of(e).items() if k != "STAGES"}  # noqa: E731
+    before = MMA_SYNC_EMULATED[:MMA_SYNC_EMULATED.index(entry)]
+    return all(without_stages(entry) != without_stages(e) for e in ["{}", *before])
 
 
 def _emulate_mma_sync(tmp_path_factory, precision, overrides, shapes):
@@ -436,6 +462,7 @@ def _emulate_mma_sync(tmp_path_factory, precision, overrides, shapes):
         pytest.skip("g++ not found (host emulation)")
     folder = tmp_path_factory.mktemp("emu-mma-sync")
     rng = np.random.default_rng(5)
+    points = []
     for m, n, k in shapes:
         cfg = compose_cfg(["variant=mma_sync", f"precision={precision}", "sizes.square=[]",
                            f"sizes.shapes=[[{m},{n},{k}]]", *overrides])
@@ -449,6 +476,8 @@ def _emulate_mma_sync(tmp_path_factory, precision, overrides, shapes):
         # fp32 accumulation and one rounding to the 16-bit output give about 0.4 of the output's
         # unit roundoff; a lost k16 step or a misplaced fragment gives O(1)
         assert rel < UNIT_ROUNDOFF[p.out_dtype], f"{overrides} at {m}x{n}x{k}: rel_error {rel:.2e}"
+        points.append(p)
+    return points
 
 
 @pytest.mark.slow
@@ -457,11 +486,15 @@ def test_mma_sync_sweep_configurations_compute_a_b_on_the_cpu(defines, tmp_path_
     """Every sweep entry through the host emulation (warp-collective ldmatrix / mma.sync emulated,
     cp.async landing only at the wait that retires it): indexing, swizzles, the pipeline's waits and
     barriers, partial tiles and the element-wise path, checked against FP64 before any GPU time."""
-    _emulate_mma_sync(tmp_path_factory, "bf16", _mma_sync_overrides(defines), MMA_SYNC_EMULATED_SHAPES)
+    shapes = MMA_SYNC_EMULATED_SHAPES if _element_wise_path_differs(defines) else MMA_SYNC_EMULATED_SHAPES[:1]
+    p = _emulate_mma_sync(tmp_path_factory, "bf16", _mma_sync_overrides(defines), shapes)[0]
+    d = p.variant_cfg.cuda.defines
+    assert -(-p.k // d.BK) > d.STAGES, f"{defines}: K = {p.k} does not wrap the ring; make the first shape's K longer"
 
 
 @pytest.mark.slow
 def test_mma_sync_fp16_and_eager_copies_on_the_cpu(tmp_path_factory):
+    # (1, 8, 64): one row and one 16-byte chunk of C, a single k-tile (the prologue's empty groups)
     _emulate_mma_sync(tmp_path_factory, "fp16", [], MMA_SYNC_EMULATED_SHAPES + [(1, 8, 64)])
     # copies landing at issue instead: a stage overwritten while another warp still reads it shows
     _emulate_mma_sync(tmp_path_factory, "bf16", ["+variant.mma_sync.cuda.defines.GEMMLAB_EMU_EAGER_COPIES=1"],

@@ -28,7 +28,7 @@
 //                                                                                 (8192 unreliable: noise 5.7%)
 // Standalone in the same session (standalone_fp8): 1340 TFLOP/s at 4096 and 1243 at 8192 against
 // cuBLASLt's 1279 and 1288 (1.047x and 0.965x; the 8192 rows throttle to 1400-1500 MHz).
-
+//
 // Constraints: TIN = __nv_fp8_e4m3 (e5m2 builds too; cuBLASLt has no e5m2 x e5m2 baseline), TOUT =
 // bfloat16; A row-major M x K, B stored row-major N x K; K % 16 == 0 (TMA: 16-byte row strides of
 // the 1-byte operands) and N % 8 == 0 (16-byte rows of the bf16 C); any M. BM = 128 (two m64
