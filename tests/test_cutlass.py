@@ -335,11 +335,14 @@ def test_prepare_compiles_in_parallel_then_hits_the_cache(tmp_path, fake_nvcc, m
     kernels = b.kernels(points[0])  # list and emit first: time only the compiling
     assert len(kernels) == 3
 
+    monkeypatch.setenv("FAKE_NVCC_SLEEP", "2.0")
     t0 = time.perf_counter()
     b.prepare(points)
     parallel_s = time.perf_counter() - t0
-    # 3 kernels x (device 1 s beside host 1 s), all at once: about 1 s; one after another >= 3 s
-    assert parallel_s < 2.5, parallel_s
+    # 3 kernels x (device 2 s beside host 2 s), all at once: about 2 s; one after another >= 6 s.
+    # The bound sits halfway, so a loaded runner's start-up overhead (CI saw 2.505 s against a bound
+    # of 2.5 with 1 s sleeps) cannot fail it while a serial compile still does.
+    assert parallel_s < 4.0, parallel_s
     assert fake_nvcc.read_text().split() .count("device") == 3
     report = json.loads((tmp_path / "run" / "cutlass" / "compile.json").read_text())
     assert (report["compiled"], report["cached"], report["failed"]) == (3, 0, 0)

@@ -60,7 +60,9 @@ def run_hopper_emulation(point, exe: Path, folder: Path, a_bytes, b_bytes, sm_co
 
 # Partial tiles in M and N, a partial last k-tile, more k-tiles than stages; with sm_count 2 each CTA
 # walks several tiles (the persistent schedule, ring slots and barrier phases wrapping across tiles).
-# The build is one per configuration (the shapes are run-time arguments); each run is a second or two.
+# The default configuration (the sweep's first entry) runs them all; the others run the first,
+# which has every one of those edges (with STAGES 4 its ring wraps across the tiles a CTA walks);
+# the build, one per configuration, is most of a configuration's time (shapes are run-time arguments).
 FP8_EMULATED_SHAPES = [
     (200, 264, 400),  # 2 x 2 tiles of 128 x 256, both edges partial; K = 3 x 128 + 16: 4 k-tiles, the last partial
     (64, 520, 128),  # 1 x 3 tiles (one CTA walks two) of one whole k-tile: ring slot and phase carry across tiles
@@ -113,7 +115,7 @@ def test_fp8_sweep_configurations_compute_scaled_a_b_on_the_cpu(defines, tmp_pat
     import numpy as np
 
     folder, rng = tmp_path_factory.mktemp("emu-fp8"), np.random.default_rng(11)
-    for m, n, k in FP8_EMULATED_SHAPES:
+    for m, n, k in FP8_EMULATED_SHAPES if defines == FP8_SWEEP[0] else FP8_EMULATED_SHAPES[:1]:
         res = _fp8_case(_fp8_point(m, n, k, defines), folder, rng)
         assert res.passed, (f"{defines} at {m}x{n}x{k}: {res.failure()} (elem_max {res.elem_max:.3g}, "
                             f"rel_error {res.rel_error:.3g})")
@@ -131,7 +133,8 @@ def test_fp8_emulation_fails_a_launch_that_forgets_the_scales(tmp_path_factory):
 
 
 # ---- wgmma_ws (stage 12): B row-major K x N, read N-major through the transpose bit ---------------------
-# As FP8_EMULATED_SHAPES, for 128 x 256 x 64 tiles (sm_count 2: two CTAs; GRID_CTAS 128: one per tile).
+# As FP8_EMULATED_SHAPES (all for the default, the first for the other entries), for 128 x 256 x 64
+# tiles (sm_count 2: two CTAs; GRID_CTAS 128: one per tile).
 WS_EMULATED_SHAPES = [
     (200, 520, 200),  # 2 x 3 tiles, both edges partial (each CTA walks 3); K = 3 x 64 + 8: 4 k-tiles, the last partial
     (129, 264, 72),  # 2 x 2 tiles, 1 row and 8 columns in the last (clipped TMA stores); 2 k-tiles, fewer than stages
@@ -152,7 +155,7 @@ def test_wgmma_ws_sweep_configurations_compute_a_b_on_the_cpu(defines, tmp_path_
     from gemmlab.points import expand
 
     folder, rng = tmp_path_factory.mktemp("emu-ws"), np.random.default_rng(7)
-    for m, n, k in WS_EMULATED_SHAPES:
+    for m, n, k in WS_EMULATED_SHAPES if defines == WS_SWEEP[0] else WS_EMULATED_SHAPES[:1]:
         (p,) = expand(compose_cfg(["variant=wgmma_ws", "precision=bf16", "sizes.square=[]",
                                    f"sizes.shapes=[[{m},{n},{k}]]", f"variant.wgmma_ws.cuda.defines={defines}"]))
         assert p.skip_reason is None, p.skip_reason
