@@ -305,10 +305,13 @@ def transfer_times(df: pd.DataFrame) -> pd.DataFrame:
     return total
 
 
-def extra_of(text: str) -> dict:
-    """A row's ``extra`` JSON as a dict ({} when empty or not a JSON object)."""
+def extra_of(text) -> dict:
+    """A row's JSON cell (``extra``, ``defines``) as a dict ({} when empty, missing or not a JSON
+    object)."""
+    if isinstance(text, dict):
+        return text
     try:
-        v = json.loads(text) if text else {}
+        v = json.loads(text) if isinstance(text, str) and text.strip() else {}
     except ValueError:
         return {}
     return v if isinstance(v, dict) else {}

@@ -15,7 +15,6 @@ Used by the ladder figure and the ladder table.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import List, Optional
 
@@ -54,27 +53,21 @@ def _ladder_layout(stage_rows: pd.DataFrame) -> str:
     if stage_rows.empty or (stage_rows["layout"] == "nn").any():
         return "nn"
     counts = stage_rows.groupby("layout")["variant"].nunique()
-    return str(max(counts.items(), key=lambda kv: (kv[1], kv[0] == "nn", kv[0]))[0])
+    return str(max(counts.items(), key=lambda kv: (kv[1], kv[0]))[0])
 
 
-def _defines(text) -> dict:
-    if isinstance(text, dict):
-        return text
+def _yaml_defines(variant: str) -> dict:
+    """The cuda.defines of ``variant``'s YAML in this checkout ({} without one)."""
     try:
-        d = json.loads(text) if isinstance(text, str) and text.strip() else {}
-    except ValueError:
+        return variants.info(variant).defines
+    except KeyError:
         return {}
-    return d if isinstance(d, dict) else {}
 
 
 def _defines_text(text, variant: str) -> str:
     """The defines of a row that differ from the variant's YAML (all of them without one)."""
-    d = _defines(text)
-    try:
-        yaml = variants.info(variant).defines
-    except KeyError:
-        yaml = {}
-    diff = {k: v for k, v in d.items() if str(yaml.get(k)) != str(v)}
+    yaml = _yaml_defines(variant)
+    diff = {k: v for k, v in data.extra_of(text).items() if str(yaml.get(k)) != str(v)}
     return ", ".join(f"{k} {v}" for k, v in sorted(diff.items())) or "no recorded defines"
 
 
@@ -82,14 +75,11 @@ def current_configuration(rows: pd.DataFrame, variant: str) -> pd.Series:
     """Which of ``rows`` (one hand-written variant) ran the defines its YAML has now: every
     define a row records equals the YAML's (a define the row lacks predates it). All True where
     the variant's YAML is not in this checkout or has no defines."""
-    try:
-        yaml = variants.info(variant).defines
-    except KeyError:
-        yaml = {}
+    yaml = _yaml_defines(variant)
     if not yaml or "defines" not in rows.columns:
         return pd.Series(True, index=rows.index)
     return pd.Series([all(str(d[k]) == str(v) for k, v in yaml.items() if k in d)
-                      for d in map(_defines, rows["defines"])], index=rows.index)
+                      for d in map(data.extra_of, rows["defines"])], index=rows.index)
 
 
 def _rung(rows: pd.DataFrame, group: str) -> dict:
