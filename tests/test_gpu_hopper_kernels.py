@@ -73,6 +73,17 @@ def test_wgmma_ws_without_clusters_is_correct(tmp_path):
     assert rows and not _failures(rows), _failures(rows)
 
 
+def test_wgmma_ws_with_clusters_is_correct(tmp_path):
+    """2-CTA clusters with B multicast and CTA-scope remote releases (MBAR_CLUSTER_SCOPE=0), at the
+    edges a cluster adds: a second CTA whose tile is wholly (M = 1) or partly (M = 129) outside C,
+    several tiles per cluster, one cluster row and one tile column."""
+    rows = _run(tmp_path, ["wgmma_ws"], [128, 1024],
+                [[1, 8, 64], [129, 264, 72], [300, 1032, 4104], [4096, 4096, 4096], [8192, 256, 512],
+                 [256, 8192, 256]],
+                ["variant.wgmma_ws.cuda.defines.CLUSTER_M=2", "variant.wgmma_ws.cuda.defines.MBAR_CLUSTER_SCOPE=0"])
+    assert len(rows) == 2 * 8 and not _failures(rows), _failures(rows)
+
+
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory):
     return _run(tmp_path_factory.mktemp("hopper"), HOPPER_VARIANTS, SQUARE, SHAPES)

@@ -88,6 +88,9 @@
 #ifndef EPI_TMA
 #define EPI_TMA 1
 #endif
+#ifndef MBAR_CLUSTER_SCOPE
+#define MBAR_CLUSTER_SCOPE 0
+#endif
 
 namespace {
 
@@ -109,6 +112,7 @@ static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "cluster of 1 or 2 CTAs along M"
 static_assert(kBChunks % CLUSTER_M == 0, "B chunks split evenly across the cluster");
 static_assert(STAGES >= 2, "a ring needs two slots at least");
 static_assert(EPI_TMA == 0 || EPI_TMA == 1, "EPI_TMA is 0 or 1");
+static_assert(MBAR_CLUSTER_SCOPE == 0 || MBAR_CLUSTER_SCOPE == 1, "MBAR_CLUSTER_SCOPE is 0 or 1");
 static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * 128 * kConsumers <= 65536, "register file");
 
 // Stages, the consumers' staging tiles, 1 KB to align to the swizzle period, full + empty barriers.
@@ -204,7 +208,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
           const int slot = it % STAGES;
           const uint32_t use = static_cast<uint32_t>(it / STAGES);
           // Wait until use-1 of this slot was released by all consumers of the cluster.
-#if CLUSTER_M > 1
+#if CLUSTER_M > 1 && MBAR_CLUSTER_SCOPE
           mbar_wait_cluster(&empty[slot], (use & 1u) ^ 1u);
 #else
           mbar_wait(&empty[slot], (use & 1u) ^ 1u);
@@ -240,7 +244,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       if (local_tid == 0) {
 #if CLUSTER_M > 1
 #pragma unroll
-        for (uint32_t r = 0; r < CLUSTER_M; ++r) mbar_arrive_cluster(&empty[slot], r);
+        for (uint32_t r = 0; r < CLUSTER_M; ++r) {
+#if MBAR_CLUSTER_SCOPE
+          mbar_arrive_cluster(&empty[slot], r);
+#else
+          mbar_arrive_remote(&empty[slot], r);
+#endif
+        }
 #else
         mbar_arrive(&empty[slot]);
 #endif

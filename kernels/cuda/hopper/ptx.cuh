@@ -91,7 +91,20 @@ __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
 }
 
-// Arrive on the barrier at the same shared-memory offset in CTA `cta_rank` of this cluster.
+// Arrive on the barrier at the same shared-memory offset in CTA `cta_rank` of this cluster, with the
+// default semantics (release at CTA scope), as CUTLASS's PipelineTmaAsync releases a slot to its peers:
+// the reads being released are wgmma's, already complete (wgmma.wait_group) when the thread arrives.
+__device__ __forceinline__ void mbar_arrive_remote(uint64_t* bar, uint32_t cta_rank) {
+  asm volatile(
+      "{\n.reg .b32 remote;\n"
+      "mapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}" ::"r"(smem_u32(bar)),
+      "r"(cta_rank)
+      : "memory");
+}
+
+// The same with release at cluster scope. Costly: ptxas puts MEMBAR.ALL.CTA + MEMBAR.ALL.GPU + ERRBAR +
+// CGAERRBAR before the arrive (a full memory fence per call); measured in stage 12 (MBAR_CLUSTER_SCOPE).
 __device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t cta_rank) {
   asm volatile(
       "{\n.reg .b32 remote;\n"
@@ -134,7 +147,8 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   } while (!done);
 }
 
-// The same with cluster-scope acquire: for barriers that other CTAs of the cluster arrive on.
+// The same with cluster-scope acquire (ptxas adds an L1 invalidate, CCTL.IVALL, after it). CUTLASS
+// waits on barriers that peers arrive on with the plain (CTA-scope) mbar_wait.
 __device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar, uint32_t parity) {
   const uint32_t addr = smem_u32(bar);
   uint32_t done;
