@@ -6,7 +6,7 @@
 #
 # Needs the wheels in .whl/ (../shared/gpu-host/wheels.sh .whl) and $OUT (where logs and a tarball
 # of outputs/reference go). Stages: gpu_all core kernels hopper cutlass_bench cutlass cutlass_n8192
-# cutlass_odd ladder tc tune tune_mma tune_ws hopper_fp8 tune_fp8 mma_peak pitfalls cublas counters claims fidelity timer_study
+# cutlass_odd ladder tc tune tune_mma tune_ws tune_ws_fp16 hopper_fp8 tune_fp8 mma_peak pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # cache_roofs inputs_power workloads tuning_regret compare compare_paired pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
@@ -96,6 +96,9 @@ for stage in "$@"; do case $stage in
   tune_ws) step tune_wgmma_ws 420 python3 run.py -m variant=wgmma_ws precision=bf16 "sizes.square=[4096,8192]" sizes.shapes=[] \
              measure.max_time_s=1.5 $Q 'variant.wgmma_ws.cuda.defines={CLUSTER_M:1,GROUP_M:8},{CLUSTER_M:1,GROUP_M:16},{EPI_TMA:0,STAGES:4},{CLUSTER_M:2,GROUP_M:8},{CLUSTER_M:2,MBAR_CLUSTER_SCOPE:1},{CLUSTER_M:2,GROUP_M:16},{CLUSTER_M:2,GROUP_M:4},{CLUSTER_M:2,EPI_TMA:0,STAGES:4},{CLUSTER_M:2,GRID_CTAS:128}' \
              run.name=tune_wgmma_ws hydra.sweep.dir=$REF/tune_wgmma_ws ;;
+  tune_ws_fp16) step tune_wgmma_ws_fp16 240 python3 run.py -m variant=wgmma_ws precision=fp16 "sizes.square=[4096,8192]" sizes.shapes=[] \
+             measure.max_time_s=1.5 $Q 'variant.wgmma_ws.cuda.defines={CLUSTER_M:1},{CLUSTER_M:2},{CLUSTER_M:2,GROUP_M:16}' \
+             run.name=tune_wgmma_ws_fp16 hydra.sweep.dir=$REF/tune_wgmma_ws_fp16 ;;
   # issue 20: stage 13 (FP8, unvalidated until this passes): correctness at every size, layouts, baseline
   hopper_fp8) step gpu_hopper_fp8 300 python3 -m pytest -m gpu tests/test_gpu_hopper_fp8.py -q -rA -s -p no:cacheprovider ;;
   tune_fp8) step tune_wgmma_fp8 300 python3 run.py -m variant=wgmma_fp8 precision=fp8 "layouts=[nt]" measure.fp8_scaling=tensor \
