@@ -94,7 +94,7 @@ for stage in "$@"; do case $stage in
              run.name=tune_mma_sync hydra.sweep.dir=$REF/tune_mma_sync ;;
   # issue 20: the technique defines of stage 12 (WS_SWEEP in tests/test_hopper_kernels.py, same list)
   tune_ws) step tune_wgmma_ws 420 python3 run.py -m variant=wgmma_ws precision=bf16 "sizes.square=[4096,8192]" sizes.shapes=[] \
-             measure.max_time_s=1.5 $Q 'variant.wgmma_ws.cuda.defines={CLUSTER_M:1,GROUP_M:8},{CLUSTER_M:1,GROUP_M:16},{EPI_TMA:0,STAGES:4},{CLUSTER_M:2,GROUP_M:8},{CLUSTER_M:2,MBAR_CLUSTER_SCOPE:1},{CLUSTER_M:2,GROUP_M:16},{CLUSTER_M:2,GROUP_M:4},{CLUSTER_M:2,EPI_TMA:0,STAGES:4},{CLUSTER_M:2,GRID_CTAS:128}' \
+             measure.max_time_s=1.5 $Q 'variant.wgmma_ws.cuda.defines={CLUSTER_M:1,GROUP_M:8},{EPI_TMA:0,STAGES:4},{CLUSTER_M:1,STAGES:4,EPI_BOXES:2},{CLUSTER_M:2,GROUP_M:8},{CLUSTER_M:2,MBAR_CLUSTER_SCOPE:1},{CLUSTER_M:2,GRID_CTAS:128},{CLUSTER_M:2,GRID_CTAS:128,GROUP_M:4},{CLUSTER_M:2,GRID_CTAS:128,GROUP_M:16},{CLUSTER_M:2,GRID_CTAS:128,STAGES:4,EPI_BOXES:2},{CLUSTER_M:2,GRID_CTAS:128,STAGES:4,EPI_BOXES:1},{CLUSTER_M:2,GRID_CTAS:128,EPI_TMA:0,STAGES:4}' \
              run.name=tune_wgmma_ws hydra.sweep.dir=$REF/tune_wgmma_ws ;;
   tune_ws_fp16) step tune_wgmma_ws_fp16 240 python3 run.py -m variant=wgmma_ws precision=fp16 "sizes.square=[4096,8192]" sizes.shapes=[] \
              measure.max_time_s=1.5 $Q 'variant.wgmma_ws.cuda.defines={CLUSTER_M:1},{CLUSTER_M:2},{CLUSTER_M:2,GROUP_M:16}' \

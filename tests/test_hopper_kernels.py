@@ -260,14 +260,16 @@ def test_tensor_map_rules_reject_what_tma_cannot_encode():
 # through the host emulation (tests/test_hopper_emulation.py); clusters are not emulated.
 WS_SWEEP = [
     "{CLUSTER_M:1,GROUP_M:8}",
-    "{CLUSTER_M:1,GROUP_M:16}",
     "{EPI_TMA:0,STAGES:4}",
+    "{CLUSTER_M:1,STAGES:4,EPI_BOXES:2}",
     "{CLUSTER_M:2,GROUP_M:8}",
     "{CLUSTER_M:2,MBAR_CLUSTER_SCOPE:1}",
-    "{CLUSTER_M:2,GROUP_M:16}",
-    "{CLUSTER_M:2,GROUP_M:4}",
-    "{CLUSTER_M:2,EPI_TMA:0,STAGES:4}",
     "{CLUSTER_M:2,GRID_CTAS:128}",
+    "{CLUSTER_M:2,GRID_CTAS:128,GROUP_M:4}",
+    "{CLUSTER_M:2,GRID_CTAS:128,GROUP_M:16}",
+    "{CLUSTER_M:2,GRID_CTAS:128,STAGES:4,EPI_BOXES:2}",
+    "{CLUSTER_M:2,GRID_CTAS:128,STAGES:4,EPI_BOXES:1}",
+    "{CLUSTER_M:2,GRID_CTAS:128,EPI_TMA:0,STAGES:4}",
 ]
 
 

@@ -88,6 +88,10 @@
 #ifndef EPI_TMA
 #define EPI_TMA 1
 #endif
+#if !defined(EPI_BOXES) || EPI_BOXES == 0
+#undef EPI_BOXES
+#define EPI_BOXES (BN / 64)
+#endif
 #ifndef MBAR_CLUSTER_SCOPE
 #define MBAR_CLUSTER_SCOPE 0
 #endif
@@ -102,7 +106,9 @@ constexpr int kStageBytes = kTileABytes + kTileBBytes;
 constexpr int kBChunkBytes = BK * 64 * 2;      // one TMA box of B: BK rows x 64 columns
 constexpr int kBChunks = BN / 64;
 constexpr int kCBoxBytes = 64 * 64 * 2;        // one TMA box of C: 64 rows x 64 columns
-constexpr int kStagingBytes = EPI_TMA ? kBChunks * kCBoxBytes : 0;  // one consumer's 64 x BN output tile
+// One consumer's staging: EPI_BOXES 64 x 64 boxes of its 64 x BN output tile (all of it by default;
+// fewer boxes store the tile in rounds and leave room for one more stage).
+constexpr int kStagingBytes = EPI_TMA ? EPI_BOXES * kCBoxBytes : 0;
 constexpr int kAccum = BN / 2;
 
 static_assert(BM == 128, "two consumer warpgroups of m64");
@@ -112,6 +118,7 @@ static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "cluster of 1 or 2 CTAs along M"
 static_assert(kBChunks % CLUSTER_M == 0, "B chunks split evenly across the cluster");
 static_assert(STAGES >= 2, "a ring needs two slots at least");
 static_assert(EPI_TMA == 0 || EPI_TMA == 1, "EPI_TMA is 0 or 1");
+static_assert(EPI_BOXES >= 1 && kBChunks % EPI_BOXES == 0, "EPI_BOXES divides the tile's 64-column boxes");
 static_assert(MBAR_CLUSTER_SCOPE == 0 || MBAR_CLUSTER_SCOPE == 1, "MBAR_CLUSTER_SCOPE is 0 or 1");
 static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * 128 * kConsumers <= 65536, "register file");
 
@@ -291,25 +298,29 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       if (k_tiles > 0) release((it - 1) % STAGES);
 
 #if EPI_TMA
-      // Epilogue: registers -> swizzled staging tile (stmatrix) -> TMA store.
-      if (local_tid == 0) bulk_wait_group_read0();  // the last tile's store has read the buffer
-      named_barrier_sync(1 + consumer, 128);
+      // Epilogue: registers -> swizzled staging tile (stmatrix) -> TMA store, EPI_BOXES boxes per round.
       const int row = warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8;  // row this lane addresses
       const uint32_t staging_base = smem_u32(my_staging);
 #pragma unroll
-      for (int j2 = 0; j2 < BN / 16; ++j2) {
-        const int col = 16 * j2 + (lane / 16) * 8;
-        const uint32_t addr = staging_base + (col / 64) * kCBoxBytes + row * 128 +
-                              ((((col % 64) / 8) ^ (row % 8)) * 16);
-        stmatrix_x4(addr, pack2<TOUT>(acc[8 * j2 + 0], acc[8 * j2 + 1]), pack2<TOUT>(acc[8 * j2 + 2], acc[8 * j2 + 3]),
-                    pack2<TOUT>(acc[8 * j2 + 4], acc[8 * j2 + 5]), pack2<TOUT>(acc[8 * j2 + 6], acc[8 * j2 + 7]));
-      }
-      fence_proxy_async_smem();  // stmatrix writes -> visible to the TMA engine
-      named_barrier_sync(1 + consumer, 128);
-      if (local_tid == 0) {
+      for (int r = 0; r < kBChunks / EPI_BOXES; ++r) {
+        if (local_tid == 0) bulk_wait_group_read0();  // the previous store has read the buffer
+        named_barrier_sync(1 + consumer, 128);
 #pragma unroll
-        for (int b = 0; b < kBChunks; ++b) tma_store_2d(map_c, my_staging + b * kCBoxBytes, n0 + 64 * b, m0);
-        bulk_commit_group();
+        for (int j2 = r * EPI_BOXES * 4; j2 < (r + 1) * EPI_BOXES * 4; ++j2) {
+          const int col = 16 * j2 + (lane / 16) * 8;
+          const uint32_t addr = staging_base + ((col / 64) % EPI_BOXES) * kCBoxBytes + row * 128 +
+                                ((((col % 64) / 8) ^ (row % 8)) * 16);
+          stmatrix_x4(addr, pack2<TOUT>(acc[8 * j2 + 0], acc[8 * j2 + 1]), pack2<TOUT>(acc[8 * j2 + 2], acc[8 * j2 + 3]),
+                      pack2<TOUT>(acc[8 * j2 + 4], acc[8 * j2 + 5]), pack2<TOUT>(acc[8 * j2 + 6], acc[8 * j2 + 7]));
+        }
+        fence_proxy_async_smem();  // stmatrix writes -> visible to the TMA engine
+        named_barrier_sync(1 + consumer, 128);
+        if (local_tid == 0) {
+#pragma unroll
+          for (int b = 0; b < EPI_BOXES; ++b)
+            tma_store_2d(map_c, my_staging + b * kCBoxBytes, n0 + 64 * (r * EPI_BOXES + b), m0);
+          bulk_commit_group();
+        }
       }
 #else
       // Epilogue: registers -> global, two outputs per 32-bit store (N % 8 == 0: pairs never straddle
