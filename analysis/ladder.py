@@ -64,22 +64,33 @@ def _yaml_defines(variant: str) -> dict:
         return {}
 
 
+def _row_defines(text, variant: str) -> dict:
+    """The defines a row ran: its recorded ones, plus the YAML's ``defines_before`` for a define
+    that did not exist yet when the row was measured."""
+    try:
+        before = variants.info(variant).defines_before
+    except KeyError:
+        before = {}
+    return {**before, **data.extra_of(text)}
+
+
 def _defines_text(text, variant: str) -> str:
     """The defines of a row that differ from the variant's YAML (all of them without one)."""
     yaml = _yaml_defines(variant)
-    diff = {k: v for k, v in data.extra_of(text).items() if str(yaml.get(k)) != str(v)}
+    diff = {k: v for k, v in _row_defines(text, variant).items() if str(yaml.get(k)) != str(v)}
     return ", ".join(f"{k} {v}" for k, v in sorted(diff.items())) or "no recorded defines"
 
 
 def current_configuration(rows: pd.DataFrame, variant: str) -> pd.Series:
     """Which of ``rows`` (one hand-written variant) ran the defines its YAML has now: every
-    define a row records equals the YAML's (a define the row lacks predates it). All True where
-    the variant's YAML is not in this checkout or has no defines."""
+    define a row ran equals the YAML's. A define the row lacks predates it: the row ran the
+    YAML's ``defines_before`` value where one is given, and agrees otherwise. All True where the
+    variant's YAML is not in this checkout or has no defines."""
     yaml = _yaml_defines(variant)
     if not yaml or "defines" not in rows.columns:
         return pd.Series(True, index=rows.index)
     return pd.Series([all(str(d[k]) == str(v) for k, v in yaml.items() if k in d)
-                      for d in map(data.extra_of, rows["defines"])], index=rows.index)
+                      for d in (_row_defines(t, variant) for t in rows["defines"])], index=rows.index)
 
 
 def _rung(rows: pd.DataFrame, group: str) -> dict:

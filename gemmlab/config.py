@@ -92,6 +92,9 @@ class CudaKernelConf:
     source: str = MISSING  # path relative to the project root
     entry: str = MISSING  # extern "C" kernel name
     defines: Dict[str, Any] = field(default_factory=dict)  # passed as -DNAME=value
+    # for analysis: what rows measured before a define existed ran with (a row that lacks the
+    # define is read as this value, not as the YAML's current one); never passed to nvcc
+    defines_before: Dict[str, Any] = field(default_factory=dict)
     block: List[Any] = field(default_factory=lambda: [256, 1, 1])
     grid: List[Any] = field(default_factory=lambda: ["cdiv(n, 128)", "cdiv(m, 128)", 1])
     smem_bytes: Any = 0  # dynamic shared memory per block

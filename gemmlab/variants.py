@@ -36,6 +36,11 @@ class VariantInfo:
     precisions: Tuple[str, ...] = ()
     probe: Optional[str] = None  # probe.kind of a probe variant (not a GEMM), else None
     defines_items: Tuple[Tuple[str, str], ...] = ()  # cuda.defines of a hand-written kernel
+    defines_before_items: Tuple[Tuple[str, str], ...] = ()  # cuda.defines_before: rows older than a define
+
+    @property
+    def defines_before(self) -> Dict[str, str]:
+        return dict(self.defines_before_items)
 
     @property
     def defines(self) -> Dict[str, str]:
@@ -61,7 +66,9 @@ def _read(path: Path) -> VariantInfo:
                        precisions=tuple(str(p) for p in (node.get("precisions") or [])),
                        probe=None if node.get("probe") is None else str(node.probe.get("kind")),
                        defines_items=tuple((str(k), str(v)) for k, v in
-                                           ((node.get("cuda") or {}).get("defines") or {}).items()))
+                                           ((node.get("cuda") or {}).get("defines") or {}).items()),
+                       defines_before_items=tuple((str(k), str(v)) for k, v in
+                                                  ((node.get("cuda") or {}).get("defines_before") or {}).items()))
 
 
 @functools.lru_cache(maxsize=None)

@@ -708,3 +708,22 @@ def test_an_empty_panel_says_which_measured_rows_were_left_out(tmp_path):
     from analysis.figures import crossover, errors
     notes = "\n".join(style.notes_of(crossover.build(ds)) + style.notes_of(errors.build(ds)))
     assert "no CPU BLAS rows at fp32 that count" in notes and "no rows of cpu_blas" not in notes
+
+
+def test_current_configuration_reads_rows_older_than_a_define_by_defines_before(monkeypatch):
+    """A row that lacks a define ran the YAML's defines_before value where one is given (stage 12's
+    clustered rows before MBAR_CLUSTER_SCOPE existed ran the cluster-scope fences), else agrees."""
+    import dataclasses
+
+    from gemmlab.variants import VariantInfo
+
+    info = VariantInfo(name="k", backend="cuda", stage=12, description="", tags=(), in_default_sweep=True,
+                       path=Path("k.yaml"), defines_items=(("CLUSTER_M", "2"), ("SCOPE", "0")),
+                       defines_before_items=(("SCOPE", "1"),))
+    rows = pd.DataFrame({"defines": ['{"CLUSTER_M": 2}', '{"CLUSTER_M": 2, "SCOPE": 0}', '{"CLUSTER_M": 1}',
+                                     '{"CLUSTER_M": 2, "SCOPE": 1}']})
+    monkeypatch.setattr(ladder.variants, "info", lambda name, *a, **k: info)
+    assert list(ladder.current_configuration(rows, "k")) == [False, True, False, False]
+    assert ladder._defines_text('{"CLUSTER_M": 2}', "k") == "SCOPE 1"
+    info = dataclasses.replace(info, defines_before_items=())
+    assert list(ladder.current_configuration(rows, "k")) == [True, True, False, False]
