@@ -6,7 +6,7 @@
 #
 # Needs the wheels in .whl/ (../shared/gpu-host/wheels.sh .whl) and $OUT (where logs and a tarball
 # of outputs/reference go). Stages: gpu_all core kernels hopper cutlass_bench cutlass cutlass_n8192
-# cutlass_odd ladder tc tune tune_mma tune_ws tune_ws_fp16 hopper_fp8 tune_fp8 mma_peak pitfalls cublas counters claims fidelity timer_study
+# cutlass_odd ladder tc tune tune_mma tune_ws tune_ws_fp16 ws_repeat ws_standalone ws_llama hopper_fp8 tune_fp8 mma_peak pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # cache_roofs inputs_power workloads tuning_regret compare compare_paired pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
@@ -94,11 +94,22 @@ for stage in "$@"; do case $stage in
              run.name=tune_mma_sync hydra.sweep.dir=$REF/tune_mma_sync ;;
   # issue 20: the technique defines of stage 12 (WS_SWEEP in tests/test_hopper_kernels.py, same list)
   tune_ws) step tune_wgmma_ws 420 python3 run.py -m variant=wgmma_ws precision=bf16 "sizes.square=[4096,8192]" sizes.shapes=[] \
-             measure.max_time_s=1.5 $Q 'variant.wgmma_ws.cuda.defines={CLUSTER_M:1,GROUP_M:8},{EPI_TMA:0,STAGES:4},{CLUSTER_M:1,STAGES:4,EPI_BOXES:2},{CLUSTER_M:2,GROUP_M:8},{CLUSTER_M:2,MBAR_CLUSTER_SCOPE:1},{CLUSTER_M:2,GRID_CTAS:128},{CLUSTER_M:2,GRID_CTAS:128,GROUP_M:4},{CLUSTER_M:2,GRID_CTAS:128,GROUP_M:16},{CLUSTER_M:2,GRID_CTAS:128,STAGES:4,EPI_BOXES:2},{CLUSTER_M:2,GRID_CTAS:128,STAGES:4,EPI_BOXES:1},{CLUSTER_M:2,GRID_CTAS:128,EPI_TMA:0,STAGES:4}' \
+             measure.max_time_s=1.5 $Q 'variant.wgmma_ws.cuda.defines={CLUSTER_M:2,GRID_CTAS:128,STAGES:4,EPI_BOXES:2},{CLUSTER_M:1,GRID_CTAS:0,STAGES:4,EPI_BOXES:2},{CLUSTER_M:1,GRID_CTAS:0,STAGES:3,EPI_BOXES:0},{CLUSTER_M:1,GRID_CTAS:0,EPI_TMA:0,STAGES:4},{GRID_CTAS:0},{MBAR_CLUSTER_SCOPE:1},{STAGES:3,EPI_BOXES:0},{EPI_BOXES:1},{GROUP_M:16},{GROUP_M:4},{EPI_TMA:0}' \
              run.name=tune_wgmma_ws hydra.sweep.dir=$REF/tune_wgmma_ws ;;
   tune_ws_fp16) step tune_wgmma_ws_fp16 240 python3 run.py -m variant=wgmma_ws precision=fp16 "sizes.square=[4096,8192]" sizes.shapes=[] \
-             measure.max_time_s=1.5 $Q 'variant.wgmma_ws.cuda.defines={CLUSTER_M:1},{CLUSTER_M:2},{CLUSTER_M:2,GROUP_M:16}' \
+             measure.max_time_s=1.5 $Q 'variant.wgmma_ws.cuda.defines={CLUSTER_M:2,GRID_CTAS:128,STAGES:4,EPI_BOXES:2},{CLUSTER_M:1,GRID_CTAS:0,STAGES:3,EPI_BOXES:0}' \
              run.name=tune_wgmma_ws_fp16 hydra.sweep.dir=$REF/tune_wgmma_ws_fp16 ;;
+  ws_repeat)  # issue 20: stage 12 as the YAML has it, cuBLAS/cuBLASLt interleaved, three input seeds
+           step ws_repeat 300 python3 run.py -m variant=wgmma_ws precision=bf16,fp16 "sizes.square=[4096,8192]" sizes.shapes=[] \
+             measure=sustained measure.max_time_s=2 measure.seed=1,2,3 $Q run.name=ws_repeat hydra.sweep.dir=$REF/ws_repeat ;;
+  ws_standalone)  # issue 20: the best standalone cuBLAS beside stage 12, no baselines
+           step ws_standalone 150 python3 run.py "variant=[cublas,cublaslt,wgmma_ws]" "precision=[bf16,fp16]" \
+             "sizes.square=[4096,8192]" sizes.shapes=[] measure=sustained measure.max_time_s=2 "measure.baseline=[]" $Q \
+             run.name=ws_standalone hydra.run.dir=$REF/ws_standalone ;;
+  ws_llama)  # issue 20: stage 12 on Llama-3 70B's shapes, cuBLAS interleaved
+           step llama70b_wgmma_ws 200 python3 run.py "variant=[wgmma_ws]" "precision=[bf16,fp16]" sizes=llm \
+             "sizes.model_names=[llama3_70b]" "layouts=[nn]" "measure.baseline=[cublas]" measure.max_noise=0.05 \
+             run.fail_on_error=false $Q run.name=llama70b_wgmma_ws hydra.run.dir=$REF/llama70b_wgmma_ws ;;
   # issue 20: stage 13 (FP8, unvalidated until this passes): correctness at every size, layouts, baseline
   hopper_fp8) step gpu_hopper_fp8 300 python3 -m pytest -m gpu tests/test_gpu_hopper_fp8.py -q -rA -s -p no:cacheprovider ;;
   tune_fp8) step tune_wgmma_fp8 300 python3 run.py -m variant=wgmma_fp8 precision=fp8 "layouts=[nt]" measure.fp8_scaling=tensor \

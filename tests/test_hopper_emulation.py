@@ -144,7 +144,7 @@ UNIT_ROUNDOFF = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("defines", [d for d in WS_SWEEP if "CLUSTER_M:2" not in d])
+@pytest.mark.parametrize("defines", [d for d in WS_SWEEP if "CLUSTER_M:1" in d])
 def test_wgmma_ws_sweep_configurations_compute_a_b_on_the_cpu(defines, tmp_path_factory):
     """Stage 12's own code on the CPU: the N-major B descriptors (LBO between 64-column chunks), the
     ring across tiles of a persistent CTA, the stmatrix + TMA-store or direct epilogue."""
@@ -155,7 +155,8 @@ def test_wgmma_ws_sweep_configurations_compute_a_b_on_the_cpu(defines, tmp_path_
     from gemmlab.points import expand
 
     folder, rng = tmp_path_factory.mktemp("emu-ws"), np.random.default_rng(7)
-    for m, n, k in WS_EMULATED_SHAPES if defines == WS_SWEEP[0] else WS_EMULATED_SHAPES[:1]:
+    first = next(d for d in WS_SWEEP if "CLUSTER_M:1" in d)  # clusters are not emulated: its first
+    for m, n, k in WS_EMULATED_SHAPES if defines == first else WS_EMULATED_SHAPES[:1]:  # unclustered one
         (p,) = expand(compose_cfg(["variant=wgmma_ws", "precision=bf16", "sizes.square=[]",
                                    f"sizes.shapes=[[{m},{n},{k}]]", f"variant.wgmma_ws.cuda.defines={defines}"]))
         assert p.skip_reason is None, p.skip_reason

@@ -71,7 +71,7 @@
 #define BK 64
 #endif
 #ifndef STAGES
-#define STAGES 3
+#define STAGES 4
 #endif
 #ifndef CLUSTER_M
 #define CLUSTER_M 2
@@ -88,7 +88,10 @@
 #ifndef EPI_TMA
 #define EPI_TMA 1
 #endif
-#if !defined(EPI_BOXES) || EPI_BOXES == 0
+#ifndef EPI_BOXES
+#define EPI_BOXES 2
+#endif
+#if EPI_BOXES == 0  // 0: the whole 64 x BN tile at once
 #undef EPI_BOXES
 #define EPI_BOXES (BN / 64)
 #endif
