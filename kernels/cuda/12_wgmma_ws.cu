@@ -5,7 +5,7 @@
 //   (it waits on "empty" barriers, never on data); warpgroups 1 and 2 are consumers that only wait
 //   on "full" barriers and issue wgmma. `setmaxnreg` moves registers from the producer (40) to the
 //   consumers (232), which hold BN/2 fp32 accumulators each.
-// * Persistent grid: one CTA per SM (grid = SM count); each cluster walks the output tiles
+// * Persistent grid: at most one CTA per SM (GRID_CTAS caps it); each cluster walks the output tiles
 //   t = cluster_id, cluster_id + clusters, ... so the producer prefetches the next tile's first
 //   stages while the consumers finish the current one (no launch tail per tile).
 // * Rasterisation for L2 reuse: tiles are numbered in groups of GROUP_M cluster-rows, walking down a
@@ -14,9 +14,13 @@
 //   BK x BN slice of B; each loads half of its 64-column chunks and multicasts them to both, which
 //   halves the B traffic out of L2. A slot is refilled only when the consumers of *both* CTAs have
 //   released it (the empty barrier counts 2 consumers x CLUSTER_M arrivals, sent across the cluster).
+//   The release is a plain remote `mbarrier.arrive` (release at CTA scope), as CUTLASS's
+//   PipelineTmaAsync does; at cluster scope ptxas fences each arrive with MEMBAR.ALL.GPU, which
+//   held the clusters to 57% of cuBLAS (MBAR_CLUSTER_SCOPE below).
 // * Epilogue through shared memory: the accumulators go to a 128B-swizzled staging tile with
 //   `stmatrix` (bank-conflict free), then one TMA store per 64-column box writes them out; TMA
-//   clips the parts of partial tiles that fall outside C.
+//   clips the parts of partial tiles that fall outside C. Staging EPI_BOXES boxes per round (2 of
+//   the 4) halves the staging tile, which makes room for a fourth stage.
 //
 // Layouts and descriptors as in stage 11 (A K-major, B N-major with the wgmma transpose bit, 128B
 // swizzle; see hopper/ptx.cuh). Tensor maps passed by the launcher: [A box {64, BM}, B box {64, BK},
@@ -27,7 +31,8 @@
 // stores nothing). BM = 128 (two m64 consumers), BK = 64, BN in {128, 256}, CLUSTER_M in {1, 2}; the
 // grid must be a multiple of CLUSTER_M, and every CTA of it must be resident at once (grid <= SM
 // count; the static schedule assumes all clusters run concurrently). Shared memory:
-// STAGES*(BM*BK + BK*BN)*2 + 2*64*BN*2 (staging) + 1 KB alignment + barriers: 209 KB for 3 stages.
+// STAGES*(BM*BK + BK*BN)*2 + 2*64*64*EPI_BOXES*2 (staging) + 1 KB alignment + barriers: 225 KB for
+// 4 stages and EPI_BOXES 2 (209 KB for 3 stages with the whole tile staged).
 //
 // Modeled intensity (operand bytes per CTA tile out of L2/DRAM, no reuse between clusters):
 // 2*BM*BN / ((BM + BN/CLUSTER_M) * 2 B) = 128 FLOP/B for 128x256 with multicast of B.
@@ -35,23 +40,28 @@
 // Techniques behind defines, so that a sweep (tune_ws in .ci/h200-session.sh, WS_SWEEP in
 // tests/test_hopper_kernels.py) shows what each buys; the YAML's defaults are the measured kernel.
 // Measured: % of cuBLAS BF16 (the faster of cuBLAS/cuBLASLt timed interleaved with the point) at
-// N = 4096 / 8192 on the H200, 2026-12-01 (outputs/reference/h200-2026-12-01/session4/tune_wgmma_ws;
-// default 96.4 / 97.6; * = unreliable row, noise or clock drift above the limits):
-//   define     what it does                                                        measured
-//   CLUSTER_M  2: 2-CTA clusters along M, B multicast to both (1: no clusters)     61.5 / 57.1
-//   GROUP_M    cluster-rows per group of the grouped raster (L2 reuse)             16: 96.9* / 98.0*
-//   EPI_TMA    1: stmatrix -> swizzled staging tile -> TMA store; 0: direct 32-bit 0 (+4 stages): 89.6 / 96.0*:
-//              global stores from the accumulators, no staging tile (frees 64 KB:  the TMA store buys 2-7%
-//              room for STAGES=4)
-//   STAGES     shared-memory ring depth (4 fits only with EPI_TMA=0)               with GROUP_M 16: 89.6 / 96.7*
-//   GRID_CTAS  0: one CTA per SM; N > 0: a persistent grid of N CTAs (YAML grid     128: 97.6* / 97.6*;
-//              rule only). With CLUSTER_M=2 the static schedule assumes every      with CLUSTER_M 2: 128 61.6 / 57.6*,
-//              cluster resident: if the GPCs could not place sm_count/2 pairs at   120 50.5 / 53.0*, 112 51.0 / 49.8*:
-//              once, the clusters left over would run a whole extra round.         not the cause of the cluster loss
+// N = 4096 / 8192 on the H200, 2026-12-01 (outputs/reference/h200-2026-12-01/session5c/
+// tune_wgmma_ws, each line one define changed from the default; * = unreliable row, noise or clock
+// drift above the limits, as most rows at 8192 are: every tensor-core GEMM there meets the 700 W
+// limit). Default (CLUSTER_M 2, GRID_CTAS 128, STAGES 4, EPI_BOXES 2): 99.2 / 100.4*; over three
+// input seeds, sustained (session5c/ws_repeat): 99.0-99.3 / 100.5-101.2.
+//   define              what it does                                          changed: measured
+//   CLUSTER_M           2: 2-CTA clusters along M, B multicast to both        1 (all 132 SMs): 96.9 / 104.1*
+//   MBAR_CLUSTER_SCOPE  1: slot release/wait at cluster scope (MEMBAR.ALL.GPU  1: 64.9 / 60.4*
+//                       before every remote arrive); 0: CTA scope
+//   GRID_CTAS           N > 0: persistent grid of min(N, SMs) CTAs; 0: all    0 (66 clusters): 98.3 / 101.0*
+//   STAGES, EPI_BOXES   ring depth; 64x64 output boxes staged per round       3 stages, whole tile staged (4 boxes):
+//                       (0: all BN/64); 4 stages fit only with 2 or fewer     98.7* / 98.9*; EPI_BOXES 1: 98.8 / 100.1*
+//   EPI_TMA             1: stmatrix -> staging -> TMA store; 0: direct         0: 90.8* / 97.5: the TMA store
+//                       32-bit global stores from the accumulators            buys 2-9%
+//   GROUP_M             cluster-rows per group of the grouped raster          16: 98.3 / 100.4*; 4: 98.6 / 99.9*
+// Without clusters, the previous default (3 stages, whole tile staged): 96.2* / 98.7*. Before the
+// CTA-scope release (session4), clusters had been 61.5 / 57.1 and capping the grid at 128/120/112
+// CTAs did not rescue them (57.6*, 53.0*, 49.8* at 8192).
 // From pranjalssh/fast.cu's list, already here: 128x256 tiles on m64n256k16, mbarrier parity waits
-// (try_wait.parity), clusters with multicast (CLUSTER_M). Not added: a Hilbert-curve tile order (a
-// CTA would need the curve's t-th in-range tile: a table the launcher does not pass, or a walk of
-// the curve in the producer's critical path between tiles).
+// (try_wait.parity), clusters with multicast (CLUSTER_M), a 128-CTA persistent grid. Not added: a
+// Hilbert-curve tile order (a CTA would need the curve's t-th in-range tile: a table the launcher
+// does not pass, or a walk of the curve in the producer's critical path between tiles).
 //
 // Run it alone: python run.py variant=[cublas,wgmma_ws] precision=bf16 sizes.square=[4096,8192]
 // Debug aids: GEMMLAB_DEBUG=1 (`+variant.wgmma_ws.cuda.defines.GEMMLAB_DEBUG=1`) turns a barrier
