@@ -24,7 +24,7 @@ not in it), and ``*_gain`` = default time / that search's time - 1: what spendin
 from __future__ import annotations
 
 import math
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import pandas as pd
 
@@ -110,8 +110,11 @@ def categorized(ds: data.Dataset) -> pd.DataFrame:
         return rows.assign(kind=pd.Series(dtype=object), shape_set=pd.Series(dtype=object),
                            what=pd.Series(dtype=object), search_s=pd.Series(dtype="float64"))
     extras = [data.extra_of(e) for e in rows["extra"]]
-    kinds = [_kind(r, e) for (_, r), e in zip(rows.iterrows(), extras)]
-    rows = rows.assign(kind=kinds, what=[_what(r, e, k) for (_, r), e, k in zip(rows.iterrows(), extras, kinds)],
+    # plain dicts of the cells _kind and _what read: iterrows on the wide, mixed-type row frame was
+    # most of the regret table's time
+    records = rows[[c for c in ("backend", "kernel_name", "variant") if c in rows.columns]].to_dict("records")
+    kinds = [_kind(r, e) for r, e in zip(records, extras)]
+    rows = rows.assign(kind=kinds, what=[_what(r, e, k) for r, e, k in zip(records, extras, kinds)],
                        search_s=[_number(e.get("search_s")) for e in extras],
                        shape_set=[shape_set(s, m, n, k) for s, m, n, k in
                                   zip(rows["shape_name"], rows["m"], rows["n"], rows["k"])])
@@ -135,9 +138,18 @@ def frame(ds: data.Dataset, every_run: bool = False) -> pd.DataFrame:
         return pd.DataFrame(columns=COLUMNS)
     rows = rows.assign(shape_name=rows["shape_name"].astype(str))
     best = data.best_rows(rows, PROBLEM + ["kind"])
+    best = best[[c for c in PROBLEM + ["kind", "time_median_s", "what", "search_s", "compile_s", "extra"]
+                 if c in best.columns]]
+    # one pass over plain dicts, grouped by the problem's group number (to_dict per group, or
+    # iterrows, cost seconds per call on the reference data)
+    keys = best.groupby(PROBLEM, sort=True, dropna=False).ngroup().to_numpy()
+    groups: Dict[int, List[Tuple[tuple, dict]]] = {}
+    for gid, key, r in zip(keys, best[PROBLEM].itertuples(index=False, name=None), best.to_dict("records")):
+        groups.setdefault(int(gid), []).append((key, r))
     lines: List[Dict[str, object]] = []
-    for key, g in best.groupby(PROBLEM, sort=True, dropna=False):
-        by = {r["kind"]: r for _, r in g.iterrows()}
+    for gid in sorted(groups):
+        key = groups[gid][0][0]
+        by = {r["kind"]: r for _, r in groups[gid]}
         if DEFAULT not in by or not any(s in by for s in SEARCHES):
             continue
         line: Dict[str, object] = dict(zip(PROBLEM, key))
@@ -193,7 +205,8 @@ def newest(f: pd.DataFrame) -> pd.DataFrame:
 
 def superseded(ds: data.Dataset) -> int:
     """How many problem lines of older runs :func:`newest` leaves out."""
-    return len(frame(ds, every_run=True)) - len(frame(ds))
+    every = frame(ds, every_run=True)
+    return len(every) - len(newest(every))
 
 
 def notes(ds: data.Dataset, f: pd.DataFrame) -> List[str]:
