@@ -6,6 +6,7 @@ a crash or Ctrl-C keeps every finished row. Analysis reads these files, never pr
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import math
@@ -265,15 +266,30 @@ def results_files(paths: Iterable[os.PathLike] | os.PathLike) -> List[Path]:
 
 
 def read_file(path: os.PathLike):
-    """One results file into pandas, identifiers as text (:data:`TEXT_COLUMNS`)."""
+    """One results file into pandas, identifiers as text (:data:`TEXT_COLUMNS`).
+
+    Parsed once per process for the same bytes (the cache is keyed by a hash of the content): the
+    analysis reads the same reference files many times, and parsing, not rows, was its cost.
+    Callers get a copy."""
     import pandas as pd
 
-    # pandas < 3 parses floats up to ULPs off unless asked for round_trip (which churned generated
-    # figures); pandas 3 parses exactly and deprecates the option.
-    exact = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
-    header = pd.read_csv(path, nrows=0).columns
-    dtype = {c: "string" for c in TEXT_COLUMNS if c in header}
-    return pd.read_csv(path, dtype=dtype, keep_default_na=True, **exact)
+    raw = Path(path).read_bytes()
+    key = hashlib.blake2b(raw, digest_size=16).digest()
+    if key not in _PARSED:
+        # pandas < 3 parses floats up to ULPs off unless asked for round_trip (which churned
+        # generated figures); pandas 3 parses exactly and deprecates the option.
+        exact = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
+        # dtype names every text column; read_csv ignores the ones a file lacks
+        frame = pd.read_csv(io.BytesIO(raw), dtype={c: "string" for c in TEXT_COLUMNS}, keep_default_na=True,
+                            **exact)
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.pop(next(iter(_PARSED)))
+        _PARSED[key] = frame
+    return _PARSED[key].copy()
+
+
+_PARSED: Dict[bytes, Any] = {}  # content hash -> parsed frame (read_file's cache)
+_PARSED_MAX = 1024
 
 
 def read(paths: Iterable[os.PathLike] | os.PathLike):
