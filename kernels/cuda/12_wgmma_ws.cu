@@ -264,13 +264,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       if (local_tid == 0) {
 #if CLUSTER_M > 1
 #pragma unroll
-        for (uint32_t r = 0; r < CLUSTER_M; ++r) {
-#if MBAR_CLUSTER_SCOPE
-          mbar_arrive_cluster(&empty[slot], r);
-#else
-          mbar_arrive_remote(&empty[slot], r);
-#endif
-        }
+        for (uint32_t r = 0; r < CLUSTER_M; ++r) mbar_arrive_remote<MBAR_CLUSTER_SCOPE != 0>(&empty[slot], r);
 #else
         mbar_arrive(&empty[slot]);
 #endif

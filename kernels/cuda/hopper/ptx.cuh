@@ -91,27 +91,21 @@ __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
 }
 
-// Arrive on the barrier at the same shared-memory offset in CTA `cta_rank` of this cluster, with the
-// default semantics (release at CTA scope), as CUTLASS's PipelineTmaAsync releases a slot to its peers:
-// the reads being released are wgmma's, already complete (wgmma.wait_group) when the thread arrives.
+// Arrive on the barrier at the same shared-memory offset in CTA `cta_rank` of this cluster. By default
+// with the default semantics (release at CTA scope), as CUTLASS's PipelineTmaAsync releases a slot to
+// its peers: the reads being released are wgmma's, already complete (wgmma.wait_group) when the thread
+// arrives. ClusterScope = true: release at cluster scope, for which ptxas puts MEMBAR.ALL.CTA +
+// MEMBAR.ALL.GPU + ERRBAR + CGAERRBAR before the arrive (a full memory fence per call); measured in
+// stage 12 (MBAR_CLUSTER_SCOPE).
+template <bool ClusterScope = false>
 __device__ __forceinline__ void mbar_arrive_remote(uint64_t* bar, uint32_t cta_rank) {
-  asm volatile(
-      "{\n.reg .b32 remote;\n"
-      "mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}" ::"r"(smem_u32(bar)),
-      "r"(cta_rank)
-      : "memory");
-}
-
-// The same with release at cluster scope. Costly: ptxas puts MEMBAR.ALL.CTA + MEMBAR.ALL.GPU + ERRBAR +
-// CGAERRBAR before the arrive (a full memory fence per call); measured in stage 12 (MBAR_CLUSTER_SCOPE).
-__device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t cta_rank) {
-  asm volatile(
-      "{\n.reg .b32 remote;\n"
-      "mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}" ::"r"(smem_u32(bar)),
-      "r"(cta_rank)
-      : "memory");
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_u32(bar)), "r"(cta_rank));
+  if constexpr (ClusterScope) {
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+  } else {
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+  }
 }
 
 #if GEMMLAB_DEBUG

@@ -194,11 +194,11 @@ inline void mbar_arrive(uint64_t* bar) {
   b.pending -= 1;
   emu::maybe_complete(b);
 }
-inline void mbar_arrive_cluster(uint64_t* bar, uint32_t cta_rank) {
+template <bool ClusterScope = false>
+inline void mbar_arrive_remote(uint64_t* bar, uint32_t cta_rank) {
   if (cta_rank != 0) gemm_host::fail("clusters of more than one CTA are not emulated", bar);
   mbar_arrive(bar);
 }
-inline void mbar_arrive_remote(uint64_t* bar, uint32_t cta_rank) { mbar_arrive_cluster(bar, cta_rank); }
 inline void mbar_wait(uint64_t* bar, uint32_t parity) {
   const uint32_t addr = smem_u32(bar);
   std::unique_lock<std::mutex> g(emu::lock());
