@@ -64,20 +64,19 @@ def _yaml_defines(variant: str) -> dict:
         return {}
 
 
-def _row_defines(text, variant: str) -> dict:
-    """The defines a row ran: its recorded ones, plus the YAML's ``defines_before`` for a define
-    that did not exist yet when the row was measured."""
+def _defines_before(variant: str) -> dict:
+    """The YAML's ``defines_before``: what rows older than a define ran ({} without one)."""
     try:
-        before = variants.info(variant).defines_before
+        return variants.info(variant).defines_before
     except KeyError:
-        before = {}
-    return {**before, **data.extra_of(text)}
+        return {}
 
 
 def _defines_text(text, variant: str) -> str:
     """The defines of a row that differ from the variant's YAML (all of them without one)."""
     yaml = _yaml_defines(variant)
-    diff = {k: v for k, v in _row_defines(text, variant).items() if str(yaml.get(k)) != str(v)}
+    ran = {**_defines_before(variant), **data.extra_of(text)}
+    diff = {k: v for k, v in ran.items() if str(yaml.get(k)) != str(v)}
     return ", ".join(f"{k} {v}" for k, v in sorted(diff.items())) or "no recorded defines"
 
 
@@ -89,8 +88,9 @@ def current_configuration(rows: pd.DataFrame, variant: str) -> pd.Series:
     yaml = _yaml_defines(variant)
     if not yaml or "defines" not in rows.columns:
         return pd.Series(True, index=rows.index)
-    return pd.Series([all(str(d[k]) == str(v) for k, v in yaml.items() if k in d)
-                      for d in (_row_defines(t, variant) for t in rows["defines"])], index=rows.index)
+    before = _defines_before(variant)
+    ran = ({**before, **data.extra_of(t)} for t in rows["defines"])
+    return pd.Series([all(str(d[k]) == str(v) for k, v in yaml.items() if k in d) for d in ran], index=rows.index)
 
 
 def _rung(rows: pd.DataFrame, group: str) -> dict:
