@@ -117,7 +117,7 @@ for stage in "$@"; do case $stage in
              'variant.wgmma_fp8.cuda.defines={STAGES:3,EPI_TMA:1},{STAGES:4,EPI_TMA:0},{STAGES:3,EPI_TMA:0},{GROUP_M:16},{BN:128,STAGES:4}' \
              run.name=tune_wgmma_fp8 hydra.sweep.dir=$REF/tune_wgmma_fp8 ;;
   # issue 20: the mma.sync rate alone (stage 10's ceiling) at three occupancies
-  mma_peak) step mma_sync_peak 120 python3 run.py -m variant=mma_sync_peak precision=bf16 sizes=probe \
+  mma_peak) step mma_sync_peak 120 python3 run.py -m variant=mma_sync_peak precision=bf16,fp16 sizes=probe \
              'variant.mma_sync_peak.probe.params.warps=4,8,16' $Q run.name=mma_sync_peak hydra.sweep.dir=$REF/mma_sync_peak ;;
   pitfalls) step pitfalls 180 python3 run.py "variant=[smem_tiled,tag_pitfall]" \
              precision=fp32 "sizes.square=[4096]" sizes.shapes=[] measure.check_repeats=5 run.fail_on_error=false $Q \

@@ -11,6 +11,12 @@ A rung is its variant's best row among the rows that ran the variant's current c
 (the defines of its YAML: a row agrees where it has the define), so a tuning candidate or the
 configuration of an older default never stands for the stage; where no row ran it, the best row
 of any configuration, with a note.
+
+A stage whose YAML names a ``ceiling`` probe (stage 10: ``mma_sync_peak``, mma.sync issued back to
+back from registers) gets that instruction's rate at the rung's own clock: the probe's best
+TFLOP/s per MHz (same device and precision) times the highest SM clock seen while the rung ran,
+so an upper bound (issue rates scale with the clock).
+As % of the cuBLAS timed interleaved with the rung, it is the most the stage could show there.
 Used by the ladder figure and the ladder table.
 """
 from __future__ import annotations
@@ -27,7 +33,7 @@ from . import data
 GROUP_STAGE, GROUP_CUTLASS, GROUP_CUBLAS = "stage", "cutlass", "cublas"
 COLUMNS = ["precision", "n", "layout", "group", "stage", "variant", "backend", "description", "tflops",
            "pct_of_cublas", "cublas_tflops", "pct_of_standalone", "standalone_tflops", "rel_error", "rows",
-           "run_id", "kernel_name"]
+           "run_id", "kernel_name", "ceiling_tflops", "ceiling_pct_of_cublas", "pct_of_ceiling"]
 
 
 @dataclass
@@ -80,6 +86,48 @@ def _defines_text(text, variant: str) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(diff.items())) or "no recorded defines"
 
 
+def _ceiling_probe(variant: str) -> Optional[str]:
+    """The probe variant the YAML names as ``variant``'s instruction ceiling (None without one)."""
+    try:
+        return variants.info(variant).ceiling
+    except KeyError:
+        return None
+
+
+def ceiling_per_mhz(probes: pd.DataFrame, probe: str, device: str, precision: str) -> Optional[float]:
+    """The best TFLOP/s per MHz of SM clock that ``probe`` reached on ``device`` at ``precision``
+    (its ok rows' tflops / the highest clock seen while each ran), or None without such a row."""
+    if probes.empty:
+        return None
+    rows = probes[(probes["variant"] == probe) & (probes["device"] == device) & (probes["precision"] == precision)
+                  & (probes["status"] == "ok")]
+    rate = (pd.to_numeric(rows["tflops"], errors="coerce") / pd.to_numeric(rows["sm_clock_max_mhz"], errors="coerce"))
+    rate = rate[rate > 0].dropna()
+    return None if rate.empty else float(rate.max())
+
+
+def _with_ceiling(line: dict, best: pd.Series, probes: pd.DataFrame, notes: list) -> dict:
+    """``line`` (a stage rung) with its instruction ceiling at the rung's clock, where its YAML
+    names a probe; a note where the probe or the rung's clock is missing."""
+    probe = _ceiling_probe(line["variant"])
+    if not probe:
+        return line
+    rate = ceiling_per_mhz(probes, probe, best["device"], line["precision"])
+    clock = pd.to_numeric(pd.Series([best.get("sm_clock_max_mhz")]), errors="coerce").iloc[0]
+    if rate is None:
+        notes.append(f"{line['variant']}: no {probe} row on {best['device']} at {line['precision']}: "
+                     f"no instruction ceiling")
+        return line
+    if pd.isna(clock) or clock <= 0:
+        notes.append(f"{line['variant']}: its row recorded no SM clock: no instruction ceiling")
+        return line
+    ceiling = data.stable(rate * float(clock))
+    line = dict(line, ceiling_tflops=ceiling, pct_of_ceiling=data.stable(100.0 * line["tflops"] / ceiling))
+    if pd.notna(line["cublas_tflops"]) and line["cublas_tflops"] > 0:
+        line["ceiling_pct_of_cublas"] = data.stable(100.0 * ceiling / line["cublas_tflops"])
+    return line
+
+
 def current_configuration(rows: pd.DataFrame, variant: str) -> pd.Series:
     """Which of ``rows`` (one hand-written variant) ran the defines its YAML has now: every
     define a row ran equals the YAML's. A define the row lacks predates it: the row ran the
@@ -93,10 +141,14 @@ def current_configuration(rows: pd.DataFrame, variant: str) -> pd.Series:
     return pd.Series([all(str(d[k]) == str(v) for k, v in yaml.items() if k in d) for d in ran], index=rows.index)
 
 
+def _best(rows: pd.DataFrame) -> pd.Series:
+    return data.best_rows(rows, ["precision", "n"]).iloc[0]
+
+
 def _rung(rows: pd.DataFrame, group: str) -> dict:
     """One rung: the best row of ``rows`` (one variant, or one library, at one point; the
     shortest median time of any run or configuration), with both readings of % of cuBLAS."""
-    best = data.best_rows(rows, ["precision", "n"]).iloc[0]
+    best = _best(rows)
     return {"group": group, "stage": best["stage"], "variant": best["variant"],
             "backend": best["backend"], "description": best["description"],
             "tflops": data.stable(float(best["tflops"])),
@@ -105,7 +157,8 @@ def _rung(rows: pd.DataFrame, group: str) -> dict:
             "pct_of_standalone": data.stable(float(best["pct_of_standalone"])),
             "standalone_tflops": data.stable(float(best["standalone_tflops"])),
             "rel_error": float(best["rel_error"]), "rows": int(best["rows"]), "run_id": best["run_id"],
-            "kernel_name": best.get("kernel_name")}
+            "kernel_name": best.get("kernel_name"), "ceiling_tflops": float("nan"),
+            "ceiling_pct_of_cublas": float("nan"), "pct_of_ceiling": float("nan")}
 
 
 def build(ds: data.Dataset) -> Ladder:
@@ -119,6 +172,7 @@ def build(ds: data.Dataset) -> Ladder:
     stages = g[g["backend"] == data.HANDWRITTEN_BACKEND]
     if stages["stage"].notna().any():  # pitfalls (no stage) are not rungs
         stages = stages[stages["stage"].notna()]
+    probes = ds.gpu[ds.gpu["variant"].isin({_ceiling_probe(v) for v in stages["variant"].unique()} - {None})]
     notes: dict = {"": []}
     if g.empty:
         notes[""].append("no GPU GEMM rows in the data")
@@ -151,7 +205,8 @@ def build(ds: data.Dataset) -> Ladder:
                                f"{_defines_text(best.get('defines'), v)}")
             else:
                 rows = current
-            lines.append({"precision": p, "n": n, "layout": layout, **_rung(rows, GROUP_STAGE)})
+            line = {"precision": p, "n": n, "layout": layout, **_rung(rows, GROUP_STAGE)}
+            lines.append(_with_ceiling(line, _best(rows), probes, p_notes))
         cutlass = at[at["backend"] == data.CUTLASS_BACKEND]
         if cutlass.empty:
             p_notes.append(f"no CUTLASS row at {p}, N = {n}")

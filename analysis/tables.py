@@ -232,6 +232,8 @@ def ladder_table(ds: data.Dataset) -> Table:
         Column("pct_of_cublas", "% of interleaved", "r", _pct),
         Column("standalone_tflops", "cuBLAS standalone", "r", format_sig),
         Column("pct_of_standalone", "% of standalone", "r", _pct),
+        Column("ceiling_tflops", "Instr. ceiling", "r", format_sig),
+        Column("ceiling_pct_of_cublas", "Ceiling % of interleaved", "r", _pct),
         Column("rel_error", "Rel. error", "r", lambda v: format_sig(v, 2)),
         Column("kernel_name", "Configuration", "l", _text),
     ], f, empty="no hand-written stage or library GEMM rows in the data",
@@ -242,7 +244,10 @@ def ladder_table(ds: data.Dataset) -> Table:
                  "that row (same run and clock state; else the same run's cuBLAS rows). cuBLAS standalone: "
                  "the best cublas or cublaslt row of its own at that size, the cuBLAS line's TFLOP/s. "
                  "A slow kernel leaves the GPU cooler for its interleaved baseline, which then runs faster "
-                 "than cuBLAS alone does." + (" Gaps: " + "; ".join(dict.fromkeys(notes)) + "." if notes else ""))
+                 "than cuBLAS alone does. Instr. ceiling (stages whose YAML names a probe of their "
+                 "instruction): the probe's best TFLOP/s per MHz times the highest SM clock seen while the "
+                 "row ran, the most the stage could reach at its clock; as % of its interleaved cuBLAS, the "
+                 "most % it could show." + (" Gaps: " + "; ".join(dict.fromkeys(notes)) + "." if notes else ""))
 
 
 # -- 4. what tuning buys (analysis.regret) ------------------------------------------------------

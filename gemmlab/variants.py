@@ -37,6 +37,7 @@ class VariantInfo:
     probe: Optional[str] = None  # probe.kind of a probe variant (not a GEMM), else None
     defines_items: Tuple[Tuple[str, str], ...] = ()  # cuda.defines of a hand-written kernel
     defines_before_items: Tuple[Tuple[str, str], ...] = ()  # cuda.defines_before: rows older than a define
+    ceiling: Optional[str] = None  # the probe variant that measures this stage's instruction rate
 
     @property
     def defines_before(self) -> Dict[str, str]:
@@ -68,7 +69,8 @@ def _read(path: Path) -> VariantInfo:
                        defines_items=tuple((str(k), str(v)) for k, v in
                                            ((node.get("cuda") or {}).get("defines") or {}).items()),
                        defines_before_items=tuple((str(k), str(v)) for k, v in
-                                                  ((node.get("cuda") or {}).get("defines_before") or {}).items()))
+                                                  ((node.get("cuda") or {}).get("defines_before") or {}).items()),
+                       ceiling=None if node.get("ceiling") is None else str(node.get("ceiling")))
 
 
 @functools.lru_cache(maxsize=None)

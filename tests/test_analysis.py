@@ -727,3 +727,31 @@ def test_current_configuration_reads_rows_older_than_a_define_by_defines_before(
     assert ladder._defines_text('{"CLUSTER_M": 2}', "k") == "SCOPE 1"
     info = dataclasses.replace(info, defines_before_items=())
     assert list(ladder.current_configuration(rows, "k")) == [True, True, False, False]
+
+
+def test_ladder_instruction_ceiling_is_the_probe_rate_at_the_rungs_clock(monkeypatch):
+    """A stage whose YAML names a ceiling probe: the probe's best TFLOP/s per MHz (same device and
+    precision, ok rows) times the highest clock the rung saw, and that as % of its interleaved
+    cuBLAS; without a probe row, or without a clock, a note and no number."""
+    from gemmlab.variants import VariantInfo
+
+    info = VariantInfo(name="st", backend="cuda", stage=10, description="", tags=(), in_default_sweep=True,
+                       path=Path("st.yaml"), ceiling="peak")
+    monkeypatch.setattr(ladder.variants, "info", lambda name, *a, **k: info)
+    probes = pd.DataFrame({"variant": ["peak", "peak", "peak", "peak", "other"],
+                           "device": ["G", "G", "G", "H", "G"], "precision": ["bf16", "bf16", "fp16", "bf16", "bf16"],
+                           "status": ["ok", "ok", "ok", "ok", "ok"], "tflops": [600.0, 640.0, 900.0, 2000.0, 5000.0],
+                           "sm_clock_max_mhz": [2000.0, 2000.0, 1000.0, 1000.0, 1000.0]})
+    assert ladder.ceiling_per_mhz(probes, "peak", "G", "bf16") == pytest.approx(0.32)
+    assert ladder.ceiling_per_mhz(probes, "peak", "G", "fp8") is None
+    line = {"variant": "st", "precision": "bf16", "tflops": 400.0, "cublas_tflops": 700.0}
+    notes = []
+    out = ladder._with_ceiling(line, pd.Series({"device": "G", "sm_clock_max_mhz": 1500.0}), probes, notes)
+    assert out["ceiling_tflops"] == pytest.approx(480.0) and not notes
+    assert out["ceiling_pct_of_cublas"] == pytest.approx(100 * 480 / 700)
+    assert out["pct_of_ceiling"] == pytest.approx(100 * 400 / 480)
+    out = ladder._with_ceiling(dict(line, precision="fp8"), pd.Series({"device": "G", "sm_clock_max_mhz": 1500.0}),
+                               probes, notes)
+    assert "ceiling_tflops" not in out and notes == ["st: no peak row on G at fp8: no instruction ceiling"]
+    out = ladder._with_ceiling(line, pd.Series({"device": "G", "sm_clock_max_mhz": float("nan")}), probes, notes)
+    assert "ceiling_tflops" not in out and "recorded no SM clock" in notes[-1]

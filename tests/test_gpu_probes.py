@@ -28,7 +28,7 @@ ENTRIES = {  # kernels each probe source must export (the names the probes launc
     "kernels/cuda/probes/wmma_layout.cu": {"wmma_gemm", "wmma_gemm_bcol_flag", "wmma_gemm_bcol"},
     "kernels/cuda/92_sgemm32_as_written.cu": {"sgemm32"},
     "kernels/cuda/probes/cache.cu": {"l2_read", "l1_read"},
-    "kernels/cuda/probes/mma_peak.cu": {"mma_sync_peak"},
+    "kernels/cuda/probes/mma_peak.cu": {"mma_sync_peak", "mma_sync_peak_fp16"},
 }
 
 
@@ -122,17 +122,19 @@ def test_shared_memory_probes(tmp_path):
 
 
 @pytest.mark.gpu
-def test_mma_sync_peak_is_a_rate_below_the_dense_peak(tmp_path):
-    """Issue 20: the legacy mma.sync path's rate alone; its fraction of the dense (wgmma) bf16 peak is
-    what stage 10 can reach at most (the row's pct_of_peak_at_clock)."""
-    rows = _run(tmp_path, ["mma_sync_peak"], [[1, 1, 1]], precision="bf16")
+@pytest.mark.parametrize("precision,kernel", [("bf16", "mma_sync_peak"), ("fp16", "mma_sync_peak_fp16")])
+def test_mma_sync_peak_is_a_rate_below_the_dense_peak(tmp_path, precision, kernel):
+    """Issue 20: the legacy mma.sync path's rate alone; its fraction of the dense (wgmma) peak is
+    what stage 10 can reach at most (the row's pct_of_peak_at_clock), per operand type."""
+    rows = _run(tmp_path, ["mma_sync_peak"], [[1, 1, 1]], precision=precision)
     r = rows[("mma_sync_peak", 1, 1, 1)]
     assert r["status"] == "ok", r["reason"]
-    assert r["op"] == "mma_sync_peak" and float(r["tflops"]) > 0
+    assert r["op"] == "mma_sync_peak" and float(r["tflops"]) > 0 and r["kernel_name"] == kernel
+    assert f".{precision.replace('fp16', 'f16')}." in _extra(r)["instruction"]
     pct = r.get("pct_of_peak_at_clock")
     if pct not in (None, ""):
         assert 0 < float(pct) <= 100, pct
-    print(f"mma_sync_peak: {float(r['tflops']):.0f} TFLOP/s, {pct} % of the dense bf16 peak at its clock")
+    print(f"{kernel}: {float(r['tflops']):.0f} TFLOP/s, {pct} % of the dense {precision} peak at its clock")
 
 
 @pytest.mark.gpu

@@ -58,6 +58,31 @@ def test_readme_quotes_the_tables_numbers(reference):
     assert re.search(r"102\.6% of the cuBLASLt timed interleaved", text)
 
 
+@needs_reference
+def test_mma_sync_rung_states_its_instruction_ceiling(reference):
+    """Stage 10's rung on the reference data: mma.sync's best probed TFLOP/s per MHz (the
+    mma_sync_peak rows, same precision) at the highest clock the rung saw; below its interleaved
+    cuBLAS (0.70x of cuBLAS, issue 20, would need most of the instruction's rate), and the
+    ladder figure draws it."""
+    g = reference.gpu
+    lad = ladder.build(reference).entries
+    rungs = lad[lad["variant"] == "mma_sync"]
+    assert not rungs.empty
+    drawn = {line.get_gid() for ax in FIGURES["ladder"](reference).axes for line in ax.lines}
+    for _, rung in rungs.iterrows():
+        probe = g[(g["variant"] == "mma_sync_peak") & (g["precision"] == rung["precision"]) & (g["status"] == "ok")]
+        if probe.empty:
+            assert pd.isna(rung["ceiling_tflops"])
+            continue
+        rate = (probe["tflops"] / probe["sm_clock_max_mhz"]).max()
+        row = g[(g["run_id"] == rung["run_id"]) & (g["variant"] == "mma_sync") & (g["n"] == rung["n"])
+                & (g["precision"] == rung["precision"]) & (g["tflops"] == rung["tflops"])]
+        assert len(row) == 1
+        assert rung["ceiling_tflops"] == pytest.approx(rate * row["sm_clock_max_mhz"].iloc[0])
+        assert 0 < rung["pct_of_ceiling"] < 100 and rung["ceiling_pct_of_cublas"] < 100
+        assert style.gid("ceiling", "mma_sync", rung["precision"]) in drawn
+
+
 # -- where the commands write ------------------------------------------------------------------
 def _results(tmp_path) -> Path:
     row = {"run_id": "r", "point_key": "k", "device": "Test CPU", "backend": "cpu_blas", "variant": "cpu_blas",

@@ -1,6 +1,6 @@
 """Tensor-core issue-rate GPU probes on the kernels of the variant's ``probe.source``
 (kernels/cuda/probes/mma_peak.cu): ``mma_sync_peak``, back-to-back independent mma.sync m16n8k16
-bf16 from registers, no memory: the ceiling of the legacy warp-level path (stage 10) as TFLOP/s,
+(bf16 or fp16 operands, the point's precision) from registers, no memory: the ceiling of the legacy warp-level path (stage 10) as TFLOP/s,
 and, through the row's ``pct_of_peak_at_clock``, as a fraction of the device's dense (wgmma) rate."""
 from __future__ import annotations
 
@@ -17,7 +17,10 @@ class MmaSyncPeak(Probe):
     blocks_per_sm."""
 
     op = "mma_sync_peak"
-    precisions = ("bf16",)
+    precisions = ("bf16", "fp16")
+    # the kernel and the instruction it issues, per precision
+    ENTRIES = {"bf16": ("mma_sync_peak", "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"),
+               "fp16": ("mma_sync_peak_fp16", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32")}
     compiles = True
 
     def skip(self, p, params):
@@ -32,7 +35,8 @@ class MmaSyncPeak(Probe):
         if iters < 1 or not 1 <= warps <= 32 or blocks_per_sm < 1:
             raise ProbeSkip(f"mma_sync_peak needs iters >= 1, 1 <= warps <= 32 and blocks_per_sm >= 1, got "
                             f"{iters}, {warps}, {blocks_per_sm}")
-        kern = backend.function(ex, p, "mma_sync_peak")
+        entry, instruction = self.ENTRIES[p.precision]
+        kern = backend.function(ex, p, entry)
         grid, threads = blocks_per_sm * ex.dev["sm_count"], 32 * warps
         out = cp.empty(grid * threads, dtype=cp.float32)
         args = (out, np.int32(iters))
@@ -43,7 +47,7 @@ class MmaSyncPeak(Probe):
         flops = grid * warps * iters * CHAINS * MMA_FLOPS
         timed = ex.timer.measure([[fn]])[0]
         extra = {"iters": iters, "chains": CHAINS, "blocks": grid, "threads_per_block": threads,
-                 "instruction": "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+                 "instruction": instruction,
                  "tflops": flops / timed.summary.median_s / 1e12}
         return {**timed_fields(ex, timed, flops, extra), "flops": flops, "bytes_min": 0, "intensity": None,
-                "kernel_name": "mma_sync_peak", "smem_bytes": 0, "status": "ok"}
+                "kernel_name": entry, "smem_bytes": 0, "status": "ok"}
