@@ -6,7 +6,7 @@
 #
 # Needs the wheels in .whl/ (../shared/gpu-host/wheels.sh .whl) and $OUT (where logs and a tarball
 # of outputs/reference go). Stages: gpu_all core kernels hopper cutlass_bench cutlass cutlass_n8192
-# cutlass_odd ladder tc tune tune_mma tune_ws tune_ws_fp16 ws_repeat ws_standalone ws_llama hopper_fp8 tune_fp8 mma_peak pitfalls cublas counters claims fidelity timer_study
+# cutlass_odd ladder tc tune tune_mma tune_ws tune_ws_fp16 ws_repeat ws_seeds ws_standalone ws_llama hopper_fp8 tune_fp8 mma_peak pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # cache_roofs inputs_power workloads tuning_regret compare compare_paired pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
@@ -102,6 +102,9 @@ for stage in "$@"; do case $stage in
   ws_repeat)  # issue 20: stage 12 as the YAML has it, cuBLAS/cuBLASLt interleaved, three input seeds
            step ws_repeat 300 python3 run.py -m variant=wgmma_ws precision=bf16,fp16 "sizes.square=[4096,8192]" sizes.shapes=[] \
              measure=sustained measure.max_time_s=2 measure.seed=1,2,3 $Q run.name=ws_repeat hydra.sweep.dir=$REF/ws_repeat ;;
+  ws_seeds)  # issue 20: stage 12 BF16 at 8192 (the 1.00x bar) over five more input seeds, interleaved
+           step ws_seeds 300 python3 run.py -m variant=wgmma_ws precision=bf16 "sizes.square=[8192]" sizes.shapes=[] \
+             measure=sustained measure.max_time_s=2 measure.seed=4,5,6,7,8 $Q run.name=ws_seeds hydra.sweep.dir=$REF/ws_seeds ;;
   ws_standalone)  # issue 20: the best standalone cuBLAS beside stage 12, no baselines
            step ws_standalone 150 python3 run.py "variant=[cublas,cublaslt,wgmma_ws]" "precision=[bf16,fp16]" \
              "sizes.square=[4096,8192]" sizes.shapes=[] measure=sustained measure.max_time_s=2 "measure.baseline=[]" $Q \
