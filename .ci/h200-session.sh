@@ -6,7 +6,7 @@
 #
 # Needs the wheels in .whl/ (../shared/gpu-host/wheels.sh .whl) and $OUT (where logs and a tarball
 # of outputs/reference go). Stages: gpu_all core kernels hopper cutlass_bench cutlass cutlass_n8192
-# cutlass_odd ladder tc tune tune_mma tune_ws tune_ws_fp16 ws_repeat ws_seeds ws_standalone ws_llama hopper_fp8 tune_fp8 mma_peak pitfalls cublas counters claims fidelity timer_study
+# cutlass_odd ladder tc tune tune_mma tune_ws tune_ws_fp16 ws_repeat ws_seeds ws_standalone ws_llama hopper_fp8 tune_fp8 mma_peak ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # cache_roofs inputs_power workloads tuning_regret compare compare_paired pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
@@ -122,6 +122,15 @@ for stage in "$@"; do case $stage in
   # issue 20: the mma.sync rate alone (stage 10's ceiling) at three occupancies
   mma_peak) step mma_sync_peak 120 python3 run.py -m variant=mma_sync_peak precision=bf16,fp16 sizes=probe \
              'variant.mma_sync_peak.probe.params.warps=4,8,16' $Q run.name=mma_sync_peak hydra.sweep.dir=$REF/mma_sync_peak ;;
+  ncu_mma)  # issue 20: where stage 10's cycles go (stall reasons, pipe and shared-memory use), beside the
+           # probe that issues mma.sync alone; one launch each, ncu's text report is the log
+           for k in mma_sync_gemm mma_sync_peak; do
+             [ $k = mma_sync_gemm ] && V="variant=mma_sync sizes.square=[8192] sizes.shapes=[]" || V="variant=mma_sync_peak sizes=probe"
+             step ncu_$k 200 ncu --clock-control base -k regex:"^$k\$" --launch-skip 2 -c 1 --section SpeedOfLight \
+               --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables --section WarpStateStats \
+               --section SchedulerStats --section InstructionStats --section Occupancy \
+               python3 run.py $V precision=bf16 measure=quick "measure.baseline=[]" $Q hydra.run.dir=/tmp/ncu_$k
+           done ;;
   pitfalls) step pitfalls 180 python3 run.py "variant=[smem_tiled,tag_pitfall]" \
              precision=fp32 "sizes.square=[4096]" sizes.shapes=[] measure.check_repeats=5 run.fail_on_error=false $Q \
              run.name=pitfalls hydra.run.dir=$REF/pitfalls ;;

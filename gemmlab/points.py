@@ -74,8 +74,14 @@ class Point:
         """Stable hash of everything that defines the point (for resume and merging)."""
         variant = OmegaConf.to_container(self.variant_cfg, resolve=True, enum_to_str=True) \
             if self.variant_cfg is not None else self.variant
-        if isinstance(variant, dict) and variant.get("layouts") is None:
-            variant.pop("layouts", None)  # a field added with the layout axis: unset keeps old keys
+        if isinstance(variant, dict):
+            if variant.get("layouts") is None:
+                variant.pop("layouts", None)  # a field added with the layout axis: unset keeps old keys
+            # what analysis reads (a stage's instruction-ceiling probe; what rows older than a define
+            # ran) changes no measurement: it stays out of the key
+            variant.pop("ceiling", None)
+            if isinstance(variant.get("cuda"), dict):
+                variant["cuda"].pop("defines_before", None)
         payload = {
             "variant": variant,
             "precision": OmegaConf.to_container(self.precision_cfg, resolve=True, enum_to_str=True)

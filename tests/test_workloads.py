@@ -29,6 +29,20 @@ def test_a_default_point_keeps_the_key_it_had_before_the_axes():
     assert pts[("cublas", 96, 96, 96)].key == "48a6f298c71c4f63"
 
 
+def test_fields_only_analysis_reads_stay_out_of_the_key():
+    """A stage's ceiling probe and its cuda.defines_before change no measurement: setting them
+    keeps every point's key (stage 10's key is the one it had before either field existed)."""
+    base = ["variant=mma_sync", "precision=bf16", "sizes=smoke"]
+    keys = {p.key for p in expand(compose_cfg(base)) if (p.m, p.n, p.k) == (64, 64, 64)}
+    other = {p.key for p in expand(compose_cfg(base + ["variant.mma_sync.ceiling=null",
+                                                       "+variant.mma_sync.cuda.defines_before={STAGES: 3}"]))
+             if (p.m, p.n, p.k) == (64, 64, 64)}
+    assert keys == other == {"604b70a422bf547a"}
+    changed = {p.key for p in expand(compose_cfg(base + ["variant.mma_sync.cuda.defines.STAGES=3"]))
+               if (p.m, p.n, p.k) == (64, 64, 64)}
+    assert changed != keys
+
+
 def test_layout_and_batch_are_in_the_key_and_the_work():
     pts = expand(compose_cfg(["variant=cpu_blas", "precision=fp32", "sizes=smoke", ALL_LAYOUTS, "batch=[1,3]"]))
     assert len(pts) == 4 * 2 * 3
