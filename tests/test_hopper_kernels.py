@@ -373,9 +373,12 @@ MMA_SYNC_SWEEP = [
 # The entries the CPU emulation runs (about 25 s each on a 2-core runner): every one that changes
 # what the kernel computes or how its pipeline moves data. Left to the build test only: entries that
 # differ from one emulated here by MIN_BLOCKS (a register budget) or GROUP_M (the launch order of
-# blocks), and {FRAG_PIPE:1}, the defaults' own value (test_mma_sync_fp16_and_eager_copies_on_the_cpu
-# and the default stage's emulation run it).
-MMA_SYNC_EMULATED = [d for d in MMA_SYNC_SWEEP if "MIN_BLOCKS" not in d and d not in ("{GROUP_M:16}", "{FRAG_PIPE:1}")]
+# blocks), {FRAG_PIPE:1}, the defaults' own value (test_mma_sync_fp16_and_eager_copies_on_the_cpu
+# and the default stage's emulation run it), and the two that only combine emulated changes:
+# {BK:32,STAGES:6} (BK 32: {BK:32,STAGES:8}; a ring that is no power of two: {STAGES:3}) and
+# {BM:256,BN:128,STAGES:3} ({BM:256,BN:128} and {STAGES:3}).
+MMA_SYNC_EMULATED = [d for d in MMA_SYNC_SWEEP if "MIN_BLOCKS" not in d and d not in
+                     ("{GROUP_M:16}", "{FRAG_PIPE:1}", "{BK:32,STAGES:6}", "{BM:256,BN:128,STAGES:3}")]
 
 
 def _mma_sync_overrides(defines):
