@@ -169,8 +169,8 @@ class VariantConf:
     in_default_sweep: bool = True  # pitfall variants say false
     stage: Optional[int] = None  # position on the chapter's ladder, for figures
     # a probe variant that measures the issue rate of the instruction this stage computes with
-    # (mma_sync_peak for mma.sync), as % of the dense peak at clock: the ladder states it at the
-    # rung's own clock, the most the stage could reach there; for analysis only
+    # (mma_sync_peak for mma.sync): the ladder scales its TFLOP/s per MHz to the rung's own clock,
+    # the most the stage could reach there; for analysis only (not in the point key)
     ceiling: Optional[str] = None
     # what the variant is, for selecting it (variant=tag_<tag>, experiments, claims): e.g. ladder,
     # simt, tensor_core, hopper, library, cutlass, probe, pitfall, negative_control

@@ -60,6 +60,17 @@ def test_every_variant_file_declares_its_own_package_and_known_precisions(name):
     assert set(v.precisions) <= set(options("precision")), v.precisions
 
 
+def test_every_ceiling_names_a_probe_of_each_precision_of_its_stage():
+    """A stage's ``ceiling`` (analysis reads it: the ladder's instruction ceiling) names a probe
+    variant that runs every precision the stage runs; a misspelt name would only show as a gap."""
+    named = {n: load_variant(n).ceiling for n in variant_files() if load_variant(n).ceiling}
+    assert named, "no stage names a ceiling probe (stage 10 names mma_sync_peak)"
+    for name, probe in named.items():
+        assert probe in variant_files(), (name, probe)
+        p = load_variant(probe)
+        assert p.probe is not None and set(load_variant(name).precisions) <= set(p.precisions), (name, probe)
+
+
 def test_misspelt_key_in_an_override_fails_naming_the_key():
     with pytest.raises(ConfigCompositionException) as e:
         compose_cfg(["measure.warmup=1"])

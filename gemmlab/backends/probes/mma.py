@@ -1,7 +1,8 @@
 """Tensor-core issue-rate GPU probes on the kernels of the variant's ``probe.source``
 (kernels/cuda/probes/mma_peak.cu): ``mma_sync_peak``, back-to-back independent mma.sync m16n8k16
-(bf16 or fp16 operands, the point's precision) from registers, no memory: the ceiling of the legacy warp-level path (stage 10) as TFLOP/s,
-and, through the row's ``pct_of_peak_at_clock``, as a fraction of the device's dense (wgmma) rate."""
+(bf16 or fp16 operands, the point's precision) from registers, no memory: the ceiling of the
+legacy warp-level path (stage 10) as TFLOP/s, and, through the row's ``pct_of_peak_at_clock``, as
+a fraction of the device's dense (wgmma) rate."""
 from __future__ import annotations
 
 import numpy as np
