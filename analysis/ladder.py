@@ -145,10 +145,10 @@ def _best(rows: pd.DataFrame) -> pd.Series:
     return data.best_rows(rows, ["precision", "n"]).iloc[0]
 
 
-def _rung(rows: pd.DataFrame, group: str) -> dict:
-    """One rung: the best row of ``rows`` (one variant, or one library, at one point; the
-    shortest median time of any run or configuration), with both readings of % of cuBLAS."""
-    best = _best(rows)
+def _rung(best: pd.Series, group: str) -> dict:
+    """One rung from ``best``, the best row of its rows (one variant, or one library, at one
+    point; the shortest median time of any run or configuration, :func:`_best`), with both
+    readings of % of cuBLAS."""
     return {"group": group, "stage": best["stage"], "variant": best["variant"],
             "backend": best["backend"], "description": best["description"],
             "tflops": data.stable(float(best["tflops"])),
@@ -205,18 +205,19 @@ def build(ds: data.Dataset) -> Ladder:
                                f"{_defines_text(best.get('defines'), v)}")
             else:
                 rows = current
-            line = {"precision": p, "n": n, "layout": layout, **_rung(rows, GROUP_STAGE)}
-            lines.append(_with_ceiling(line, _best(rows), probes, p_notes))
+            best = _best(rows)
+            line = {"precision": p, "n": n, "layout": layout, **_rung(best, GROUP_STAGE)}
+            lines.append(_with_ceiling(line, best, probes, p_notes))
         cutlass = at[at["backend"] == data.CUTLASS_BACKEND]
         if cutlass.empty:
             p_notes.append(f"no CUTLASS row at {p}, N = {n}")
         else:  # the fastest CUTLASS row (of any configuration), named in the label
-            lines.append({"precision": p, "n": n, "layout": layout, **_rung(cutlass, GROUP_CUTLASS)})
+            lines.append({"precision": p, "n": n, "layout": layout, **_rung(_best(cutlass), GROUP_CUTLASS)})
         lib = at[at["backend"].isin(data.CUBLAS_BACKENDS) & at["variant"].isin(data.CUBLAS_VARIANTS)]
         if lib.empty:
             p_notes.append(f"no standalone cuBLAS/cuBLASLt row at {p}, N = {n}: no standalone %")
         else:
-            rung = _rung(lib, GROUP_CUBLAS)
+            rung = _rung(_best(lib), GROUP_CUBLAS)
             rung.update(stage=pd.NA, pct_of_cublas=float("nan"), cublas_tflops=float("nan"))
             lines.append({"precision": p, "n": n, "layout": layout, **rung})
         rungs = [line for line in lines if line["precision"] == p and line["group"] == GROUP_STAGE]
