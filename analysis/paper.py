@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from . import cli, data, style, tables
 from .figures import FIGURES
@@ -29,8 +29,10 @@ def expected_files() -> List[str]:
             + [CLAIMS_FILE])
 
 
-def write_paper(ds: data.Dataset, out_dir: Path) -> Dict[str, List[str]]:
-    """Write every figure and table of ``ds`` to ``out_dir``; returns each figure's gap notes."""
+def write_paper(ds: data.Dataset, out_dir: Path, figures: Optional[dict] = None) -> Dict[str, List[str]]:
+    """Write every figure and table of ``ds`` to ``out_dir``; returns each figure's gap notes.
+    ``figures``, where given, receives each Figure by name (for a caller that inspects what was
+    written without building it again)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     notes: Dict[str, List[str]] = {}
@@ -38,6 +40,8 @@ def write_paper(ds: data.Dataset, out_dir: Path) -> Dict[str, List[str]]:
         fig = build(ds)
         style.save(fig, out_dir, name)
         notes[name] = style.notes_of(fig)
+        if figures is not None:
+            figures[name] = fig
     made = tables.build(ds)
     style.write_if_changed(out_dir / "tables.tex", tables.render_latex(made).encode())
     style.write_if_changed(out_dir / "tables.md", tables.render_markdown(made).encode())

@@ -30,12 +30,20 @@ def reference() -> data.Dataset:
     return data.Dataset.from_paths([REFERENCE])
 
 
+@pytest.fixture(scope="module")
+def reference_paper(reference, tmp_path_factory):
+    """outputs/paper/ rebuilt from outputs/reference/ once for this module: (folder, figures)."""
+    folder, figures = tmp_path_factory.mktemp("paper"), {}
+    paper.write_paper(reference, folder, figures=figures)
+    return folder, figures
+
+
 # -- the committed outputs ---------------------------------------------------------------------
 @needs_reference
-def test_committed_paper_is_what_the_reference_data_gives(reference, tmp_path):
+def test_committed_paper_is_what_the_reference_data_gives(reference_paper):
     """Rebuild outputs/paper/ from outputs/reference/ into a temporary folder: every committed
     file, byte for byte (run `python -m analysis.paper --out outputs/paper` after a change)."""
-    paper.write_paper(reference, tmp_path)
+    tmp_path = reference_paper[0]
     names = paper.expected_files()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names)
     differ = [n for n in names if not (COMMITTED / n).exists() or (COMMITTED / n).read_bytes() != (tmp_path / n).read_bytes()]
@@ -59,7 +67,7 @@ def test_readme_quotes_the_tables_numbers(reference):
 
 
 @needs_reference
-def test_mma_sync_rung_states_its_instruction_ceiling(reference):
+def test_mma_sync_rung_states_its_instruction_ceiling(reference, reference_paper):
     """Stage 10's rung on the reference data: mma.sync's best probed TFLOP/s per MHz (the
     mma_sync_peak rows, same precision) at the highest clock the rung saw; below its interleaved
     cuBLAS (0.70x of cuBLAS, issue 20, would need most of the instruction's rate), and the
@@ -68,7 +76,7 @@ def test_mma_sync_rung_states_its_instruction_ceiling(reference):
     lad = ladder.build(reference).entries
     rungs = lad[lad["variant"] == "mma_sync"]
     assert not rungs.empty
-    drawn = {line.get_gid() for ax in FIGURES["ladder"](reference).axes for line in ax.lines}
+    drawn = {line.get_gid() for ax in reference_paper[1]["ladder"].axes for line in ax.lines}
     for _, rung in rungs.iterrows():
         probe = g[(g["variant"] == "mma_sync_peak") & (g["precision"] == rung["precision"]) & (g["status"] == "ok")]
         if probe.empty:
@@ -188,9 +196,9 @@ def test_legends_and_labels_stay_inside_the_canvas(dataset):
 
 
 @needs_reference
-def test_reference_legends_and_labels_stay_inside_the_canvas(reference):
-    with style.context():
-        figs = {name: build(reference) for name, build in FIGURES.items()}
+def test_reference_legends_and_labels_stay_inside_the_canvas(reference_paper):
+    figs = reference_paper[1]  # the figures the committed paper is rendered from
+    assert set(figs) == set(FIGURES)
     for name, fig in figs.items():
         assert not _inside(fig), (name, _inside(fig))
 
