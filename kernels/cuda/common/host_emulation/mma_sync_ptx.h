@@ -3,7 +3,10 @@
 // declarations its kernel code calls, when GEMMLAB_HOST_EMULATION is defined.
 #pragma once
 // ---- host emulation of the PTX above (tests/test_hopper_kernels.py) ----------------------------------
-// Warp-collective instructions exchange operands through a per-warp table between two __syncwarp()s.
+// Warp-collective instructions exchange operands through a per-warp table, one __syncwarp() each:
+// lanes write, sync, read. The table is double-buffered (consecutive collectives alternate), so no
+// second sync is needed before the next write: a lane reaches collective i only after every lane of
+// its warp passed collective i-1's sync, which each did after reading collective i-2's buffer.
 // cp.async copies are queued per thread and land when cp.async.wait_group retires their group (the
 // latest moment the hardware allows), so a read of a k-tile the thread has not waited for sees the
 // NaN the emulation fills shared memory with; -DGEMMLAB_EMU_EAGER_COPIES=1 lands them at issue.
@@ -14,9 +17,13 @@
 namespace {
 namespace emu {
 inline int lane() { return static_cast<int>(gemm_host::linear_tid() % 32); }
-inline uint32_t* published(int lane) {  // six words per lane, one table per warp (<= 32 warps)
-  static uint32_t table[32][32][6];
-  return table[gemm_host::linear_tid() / 32][lane];
+inline int next_buffer() {  // which of the two tables this thread's next collective uses
+  thread_local int collectives = 0;
+  return collectives++ & 1;
+}
+inline uint32_t* published(int buffer, int lane) {  // six words per lane, one table per warp (<= 32 warps)
+  static uint32_t table[2][32][32][6];
+  return table[buffer][gemm_host::linear_tid() / 32][lane];
 }
 inline uint16_t smem_half(uint32_t addr) {
   uint16_t v;
@@ -52,22 +59,21 @@ inline std::deque<std::vector<Copy>>& committed() {
 template <bool kTrans>
 inline void ldmatrix(uint32_t (&r)[4], uint32_t addr) {
   if (addr % 16) gemm_host::fail("ldmatrix row address not 16-byte aligned", gemm_host::dynamic_smem + addr);
-  const int l = lane();
-  published(l)[0] = addr;
+  const int l = lane(), t = next_buffer();
+  published(t, l)[0] = addr;
   __syncwarp();
   const int g = l / 4, c = l % 4;
   for (int q = 0; q < 4; ++q) {
     uint16_t lo, hi;
     if (!kTrans) {  // thread l holds row l/4, elements 2(l%4) and 2(l%4)+1 of matrix q
-      lo = smem_half(published(8 * q + g)[0] + 4 * c);
-      hi = smem_half(published(8 * q + g)[0] + 4 * c + 2);
+      lo = smem_half(published(t, 8 * q + g)[0] + 4 * c);
+      hi = smem_half(published(t, 8 * q + g)[0] + 4 * c + 2);
     } else {  // ... of the transposed matrix: rows 2(l%4), 2(l%4)+1, element l/4
-      lo = smem_half(published(8 * q + 2 * c)[0] + 2 * g);
-      hi = smem_half(published(8 * q + 2 * c + 1)[0] + 2 * g);
+      lo = smem_half(published(t, 8 * q + 2 * c)[0] + 2 * g);
+      hi = smem_half(published(t, 8 * q + 2 * c + 1)[0] + 2 * g);
     }
     r[q] = static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
   }
-  __syncwarp();
 }
 }  // namespace emu
 
@@ -101,8 +107,8 @@ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) { emu::ldmatrix<true>(r,
 // n*4 + (k%8)/2, half k%2. D: d[2*(row/8) + col%2] of lane (row%8)*4 + (col%8)/2.
 template <class T>
 void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  const int l = emu::lane();
-  uint32_t* mine = emu::published(l);
+  const int l = emu::lane(), t = emu::next_buffer();
+  uint32_t* mine = emu::published(t, l);
   for (int q = 0; q < 4; ++q) mine[q] = a[q];
   mine[4] = b0;
   mine[5] = b1;
@@ -113,13 +119,12 @@ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b
     const int row = l / 4 + 8 * (e / 2), col = 2 * (l % 4) + e % 2;
     float s = d[e];
     for (int k = 0; k < 16; ++k) {
-      const float x = emu::to_float<T>(half_of(emu::published((row % 8) * 4 + (k % 8) / 2)[row / 8 + 2 * (k / 8)], k));
-      const float y = emu::to_float<T>(half_of(emu::published(col * 4 + (k % 8) / 2)[4 + k / 8], k));
+      const float x = emu::to_float<T>(half_of(emu::published(t, (row % 8) * 4 + (k % 8) / 2)[row / 8 + 2 * (k / 8)], k));
+      const float y = emu::to_float<T>(half_of(emu::published(t, col * 4 + (k % 8) / 2)[4 + k / 8], k));
       s += x * y;
     }
     out[e] = s;
   }
-  __syncwarp();
   for (int e = 0; e < 4; ++e) d[e] = out[e];
 }
 
