@@ -62,20 +62,24 @@ def _ladder_layout(stage_rows: pd.DataFrame) -> str:
     return str(max(counts.items(), key=lambda kv: (kv[1], kv[0]))[0])
 
 
+def _info(variant: str) -> Optional[variants.VariantInfo]:
+    """``variant``'s YAML in this checkout (None where it has none: rows of a removed variant)."""
+    try:
+        return variants.info(variant)
+    except KeyError:
+        return None
+
+
 def _yaml_defines(variant: str) -> dict:
     """The cuda.defines of ``variant``'s YAML in this checkout ({} without one)."""
-    try:
-        return variants.info(variant).defines
-    except KeyError:
-        return {}
+    info = _info(variant)
+    return info.defines if info else {}
 
 
 def _defines_before(variant: str) -> dict:
     """The YAML's ``defines_before``: what rows older than a define ran ({} without one)."""
-    try:
-        return variants.info(variant).defines_before
-    except KeyError:
-        return {}
+    info = _info(variant)
+    return info.defines_before if info else {}
 
 
 def _defines_text(text, variant: str) -> str:
@@ -88,10 +92,8 @@ def _defines_text(text, variant: str) -> str:
 
 def _ceiling_probe(variant: str) -> Optional[str]:
     """The probe variant the YAML names as ``variant``'s instruction ceiling (None without one)."""
-    try:
-        return variants.info(variant).ceiling
-    except KeyError:
-        return None
+    info = _info(variant)
+    return info.ceiling if info else None
 
 
 def ceiling_per_mhz(probes: pd.DataFrame, probe: str, device: str, precision: str) -> Optional[float]:
