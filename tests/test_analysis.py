@@ -8,6 +8,7 @@ Expected values are recomputed from the CSV with plain pandas, not with ``analys
 """
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -60,13 +61,39 @@ def _reference(name) -> Path:
     return REFERENCE / name
 
 
-def raw(path) -> pd.DataFrame:
-    """The rows as plain pandas reads them: the independent side of every comparison. A sweep's
-    merged file repeats its jobs' rows: a (run_id, point_key) is kept once."""
+def _committed(path) -> bool:
+    """Whether ``path`` lies in the committed reference data, which no test writes to."""
+    return Path(path).resolve().is_relative_to(REFERENCE.resolve())
+
+
+@functools.lru_cache(maxsize=None)
+def _read_raw(path: str) -> pd.DataFrame:
     files = sorted(Path(path).rglob("results.csv")) if Path(path).is_dir() else [Path(path)]
     df = pd.concat([pd.read_csv(f, dtype={"run_id": str, "point_key": str}) for f in files], ignore_index=True)
     keyed = df["run_id"].notna() & df["point_key"].notna()
     return pd.concat([df[keyed].drop_duplicates(["run_id", "point_key"]), df[~keyed]], ignore_index=True)
+
+
+def raw(path) -> pd.DataFrame:
+    """The rows as plain pandas reads them: the independent side of every comparison. A sweep's
+    merged file repeats its jobs' rows: a (run_id, point_key) is kept once. The reference data's
+    rows are read once per test process (a copy each time: callers may change theirs)."""
+    if _committed(path):
+        return _read_raw(str(Path(path).resolve())).copy()
+    return _read_raw.__wrapped__(str(path))
+
+
+@functools.lru_cache(maxsize=None)
+def _reference_dataset(path: str) -> data.Dataset:
+    return data.Dataset.from_paths([Path(path)])
+
+
+def dataset(path) -> data.Dataset:
+    """``data.Dataset.from_paths([path])``; for the reference data, one per test process, shared by
+    the tests that only read it (reading the H200 sets takes seconds each time)."""
+    if _committed(path):
+        return _reference_dataset(str(Path(path).resolve()))
+    return data.Dataset.from_paths([path])
 
 
 def measured(df: pd.DataFrame) -> pd.DataFrame:
@@ -83,7 +110,7 @@ def subset(path, out_dir: Path, keep) -> Path:
 
 
 def build_all(path):
-    ds = data.Dataset.from_paths([path])
+    ds = dataset(path)
     return ds, {name: build(ds) for name, build in FIGURES.items()}
 
 
@@ -223,7 +250,7 @@ def check_series(path, figs):
     bars = series(lad, "bar")
     assert {b.split(":")[1] for b in bars} == (set(cuda["precision"]) if not cuda.empty
                                                 else set(gpu_sq["precision"]))
-    sizes = tables.ladder_frame(data.Dataset.from_paths([path])).groupby("precision")["n"].first()
+    sizes = tables.ladder_frame(dataset(path)).groupby("precision")["n"].first()
     for p, n in sizes.items():  # every stage that ran at the ladder's size is on it ...
         at = cuda[(cuda["precision"] == p) & (cuda["n"] == n)]
         assert {f"{v}:{p}" for v in at["variant"]} <= bars
@@ -506,7 +533,7 @@ def test_cpu_dataset_tables(cpu_results):
 
 @pytest.mark.parametrize("name", REFERENCE_PARAMS)
 def test_reference_tables(name):
-    ds = data.Dataset.from_paths([_reference(name)])
+    ds = dataset(_reference(name))
     check_peak_table(_reference(name), ds)
     check_intensity_table(_reference(name), ds)
     check_ladder_table(_reference(name), ds)
@@ -591,7 +618,7 @@ def test_hierarchical_roofline_reference(name, tmp_path):
     okr["gpu"] = ~okr["backend"].isin(["cpu_blas", "cpu_probe"])
     c = counter_rows(okr)
     assert not c.empty
-    ds = data.Dataset.from_paths([path])
+    ds = dataset(path)
     fig = hierarchical_roofline.build(ds)
     check_hierarchical_series(okr, fig)
     again = hierarchical_roofline.build(data.Dataset.from_paths([path]))
@@ -623,7 +650,7 @@ def test_hierarchical_roofline_draws_a_measured_level_roof(name, tmp_path):
     df = raw(_reference(name))
     measured = df[df["op"].isin(["l2_bandwidth", "l1_bandwidth"]) & (df["status"] == "ok")]
     if not measured.empty:
-        ds = data.Dataset.from_paths([_reference(name)])
+        ds = dataset(_reference(name))
         fig = hierarchical_roofline.build(ds)
         levels = {"l2"} | ({"l1"} if (measured["op"] == "l1_bandwidth").any() else set())
         assert series(fig, "memroof") == {"dram"} | levels
