@@ -6,7 +6,7 @@
 #
 # Needs the wheels in .whl/ (../shared/gpu-host/wheels.sh .whl) and $OUT (where logs and a tarball
 # of outputs/reference go). Stages: gpu_all core kernels hopper cutlass_bench cutlass cutlass_n8192
-# cutlass_odd ladder tc tune tune_mma tune_ws tune_ws_fp16 ws_repeat ws_seeds ws_standalone ws_llama hopper_fp8 tune_fp8 mma_peak ncu_mma pitfalls cublas counters claims fidelity timer_study
+# cutlass_odd ladder tc tune tune_mma tune_ws tune_ws_fp16 ws_repeat ws_seeds ws_standalone ws_llama hopper_fp8 tune_fp8 mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # cache_roofs inputs_power workloads tuning_regret compare compare_paired pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
@@ -122,6 +122,10 @@ for stage in "$@"; do case $stage in
   # issue 20: the mma.sync rate alone (stage 10's ceiling) at three occupancies
   mma_peak) step mma_sync_peak 120 python3 run.py -m variant=mma_sync_peak precision=bf16,fp16 sizes=probe \
              'variant.mma_sync_peak.probe.params.warps=4,8,16' $Q run.name=mma_sync_peak hydra.sweep.dir=$REF/mma_sync_peak ;;
+  mma_quick)  # issue 20: stage 10 (and 12) beside cuBLAS / cuBLASLt at 8192 before the power limit
+           # (measure=quick: a few samples, the SM clock still at its maximum), three input seeds
+           step mma_quick 200 python3 run.py -m "variant=[mma_sync,wgmma_ws]" "precision=[bf16,fp16]" "sizes.square=[8192]" \
+             sizes.shapes=[] measure=quick measure.seed=1,2,3 $Q run.name=mma_quick hydra.sweep.dir=$REF/mma_quick ;;
   ncu_mma)  # issue 20: where stage 10's cycles go (stall reasons, pipe and shared-memory use), beside the
            # probe that issues mma.sync alone; one launch each, ncu's text report is the log
            for k in mma_sync_gemm mma_sync_peak; do
