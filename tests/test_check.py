@@ -197,10 +197,11 @@ def test_a_kernel_wrong_only_when_repeated_fails_after_timing(tmp_path, monkeypa
 
 
 def test_reliability_is_recorded_and_can_say_no(tmp_path):
-    # noise allowed up to 100%: on a loaded 2-core runner the host BLAS spreads, and this part is
-    # about a row that meets every bar being recorded as reliable
-    _, rows = run_points(_cpu(tmp_path, "precision=fp32", "measure.max_noise=1"), tmp_path / "ok")
-    assert rows[0]["reliable"] == "true" and rows[0]["unreliable_reason"] == ""
+    # any noise allowed: on a loaded 2-core runner a 96^3 host GEMM (tens of microseconds) can
+    # spread by more than 100% (CI saw it), and this part is about a row that meets every bar being
+    # recorded as reliable; the noise bar's own "no" is test_reliability_rule's
+    _, rows = run_points(_cpu(tmp_path, "precision=fp32", "measure.max_noise=1e9"), tmp_path / "ok")
+    assert rows[0]["reliable"] == "true" and rows[0]["unreliable_reason"] == "", rows[0]["unreliable_reason"]
     few = ["measure.min_samples=50", "measure.max_samples=100", "measure.min_time_s=0", "measure.max_time_s=0.002"]
     _, rows = run_points(_cpu(tmp_path, "precision=fp32", *few), tmp_path / "few")
     assert rows[0]["status"] == "ok" and rows[0]["reliable"] == "false"
