@@ -27,6 +27,7 @@ from typing import List, Optional
 import pandas as pd
 
 from gemmlab import variants
+from gemmlab.rows import highest_clock_mhz
 
 from . import data
 
@@ -98,12 +99,16 @@ def _ceiling_probe(variant: str) -> Optional[str]:
 
 def ceiling_per_mhz(probes: pd.DataFrame, probe: str, device: str, precision: str) -> Optional[float]:
     """The best TFLOP/s per MHz of SM clock that ``probe`` reached on ``device`` at ``precision``
-    (its ok rows' tflops / the highest clock seen while each ran), or None without such a row."""
+    (its ok rows' tflops / the highest clock seen while each ran, as the harness reads it for the
+    row's peak at clock), or None without such a row."""
     if probes.empty:
         return None
     rows = probes[(probes["variant"] == probe) & (probes["device"] == device) & (probes["precision"] == precision)
                   & (probes["status"] == "ok")]
-    rate = (pd.to_numeric(rows["tflops"], errors="coerce") / pd.to_numeric(rows["sm_clock_max_mhz"], errors="coerce"))
+    if rows.empty:
+        return None
+    clocks = pd.to_numeric(rows.apply(highest_clock_mhz, axis=1), errors="coerce")
+    rate = pd.to_numeric(rows["tflops"], errors="coerce") / clocks
     rate = rate[rate > 0].dropna()
     return None if rate.empty else float(rate.max())
 
@@ -115,12 +120,12 @@ def _with_ceiling(line: dict, best: pd.Series, probes: pd.DataFrame, notes: list
     if not probe:
         return line
     rate = ceiling_per_mhz(probes, probe, best["device"], line["precision"])
-    clock = pd.to_numeric(pd.Series([best.get("sm_clock_max_mhz")]), errors="coerce").iloc[0]
+    clock = highest_clock_mhz(best)
     if rate is None:
         notes.append(f"{line['variant']}: no {probe} row on {best['device']} at {line['precision']}: "
                      f"no instruction ceiling")
         return line
-    if pd.isna(clock) or clock <= 0:
+    if clock is None:
         notes.append(f"{line['variant']}: its row recorded no SM clock: no instruction ceiling")
         return line
     ceiling = data.stable(rate * float(clock))

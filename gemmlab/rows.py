@@ -119,16 +119,42 @@ COLUMN_NAMES = [c[0] for c in COLUMNS]
 STATUSES = ("ok", "failed", "skipped")
 
 
-def fp8_scaling(row: Mapping[str, Any]) -> str:
-    """A row's FP8 scaling mode (gemmlab/fp8.py), from ``extra.fp8_scaling.mode``: rows written
-    before ``measure.fp8_scaling`` existed, and every non-fp8 row, read as ``none``."""
+def row_extra(row: Mapping[str, Any]) -> Dict[str, Any]:
+    """A row's ``extra`` cell as a dict ({} when empty, missing or not a JSON object)."""
     extra = row.get("extra")
     if isinstance(extra, str):
         try:
             extra = json.loads(extra) if extra else {}
         except ValueError:
             extra = {}
-    fs = extra.get("fp8_scaling") if isinstance(extra, Mapping) else None
+    return extra if isinstance(extra, dict) else {}
+
+
+def as_float(v: Any) -> Optional[float]:
+    """A cell as a float; None for a missing, non-numeric or NaN one."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if f == f else None
+
+
+def highest_clock_mhz(row: Mapping[str, Any], limit_mhz: Optional[float] = None) -> Optional[float]:
+    """The highest SM clock seen while the row's samples ran: the in-band readings and NVML's,
+    or ``limit_mhz`` (the device's limit) when neither was read. The clock of a row's
+    ``peak_at_clock_tflops`` and of the ladder's instruction ceilings."""
+    seen = [as_float(row.get("sm_clock_max_mhz"))]
+    inband = row_extra(row).get("timer", {}).get("sm_clock_inband_mhz")
+    if inband:
+        seen.append(as_float(inband[-1]))
+    seen = [c for c in seen if c]
+    return max(seen) if seen else limit_mhz
+
+
+def fp8_scaling(row: Mapping[str, Any]) -> str:
+    """A row's FP8 scaling mode (gemmlab/fp8.py), from ``extra.fp8_scaling.mode``: rows written
+    before ``measure.fp8_scaling`` existed, and every non-fp8 row, read as ``none``."""
+    fs = row_extra(row).get("fp8_scaling")
     return str(fs.get("mode") or "none") if isinstance(fs, Mapping) else "none"
 
 

@@ -778,3 +778,13 @@ def test_ladder_instruction_ceiling_is_the_probe_rate_at_the_rungs_clock(monkeyp
     assert "ceiling_tflops" not in out and notes == ["st: no peak row on G at fp8: no instruction ceiling"]
     out = ladder._with_ceiling(line, pd.Series({"device": "G", "sm_clock_max_mhz": float("nan")}), probes, notes)
     assert "ceiling_tflops" not in out and "recorded no SM clock" in notes[-1]
+    # the clock as the harness reads it for a row's peak: an in-band reading above NVML's counts,
+    # for the rung and for the probe
+    inband = json.dumps({"timer": {"sm_clock_inband_mhz": [1400.0, 1500.0, 1600.0]}})
+    out = ladder._with_ceiling(line, pd.Series({"device": "G", "sm_clock_max_mhz": 1500.0, "extra": inband}),
+                               probes, notes)
+    assert out["ceiling_tflops"] == pytest.approx(0.32 * 1600)
+    probes["extra"] = [json.dumps({"timer": {"sm_clock_inband_mhz": [2500.0]}}), None, None, None, None]
+    assert ladder.ceiling_per_mhz(probes, "peak", "G", "bf16") == pytest.approx(0.32)  # 640 / 2000 beats 600 / 2500
+    probes.loc[1, "extra"] = json.dumps({"timer": {"sm_clock_inband_mhz": [2560.0]}})
+    assert ladder.ceiling_per_mhz(probes, "peak", "G", "bf16") == pytest.approx(0.25)

@@ -7,7 +7,7 @@ import logging
 import math
 from typing import Any, Dict, List, Optional, Sequence
 
-from gemmlab import operands, samples
+from gemmlab import operands, rows, samples
 from gemmlab.config import CachePolicy, Distribution, Fp8Scaling
 from gemmlab.gpu import arrays
 from gemmlab.gpu.device import free_bytes, info, no_device_reason
@@ -115,7 +115,7 @@ class GpuExecutor:
         rates = self.cfg.device.sm_flops_per_clock or {}
         cc = self.cfg.device.get("compute_capability")
         rate = rates.get(p.compute) if cc == self.dev["cc"] else None
-        clock = validity.highest_clock_mhz({**fields, "extra": extra}, self.nvml.max_sm_clock_mhz)
+        clock = rows.highest_clock_mhz({**fields, "extra": extra}, self.nvml.max_sm_clock_mhz)
         if rate and clock and fields.get("status") == "ok" and fields.get("flops", p.flops):
             fields["peak_at_clock_tflops"] = peak = validity.peak_tflops(rate, self.dev["sm_count"], clock)
             if fields.get("tflops") and peak:

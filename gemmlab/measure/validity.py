@@ -11,34 +11,16 @@
 """
 from __future__ import annotations
 
-import json
 from typing import Any, Dict, Mapping, Optional
+
+from ..rows import as_float as _num
+from ..rows import row_extra as _extra
 
 # A measured rate may exceed the computed ceiling by this much before it counts as impossible:
 # the clock is read right before each sample, not during it.
 IMPOSSIBLE_MARGIN = 0.05
 # Probes whose bytes_min is DRAM traffic once the data is much larger than the L2.
 MEMORY_BOUND_OPS = ("copy", "vecadd", "gemv")
-
-
-def _extra(row: Mapping[str, Any]) -> Dict[str, Any]:
-    e = row.get("extra")
-    if isinstance(e, dict):
-        return e
-    if isinstance(e, str) and e:
-        try:
-            return json.loads(e)
-        except ValueError:
-            return {}
-    return {}
-
-
-def _num(v) -> Optional[float]:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if f == f else None
 
 
 def reliability(row: Mapping[str, Any], measure) -> Dict[str, Any]:
@@ -61,17 +43,6 @@ def reliability(row: Mapping[str, Any], measure) -> Dict[str, Any]:
 
 def peak_tflops(rate_per_sm_clock: float, sm_count: int, clock_mhz: float) -> float:
     return rate_per_sm_clock * sm_count * clock_mhz * 1e6 / 1e12
-
-
-def highest_clock_mhz(row: Mapping[str, Any], limit_mhz: Optional[float] = None) -> Optional[float]:
-    """The highest SM clock seen while the row's samples ran: the in-band readings and NVML's,
-    or the device's limit when neither was read."""
-    seen = [_num(row.get("sm_clock_max_mhz"))]
-    inband = _extra(row).get("timer", {}).get("sm_clock_inband_mhz")
-    if inband:
-        seen.append(_num(inband[-1]))
-    seen = [c for c in seen if c]
-    return max(seen) if seen else limit_mhz
 
 
 def impossible(row: Mapping[str, Any], rate: Optional[float], sm_count: Optional[int],
