@@ -154,22 +154,32 @@ def describe_error(e: BaseException) -> str:
 
 # -- the worker's side -------------------------------------------------------------------------
 def worker_target(init: Dict[str, Any], phase: Callable) -> Callable[[Dict[str, Any]], Dict[str, Any]]:
-    """What a worker process runs (gemmlab/measure/worker/child.py): a measurer built from the
-    run's config; each request is one point; the reply carries its fields and, when the point
-    left the process's CUDA context unusable, ``poisoned`` (the runner then starts a new worker)."""
-    from gemmlab.measure.worker import faults
+    """What a worker process runs (gemmlab/measure/worker/child.py). Each request is one point of a
+    run, named by its key in the run's config (sent with it, resolved); the worker keeps the
+    measurer of the run it served last, so the runs of one process share the worker. The reply
+    carries the point's fields and, when the point left the process's CUDA context unusable,
+    ``poisoned`` (the runner then starts a fresh worker)."""
+    import hashlib
 
     from omegaconf import OmegaConf
 
     from gemmlab.config import GemmlabConf
+    from gemmlab.measure.worker import faults
     from gemmlab.points import expand
 
-    # through the schema, as at run time: typed values (enums) and the same point keys
-    cfg = OmegaConf.merge(OmegaConf.structured(GemmlabConf), OmegaConf.create(init["cfg_yaml"]))
-    points = {p.key: p for p in expand(cfg)}
-    measurer = PointMeasurer(cfg, watch=phase)
+    current: Dict[str, Any] = {}
+
+    def run_of(cfg_yaml: str):
+        digest = hashlib.sha256(cfg_yaml.encode()).hexdigest()
+        if current.get("digest") != digest:
+            # through the schema, as at run time: typed values (enums) and the same point keys
+            cfg = OmegaConf.merge(OmegaConf.structured(GemmlabConf), OmegaConf.create(cfg_yaml))
+            current.update(digest=digest, points={p.key: p for p in expand(cfg)},
+                           measurer=PointMeasurer(cfg, watch=phase))
+        return current["points"], current["measurer"]
 
     def handle(request: Dict[str, Any]) -> Dict[str, Any]:
+        points, measurer = run_of(request["cfg_yaml"])
         pt = points[request["point_key"]]
         fields = measurer.measure(pt)
         poisoned = None

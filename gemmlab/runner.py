@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from gemmlab import env, variants
 from gemmlab.backends.base import Backend, backend_class
 from gemmlab.measure import validity
-from gemmlab.measure.worker import Worker, WorkerError
+from gemmlab.measure.worker import Worker, WorkerError, shared_worker
 from gemmlab.measuring import LIBRARY_BACKENDS, PointMeasurer  # noqa: F401  (LIBRARY_BACKENDS: re-exported)
 from gemmlab.points import ConfigError, Point, expand
 from gemmlab.rows import RowWriter, failed_keys, ok_keys
@@ -40,6 +40,8 @@ class Runner:
         self.points: List[Point] = expand(cfg)  # raises ConfigError before any work
         self.measurer = PointMeasurer(cfg)  # skip reasons, and the points measured in this process
         self.worker: Optional[Worker] = None  # the process GPU points are measured in (run.isolate)
+        self.worker_faults: List[str] = []  # faults that ended a worker during this run
+        self._worker_mark = (0, 0)  # the shared worker's (restarts, faults) when this run took it
         self._worker_device: Dict[str, Any] = {}  # device fields of the last point a worker measured
         stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         # unique per process: two runs into one folder in the same second still differ
@@ -140,10 +142,12 @@ class Runner:
         return self.counts
 
     def close(self) -> None:
-        """End the worker (its faults are already in the rows and the counts)."""
+        """Count this run's worker restarts; the worker itself stays for the next run of this
+        process (it ends with the process)."""
         if self.worker is not None:
-            self.counts["worker_restarts"] = self.worker.restarts
-            self.worker.close()
+            restarts, faults = self._worker_mark
+            self.counts["worker_restarts"] = self.worker.restarts - restarts
+            self.worker_faults = self.worker.faults[faults:]
 
     def _claim_gpu(self) -> None:
         """One GPU, one measurement: wait for any other gemmlab run on this GPU to end."""
@@ -197,13 +201,14 @@ class Runner:
         m = self.cfg.measure
         try:
             if self.worker is None:
-                self.worker = Worker(self.worker_target, {**self.worker_init, **_worker_init(self.cfg)},
-                                     log_files=_log_files())
+                self.worker = shared_worker(self.worker_target, self.worker_init)
+                self._worker_mark = (self.worker.restarts, len(self.worker.faults))
+                self._cfg_yaml = OmegaConf.to_yaml(self.cfg, resolve=True)  # resolved: no Hydra in the worker
             fixed = float(m.point_timeout_s) > 0
             n_baselines = len(self.baselines_for(pt, self.backend(pt.backend)))
             expected_s, limit_s = self.executor(kind).limits(pt, n_baselines).whole()
-            out = self.worker.call({"point_key": pt.key}, float(m.point_timeout_s) if fixed else limit_s,
-                                   fixed_limit=fixed)
+            request = {"cfg_yaml": self._cfg_yaml, "point_key": pt.key, "log_files": _log_files()}
+            out = self.worker.call(request, float(m.point_timeout_s) if fixed else limit_s, fixed_limit=fixed)
         except WorkerError as e:
             return {**self._worker_device, "status": "failed", "reason": f"{e} (run.isolate=none measures in the "
                                                                          "runner's process)"}
@@ -285,12 +290,6 @@ def _as_dict(v) -> Dict[str, Any]:
 
         return json.loads(v)
     return {}
-
-
-def _worker_init(cfg: DictConfig) -> Dict[str, Any]:
-    """What a worker needs to measure any point of this run: the config, resolved (Hydra's
-    interpolations have no Hydra to resolve them in the worker)."""
-    return {"cfg_yaml": OmegaConf.to_yaml(cfg, resolve=True)}
 
 
 def _log_files() -> List[str]:
@@ -387,10 +386,10 @@ def print_summary(runner: Runner, path: Path) -> None:
                       f"GPU (PIDs {', '.join(map(str, pids))}): they are marked contended=true and left out "
                       "of figures and claims; measure again on an idle GPU")
     c = runner.counts
-    if runner.worker is not None and runner.worker.faults:
-        console.print(f"[red]worker[/] {len(runner.worker.faults)} faults ended a worker process; "
-                      f"{runner.worker.restarts} fresh workers measured the points after them (each fault's row "
-                      "names it)")
+    if runner.worker_faults:
+        console.print(f"[red]worker[/] {len(runner.worker_faults)} faults ended a worker process; "
+                      f"{runner.counts['worker_restarts']} fresh workers measured the points after them (each "
+                      "fault's row names it)")
     console.print(f"ok {c['ok']}  failed {c['failed']}  skipped {c['skipped']}"
                   + (f"  already ok (resumed) {c['resumed']}" if c["resumed"] else "")
                   + (f"  failed before, measured again {c['remeasured']}" if c["remeasured"] else "")

@@ -13,4 +13,4 @@ The room knows nothing of backends or rows: the parent names the code the child 
 ``module:function`` target (gemmlab.measuring's worker target for runs; fakes in the tests), and
 the child sends back whatever that code returns.
 """
-from gemmlab.measure.worker.pool import Outcome, Worker, WorkerError  # noqa: F401
+from gemmlab.measure.worker.pool import Outcome, Worker, WorkerError, shared_worker  # noqa: F401

@@ -24,13 +24,25 @@ def load(target: str) -> Callable:
     return getattr(importlib.import_module(module), name)
 
 
+def _log_to(files: Sequence[str]) -> None:
+    """Append the worker's records to ``files`` (the log of the run it measures for now)."""
+    root = logging.getLogger()
+    for h in [h for h in root.handlers if isinstance(h, logging.FileHandler)]:
+        if h.baseFilename not in files:
+            root.removeHandler(h)
+            h.close()
+    have = {h.baseFilename for h in root.handlers if isinstance(h, logging.FileHandler)}
+    for path in files:
+        if os.path.abspath(path) not in have:
+            h = logging.FileHandler(path)
+            h.setFormatter(logging.Formatter(LOG_FORMAT))
+            root.addHandler(h)
+
+
 def _logging(log_files: Sequence[str]) -> None:
     root = logging.getLogger()
     root.setLevel(logging.INFO)
-    for path in log_files:
-        h = logging.FileHandler(path)
-        h.setFormatter(logging.Formatter(LOG_FORMAT))
-        root.addHandler(h)
+    _log_to(log_files)
     err = logging.StreamHandler(sys.stderr)  # warnings reach the terminal, as in the runner
     err.setLevel(logging.WARNING)
     err.setFormatter(logging.Formatter("[worker %(process)d][%(levelname)s] %(message)s"))
@@ -62,6 +74,8 @@ def main(conn, target: str, init: Any, env: Dict[str, str], log_files: Sequence[
             return
         if request is None:
             return
+        if isinstance(request, dict) and "log_files" in request:  # a run of this process with its own log
+            _log_to(request["log_files"])
         try:
             reply = handle(request)
         except Exception as e:  # the target's own bug: the parent records it as the point's failure

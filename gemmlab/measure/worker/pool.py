@@ -17,6 +17,8 @@ one (``restarts`` counts them) and carries on.
 """
 from __future__ import annotations
 
+import atexit
+import json
 import logging
 import multiprocessing as mp
 import os
@@ -223,6 +225,28 @@ class Worker:
 
     def __exit__(self, *exc):
         self.close()
+
+
+# -- one worker per process and target, shared by the runs of that process ---------------------------
+# A worker's start (Python, CuPy, a CUDA context, the libraries' handles) costs seconds; the runs of
+# one process (a sweep's jobs under the basic launcher, a test session) reuse it. A fault still ends
+# it, and the next point of whichever run starts a fresh one. CUDA_VISIBLE_DEVICES is part of the
+# key: a job pinned to another GPU gets its own worker.
+_SHARED: Dict[str, Worker] = {}
+
+
+def shared_worker(target: str, init: Any = None) -> Worker:
+    key = json.dumps([target, init, os.environ.get("CUDA_VISIBLE_DEVICES")], sort_keys=True, default=str)
+    if key not in _SHARED:
+        _SHARED[key] = Worker(target, init)
+    return _SHARED[key]
+
+
+@atexit.register
+def close_shared() -> None:
+    for w in _SHARED.values():
+        w.close()
+    _SHARED.clear()
 
 
 def _seconds(s: Optional[float]) -> str:
