@@ -8,7 +8,7 @@
 # of outputs/reference go). Stages: gpu_all core kernels hopper cutlass_bench cutlass cutlass_n8192
 # cutlass_odd ladder tc tune tune_mma tune_ws tune_ws_fp16 ws_repeat ws_seeds ws_standalone ws_llama hopper_fp8 tune_fp8 mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
-# iso_smoke isolation conduct default_run default_run_noguard
+# iso_smoke isolation conduct sanitize default_run default_run_noguard
 # cache_roofs inputs_power workloads tuning_regret compare compare_paired pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
@@ -237,8 +237,8 @@ while time.time()-t<45: a@a" &
   conduct)  # the conduct controls where they misbehave and where they do not, a correct kernel after them
            step conduct 300 python3 run.py "variant=[wrong_oob_row,wrong_writes_b,wrong_hang,wrong_fault,smem_tiled]" \
              "precision=[fp32,bf16]" "sizes.square=[1000,1024,2048,4096]" sizes.shapes=[] measure=quick \
-             measure.baseline=[] run.fail_on_error=false $Q hydra.run.dir=$REF/conduct
-           step sanitize 300 python3 run.py "variant=[wrong_oob_row,wrong_writes_b,smem_tiled]" precision=fp32 \
+             measure.baseline=[] run.fail_on_error=false $Q hydra.run.dir=$REF/conduct ;;
+  sanitize) step sanitize 300 python3 run.py "variant=[wrong_oob_row,wrong_writes_b,smem_tiled]" precision=fp32 \
              "sizes.square=[1000]" sizes.shapes=[] measure=quick measure.baseline=[] measure.sanitize=memcheck \
              run.fail_on_error=false $Q hydra.run.dir=$REF/sanitize ;;
   default_run)  # `python run.py` as a user runs it first, timed; guards on (the default)

@@ -8,6 +8,7 @@ Run on the GPU host: python -m pytest -m gpu tests/test_gpu_isolation.py
 """
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -43,7 +44,10 @@ def test_a_multirun_job_after_a_faulting_job_is_ok(tmp_path):
     sweep = tmp_path / "sweep"
     cmd = [sys.executable, "run.py", "-m", "variant=wrong_fault,smem_tiled", f"hydra.sweep.dir={sweep}",
            "precision=fp32", "sizes.square=[4096]", *QUICK]
-    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    # a lock folder of its own: this pytest process holds the GPU's claim from the tests before
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+           "GEMMLAB_GPU_LOCK_DIR": str(tmp_path / "locks")}
+    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     with open(sweep / "results.csv") as fh:
         import csv
 
@@ -103,9 +107,12 @@ def test_guard_zones_work_on_device_arrays_of_every_storage_type():
 
 @pytest.mark.skipif(shutil.which("compute-sanitizer") is None, reason="compute-sanitizer is not on the PATH")
 def test_memcheck_names_the_write_past_c_and_passes_a_correct_kernel(tmp_path):
-    _, rows = _rows(tmp_path, "memcheck", "variant=[wrong_oob_row,smem_tiled]", "precision=fp32",
+    _, rows = _rows(tmp_path, "memcheck", "variant=[wrong_oob_row,wrong_writes_b,smem_tiled]", "precision=fp32",
                     "sizes.square=[1000]", "measure.sanitize=memcheck")
     bad, good = rows[("wrong_oob_row", "fp32", 1000)], rows[("smem_tiled", "fp32", 1000)]
+    # a write into B is in bounds: memcheck passes it, the guard zones fail it
+    into_b = rows[("wrong_writes_b", "fp32", 1000)]
+    assert into_b["sanitize_errors"] == "0" and into_b["reason"].startswith("changed B"), into_b["reason"]
     assert bad["status"] == "failed" and bad["sanitize_tool"] == "memcheck" and int(bad["sanitize_errors"]) > 0
     assert "Invalid __global__ write" in bad["sanitize_report"], bad["sanitize_report"]
     assert good["status"] == "ok" and good["sanitize_errors"] == "0" and good["reliable"] == "False"

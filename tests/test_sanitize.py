@@ -8,6 +8,10 @@ from gemmlab import sanitize
 from gemmlab.points import expand
 
 MEMCHECK = """========= COMPUTE-SANITIZER
+========= Program hit CUDA_ERROR_NOT_FOUND (error 500) due to "named symbol not found" on CUDA API call to cuModuleGetGlobal_v2.
+=========     Saved host backtrace up to driver entry point at error
+=========         Host Frame: __pyx_f_13cupy_backends_4cuda_3api_6driver_moduleGetGlobal(long, _object*, int)
+=========
 ========= Invalid __global__ write of size 4 bytes
 =========     at wrong_oob_row+0x1a0 in 85_wrong_oob_row.cu:17
 =========     by thread (3,0,0) in block (0,15,0)

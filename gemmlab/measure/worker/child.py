@@ -57,6 +57,11 @@ def main(conn, target: str, init: Any, env: Dict[str, str], log_files: Sequence[
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.environ.update(env)
     _logging(log_files)
+    every = os.environ.get("GEMMLAB_WORKER_FAULTHANDLER")  # debugging: the worker's stacks every N s
+    if every:
+        import faulthandler
+
+        faulthandler.dump_traceback_later(float(every), repeat=True)
 
     def phase(name: str, expected_s: float = None, limit_s: float = None) -> None:
         conn.send(("phase", name, expected_s, limit_s))
