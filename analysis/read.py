@@ -58,6 +58,10 @@ STUDY_INPUTS = (EXACT_INPUTS, "sparse")
 # rule asked: a run with measure=quick (3 samples, max_noise 100%, the correctness sweep's setting)
 # judges its rows reliable by that lax rule. The default timing takes at least 10.
 EVIDENCE_MIN_SAMPLES = 10
+# Variants wrong on purpose (the check's negative controls; the conduct controls, which compute C
+# right and misbehave elsewhere, and are ok where they do not): rows that show the harness catches
+# them, never a measurement a figure draws
+CONTROL_TAGS = ("negative_control", "conduct_control")
 
 
 # -- reading ---------------------------------------------------------------------------------
@@ -152,10 +156,16 @@ def _flags(df: pd.DataFrame, column: str) -> pd.Series:
 
 def measured_mask(df: pd.DataFrame) -> pd.Series:
     """Rows that measured something the figures may draw: ``status == ok``, timed between CUDA
-    events (or on the host). Rows timed by CUPTI's kernel spans (``measure.timer=cupti``) leave
-    out the front end's start-up (about 3.5 us a call on the H200), a different quantity that
-    is never mixed with the rest."""
-    return (_text(df, "status") == "ok") & (_text(df, "timer") != CUPTI_TIMER)
+    events (or on the host), of a variant that is not a control (CONTROL_TAGS). Rows timed by
+    CUPTI's kernel spans (``measure.timer=cupti``) leave out the front end's start-up (about 3.5 us
+    a call on the H200), a different quantity that is never mixed with the rest."""
+    return (_text(df, "status") == "ok") & (_text(df, "timer") != CUPTI_TIMER) & ~control_mask(df)
+
+
+def control_mask(df: pd.DataFrame) -> pd.Series:
+    """Rows of a control variant (its ``tags`` name one of CONTROL_TAGS)."""
+    tags = _text(df, "tags")
+    return tags.str.contains("|".join(CONTROL_TAGS), regex=True)
 
 
 def evidence_mask(df: pd.DataFrame) -> pd.Series:
@@ -195,7 +205,8 @@ def not_evidence_reasons(df: pd.DataFrame) -> pd.Series:
     "fewer than 10 samples", "unreliable (<unreliable_reason>)"; "" for evidence rows and rows that
     measured nothing."""
     out = pd.Series("", index=df.index, dtype=object)
-    ok_ = _text(df, "status") == "ok"
+    control = (_text(df, "status") == "ok") & control_mask(df)
+    ok_ = (_text(df, "status") == "ok") & ~control
     cupti = ok_ & (_text(df, "timer") == CUPTI_TIMER)
     contended = ok_ & ~cupti & _flags(df, "contended").fillna(False).astype(bool)
     unreliable = ok_ & ~cupti & ~contended & ~_flags(df, "reliable").fillna(True).astype(bool)
@@ -207,6 +218,7 @@ def not_evidence_reasons(df: pd.DataFrame) -> pd.Series:
     out[exact] = [f"{d} inputs" for d in _text(df, "distribution")[exact]]
     out[contended] = "contended"
     out[unreliable] = ["unreliable" + (f" ({w})" if w and w != "nan" else "") for w in why[unreliable]]
+    out[control] = "a control variant"
     return out
 
 

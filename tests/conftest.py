@@ -109,12 +109,14 @@ def flags(df, column: str, missing: bool):
 
 def evidence(df):
     """The rows that count, in plain pandas: ok, not CUPTI-timed, reliable not false, contended
-    not true (rows written before those columns lack them), inputs not the exact integers, and a
-    timed row has at least 10 samples."""
+    not true (rows written before those columns lack them), inputs not the exact integers, a
+    timed row has at least 10 samples, and the variant is no control (wrong on purpose)."""
     import pandas as pd
 
     timer = df["timer"].astype(str) if "timer" in df.columns else pd.Series("", index=df.index)
     exact = df["distribution"].astype(str).isin(["exact", "sparse"]) if "distribution" in df.columns else False
     samples = pd.to_numeric(df["samples"], errors="coerce") if "samples" in df.columns else pd.Series(float("nan"), index=df.index)
+    tags = df["tags"].astype(str) if "tags" in df.columns else pd.Series("", index=df.index)
+    control = tags.str.contains("negative_control") | tags.str.contains("conduct_control")  # wrong on purpose
     return df[(df["status"] == "ok") & (timer != "cupti_kernel") & flags(df, "reliable", True)
-              & ~flags(df, "contended", False) & ~exact & ~(samples < 10)]
+              & ~flags(df, "contended", False) & ~exact & ~(samples < 10) & ~control]
