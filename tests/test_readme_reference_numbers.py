@@ -131,6 +131,14 @@ def test_readme_states_what_the_input_seeds_gave():
         f"{' and '.join(f'{x:.1f}%' for x in sorted(good['pct_of_baseline']))}; {int(noisy.sum())} noisier than 5% and "
         f"{int((~noisy).sum())} whose clock drifted {span(drift, '.1f')}% are unreliable)",
     ], "paragraph on stage 12 over input seeds")
+    by_seed = more.sort_values("seed")
+    assert_said([f"**{', '.join(f'{x:.1f}' for x in by_seed['pct_of_baseline'])}%** of the faster (cuBLASLt each time; "
+                 f"seeds {' and '.join(str(s) for s in good['seed'])} reliable: "
+                 f"{' and '.join(f'{x:.1f}' for x in good['pct_of_baseline'])}%), "
+                 f"{span(more['tflops'], '.0f')} TFLOP/s at {more['sm_clock_min_mhz'].min():.0f}-"
+                 f"{more['sm_clock_max_mhz'].max():.0f} MHz"],
+                "session6b/ws_seeds line of outputs/reference/h200-2026-12-02/README.md",
+                " ".join((REFERENCE / "h200-2026-12-02" / "README.md").read_text().split()))
 
 
 def test_readme_states_the_standalone_rows_of_the_top_rungs():
