@@ -1,9 +1,11 @@
 """One look for every figure, and files that do not change when the input does not.
 
-Sizes are for a single column (3.4 in) at print size; the font is DejaVu Sans (shipped with
-Matplotlib, so every machine draws the same glyphs). Colours belong to a variant, not to a figure:
-each variant has its own colour from one palette of distinct colours (DISTINCT_PALETTE), keyed
-by its name, so a variant looks the same in every figure and in every dataset.
+Sizes are for a single column (3.4 in) at print size; the font is DejaVu Sans, the files shipped
+with Matplotlib (:func:`analysis.fonts.pin_fonts`: never the system's or another install's
+DejaVu that a font cache may list first), so every machine draws the same glyphs. Colours belong
+to a variant, not to a figure: each variant has its own colour from one palette of distinct
+colours (DISTINCT_PALETTE), keyed by its name, so a variant looks the same in every figure and in
+every dataset.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from gemmlab import variants as catalog  # noqa: E402
 
 from . import data  # noqa: E402
+from .fonts import pin_fonts  # noqa: E402
 
 COLUMN_WIDTH_IN = 3.4  # one column of a two-column paper
 PNG_DPI = 300
@@ -100,8 +103,12 @@ def rc() -> Dict[str, object]:
     return params
 
 
+pin_fonts()
+
+
 @contextmanager
 def context() -> Iterator[None]:
+    pin_fonts()
     with matplotlib.rc_context(rc()):
         yield
 
