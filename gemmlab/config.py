@@ -307,6 +307,7 @@ class RunConf:
     progress: bool = True
     resume: bool = True  # skip points already ok in this run's results file
     gpu_wait_s: float = 1800.0  # how long to wait for another gemmlab run to release the GPU
+    report: bool = True  # write report.html (analysis.report) when the run or the sweep ends
 
 
 @dataclass
