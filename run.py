@@ -14,6 +14,7 @@ from gemmlab import validate
 from gemmlab.config import register_configs
 
 register_configs()
+INTERRUPTED = 130  # gemmlab.runner.main's exit code after a Ctrl-C
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
@@ -28,8 +29,14 @@ def main(cfg: DictConfig) -> None:
     from gemmlab.runner import main as run_points
 
     code = run_points(cfg)
+    multirun = HydraConfig.get().mode == RunMode.MULTIRUN
+    # the run's page; a sweep's is written once all its jobs have ended; none after a Ctrl-C
+    if cfg.run.report and not multirun and code != INTERRUPTED:
+        from gemmlab.report import write_report
+
+        write_report(HydraConfig.get().runtime.output_dir)
     # In a sweep, every job runs; the merge callback sets the exit code once all have ended.
-    if code and HydraConfig.get().mode != RunMode.MULTIRUN:
+    if code and not multirun:
         sys.exit(code)
 
 

@@ -1,9 +1,11 @@
 """One look for every figure, and files that do not change when the input does not.
 
-Sizes are for a single column (3.4 in) at print size; the font is DejaVu Sans (shipped with
-Matplotlib, so every machine draws the same glyphs). Colours belong to a variant, not to a figure:
-each variant has its own colour from one palette of distinct colours (DISTINCT_PALETTE), keyed
-by its name, so a variant looks the same in every figure and in every dataset.
+Sizes are for a single column (3.4 in) at print size; the font is DejaVu Sans, the files shipped
+with Matplotlib (:func:`analysis.fonts.pin_fonts`: never the system's or another install's
+DejaVu that a font cache may list first), so every machine draws the same glyphs. Colours belong
+to a variant, not to a figure: each variant has its own colour from one palette of distinct
+colours (DISTINCT_PALETTE), keyed by its name, so a variant looks the same in every figure and in
+every dataset.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from gemmlab import variants as catalog  # noqa: E402
 
 from . import data  # noqa: E402
+from .fonts import pin_fonts  # noqa: E402
 
 COLUMN_WIDTH_IN = 3.4  # one column of a two-column paper
 PNG_DPI = 300
@@ -100,8 +103,12 @@ def rc() -> Dict[str, object]:
     return params
 
 
+pin_fonts()
+
+
 @contextmanager
 def context() -> Iterator[None]:
+    pin_fonts()
     with matplotlib.rc_context(rc()):
         yield
 
@@ -255,16 +262,38 @@ def gid(*parts: object) -> str:
 
 
 # -- axes ---------------------------------------------------------------------------------
-def _log_label(v: float, _pos=None, plain: bool = True) -> str:
+def _log_label(v: float, _pos=None, plain: bool = True, digits: int = 3) -> str:
     import math
 
     if v <= 0:
         return ""
     if plain and 1e-3 <= v < 1e5:
-        return format_sig(v, 3)
+        return format_sig(v, digits)
     exp = math.floor(math.log10(v) + 1e-9)
     mant = v / 10 ** exp
     return f"$10^{{{exp}}}$" if abs(mant - 1) < 1e-6 else f"${mant:.0f}\\times10^{{{exp}}}$"
+
+
+def _log_formatter(plain: bool):
+    """Labels of :func:`_log_label`, 3 significant digits, more where the ticks would otherwise
+    read alike (an axis spanning less than a few percent, where Matplotlib ticks linearly)."""
+    from matplotlib.ticker import Formatter
+
+    class LogLabels(Formatter):
+        digits = 3
+
+        def __call__(self, v, pos=None):
+            return _log_label(v, pos, plain, self.digits)
+
+        def format_ticks(self, values):
+            for self.digits in range(3, 9):
+                labels = [self(v, i) for i, v in enumerate(values)]
+                shown = [t for t in labels if t]
+                if len(set(shown)) == len(shown):
+                    break
+            return labels
+
+    return LogLabels()
 
 
 def log_axis(ax, which: str = "y", plain: bool = True) -> None:
@@ -272,7 +301,7 @@ def log_axis(ax, which: str = "y", plain: bool = True) -> None:
     1e-3 and 1e5 (``plain``), else as powers of ten."""
     import math
 
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    from matplotlib.ticker import LogLocator, NullFormatter
 
     axis = ax.yaxis if which == "y" else ax.xaxis
     (ax.set_yscale if which == "y" else ax.set_xscale)("log")
@@ -280,7 +309,7 @@ def log_axis(ax, which: str = "y", plain: bool = True) -> None:
     decades = math.log10(hi / lo) if lo > 0 and hi > lo else 10
     subs = (1.0,) if decades > 2.5 else (1.0, 2.0, 5.0)
     axis.set_major_locator(LogLocator(base=10, subs=subs, numticks=12))
-    axis.set_major_formatter(FuncFormatter(lambda v, pos: _log_label(v, pos, plain)))
+    axis.set_major_formatter(_log_formatter(plain))
     axis.set_minor_formatter(NullFormatter())
 
 

@@ -335,6 +335,7 @@ class RunConf:
     resume: bool = True  # skip points already ok in this run's results file
     gpu_wait_s: float = 1800.0  # how long to wait for another gemmlab run to release the GPU
     isolate: Isolate = Isolate.gpu  # which points run in a worker process (gemmlab/measure/worker)
+    report: bool = True  # write report.html (analysis.report) when the run or the sweep ends
 
 
 @dataclass

@@ -187,6 +187,9 @@ def test_cli_run_writes_rows_and_hydra_config(tmp_path):
     assert (df[df.variant == "cpu_blas"].status == "ok").all()
     assert (out / ".hydra" / "config.yaml").exists() and (out / ".hydra" / "overrides.yaml").exists()
     assert "ok 3" in p.stdout
+    # the run's page (analysis.report), after the summary
+    assert p.stdout.rstrip().splitlines()[-1] == f"gemmlab: report: {out / 'report.html'}"
+    assert (out / "report.html").exists()
 
 
 def test_cli_misspelt_override_fails_before_any_work(tmp_path):
@@ -204,9 +207,10 @@ def test_cli_unknown_variant_lists_the_choices(tmp_path):
 def test_cli_failed_point_gives_nonzero_exit(tmp_path):
     # a tolerance no FP32 product meets: every point fails its check
     p = _run_py(["variant=cpu_blas", "precision=fp32", "precision.fp32.tolerance=1e-30", "sizes=smoke",
-                 *QUICK, f"hydra.run.dir={tmp_path / 'run'}"], tmp_path)
+                 *QUICK, "run.report=false", f"hydra.run.dir={tmp_path / 'run'}"], tmp_path)
     assert p.returncode == 1, p.stdout[-1000:]
     assert set(read(tmp_path / "run" / "results.csv").status) == {"failed"}
+    assert "gemmlab: report" not in p.stdout and not (tmp_path / "run" / "report.html").exists()  # run.report=false
 
 
 def test_cli_multirun_merges_the_jobs_into_one_file(tmp_path):
@@ -217,6 +221,9 @@ def test_cli_multirun_merges_the_jobs_into_one_file(tmp_path):
     df = read(sweep / "results.csv")
     assert sorted(set(df.precision)) == ["fp32", "fp64"] and len(df) == 6
     assert (sweep / "0" / "results.csv").exists() and (sweep / "1" / "results.csv").exists()
+    # one page for the sweep, once its jobs have ended; none per job
+    assert p.stdout.rstrip().splitlines()[-1] == f"gemmlab: report: {sweep / 'report.html'}"
+    assert (sweep / "report.html").exists() and not list(sweep.glob("*/report.html"))
 
 
 POINTS = 240

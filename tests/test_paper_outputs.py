@@ -375,3 +375,17 @@ def test_cpu_only_dataset_gets_the_cpus_roofline():
 
     peaks = tables.peak_frame(ds)
     assert set(peaks["device"]) == {CPU} and peaks["datasheet"].isna().all()
+
+
+@needs_reference
+def test_log_axis_labels_differ_where_the_axis_spans_little():
+    """One size of one variant: the throughput axis spans under 1%, where Matplotlib ticks
+    linearly; 3 significant digits would label every tick 46."""
+    fig = throughput.build(data.Dataset.from_paths([REFERENCE / "h200-2026-11-29" / "tune_warp_tiled"]))
+    with style.context():
+        fig.draw_without_rendering()
+    for ax in fig.axes:
+        if not ax.get_visible() or not ax.lines:
+            continue
+        labels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+        assert len(labels) >= 2 and len(set(labels)) == len(labels), labels

@@ -59,5 +59,9 @@ class MergeResults(Callback):
         failed = statuses.count("failed")
         print(f"gemmlab: merged {len(statuses)} rows of the sweep into {out} "
               f"(ok {statuses.count('ok')}, failed {failed}, skipped {statuses.count('skipped')})")
+        if config.run.report:
+            from gemmlab.report import write_report
+
+            write_report(sweep_dir)
         if failed and config.run.fail_on_error:
             sys.exit(1)
