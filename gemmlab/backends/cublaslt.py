@@ -40,6 +40,7 @@ from gemmlab.backends.base import Backend, Launch
 _QUIET = logging.getLogger("gemmlab.nvmath")
 _QUIET.setLevel(logging.WARNING)
 
+NVMATH_MODES = ("none", "tensor")  # measure.fp8_scaling modes nvmath's Matmul reaches
 COMPUTE = {"tf32": "COMPUTE_32F_FAST_TF32", "fp16": "COMPUTE_32F", "bf16": "COMPUTE_32F",
            "fp8": "COMPUTE_32F"}
 
@@ -97,7 +98,8 @@ class CublasLt(Backend):
                     return f"FP8 tensor cores need compute capability 8.9 or newer (this device: {cc})"
                 if p.out_dtype != "bfloat16":
                     return "the fp8 path writes a bfloat16 result"
-                why = fp8.skip_reason(self._scaling(), int(cc))
+                why = fp8.skip_reason(self._scaling(), int(cc), NVMATH_MODES,
+                                      "nvmath-python 1.0.0's Matmul (SCALAR_32F scales only)")
                 if why:
                     return why
         if p.compute == "fp8" and (p.layout not in ("nn", "nt") or p.batch != 1):

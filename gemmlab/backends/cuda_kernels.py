@@ -46,6 +46,7 @@ C_TYPES = {
     "float8_e4m3fn": "__nv_fp8_e4m3",
     "float8_e5m2": "__nv_fp8_e5m2",
 }
+PER_TENSOR = ("none", "tensor")  # the measure.fp8_scaling modes the FP8 stages implement
 DEFAULT_DYNAMIC_SMEM_LIMIT = 48 * 1024  # above this a kernel must opt in (cudaFuncSetAttribute)
 MAX_BLOCK_THREADS = 1024
 
@@ -173,6 +174,9 @@ class CudaKernels(Backend):
                 import torch  # noqa: F401  (fp8.gpu_operands quantizes through PyTorch, as cuBLASLt's path)
             except ImportError:
                 return "fp8 operands are made through PyTorch (pip install torch)"
+            why = fp8.not_implemented(self._scaling(), PER_TENSOR, "the cuda backend's FP8 stages")
+            if why:  # their kernels take two float scales (scale_a, scale_b)
+                return why
         try:
             shape = launch_shape(point)
         except Exception:  # a broken rule is a failure of this point, reported by make_launch
