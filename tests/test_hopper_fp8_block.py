@@ -8,15 +8,16 @@ On a GPU: tests/test_gpu_hopper_fp8_block.py.
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
-from conftest import compose_cfg, session_folder
+from conftest import ROOT, compose_cfg, session_folder
 from test_hopper_kernels import SMEM_PER_BLOCK_MAX, build, opcodes, ptxas_numbers, sass
 
 VARIANT = "wgmma_fp8_block"
 BASE = [f"variant={VARIANT}", "precision=fp8", "layouts=[nt]", "measure.fp8_scaling=block"]
-SCALE_BLOCK = 128  # DeepSeek-V3's: A per 1 x 128 along K, B per 128 x 128
+SCALE_BLOCK = 128  # DeepSeek-V3's (gemmlab.fp8.BLOCK): A per 1 x 128 along K, B per 128 x 128
 
 # The configurations one H200 tuning run compares (deltas from the YAML's defines; the first is the
 # default); tune_fp8_block in .ci/h200-session.sh runs the same list.
@@ -25,7 +26,7 @@ FP8_BLOCK_SWEEP = [
     "{PROMOTE_OVERLAP:0}",
     "{STAGES:4}",
     "{EPI_TMA:0}",
-    "{BM:64}",
+    "{BM:64,CONSUMER_REGS:240}",  # one consumer: 232 spill 32 bytes, 240 none
     "{GROUP_M:16}",
 ]
 
@@ -78,6 +79,46 @@ def test_deepseek_v3_projections_run_at_the_token_counts_of_the_session():
     assert all(p.batch > 1 for p in pts if p not in ran)
 
 
+def test_the_launcher_passes_the_recorded_grids_and_refuses_others(monkeypatch):
+    """CudaKernels._fp8_args under block: the grids gemmlab.fp8 recorded for the set's addresses, as
+    float32 C-contiguous arrays (A (m, kb), B (kb, nb)), after the tensor maps; a grid of another shape
+    or another block is an error, never a launch; the kernel declares two float pointers there."""
+    import sys
+    import types
+
+    import numpy as np
+
+    from gemmlab import fp8
+    from gemmlab.backends.cuda_kernels import CudaKernels
+    from test_hopper_kernels import _FakeArray
+
+    monkeypatch.setitem(sys.modules, "cupy", types.ModuleType("cupy"))  # imported, not used, for CuPy sets
+    m, n, k = 200, 264, 1040
+    p = _point(m, n, k)
+    a, b = _FakeArray(m, k, "uint8", ptr=1 << 21), _FakeArray(n, k, "uint8", ptr=1 << 22)
+    rng = np.random.default_rng(0)
+    sc = fp8.scales_for(np, "block", rng.standard_normal((m, k), dtype=np.float32),
+                        rng.standard_normal((k, n), dtype=np.float32))
+    backend = CudaKernels(compose_cfg([*BASE, "sizes.square=[256]", "sizes.shapes=[]"]))
+    fp8.forget_recorded()
+    with pytest.raises(RuntimeError, match="no fp8 scales"):
+        backend._fp8_args(p, a, b)
+    fp8.record(a.data.ptr, b.data.ptr, sc)
+    _, _, (ga, gb), extra = backend._fp8_args(p, a, b)
+    assert ga.shape == (m, 9) and gb.shape == (9, 3) and extra["mode"] == "block"
+    assert ga.dtype == gb.dtype == np.float32 and ga.flags.c_contiguous and gb.flags.c_contiguous
+    assert np.array_equal(ga, sc.a) and np.array_equal(gb, sc.b)
+    fp8.record(a.data.ptr, b.data.ptr, dataclasses.replace(sc, b=np.ascontiguousarray(sc.b.T)))
+    with pytest.raises(ValueError, match="scale_b grid"):
+        backend._fp8_args(p, a, b)
+    fp8.record(a.data.ptr, b.data.ptr, dataclasses.replace(sc, block_a=(1, 64)))
+    with pytest.raises(ValueError, match="block scales of 1 x 128"):
+        backend._fp8_args(p, a, b)
+    backend.release()
+    assert re.search(r"const hopper::TensorMap\* __restrict__ maps,\s+const float\* __restrict__ scale_a,\s+"
+                     r"const float\* __restrict__ scale_b\)", (ROOT / p.variant_cfg.cuda.source).read_text())
+
+
 # ---- builds ------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def block_builds(tmp_path_factory):
@@ -118,35 +159,30 @@ def test_sass_promotes_while_the_next_k_block_runs(block_builds):
 
 
 # ---- the kernel on the CPU -------------------------------------------------------------------------
-def block_quantize(rng, rows, k, row_block):
-    """Random FP32 values whose magnitude changes by up to 2^12 from block to block, quantized as
-    DeepSeek-V3 does: one scale per ``row_block`` rows x 128 of K, amax / 448, q = round_e4m3(x / s).
-    Returns (q as e4m3, scales float32 (ceil(rows / row_block), ceil(k / 128)), the dequantized FP64)."""
+def operands(rng, m, n, k):
+    """Block-scaled operands as gemmlab.fp8 makes them for measure.fp8_scaling=block, from FP32
+    values whose magnitude changes by up to 2^12 from block to block (A per row and k-block, B per
+    128 x 128), so that any scale taken from the wrong block is far off. Returns (A e4m3 m x k,
+    B e4m3 stored n x k, the scales (gemmlab.fp8.Scales), A and B dequantized in FP64 (logical))."""
     import ml_dtypes
     import numpy as np
 
-    rb, kb = -(-rows // row_block), -(-k // SCALE_BLOCK)
-    mag = np.exp2(rng.integers(-6, 7, size=(rb, kb))).astype(np.float32)
-    expand = lambda s: np.repeat(np.repeat(s, row_block, 0)[:rows], SCALE_BLOCK, 1)[:, :k]  # noqa: E731
-    x = rng.standard_normal((rows, k), dtype=np.float32) * expand(mag)
-    amax = np.zeros((rb, kb), np.float32)
-    for i in range(rb):
-        for j in range(kb):
-            amax[i, j] = np.abs(x[i * row_block:(i + 1) * row_block, j * SCALE_BLOCK:(j + 1) * SCALE_BLOCK]).max()
-    scales = np.where(amax > 0, amax / np.float32(448.0), np.float32(1.0)).astype(np.float32)
-    q = np.clip(x / expand(scales), -448, 448).astype(ml_dtypes.float8_e4m3fn)
-    return q, scales, q.astype(np.float64) * expand(scales).astype(np.float64)
+    from gemmlab import fp8
+
+    kb = -(-k // SCALE_BLOCK)
+    grid = lambda rows, cols: np.exp2(rng.integers(-6, 7, size=(rows, cols))).astype(np.float32)  # noqa: E731
+    a32 = rng.standard_normal((m, k), dtype=np.float32) * fp8.expand(np, grid(m, kb), (1, SCALE_BLOCK), (m, k))
+    b32 = rng.standard_normal((k, n), dtype=np.float32) * fp8.expand(
+        np, grid(kb, -(-n // SCALE_BLOCK)), (SCALE_BLOCK, SCALE_BLOCK), (k, n))
+    sc = fp8.scales_for(np, "block", a32, b32)
+    qa, qb = (x.astype(ml_dtypes.float8_e4m3fn) for x in fp8.quantize_operands(np, sc, a32, b32))
+    a64, b64 = sc.dequantize(np, qa, qb)
+    return qa, np.ascontiguousarray(qb.T), sc, a64, b64
 
 
-def operands(rng, m, n, k):
-    """A (M x K, scales per row and k-block) and B stored N x K (scales per 128 x 128 block)."""
-    qa, sa, a64 = block_quantize(rng, m, k, 1)
-    qb, sb, b64 = block_quantize(rng, n, k, SCALE_BLOCK)
-    return qa, sa, qb, sb, a64, b64
-
-
-def emulate(point, folder, qa, sa, qb, sb, sm_count=2, source=None):
-    """C (float64) of the stage's emulated launch at ``point`` (``source``: another copy of the kernel)."""
+def emulate(point, folder, qa, qb, sa, sb, sm_count=2, source=None):
+    """C (float64) of the stage's emulated launch at ``point`` on A (m x k) and B stored (n x k), with
+    the scale grids ``sa`` (m, kb) and ``sb`` (kb, nb) (``source``: another copy of the kernel)."""
     import numpy as np
     from test_cuda_kernels import emulator
     from test_hopper_emulation import run_hopper_emulation
@@ -171,7 +207,7 @@ def verdict(point, c, a64, b64):
     from gemmlab.measure import check
 
     assert not np.isnan(c).any(), f"{np.isnan(c).sum()} elements of C never written"
-    return check.Reference.gemm(np, a64, b64.T, check.model_of(point), point.tolerance, point.out_dtype).verify(c)
+    return check.Reference.gemm(np, a64, b64, check.model_of(point), point.tolerance, point.out_dtype).verify(c)
 
 
 # Every edge, for 128 x 128 tiles on 2 CTAs (each walks several tiles: ring slots and phases carry over):
@@ -196,8 +232,8 @@ def test_block_scaled_product_on_the_cpu(defines, tmp_path_factory):
     for m, n, k in EMULATED_SHAPES if defines == "{}" else EMULATED_SHAPES[:1]:
         p = _point(m, n, k, defines)
         assert p.skip_reason is None, p.skip_reason
-        qa, sa, qb, sb, a64, b64 = operands(rng, m, n, k)
-        res = verdict(p, emulate(p, folder, qa, sa, qb, sb), a64, b64)
+        qa, qb, sc, a64, b64 = operands(rng, m, n, k)
+        res = verdict(p, emulate(p, folder, qa, qb, sc.a, sc.b), a64, b64)
         assert res.passed, f"{defines} at {m}x{n}x{k}: {res.failure()} (elem_max {res.elem_max:.3g})"
         assert res.elem_max < 0.5, f"{defines} at {m}x{n}x{k}: error {res.elem_max:.2f} of the bound"
 
@@ -205,8 +241,9 @@ def test_block_scaled_product_on_the_cpu(defines, tmp_path_factory):
 @pytest.mark.slow
 def test_the_check_fails_a_kernel_that_scales_per_tile_or_reads_the_wrong_row(tmp_path_factory):
     """Negative controls: (1) the kernel patched to take every k-block's scales from the tile's first
-    k-block (scales per tile, not per k-block); (2) the right kernel handed A's scales with the rows
-    in another order. Both fail element-wise; the right kernel on the same inputs passed above."""
+    k-block (scales per tile, not per k-block); the right kernel handed (2) A's scales with the rows
+    in another order, (3) B's grid transposed. Each fails element-wise; the right kernel on the same
+    shape passed above."""
     import numpy as np
 
     pytest.importorskip("ml_dtypes")
@@ -215,14 +252,18 @@ def test_the_check_fails_a_kernel_that_scales_per_tile_or_reads_the_wrong_row(tm
     folder, rng = tmp_path_factory.mktemp("emu-fp8-block-wrong"), np.random.default_rng(16)
     m, n, k = EMULATED_SHAPES[0]
     p = _point(m, n, k)
-    qa, sa, qb, sb, a64, b64 = operands(rng, m, n, k)
+    qa, qb, sc, a64, b64 = operands(rng, m, n, k)
     source = build_for(p).source
     text = source.read_text()
     marker = "int kb, int k_blocks) {\n"
     assert text.count(marker) == 1, "kblock_scales changed: update the negative control's patch"
     wrong = Path(folder) / "wrong_per_tile.cu"
     wrong.write_text(text.replace(marker, marker + "  kb = 0;  // wrong on purpose: the tile's first scales\n"))
-    res = verdict(p, emulate(p, folder, qa, sa, qb, sb, source=wrong), a64, b64)
+    res = verdict(p, emulate(p, folder, qa, qb, sc.a, sc.b, source=wrong), a64, b64)
     assert not res.passed and res.elem_fail > 0
-    res = verdict(p, emulate(p, folder, qa, np.roll(sa, 1, axis=0), qb, sb), a64, b64)
+    res = verdict(p, emulate(p, folder, qa, qb, np.roll(sc.a, 1, axis=0), sc.b), a64, b64)
+    assert not res.passed and res.elem_fail > 0
+    # B's grid handed over as (n-block, k-block): the same 27 numbers, read as (k-block, n-block)
+    assert sc.b.shape == (9, 3)
+    res = verdict(p, emulate(p, folder, qa, qb, sc.a, np.ascontiguousarray(sc.b.T)), a64, b64)
     assert not res.passed and res.elem_fail > 0

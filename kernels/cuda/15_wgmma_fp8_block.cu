@@ -3,8 +3,8 @@
 // What changes over stage 13 (wgmma_fp8, one FP32 scale per tensor):
 // * Block scales, as DeepSeek-V3 quantizes (measure.fp8_scaling=block, gemmlab/fp8.py): A (activations,
 //   M x K) has one FP32 scale per row and 128-wide block of K, B (weights, stored N x K) one per 128 x 128
-//   block. The launcher passes them after the tensor maps, as global arrays (float32, row-major):
-//   scale_a (M, ceil(K/128)) and scale_b (ceil(N/128), ceil(K/128)).
+//   block. The launcher passes them after the tensor maps, as gemmlab/fp8.py's grids in the operands'
+//   logical orientation (float32, row-major): scale_a (M, ceil(K/128)), scale_b (ceil(K/128), ceil(N/128)).
 // * Promotion every 128 of K, DeepGEMM's recipe: each k-block (BK = 128 = the scale block) is multiplied
 //   into a fresh register accumulator (wgmma with scale-d 0 on its first k32 step), then the consumer
 //   adds scale_a[row, kb] * scale_b[nb, kb] * partial to its FP32 main accumulator with FFMAs. The
@@ -14,11 +14,12 @@
 //   CUDA cores while the wgmma of kb + 1 runs on the tensor cores (wgmma.wait_group 1, not 0). DeepGEMM's
 //   kernel waits for each k-block (wait_group 0) and overlaps across its two consumer warpgroups
 //   instead; PROMOTE_OVERLAP 0 is that.
-// * Scales are plain loads by the consumers from global memory (L2, then L1: a row's 32-byte sector
-//   holds 8 k-blocks' scales), issued one k-block ahead of their use so the load latency hides
-//   behind a k-block of wgmma. DeepGEMM instead TMA-loads A's scales into shared memory with each
-//   stage from a K-block-major (transposed, M padded to 4) copy, and B's for the whole tile at its
-//   start; with the row-major layout here a TMA box of one column would be 4 bytes, below TMA's 16.
+// * Scales are plain loads by the consumers from global memory (L2, then L1: a row of A's grid keeps
+//   8 k-blocks' scales in one 32-byte sector), issued one k-block ahead of their use so that the
+//   load latency hides behind a k-block of wgmma. DeepGEMM instead TMA-loads A's scales into shared
+//   memory with each stage from a K-block-major (transposed, M padded to 4) copy, and B's for the
+//   whole tile at its start; from the row-major grid a TMA box of one column would be 4 bytes, below
+//   TMA's 16.
 // * 128 x 128 tiles by default (stage 13: 128 x 256): the partials double the accumulator registers,
 //   and BN = 256 would need 128 + 2 x 128 of them per thread; BN <= 128 also keeps a tile inside one
 //   128-column block of B, so one B scale per k-block (DeepGEMM's BLOCK_N = 128 case).
@@ -30,7 +31,8 @@
 //                    wait_group 0 and promote (DeepGEMM's)
 //   STAGES           shared-memory ring depth (6 fit with the TMA-store epilogue at 128 x 128)
 //   EPI_TMA          1: stmatrix -> swizzled staging tile -> TMA store (stage 13's); 0: direct stores
-//   BM               128 (two m64 consumer warpgroups) or 64 (one: small M, DeepGEMM's BLOCK_M 64)
+//   BM               128 (two m64 consumer warpgroups) or 64 (one: small M, DeepGEMM's BLOCK_M 64;
+//                    with CONSUMER_REGS 240: at 232 ptxas spills 32 bytes)
 //   BN               128 or 64 columns per tile (wgmma N)
 //   GROUP_M          tile rows per group of the persistent grouped raster (L2 reuse)
 // Not done (DeepGEMM has them): TMA multicast across 2-CTA clusters, BLOCK_N that straddles two B
@@ -123,15 +125,15 @@ __device__ __forceinline__ TileCoord tile_of(int t, int m_tiles, int n_tiles) {
 }
 
 // The combined scales of one k-block for the two rows a consumer thread holds (accumulator registers
-// 4j, 4j+1: row r0; 4j+2, 4j+3: row r0 + 8): scale_a[row, kb] * scale_b[nb, kb]. Rows past M read
+// 4j, 4j+1: row r0; 4j+2, 4j+3: row r0 + 8): scale_a[row, kb] * scale_b[kb, nb]. Rows past M read
 // nothing and scale by 0 (their outputs are clipped anyway).
 struct KBlockScales {
   float r0, r1;
 };
 __device__ __forceinline__ KBlockScales kblock_scales(const float* __restrict__ scale_a,
                                                       const float* __restrict__ scale_b, int r0, int M, int nb,
-                                                      int kb, int k_blocks) {
-  const float sb = scale_b[static_cast<size_t>(nb) * k_blocks + kb];
+                                                      int n_blocks, int kb, int k_blocks) {
+  const float sb = scale_b[static_cast<size_t>(kb) * n_blocks + nb];
   const float sa0 = r0 < M ? scale_a[static_cast<size_t>(r0) * k_blocks + kb] : 0.0f;
   const float sa1 = r0 + 8 < M ? scale_a[static_cast<size_t>(r0 + 8) * k_blocks + kb] : 0.0f;
   return {sa0 * sb, sa1 * sb};
@@ -176,6 +178,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   const int n_tiles = (N + BN - 1) / BN;
   const int tiles = m_tiles * n_tiles;
   const int k_tiles = (K + BK - 1) / BK;  // = k-blocks of the scales: ceil(K / 128)
+  const int n_blocks = (N + kScaleBlock - 1) / kScaleBlock;  // columns of B's scale grid
 
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -260,12 +263,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       // loaded there, used one step later. The loop's steps always issue and the last one or two are
       // peeled, so that at every wait ptxas knows which partial is in flight (with a conditional issue
       // it serialised the wgmmas: C7514).
-      KBlockScales cur = kblock_scales(scale_a, scale_b, r0, M, nb, 0, k_tiles);
+      KBlockScales cur = kblock_scales(scale_a, scale_b, r0, M, nb, n_blocks, 0, k_tiles);
       auto step = [&](float(&done)[kAccum], float(&next)[kAccum], int kb, bool issue_next) {
         KBlockScales nxt = cur;
         if (issue_next) {
           issue(next, it + 1);
-          nxt = kblock_scales(scale_a, scale_b, r0, M, nb, kb + 1, k_tiles);
+          nxt = kblock_scales(scale_a, scale_b, r0, M, nb, n_blocks, kb + 1, k_tiles);
           wgmma_wait<1>();
         } else {
           wgmma_wait<0>();
@@ -293,7 +296,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 #else
       for (int kb = 0; kb < k_tiles; ++kb, ++it) {
         issue(part0, it);
-        const KBlockScales s = kblock_scales(scale_a, scale_b, r0, M, nb, kb, k_tiles);
+        const KBlockScales s = kblock_scales(scale_a, scale_b, r0, M, nb, n_blocks, kb, k_tiles);
         wgmma_wait<0>();
         fence_accumulators(part0);
         release(it);
