@@ -79,6 +79,18 @@ def test_deepseek_v3_projections_run_at_the_token_counts_of_the_session():
     assert all(p.batch > 1 for p in pts if p not in ran)
 
 
+def test_the_session_tunes_the_sweep_this_file_builds():
+    """.ci/h200-session.sh's tune_fp8_block runs FP8_BLOCK_SWEEP, and its fp8_block stage runs the GPU
+    tests and the DeepSeek-V3 sweep beside cuBLASLt under block scaling."""
+    text = (ROOT / ".ci" / "h200-session.sh").read_text()
+    tune = re.search(r"tune_fp8_block\).*?defines=([^']*)'", text, re.S)
+    assert tune and tune.group(1).split("},") == ",".join(FP8_BLOCK_SWEEP).split("},"), tune and tune.group(1)
+    stage = re.search(r"\n  fp8_block\)(.*?);;", text, re.S).group(1)
+    for words in ("tests/test_gpu_hopper_fp8_block.py", "measure.fp8_scaling=block", "sizes.model_names=[deepseek_v3]",
+                  "sizes.tokens=[64,1024,4096]", "measure.baseline=[cublaslt]", '"layouts=[nt]"'):
+        assert words in stage, words
+
+
 def test_the_launcher_passes_the_recorded_grids_and_refuses_others(monkeypatch):
     """CudaKernels._fp8_args under block: the grids gemmlab.fp8 recorded for the set's addresses, as
     float32 C-contiguous arrays (A (m, kb), B (kb, nb)), after the tensor maps; a grid of another shape
