@@ -140,11 +140,12 @@ for stage in "$@"; do case $stage in
              "measure.baseline=[cublaslt]" measure.max_time_s=1.5 run.fail_on_error=false $Q \
              run.name=ds3_wgmma_fp8_block hydra.run.dir=$REF/ds3_wgmma_fp8_block ;;
   # issue 30: stage 15's technique defines (FP8_BLOCK_SWEEP in tests/test_hopper_fp8_block.py, same list) on
-  # three DeepSeek-V3 projections at 4096 tokens (dense_gate_up, attn_o, shared_down), cuBLASLt interleaved
+  # DeepSeek-V3 projections: dense_gate_up, attn_o, shared_down at 4096 tokens and attn_qkv_a at 1024 (136
+  # tiles of 128 x 128 on 132 SMs: the wave-quantisation case), cuBLASLt interleaved
   tune_fp8_block) step tune_wgmma_fp8_block 360 python3 run.py -m variant=wgmma_fp8_block precision=fp8 "layouts=[nt]" \
-             measure.fp8_scaling=block "sizes.square=[]" "sizes.shapes=[[4096,36864,7168],[4096,7168,16384],[4096,7168,2048]]" \
+             measure.fp8_scaling=block "sizes.square=[]" "sizes.shapes=[[4096,36864,7168],[4096,7168,16384],[4096,7168,2048],[1024,2112,7168]]" \
              "measure.baseline=[cublaslt]" measure.max_time_s=1.5 run.fail_on_error=false $Q \
-             'variant.wgmma_fp8_block.cuda.defines={PROMOTE_OVERLAP:1},{PROMOTE_OVERLAP:0},{STAGES:4},{EPI_TMA:0},{BM:64,CONSUMER_REGS:240},{GROUP_M:16}' \
+             'variant.wgmma_fp8_block.cuda.defines={PROMOTE_OVERLAP:1},{PROMOTE_OVERLAP:0},{STAGES:4},{EPI_TMA:0},{BM:64,CONSUMER_REGS:240},{GROUP_M:16},{BN:64}' \
              run.name=tune_wgmma_fp8_block hydra.sweep.dir=$REF/tune_wgmma_fp8_block ;;
   # issue 20: the mma.sync rate alone (stage 10's ceiling) at three occupancies
   mma_peak) step mma_sync_peak 120 python3 run.py -m variant=mma_sync_peak precision=bf16,fp16 sizes=probe \

@@ -28,6 +28,7 @@ FP8_BLOCK_SWEEP = [
     "{EPI_TMA:0}",
     "{BM:64,CONSUMER_REGS:240}",  # one consumer: 232 spill 32 bytes, 240 none
     "{GROUP_M:16}",
+    "{BN:64}",  # twice the tiles: fuller waves where N / 128 tiles leave SMs idle (attn_qkv_a at 1024 tokens)
 ]
 
 

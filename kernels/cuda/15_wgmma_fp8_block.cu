@@ -33,7 +33,7 @@
 //   EPI_TMA          1: stmatrix -> swizzled staging tile -> TMA store (stage 13's); 0: direct stores
 //   BM               128 (two m64 consumer warpgroups) or 64 (one: small M, DeepGEMM's BLOCK_M 64;
 //                    with CONSUMER_REGS 240: at 232 ptxas spills 32 bytes)
-//   BN               128 or 64 columns per tile (wgmma N)
+//   BN               128 or 64 columns per tile (wgmma N; 64 doubles the tiles: fuller last waves)
 //   GROUP_M          tile rows per group of the persistent grouped raster (L2 reuse)
 // Not done (DeepGEMM has them): TMA multicast across 2-CTA clusters, BLOCK_N that straddles two B
 // scale blocks (112, 144, 160 for better wave quantisation), the TMA-loaded transposed A scales, FP32
@@ -124,25 +124,29 @@ __device__ __forceinline__ TileCoord tile_of(int t, int m_tiles, int n_tiles) {
   return {first_m + local % rows, local / rows};
 }
 
-// The combined scales of one k-block for the two rows a consumer thread holds (accumulator registers
-// 4j, 4j+1: row r0; 4j+2, 4j+3: row r0 + 8): scale_a[row, kb] * scale_b[kb, nb]. Rows past M read
-// nothing and scale by 0 (their outputs are clipped anyway).
+// The scales of one k-block for the two rows a consumer thread holds (accumulator registers 4j, 4j+1:
+// row r0; 4j+2, 4j+3: row r0 + 8): scale_a[row, kb] and scale_b[kb, nb], kept as loaded: their
+// product is taken only in promote(), a k-block after the loads were issued, so that no instruction
+// waits for them before then. Rows past M read nothing and scale by 0 (their outputs are clipped).
 struct KBlockScales {
-  float r0, r1;
+  float a0, a1, b;
 };
 __device__ __forceinline__ KBlockScales kblock_scales(const float* __restrict__ scale_a,
                                                       const float* __restrict__ scale_b, int r0, int M, int nb,
                                                       int n_blocks, int kb, int k_blocks) {
-  const float sb = scale_b[static_cast<size_t>(kb) * n_blocks + nb];
-  const float sa0 = r0 < M ? scale_a[static_cast<size_t>(r0) * k_blocks + kb] : 0.0f;
-  const float sa1 = r0 + 8 < M ? scale_a[static_cast<size_t>(r0 + 8) * k_blocks + kb] : 0.0f;
-  return {sa0 * sb, sa1 * sb};
+  KBlockScales s;
+  s.b = scale_b[static_cast<size_t>(kb) * n_blocks + nb];
+  s.a0 = r0 < M ? scale_a[static_cast<size_t>(r0) * k_blocks + kb] : 0.0f;
+  s.a1 = r0 + 8 < M ? scale_a[static_cast<size_t>(r0 + 8) * k_blocks + kb] : 0.0f;
+  return s;
 }
 
-// acc += s * partial, per row half: the promotion of one k-block into the FP32 main accumulator.
+// acc += scale_a[row, kb] * scale_b[kb, nb] * partial: the promotion of one k-block into the FP32
+// main accumulator (the scale product in FP32 first, as DeepGEMM's).
 __device__ __forceinline__ void promote(float (&acc)[kAccum], const float (&partial)[kAccum], KBlockScales s) {
+  const float s0 = s.a0 * s.b, s1 = s.a1 * s.b;
 #pragma unroll
-  for (int i = 0; i < kAccum; ++i) acc[i] += ((i % 4) < 2 ? s.r0 : s.r1) * partial[i];
+  for (int i = 0; i < kAccum; ++i) acc[i] += ((i % 4) < 2 ? s0 : s1) * partial[i];
 }
 
 }  // namespace
