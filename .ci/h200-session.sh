@@ -9,6 +9,7 @@
 # cutlass_odd ladder tc tune tune_mma tune_ws tune_ws_fp16 ws_repeat ws_seeds ws_standalone ws_llama hopper_fp8 tune_fp8
 # fp8_scaled fp8_block tune_fp8_block mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
+# iso_smoke isolation conduct default_run default_run_noguard
 # cache_roofs inputs_power workloads tuning_regret compare compare_paired pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
@@ -255,5 +256,26 @@ while time.time()-t<45: a@a" &
              precision=fp32 "sizes.square=[2048,4096]" sizes.shapes=[] $Q hydra.run.dir=$REF/compare/paired
            step warp_tiled_s4 90 python3 run.py variant=warp_tiled_s4 precision=fp32 "sizes.square=[2048,4096]" \
              sizes.shapes=[] measure.baseline=[] $Q hydra.run.dir=$REF/compare/warp_tiled_s4 ;;
+  # issue 29: a kernel that faults, hangs or scribbles stays inside its own point
+  iso_smoke)  # a few seconds: the worker runs on this host, a fault stays in its point (stop here if not)
+           step iso_smoke 150 python3 run.py "variant=[wrong_fault,smem_tiled]" precision=fp32 "sizes.square=[1024,4096]" \
+             sizes.shapes=[] measure=quick measure.baseline=[] run.fail_on_error=false $Q hydra.run.dir=/tmp/iso_smoke ;;
+  isolation)  # a faulting control first, wmma_tiled and cuBLAS after it: one run, one sweep, two clean runs
+           step isolation 420 python3 -m gemmlab.bench.isolation --out $REF/isolation -- $Q ;;
+  conduct)  # the conduct controls where they misbehave and where they do not, a correct kernel after them
+           step conduct 300 python3 run.py "variant=[wrong_oob_row,wrong_writes_b,wrong_hang,wrong_fault,smem_tiled]" \
+             "precision=[fp32,bf16]" "sizes.square=[1000,1024,2048,4096]" sizes.shapes=[] measure=quick \
+             measure.baseline=[] run.fail_on_error=false $Q hydra.run.dir=$REF/conduct
+           step sanitize 300 python3 run.py "variant=[wrong_oob_row,wrong_writes_b,smem_tiled]" precision=fp32 \
+             "sizes.square=[1000]" sizes.shapes=[] measure=quick measure.baseline=[] measure.sanitize=memcheck \
+             run.fail_on_error=false $Q hydra.run.dir=$REF/sanitize ;;
+  default_run)  # `python run.py` as a user runs it first, timed; guards on (the default)
+           T0=$(date +%s%N)
+           step default_run 400 python3 run.py $Q hydra.run.dir=$REF/default_run
+           echo "default_run wall $(( ($(date +%s%N) - T0) / 1000000 )) ms" | tee -a "$LOGS/default_run.log" ;;
+  default_run_noguard)  # the same with guard zones off: what they cost
+           T0=$(date +%s%N)
+           step default_run_noguard 400 python3 run.py measure.guard_bytes=0 $Q hydra.run.dir=$REF/default_run_noguard
+           echo "default_run_noguard wall $(( ($(date +%s%N) - T0) / 1000000 )) ms" | tee -a "$LOGS/default_run_noguard.log" ;;
   *) echo "unknown stage $stage" ;;
 esac; done

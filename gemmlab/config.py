@@ -241,6 +241,22 @@ class Fp8Scaling(str, Enum):
     block = "block"  # DeepSeek-V3: A per 1 x 128, B per 128 x 128 block (cuBLASLt VEC128 / BLK128x128, Hopper)
 
 
+class Sanitize(str, Enum):
+    """compute-sanitizer tools a point's checked call can run under (gemmlab/sanitize.py)."""
+    none = "none"
+    memcheck = "memcheck"  # out-of-bounds and misaligned accesses, leaks
+    racecheck = "racecheck"  # shared-memory hazards
+    synccheck = "synccheck"  # barriers used wrongly
+    initcheck = "initcheck"  # reads of uninitialised global memory
+
+
+class Isolate(str, Enum):
+    """Which points run in a worker process the runner owns (gemmlab/measure/worker)."""
+    gpu = "gpu"  # GPU points (a fault poisons only the worker's CUDA context)
+    all = "all"  # every point, host ones too (a host build that crashes or hangs)
+    none = "none"  # everything in the runner's process, as before isolation existed
+
+
 @dataclass
 class MeasureConf:
     warmup_s: float = 0.5  # warm-up by time, so the SM clock settles before timing
@@ -275,6 +291,17 @@ class MeasureConf:
     energy: bool = False
     energy_s: float = 1.0
     threads: Optional[int] = None  # CPU BLAS threads; None = library default
+    # guard zones (gemmlab/measure/guards.py): C, A and B sit between this many random bytes on
+    # each side, compared after the checked call and after the timed calls; 0 = off
+    guard_bytes: int = 262144
+    # the watchdog (gemmlab/measure/worker/limits.py): 0 = a limit per phase derived from the
+    # point's FLOPs and the device's peak, at least point_timeout_floor_s; > 0 = this many seconds
+    # for the whole point
+    point_timeout_s: float = 0.0
+    point_timeout_floor_s: float = 10.0
+    # run each GPU point's checked call under compute-sanitizer first (gemmlab/sanitize.py); the
+    # point's timings are then not evidence
+    sanitize: Sanitize = Sanitize.none
 
 
 @dataclass
@@ -307,6 +334,7 @@ class RunConf:
     progress: bool = True
     resume: bool = True  # skip points already ok in this run's results file
     gpu_wait_s: float = 1800.0  # how long to wait for another gemmlab run to release the GPU
+    isolate: Isolate = Isolate.gpu  # which points run in a worker process (gemmlab/measure/worker)
 
 
 @dataclass

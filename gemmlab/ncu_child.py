@@ -12,9 +12,9 @@ import sys
 from gemmlab.measure.counters import NVTX_RANGE
 
 
-def main(config: str, key: str) -> int:
-    """Inside ncu: rebuild the point, warm up once, then launch once inside the NVTX range."""
-    import cupy
+def rebuild(config: str, key: str):
+    """(cfg, point, backend, executor) of the point ``key`` of a run's saved config, ready to make
+    its inputs and launch it once; None when the config has no such point (the reason printed)."""
     from omegaconf import OmegaConf
 
     from gemmlab.backends.base import backend_class
@@ -27,12 +27,23 @@ def main(config: str, key: str) -> int:
     pts = [p for p in expand(cfg) if p.key == key]
     if not pts:
         print(f"no point with key {key} in {config}", file=sys.stderr)
-        return 2
+        return None
     p = pts[0]
     backend = backend_class(p.backend)(cfg)
     backend.prepare([p])
     ex = GpuExecutor(cfg)
     ex._init()
+    return cfg, p, backend, ex
+
+
+def main(config: str, key: str) -> int:
+    """Inside ncu: rebuild the point, warm up once, then launch once inside the NVTX range."""
+    import cupy
+
+    built = rebuild(config, key)
+    if built is None:
+        return 2
+    cfg, p, backend, ex = built
     with ex.stream:
         (a, b, _ar, _br, c), = ex.make_sets(p, backend, cfg.measure.seed, 1)
         launch = backend.make_launch(p, a, b, c)
@@ -45,9 +56,14 @@ def main(config: str, key: str) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description="profile one point (used by gemmlab under ncu)")
+def point_main(main, description: str) -> None:
+    """The command line of a child that runs one point of a saved config (this one, gemmlab.sanitize)."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--config", required=True)
     ap.add_argument("--point-key", required=True)
     a = ap.parse_args()
     sys.exit(main(a.config, a.point_key))
+
+
+if __name__ == "__main__":
+    point_main(main, "profile one point (used by gemmlab under ncu)")

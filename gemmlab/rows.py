@@ -66,6 +66,13 @@ COLUMNS: List[tuple] = [
     ("check_reference", "what computed C_ref (independent of the point's own library)"),
     ("status", "ok | failed | skipped"),
     ("reason", "why a point failed or was skipped"),
+    # a kernel's conduct outside C (issue 29)
+    ("guard_bytes", "random guard bytes on each side of C, A and B, compared after the calls (0: off)"),
+    ("guard_check", "clean, or what the calls wrote outside C or changed in A or B (gemmlab/measure/guards.py)"),
+    ("worker", "PID of the worker process that measured the point; empty: the runner's own process"),
+    ("sanitize_tool", "compute-sanitizer tool the checked call ran under (measure.sanitize)"),
+    ("sanitize_errors", "errors the sanitizer reported"),
+    ("sanitize_report", "its first report line, or why it did not run"),
     # the cuBLAS baseline measured adjacent in time
     ("baseline_variant", "fastest baseline measured right before this point"),
     ("baseline_time_median_s", "its median time, s"),
@@ -378,8 +385,17 @@ def merge(folders: Sequence[os.PathLike], out: os.PathLike) -> Optional[Path]:
 
 def ok_keys(folder: os.PathLike) -> set:
     """point_keys already measured ok in ``folder``'s results file (for resume)."""
+    return keys_with_status(folder, "ok")
+
+
+def failed_keys(folder: os.PathLike) -> set:
+    """point_keys with a failed row in ``folder``'s results file (resume measures them again)."""
+    return keys_with_status(folder, "failed")
+
+
+def keys_with_status(folder: os.PathLike, status: str) -> set:
     f = Path(folder) / RESULTS_FILE
     if not f.exists():
         return set()
     with open(f, newline="") as fh:
-        return {r["point_key"] for r in csv.DictReader(fh) if r.get("status") == "ok" and r.get("point_key")}
+        return {r["point_key"] for r in csv.DictReader(fh) if r.get("status") == status and r.get("point_key")}

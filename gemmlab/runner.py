@@ -6,7 +6,6 @@ import hashlib
 import logging
 import os
 from collections import Counter
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -14,26 +13,34 @@ from omegaconf import DictConfig, OmegaConf
 
 from gemmlab import env, variants
 from gemmlab.backends.base import Backend, backend_class
-from gemmlab.config import load_variant
 from gemmlab.measure import validity
-from gemmlab.points import ConfigError, Point, expand, requirement_failure
-from gemmlab.rows import RowWriter, ok_keys
+from gemmlab.measure.worker import Worker, WorkerError
+from gemmlab.measuring import LIBRARY_BACKENDS, PointMeasurer  # noqa: F401  (LIBRARY_BACKENDS: re-exported)
+from gemmlab.points import ConfigError, Point, expand
+from gemmlab.rows import RowWriter, failed_keys, ok_keys
 from gemmlab.samples import SampleWriter
 from gemmlab.sweep.locks import BusyError, lock_folder
 
 log = logging.getLogger("gemmlab")
-LIBRARY_BACKENDS = ("cublas", "cublaslt")  # their points get no baseline: they are the baseline
 RUN_LOCK = ".gemmlab-run.lock"  # one run at a time per results folder
+# what a worker's rows say about the device, kept for rows the worker did not finish
+DEVICE_FIELDS = ("device", "gpu_index", "gpu_uuid", "sm_count", "l2_bytes", "driver_version",
+                 "cuda_runtime_version", "cupy_version")
 
 
 class Runner:
+    # what a worker runs ("module:function", gemmlab/measure/worker/child.py), and anything more
+    # its init carries beside the config (tests swap in targets that misbehave on purpose)
+    worker_target = "gemmlab.measuring:worker_target"
+    worker_init: Dict[str, Any] = {}
+
     def __init__(self, cfg: DictConfig, out_dir: os.PathLike):
         self.cfg = cfg
         self.out_dir = Path(out_dir)
         self.points: List[Point] = expand(cfg)  # raises ConfigError before any work
-        self._backends: Dict[str, Backend] = {}
-        self._executors: Dict[str, Any] = {}
-        self._unavailable: Dict[str, Optional[str]] = {}
+        self.measurer = PointMeasurer(cfg)  # skip reasons, and the points measured in this process
+        self.worker: Optional[Worker] = None  # the process GPU points are measured in (run.isolate)
+        self._worker_device: Dict[str, Any] = {}  # device fields of the last point a worker measured
         stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         # unique per process: two runs into one folder in the same second still differ
         salt = f"{self.out_dir}|{os.getpid()}|{os.urandom(4).hex()}"
@@ -41,33 +48,30 @@ class Runner:
         self.counts: Counter = Counter()
         self.summary_rows: List[Dict[str, Any]] = []
         self.gpu_busy: Optional[str] = None  # why the GPU could not be claimed
-        self._baseline_variants: Dict[str, Any] = {}
 
-    # -- backends and executors -------------------------------------------------------------
+    # -- backends, executors and baselines live in the measurer (gemmlab/measuring.py) ----------
     def executor(self, kind: str):
-        if kind not in self._executors:
-            if kind == "cpu":
-                from gemmlab.measure.cpu import CpuExecutor
-
-                self._executors[kind] = CpuExecutor(self.cfg)
-            else:
-                from gemmlab.measure.gpu import GpuExecutor
-
-                self._executors[kind] = GpuExecutor(self.cfg)
-        return self._executors[kind]
+        return self.measurer.executor(kind)
 
     def backend(self, name: str) -> Backend:
-        if name not in self._backends:
-            self._backends[name] = backend_class(name)(self.cfg)
-        return self._backends[name]
+        return self.measurer.backend(name)
 
     def unavailable(self, name: str) -> Optional[str]:
-        """Why backend `name` cannot run on this machine (no CUDA device, missing package)."""
-        if name not in self._unavailable:
-            b = self.backend(name)
-            reason = self.executor(b.kind).unavailable() or b.unavailable()
-            self._unavailable[name] = reason
-        return self._unavailable[name]
+        return self.measurer.unavailable(name)
+
+    def skip_reason(self, pt: Point) -> Optional[str]:
+        return self.measurer.skip_reason(pt)
+
+    def baselines_for(self, pt: Point, b: Backend):
+        return self.measurer.baselines_for(pt, b)
+
+    @property
+    def _backends(self):
+        return self.measurer._backends
+
+    @property
+    def _unavailable(self):
+        return self.measurer._unavailable
 
     # -- rows ------------------------------------------------------------------------------
     def base_row(self, pt: Point) -> Dict[str, Any]:
@@ -90,18 +94,6 @@ class Runner:
             **env.provenance(),
         }
 
-    def skip_reason(self, pt: Point) -> Optional[str]:
-        if pt.skip_reason:
-            return pt.skip_reason
-        # what the backend cannot run on any machine (a layout, a batch) before what this one lacks
-        reason = backend_class(pt.backend).workload_reason(pt)
-        if reason:
-            return reason
-        reason = self.unavailable(pt.backend)
-        if reason:
-            return reason
-        return self.backend(pt.backend).skip_reason(pt)
-
     # -- the run ---------------------------------------------------------------------------
     def run(self) -> Counter:
         lock_folder(self.out_dir, RUN_LOCK, "gemmlab run")  # raises BusyError naming the holder
@@ -111,6 +103,11 @@ class Runner:
             log.info("resume: %d of %d points already ok in %s", len(self.points) - len(todo),
                      len(self.points), self.out_dir)
             self.counts["resumed"] = len(self.points) - len(todo)
+        again = failed_keys(self.out_dir) & {p.key for p in todo} if self.cfg.run.resume else set()
+        if again:
+            _say(f"gemmlab: resume: {len(again)} points failed in an earlier run into this folder and are "
+                 "measured again")
+            self.counts["remeasured"] = len(again)
         runnable = [p for p in todo if not p.skip_reason and not self.unavailable(p.backend)]
         by_backend: Dict[str, List[Point]] = {}
         for p in runnable:
@@ -119,7 +116,7 @@ class Runner:
             self._claim_gpu()
         for name, pts in by_backend.items():
             if not (self.gpu_busy and self.backend(name).kind == "gpu"):
-                self.backend(name).prepare(pts)
+                self.backend(name).prepare(pts)  # compiles into the on-disk cache a worker loads from
 
         with RowWriter(self.out_dir) as writer, SampleWriter(self.out_dir) as sample_writer, \
                 _progress(self.cfg.run.progress, len(todo)) as bar:
@@ -138,47 +135,15 @@ class Runner:
             except KeyboardInterrupt:
                 log.warning("interrupted: %d finished rows are in %s", len(self.summary_rows), writer.path)
                 self.counts["interrupted"] += 1
+            finally:
+                self.close()
         return self.counts
 
-    # -- baselines: what "% of cuBLAS" divides by ----------------------------------------------
-    def baselines_for(self, pt: Point, b: Backend) -> List[Tuple[str, Point, Backend]]:
-        """The baselines (``measure.baseline``) timed interleaved with a GPU point of a
-        non-library variant: (name, its point, its backend), each one that can run this shape.
-        Any variant may be one (``variant=B measure.baseline=[A]`` is the paired A/B mode), never
-        the point's own: its samples would share the point's call name in samples.parquet."""
-        if b.kind != "gpu" or pt.backend in LIBRARY_BACKENDS:
-            return []
-        out = []
-        for name in self.cfg.measure.baseline:
-            if name == pt.variant:
-                continue
-            v = self._baseline_variant(name)
-            if v is None or pt.precision not in v.precisions:
-                continue
-            bname = v.backend.value
-            if self.unavailable(bname) or self.backend(bname).kind != "gpu":  # timed on the GPU's stream
-                continue
-            # the library writes the precision's own output type (a wmma kernel may write float)
-            bp = replace(pt, variant=name, backend=bname, out_dtype=self.cfg.precision[pt.precision].out_dtype,
-                         variant_cfg=v, skip_reason=None)
-            if requirement_failure(bp) or backend_class(bname).workload_reason(bp) \
-                    or self.backend(bname).skip_reason(bp):
-                continue
-            out.append((name, bp, self.backend(bname)))
-        return out
-
-    def _baseline_variant(self, name: str):
-        """The baseline's config: as this run sets it where the run measures that variant too
-        (its overrides apply, and a CUTLASS backend knows its options), else its YAML."""
-        if name in (self.cfg.get("variant") or {}):
-            return self.cfg.variant[name]
-        if name not in self._baseline_variants:
-            try:
-                self._baseline_variants[name] = load_variant(name)
-            except Exception as e:  # an unknown name: validation says so before a run starts
-                log.warning("baseline %s unavailable: %s", name, e)
-                self._baseline_variants[name] = None
-        return self._baseline_variants[name]
+    def close(self) -> None:
+        """End the worker (its faults are already in the rows and the counts)."""
+        if self.worker is not None:
+            self.counts["worker_restarts"] = self.worker.restarts
+            self.worker.close()
 
     def _claim_gpu(self) -> None:
         """One GPU, one measurement: wait for any other gemmlab run on this GPU to end."""
@@ -194,33 +159,78 @@ class Runner:
         if claim is not None and claim.waited_s > 1:
             log.info("claimed GPU %s after waiting %.0f s", claim.entry, claim.waited_s)
 
+    def isolated(self, kind: str) -> bool:
+        """Whether a point of this executor kind runs in the worker (run.isolate)."""
+        how = self.cfg.run.isolate.value
+        return how == "all" or (how == "gpu" and kind == "gpu")
+
     def measure(self, pt: Point) -> Dict[str, Any]:
         row = self.base_row(pt)
         reason = self.skip_reason(pt)
         if reason:
             kind = self.backend(pt.backend).kind if pt.backend in self._backends else "cpu"
-            return {**row, **self._device_fields(kind, quiet=True), "status": "skipped", "reason": reason}
+            device = self._worker_device if self.isolated(kind) else self.measurer.device_fields(kind, quiet=True)
+            return {**row, **device, "status": "skipped", "reason": reason}
         b = self.backend(pt.backend)
         if b.kind == "gpu" and self.gpu_busy:
             return {**row, "status": "failed", "reason": self.gpu_busy}
-        ex = self.executor(b.kind)
-        try:
-            fields = ex.measure_point(pt, b, seed=self.cfg.measure.seed, baselines=self.baselines_for(pt, b))
-        except KeyboardInterrupt:
-            raise
-        except Exception as e:  # one bad point must not end the run
-            log.exception("point %s failed", describe(pt))
-            fields = {"status": "failed", "reason": _describe(e)}
-        finally:
-            b.release()
-        if fields.get("status") not in ("ok", "failed", "skipped"):  # a backend bug, not a crash
-            fields = {**fields, "status": "failed",
-                      "reason": f"backend {pt.backend} returned status {fields.get('status')!r}"}
-        row = {**row, **self._device_fields(b.kind), **fields}
+        sanitized: Dict[str, Any] = {}
+        if b.kind == "gpu" and self.cfg.measure.sanitize.value != "none":
+            sanitized = self._sanitize(pt)
+            if sanitized.get("status"):  # the sanitizer found errors, or could not run
+                return {**row, **self._worker_device, **sanitized}
+        if self.isolated(b.kind):
+            fields = self._in_worker(pt, b.kind)
+        else:
+            fields = self.measurer.measure(pt)
+        row = {**row, **fields, **sanitized}
         row.update(validity.reliability(row, self.cfg.measure))
+        if sanitized and row.get("status") == "ok":  # instrumented once, timed after: no evidence
+            row.update(reliable=False, unreliable_reason=f"measure.sanitize={self.cfg.measure.sanitize.value}: "
+                                                         "a sanitizer run, not evidence")
         if self._counters_on():
             row = self._with_counters(pt, b.kind, row)
         return row
+
+    # -- the worker (gemmlab/measure/worker) ----------------------------------------------------
+    def _in_worker(self, pt: Point, kind: str) -> Dict[str, Any]:
+        m = self.cfg.measure
+        try:
+            if self.worker is None:
+                self.worker = Worker(self.worker_target, {**self.worker_init, **_worker_init(self.cfg)},
+                                     log_files=_log_files())
+            fixed = float(m.point_timeout_s) > 0
+            n_baselines = len(self.baselines_for(pt, self.backend(pt.backend)))
+            expected_s, limit_s = self.executor(kind).limits(pt, n_baselines).whole()
+            out = self.worker.call({"point_key": pt.key}, float(m.point_timeout_s) if fixed else limit_s,
+                                   fixed_limit=fixed)
+        except WorkerError as e:
+            return {**self._worker_device, "status": "failed", "reason": f"{e} (run.isolate=none measures in the "
+                                                                         "runner's process)"}
+        if out.kind == "ok" and "error" in out.reply:
+            log.error("worker: %s\n%s", out.reply["error"], out.reply.get("traceback", ""))
+            return {**self._worker_device, "status": "failed", "reason": out.reply["error"]}
+        if out.kind == "ok":
+            fields = dict(out.reply["fields"])
+            self._worker_device = {k: fields[k] for k in DEVICE_FIELDS if k in fields}
+            return {**fields, "worker": out.reply["pid"]}
+        fields = dict((out.reply or {}).get("fields") or {})
+        if out.kind == "poisoned":
+            first = fields.get("reason") or ""
+            why = f"CUDA fault in {pt.variant}: {out.fault.split(': ', 1)[-1]}"
+            reason = f"{why} ({first})" if first and first not in why else why
+        elif out.kind == "timeout":
+            reason = f"{pt.variant} {out.fault}: the worker was killed"
+        else:
+            reason = f"{pt.variant}: {out.fault}"
+        fields.pop("_samples", None)
+        return {**self._worker_device, **fields, "status": "failed", "worker": self.worker.pid,
+                "reason": f"{reason}; a fresh worker measures the next point"}
+
+    def _sanitize(self, pt: Point) -> Dict[str, Any]:
+        from gemmlab import sanitize
+
+        return sanitize.run_point(pt, self.cfg, self.out_dir)
 
     # -- hardware counters (measure.counters=ncu) -------------------------------------------
     def _counters_on(self) -> bool:
@@ -241,14 +251,6 @@ class Runner:
         fields = counters.profile(pt, self.cfg, self.out_dir, cfg_file)
         extra = {**_as_dict(row.get("extra")), **fields.pop("extra", {})}
         return {**row, **fields, "extra": extra or None}
-
-    def _device_fields(self, kind: str, quiet: bool = False) -> Dict[str, Any]:
-        try:
-            if kind == "gpu" and "gpu" not in self._executors and quiet:
-                return {}
-            return self.executor(kind).device_fields()
-        except Exception:
-            return {}
 
 
 def describe(pt: Point) -> str:
@@ -285,12 +287,15 @@ def _as_dict(v) -> Dict[str, Any]:
     return {}
 
 
-def _describe(e: BaseException) -> str:
-    name = type(e).__name__
-    text = str(e).strip().splitlines()[0] if str(e).strip() else ""
-    if "OutOfMemory" in name or "out of memory" in text.lower():
-        return f"out of memory: {text}"
-    return f"{name}: {text}"[:500]
+def _worker_init(cfg: DictConfig) -> Dict[str, Any]:
+    """What a worker needs to measure any point of this run: the config, resolved (Hydra's
+    interpolations have no Hydra to resolve them in the worker)."""
+    return {"cfg_yaml": OmegaConf.to_yaml(cfg, resolve=True)}
+
+
+def _log_files() -> List[str]:
+    """The run's log files (Hydra's job log): the worker appends its records there too."""
+    return [h.baseFilename for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)]
 
 
 class _progress:
@@ -382,8 +387,14 @@ def print_summary(runner: Runner, path: Path) -> None:
                       f"GPU (PIDs {', '.join(map(str, pids))}): they are marked contended=true and left out "
                       "of figures and claims; measure again on an idle GPU")
     c = runner.counts
+    if runner.worker is not None and runner.worker.faults:
+        console.print(f"[red]worker[/] {len(runner.worker.faults)} faults ended a worker process; "
+                      f"{runner.worker.restarts} fresh workers measured the points after them (each fault's row "
+                      "names it)")
     console.print(f"ok {c['ok']}  failed {c['failed']}  skipped {c['skipped']}"
                   + (f"  already ok (resumed) {c['resumed']}" if c["resumed"] else "")
+                  + (f"  failed before, measured again {c['remeasured']}" if c["remeasured"] else "")
+                  + (f"  worker restarts {c['worker_restarts']}" if c["worker_restarts"] else "")
                   + ("  INTERRUPTED" if c["interrupted"] else "") + f"   rows: {path}")
     warn_if_nothing_measured(runner)
 

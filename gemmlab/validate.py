@@ -212,6 +212,9 @@ RULES: Dict[type, Dict[str, Tuple[Rule, ...]]] = {
         "baseline": (NamesOf("a variant (conf/variant/*.yaml)", _variant_names),),
         "threads": (integer(lo=1, nullable="the library's default"),),
         "energy_s": (POSITIVE,),
+        "guard_bytes": (integer(lo=0),),  # 0: guards off
+        "point_timeout_s": (NON_NEGATIVE,),  # 0: derived per phase
+        "point_timeout_floor_s": (POSITIVE,),
     },
     C.RunConf: {
         "gpu_wait_s": (NON_NEGATIVE,),

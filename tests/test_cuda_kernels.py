@@ -175,9 +175,10 @@ _EMU_C = {"double": "float64", "float": "float32", "__half": "float16", "__nv_bf
 
 
 def emulatable(build: KernelBuild, vcfg) -> bool:
-    """Kernels without inline PTX, TMA or arch-specific features run in the host emulation."""
+    """Kernels without inline PTX, TMA or arch-specific features run in the host emulation (the
+    conduct controls, which write outside C or never end on purpose, in tests/test_conduct_controls.py)."""
     text = build.source.read_text()
-    return (not vcfg.cuda.tensor_maps and not build.arch.endswith("a")
+    return ("conduct_control" not in (vcfg.get("tags") or []) and not vcfg.cuda.tensor_maps and not build.arch.endswith("a")
             and re.search(r"\basm\b", text) is None and dict(build.defines).get("TIN") in _EMU_C)
 
 

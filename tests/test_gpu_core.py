@@ -213,7 +213,9 @@ def test_unwritten_output_fails_the_check(tmp_path, monkeypatch):
         return orig(self, p.__class__(**{**p.__dict__, "m": p.m // 2}), a[: p.m // 2], b, c[: p.m // 2])
 
     monkeypatch.setattr(cublas.Cublas, "make_launch", half)
-    cfg = compose_cfg(["variant=cublas", "precision=fp32", "measure=quick", "run.progress=false"], tmp_path)
+    # in the runner's process: a worker would not see the patch
+    cfg = compose_cfg(["variant=cublas", "precision=fp32", "measure=quick", "run.progress=false", "run.isolate=none"],
+                      tmp_path)
     cfg.sizes.square, cfg.sizes.shapes = [256], []
     _, rows = run_points(cfg, tmp_path / "run")
     assert rows[0]["status"] == "failed" and "NaN" in rows[0]["reason"], rows[0]

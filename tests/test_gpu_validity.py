@@ -60,7 +60,8 @@ def test_a_kernel_wrong_only_when_repeated_fails_after_timing(tmp_path, monkeypa
         c[5, 7] = c[5, 7] * 2  # on the current (the executor's) stream
 
     right_only_once(monkeypatch, cublas.Cublas, corrupt)
-    (r,) = _rows(tmp_path, "again", "variant=cublas", "precision=fp32", "sizes.square=[512]")
+    (r,) = _rows(tmp_path, "again", "variant=cublas", "precision=fp32", "sizes.square=[512]",
+                 "run.isolate=none")  # the patch lives in this process: a worker would not see it
     assert r["status"] == "failed" and r["reason"].startswith("after timing:") and "(row 5, col 7)" in r["reason"]
 
 

@@ -472,6 +472,18 @@ def recheck(reference: Reference, out, row: Dict[str, Any]) -> Optional[str]:
 
 
 # -- repeats ---------------------------------------------------------------------------------------
+def checked_calls(call, poison_out, verify, repeats: int) -> Tuple[CheckResult, List[CheckResult]]:
+    """The checked call, ``repeats`` times on the same inputs, each on a freshly poisoned output:
+    (the worst result, all of them). One rule for every executor: the worst repeat decides (a race
+    shows as an error that moves, and one bad repeat is a bad kernel)."""
+    results = []
+    for _ in range(max(1, int(repeats))):
+        poison_out()
+        call()
+        results.append(verify())
+    return worst(results), results
+
+
 def worst(results: List[CheckResult]) -> CheckResult:
     """The repeat with the largest error (NaN and failed elements count as the largest)."""
     def key(r):

@@ -9,7 +9,7 @@ import numpy as np
 
 from gemmlab import dtypes, env, operands, samples
 from gemmlab.config import Distribution
-from gemmlab.measure import check
+from gemmlab.measure import check, guards
 from gemmlab.measure.stats import should_stop, summarize, timing_fields
 
 
@@ -19,6 +19,18 @@ class CpuExecutor:
     def __init__(self, cfg):
         self.cfg = cfg
         self.measure = cfg.measure
+        # the watchdog's phase reports (gemmlab/measure/worker): set by a worker, a no-op in process
+        self.watch = lambda phase, expected_s=None, limit_s=None: None
+
+    def limits(self, point, n_baselines: int = 0):
+        """The watchdog's limits for a host point (gemmlab/measure/worker/limits.py)."""
+        from gemmlab.measure.worker.limits import HOST_FLOPS, SLOW_FRACTION, Limits
+
+        return Limits.of(self.measure, point.flops, HOST_FLOPS, SLOW_FRACTION * HOST_FLOPS)
+
+    def report(self, limits, phase: str) -> None:
+        expected_s, limit_s = limits.phase(phase)
+        self.watch(phase, expected_s, limit_s)
 
     def unavailable(self):
         return None
@@ -67,24 +79,38 @@ class CpuExecutor:
         b = operands.store(np, self.random(rng, shape_b, point.in_dtype), tb)
         a, b, a_ref, b_ref = backend.make_inputs(point, a, b)
         a_ref, b_ref = operands.logical(a_ref, ta), operands.logical(b_ref, tb)
-        c = np.empty(operands.output_shape(point.m, point.n, point.batch),
-                     dtype=dtypes.numpy_dtype(point.out_dtype))
+        zones = guards.Guards(np, m.guard_bytes)  # C, A and B between guards, as on the GPU
+        a, b = zones.input(a, "A"), zones.input(b, "B")
+        c = zones.output(operands.output_shape(point.m, point.n, point.batch), dtypes.numpy_dtype(point.out_dtype))
         launch = backend.make_launch(point, a, b, c)
-        row: Dict[str, Any] = {**env.blas_info(), **launch.info, "timer": "perf_counter", "cache": "warm"}
+        limits = self.limits(point)
+        row: Dict[str, Any] = {**env.blas_info(), **launch.info, "timer": "perf_counter", "cache": "warm",
+                               **zones.fields()}
 
         reference = None
         if m.check:
             reference = self.reference(point, a_ref, b_ref)
-            check.poison(c)
-            launch.fn()
-            res = reference.verify(c)
+            self.report(limits, "checked call")
+            res, results = check.checked_calls(launch.fn, lambda: check.poison(c), lambda: reference.verify(c),
+                                               m.check_repeats)
             row.update(res.fields())
-            if not res.passed:
-                return {**row, "status": "failed", "reason": res.failure()}
+            if len(results) > 1:
+                row["extra"] = {**(row.get("extra") or {}), **check.spread(results)}
+            why = zones.violation()
+            if why or not res.passed:
+                return {**row, "guard_check": why or ("clean" if zones.on else None), "status": "failed",
+                        "reason": why or res.failure()}
 
+        self.report(limits, "timed samples")
         t = host_timed(launch.fn, m)
         row.update(timing_fields(t["summary"], point.flops), warmup_s=t["warmup_s"], _samples=t["_samples"])
+        self.report(limits, "check after timing")
+        guard_why = zones.violation()
+        if zones.on:
+            row["guard_check"] = f"after timing: {guard_why}" if guard_why else "clean"
+            row["extra"] = {**(row.get("extra") or {}), "guards": zones.extra()}
         why = check.recheck(reference, c, row) if reference is not None else None
+        why = f"after timing: {guard_why}" if guard_why else why
         return {**row, "status": "failed", "reason": why} if why else {**row, "status": "ok"}
 
 

@@ -7,17 +7,21 @@ import logging
 import math
 from typing import Any, Dict, List, Optional, Sequence
 
-from gemmlab import operands, rows, samples
+from gemmlab import dtypes, operands, rows, samples
 from gemmlab.config import CachePolicy, Distribution, Fp8Scaling
 from gemmlab.gpu import arrays
 from gemmlab.gpu.device import free_bytes, info, no_device_reason
-from gemmlab.measure import check, validity
+from gemmlab.measure import check, guards, validity
 from gemmlab.measure.nvml import drift as nvml_drift
 from gemmlab.measure.stats import timing_fields
 
 log = logging.getLogger("gemmlab")
 
 MAX_ROTATE_SETS = 16
+
+
+def _itemsize(dtype_name: str) -> int:
+    return dtypes.numpy_dtype(dtype_name).itemsize
 
 
 def _first_line(e: BaseException) -> str:
@@ -33,6 +37,8 @@ class GpuExecutor:
         self.measure = cfg.measure
         self._reason = no_device_reason()
         self._ready = False
+        # the watchdog's phase reports (gemmlab/measure/worker): set by a worker, a no-op in process
+        self.watch = lambda phase, expected_s=None, limit_s=None: None
 
     def unavailable(self) -> Optional[str]:
         return self._reason
@@ -74,6 +80,26 @@ class GpuExecutor:
         # FP64 A and B and their absolute values, R, the bound, the upcast output and a chunk's
         # temporaries (gemmlab/measure/check.py), for every GEMM of the batch.
         return p.batch * (16 * (p.m * p.k + p.k * p.n) + 40 * p.m * p.n)
+
+    def _guard_bytes(self, p, n_sets: int) -> int:
+        # each input's bytes kept for comparison, and two guards around each of A, B and C
+        g = guards.guard_size(self.measure.guard_bytes)
+        if not g:
+            return 0
+        return n_sets * (p.bytes_min - p.batch * p.m * p.n * _itemsize(p.out_dtype) + 6 * g)
+
+    def limits(self, p, n_baselines: int = 0):
+        """The watchdog's limits for ``p`` on this device (gemmlab/measure/worker/limits.py)."""
+        from gemmlab.measure.worker.limits import SLOW_FRACTION, Limits
+
+        peaks = self.cfg.device.peak_tflops or {}
+        peak = 1e12 * float(peaks.get(p.compute) or max(peaks.values(), default=1.0))
+        slow = 1e12 * SLOW_FRACTION * float(peaks.get("fp32") or min(peaks.values(), default=1.0))
+        return Limits.of(self.measure, p.flops, peak, slow, n_baselines)
+
+    def report(self, limits, phase: str) -> None:
+        expected_s, limit_s = limits.phase(phase)
+        self.watch(phase, expected_s, limit_s)
 
     def _n_sets(self, p) -> int:
         if self.measure.cache != CachePolicy.rotate:
@@ -139,15 +165,18 @@ class GpuExecutor:
     def _measure(self, p, backend, seed: int, baselines: Sequence = ()) -> Dict[str, Any]:
         cp, m = self.cp, self.measure
         n_sets = self._n_sets(p)
-        need = n_sets * self._bytes_per_set(p) + (self._check_bytes(p) if m.check else 0)
+        need = n_sets * self._bytes_per_set(p) + (self._check_bytes(p) if m.check else 0) \
+            + self._guard_bytes(p, n_sets)
         free = free_bytes()
         if need > 0.9 * free:
             return {"status": "skipped",
                     "reason": f"needs {need / 2**30:.1f} GiB of device memory, {free / 2**30:.1f} GiB free"}
 
-        sets = self.make_sets(p, backend, seed, n_sets)
+        zones = guards.Guards(cp, m.guard_bytes)
+        sets = self.make_sets(p, backend, seed, n_sets, zones)
         launches = [backend.make_launch(p, s[0], s[1], s[4]) for s in sets]
-        row: Dict[str, Any] = {**launches[0].info, "cache": m.cache.value}
+        limits = self.limits(p, len(baselines))
+        row: Dict[str, Any] = {**launches[0].info, "cache": m.cache.value, **zones.fields()}
         row["extra"] = dict(launches[0].info.get("extra") or {})  # the backend's own details
         if n_sets > 1:
             row["extra"]["rotate_sets"] = n_sets
@@ -156,18 +185,20 @@ class GpuExecutor:
         if m.check:
             a, b, a_ref, b_ref, c = sets[0]
             reference = self.reference(p, a_ref, b_ref)
-            results = []
-            for _ in range(max(1, m.check_repeats)):  # >1: a race shows as an error that moves
-                arrays.poison(cp, c)
-                launches[0].fn()
-                results.append(reference.verify(c))
-            res = check.worst(results)
+            self.report(limits, "checked call")
+            # >1 repeats: a race shows as an error that moves; the worst repeat decides
+            res, results = check.checked_calls(launches[0].fn, lambda: arrays.poison(cp, c),
+                                               lambda: reference.verify(c), m.check_repeats)
             row.update(res.fields())
             if len(results) > 1:
                 row["extra"].update(check.spread(results))
-            if not res.passed:
+            why = zones.violation()  # a write outside C, or into A or B, before what C holds
+            if zones.on:
+                row["extra"]["guards"] = zones.extra()
+            if why or not res.passed:
                 reference.release()
-                return {**row, "status": "failed", "reason": res.failure()}
+                return {**row, "guard_check": why or ("clean" if zones.on else None), "status": "failed",
+                        "reason": why or res.failure()}
 
         calls: List[List] = [[l.fn for l in launches]]
         names = [p.variant]
@@ -182,6 +213,7 @@ class GpuExecutor:
                 graph_note = f"cuda_graph capture failed, timed plain launches: {_first_line(e)}"
                 log.warning("%s: %s", p.variant, graph_note)
                 self.cp.cuda.runtime.deviceSynchronize()
+        self.report(limits, "timed samples")
         timed = self.timer.measure(calls)
 
         t = timed[0]
@@ -201,9 +233,17 @@ class GpuExecutor:
                        baseline_sm_clock_min_mhz=bt.clocks.sm_clock_min_mhz,
                        baseline_sm_clock_max_mhz=bt.clocks.sm_clock_max_mhz)
         if m.energy:
+            self.report(limits, "energy window")
             row.update(self.energy_fields(launches[0].fn, t.summary.median_s, p.flops, row["extra"]))
         # after the energy window too: thousands more calls on the same output
+        self.report(limits, "check after timing")
+        self.stream.synchronize()
+        guard_why = zones.violation()
+        if zones.on:
+            row["guard_check"] = f"after timing: {guard_why}" if guard_why else "clean"
+            row["extra"]["guards"] = zones.extra()
         why = check.recheck(reference, sets[0][4], row) if reference is not None else None
+        why = f"after timing: {guard_why}" if guard_why else why
         return {**row, "status": "failed", "reason": why} if why else {**row, "status": "ok"}
 
     def energy_fields(self, fn, call_s: float, flops: int, extra: Dict[str, Any]) -> Dict[str, Any]:
@@ -246,8 +286,9 @@ class GpuExecutor:
             extra["foreign_pids"] = list(t.clocks.foreign_pids)
         return row, extra
 
-    def make_sets(self, p, backend, seed: int, n_sets: int):
-        """``n_sets`` tuples (a, b, a_ref, b_ref, c) of fresh random inputs from ``seed``."""
+    def make_sets(self, p, backend, seed: int, n_sets: int, zones: Optional[guards.Guards] = None):
+        """``n_sets`` tuples (a, b, a_ref, b_ref, c) of fresh random inputs from ``seed``; with
+        ``zones``, A, B and C of each set sit between guards (gemmlab/measure/guards.py)."""
         cp, m = self.cp, self.measure
         rng = cp.random.default_rng(seed)
         sets = []
@@ -267,8 +308,14 @@ class GpuExecutor:
             del a32, b32
             a, b, a_ref, b_ref = backend.make_inputs(p, a, b)
             a_ref, b_ref = operands.logical(a_ref, ta), operands.logical(b_ref, tb)
-            sets.append((a, b, a_ref, b_ref,
-                         arrays.empty(cp, operands.output_shape(p.m, p.n, p.batch), p.out_dtype)))
+            shape_c = operands.output_shape(p.m, p.n, p.batch)
+            if zones is not None and zones.on:
+                tag = f"#{len(sets)}" if n_sets > 1 else ""
+                a, b = zones.input(a, f"A{tag}"), zones.input(b, f"B{tag}")
+                c = zones.output(shape_c, dtypes.numpy_dtype(p.out_dtype), f"C{tag}")
+            else:
+                c = arrays.empty(cp, shape_c, p.out_dtype)
+            sets.append((a, b, a_ref, b_ref, c))
         return sets
 
     # -- baselines ------------------------------------------------------------------------------

@@ -115,8 +115,10 @@ class Nvml:
         return float(clk), float(pw), float(tmp)
 
 
-def _own_tree() -> set:
-    """This process and its descendants (children it started, e.g. probe subprocesses)."""
+def _own_tree(roots: Optional[set] = None) -> set:
+    """This process (or ``roots``) and its descendants (children it started, e.g. probe
+    subprocesses)."""
+    roots = set(roots or {os.getpid()})
     me = os.getpid()
     parents: Dict[int, int] = {}
     try:
@@ -129,8 +131,8 @@ def _own_tree() -> set:
                 except (OSError, ValueError, IndexError):
                     continue
     except OSError:
-        return {me}
-    tree, grew = {me}, True
+        return roots | {me}
+    tree, grew = roots | {me}, True
     while grew:
         grew = False
         for pid, ppid in parents.items():
@@ -142,17 +144,25 @@ def _own_tree() -> set:
 
 def foreign_pids(pids: Optional[List[int]]) -> Optional[List[int]]:
     """Those of ``pids`` that are not this run. When this process is not among them at all (a PID
-    namespace NVML does not share), one of them is taken to be this run."""
+    namespace NVML does not share), one of them is taken to be this run. A worker's run is its
+    runner too (``GEMMLAB_RUNNER_PID``, set by gemmlab/measure/worker): a runner process that holds
+    a context of its own (a test session) is not another program on the GPU."""
     if pids is None:
         return None
     me = os.getpid()
     if me not in pids:
         return sorted(pids)[1:] if len(pids) > 1 else []
-    others = [p for p in pids if p != me]
+    roots = {me} | _runner_pid()
+    others = [p for p in pids if p not in roots]
     if not others:  # the usual case: no need to read /proc
         return []
-    own = _own_tree()
+    own = _own_tree(roots)
     return sorted(p for p in others if p not in own)
+
+
+def _runner_pid() -> set:
+    pid = os.environ.get("GEMMLAB_RUNNER_PID", "")
+    return {int(pid)} if pid.isdigit() else set()
 
 
 class Sampler:

@@ -12,6 +12,20 @@
 //             product is rounded into them: fp64 -> float, fp32 -> bfloat16, fp16 -> half,
 //             bf16 -> bfloat16
 //
+// Four more compute C right and misbehave around it (issue 29: the harness must catch what the
+// element-wise check cannot see):
+//
+//   oob_row   the store guard is `row <= M` where `row < M` was meant: where M % BM != 0 the last
+//             block also writes row M, the N elements right after C's end (inside the guard zone,
+//             never far enough to fault); where M % BM == 0 no block holds row M and it is right
+//   writes_b  where K % 32 != 0 (a K tail) thread 0 of block (0, 0) stashes a value in B's last
+//             element (row K - 1, col N - 1), as a kernel that used its input as scratch would;
+//             at K % 32 == 0 it leaves B alone
+//   fault     where M >= FAULT_M, thread 0 of block (0, 0) stores through a wild index, 2^40
+//             elements past C: an illegal address, sticky for the whole CUDA context
+//   hang      where K >= HANG_K, thread 0 of block (0, 0), its stores done, waits for a flag that
+//             nothing ever sets: the kernel never ends
+//
 // Everything else is correct at any M, N, K: loads outside A or B fill zeros, stores outside C are
 // skipped, every element of C is written once, and FP64 computes in double (FP32, FP16 and BF16 in
 // float), so a check that fails a control fails it for its bug alone.
@@ -42,13 +56,19 @@
 #ifndef TN
 #define TN 4
 #endif
+#ifndef FAULT_M
+#define FAULT_M 4096
+#endif
+#ifndef HANG_K
+#define HANG_K 2048
+#endif
 #ifndef WRONG_BUG
-#error "define WRONG_BUG (tile, edge_row, k_tail or low_acc) before including common/wrong_gemm.cuh"
+#error "define WRONG_BUG (tile, edge_row, k_tail, low_acc, oob_row, writes_b, fault or hang) before including common/wrong_gemm.cuh"
 #endif
 
 namespace wrong {
 
-enum class Bug { tile, edge_row, k_tail, low_acc };
+enum class Bug { tile, edge_row, k_tail, low_acc, oob_row, writes_b, fault, hang };
 constexpr Bug kBug = Bug::WRONG_BUG;  // a name that is not a Bug fails to compile
 
 constexpr int TX = BN / TN, TY = BM / TM, THREADS = TX * TY;
@@ -96,12 +116,15 @@ template <typename Acc> __device__ __forceinline__ void step(Acc& acc, real a, r
     acc = narrow<Acc>(widen(acc) + a * b);
 }
 
-__device__ __forceinline__ void gemm(const TIN* __restrict__ A, const TIN* __restrict__ B,
-                                     TOUT* __restrict__ C, int M, int N, int K) {
+// hang's flag: nothing ever sets it
+__device__ int never_set = 0;
+
+__device__ __forceinline__ void gemm(const TIN* __restrict__ A, const TIN* B, TOUT* C, int M, int N, int K) {
     __shared__ real As[BM][BK + 1];
     __shared__ real Bs[BK][BN];
     const int tid = threadIdx.x, tx = tid % TX, ty = tid / TX;
     const int bm = blockIdx.y * BM, bn = blockIdx.x * BN;
+    const bool first_thread = tid == 0 && blockIdx.x == 0 && blockIdx.y == 0;
 
     acc_t acc[TM][TN];
 #pragma unroll
@@ -148,7 +171,7 @@ __device__ __forceinline__ void gemm(const TIN* __restrict__ A, const TIN* __res
 #pragma unroll
         for (int j = 0; j < TN; ++j) {
             int row = bm + ty + TY * i, col = bn + tx + TX * j;
-            if (row >= M || col >= N) continue;
+            if ((kBug == Bug::oob_row ? row > M : row >= M) || col >= N) continue;  // oob_row: row M too
             if (has_tile && row >= r0 && row < r0 + SWAPPED && col >= c0 && col < c0 + SWAPPED) {
                 const int dr = row - r0, dc = col - c0;  // the store swaps them
                 row = r0 + dc;
@@ -156,6 +179,16 @@ __device__ __forceinline__ void gemm(const TIN* __restrict__ A, const TIN* __res
             }
             C[static_cast<size_t>(row) * N + col] = narrow<TOUT>(widen(acc[i][j]));
         }
+    }
+    if (kBug == Bug::writes_b && K % 32 != 0 && first_thread) {
+        TIN* last = const_cast<TIN*>(B) + (static_cast<size_t>(K) * N - 1);
+        *last = narrow<TIN>(real(1) - real(2) * widen(*last));  // never its own value: x = 1/3 is not representable
+    }
+    if (kBug == Bug::fault && M >= FAULT_M && first_thread) {
+        C[static_cast<size_t>(1) << 40] = narrow<TOUT>(real(1));
+    }
+    if (kBug == Bug::hang && K >= HANG_K && first_thread) {  // after its stores: the registers are free
+        while (atomicAdd(&never_set, 0) == 0) __nanosleep(1000);
     }
 }
 

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #define __global__
@@ -64,3 +65,5 @@ inline unsigned linear_tid() { return threadIdx.x + blockDim.x * (threadIdx.y + 
 inline void __syncthreads() { gemm_host::block_barrier->arrive_and_wait(); }
 inline void __syncwarp(unsigned = 0xffffffffu) { (*gemm_host::warp_barriers)[gemm_host::linear_tid() / 32]->arrive_and_wait(); }
 [[noreturn]] inline void __trap() { std::abort(); }
+inline void __nanosleep(unsigned) { std::this_thread::yield(); }
+inline int atomicAdd(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }

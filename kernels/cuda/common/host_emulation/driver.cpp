@@ -9,6 +9,8 @@
 // (all bits set) and the dynamic shared memory is refilled with NaN before every block, so an
 // output the grid never covers, or a read of shared memory nobody wrote, shows up as NaN.
 // Exit status 3: the launch rule gives less dynamic shared memory than the kernel declares.
+// With GEMMLAB_EMU_B_OUT=<path> in the environment, B as the kernel left it is written there too
+// (a kernel must not change its inputs: tests/test_conduct_controls.py).
 // Hopper stages (hopper_emu.h) take more arguments: the build passes them as -DKERNEL_ARGS=...,
 // e.g. the tensor maps (gemm_host::emu_tensor_maps) and FP8 scales (gemm_host::emu_scale); B.bin
 // then holds B as the stage reads it (N x K for layout nt: the same element count).
@@ -108,5 +110,10 @@ int main(int argc, char** argv) {
         return 2;
     }
     std::fclose(f);
+    if (const char* b_out = std::getenv("GEMMLAB_EMU_B_OUT")) {
+        FILE* g = std::fopen(b_out, "wb");
+        if (!g || std::fwrite(b.data(), sizeof(TIN), b.size(), g) != b.size()) return 2;
+        std::fclose(g);
+    }
     return 0;
 }

@@ -1,0 +1,137 @@
+"""Does a faulting kernel stay inside its own point? (issue 29)
+
+    python -m gemmlab.bench.isolation --out DIR [--control wrong_fault] [--correct wmma_tiled cublas]
+        [--precisions fp16 bf16] [--sizes 2048 4096] [-- more overrides]
+
+Four runs, each a ``python run.py`` as a user types it, rows into DIR/<name>:
+
+1. ``clean_a``: the correct variants alone;
+2. ``with_control``: the faulting control first, then the correct variants, in one run;
+3. ``sweep``: a multirun, one job per variant, the control's job first;
+4. ``clean_b``: the correct variants alone again (with ``clean_a``, the run-to-run drift).
+
+Then, per point of a correct variant: its TFLOP/s in ``with_control`` and in ``sweep`` over the mean
+of the two clean runs (the bar: within 3%), and the drift between the clean runs beside it; every
+such row must be ``ok``. The control's rows must be ``failed`` where it faults (M >= its FAULT_M),
+naming the fault, and ``ok`` where it does not. Writes DIR/isolation_summary.json and
+DIR/isolation_points.csv and prints the table; exit code 1 when a check fails.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Sequence
+
+from gemmlab.paths import ROOT
+from gemmlab.rows import RESULTS_FILE
+
+BAR = 0.03
+
+
+def run(out: Path, name: str, variants: Sequence[str], common: Sequence[str], multirun: bool, log) -> Dict[str, Any]:
+    folder = out / name
+    if multirun:
+        cmd = [sys.executable, "run.py", "-m", f"variant={','.join(variants)}", f"hydra.sweep.dir={folder}", *common]
+    else:
+        cmd = [sys.executable, "run.py", f"variant=[{','.join(variants)}]", f"hydra.run.dir={folder}", *common]
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    wall = time.monotonic() - t0
+    log.write(f"$ {' '.join(cmd)}\n{p.stdout}\n{p.stderr}\n(exit {p.returncode}, {wall:.1f} s)\n\n")
+    log.flush()
+    return {"name": name, "cmd": cmd, "exit": p.returncode, "wall_s": round(wall, 1),
+            "rows": read(folder / RESULTS_FILE)}
+
+
+def read(path: Path) -> List[Dict[str, str]]:
+    if not path.exists():
+        return []
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def key(r: Dict[str, str]):
+    return r["variant"], r["precision"], int(r["m"]), int(r["n"]), int(r["k"])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--control", default="wrong_fault")
+    ap.add_argument("--correct", nargs="+", default=["wmma_tiled", "cublas"])
+    ap.add_argument("--precisions", nargs="+", default=["fp16", "bf16"])
+    ap.add_argument("--sizes", nargs="+", type=int, default=[2048, 4096])
+    ap.add_argument("--fault-m", type=int, default=4096, help="the control's FAULT_M (its YAML's default)")
+    ap.add_argument("extra", nargs="*", help="more overrides for every run (after --)")
+    a = ap.parse_args(argv)
+    a.out.mkdir(parents=True, exist_ok=True)
+    common = [f"precision=[{','.join(a.precisions)}]", f"sizes.square=[{','.join(map(str, a.sizes))}]",
+              "sizes.shapes=[]", "run.progress=false", "run.fail_on_error=false", *a.extra]
+    with open(a.out / "isolation_runs.log", "w") as log:
+        runs = {r["name"]: r for r in (
+            run(a.out, "clean_a", a.correct, common, False, log),
+            run(a.out, "with_control", [a.control, *a.correct], common, False, log),
+            run(a.out, "sweep", [a.control, *a.correct], common, True, log),
+            run(a.out, "clean_b", a.correct, common, False, log))}
+    clean = {}
+    for name in ("clean_a", "clean_b"):
+        for r in runs[name]["rows"]:
+            if r["status"] == "ok" and r.get("tflops"):
+                clean.setdefault(key(r), []).append(float(r["tflops"]))
+    points, problems = [], []
+    for name in ("with_control", "sweep"):
+        rows = runs[name]["rows"]
+        if not rows:
+            problems.append(f"{name}: no rows")
+        for r in rows:
+            k = key(r)
+            if r["variant"] == a.control:
+                faults = k[2] >= a.fault_m
+                fine = (r["status"] == "failed" and "CUDA fault" in (r["reason"] or "")) if faults else r["status"] == "ok"
+                points.append({"run": name, "variant": k[0], "precision": k[1], "m": k[2], "status": r["status"],
+                               "expected": "failed (fault)" if faults else "ok", "as_expected": fine,
+                               "reason": r["reason"]})
+                if not fine:
+                    problems.append(f"{name}: control {k} {r['status']}: {r['reason']}")
+                continue
+            ref = clean.get(k, [])
+            ratio = float(r["tflops"]) / (sum(ref) / len(ref)) if ref and r.get("tflops") else None
+            drift = (max(ref) / min(ref) - 1) if len(ref) == 2 else None
+            ok = r["status"] == "ok" and ratio is not None and abs(ratio - 1) <= BAR
+            points.append({"run": name, "variant": k[0], "precision": k[1], "m": k[2], "status": r["status"],
+                           "tflops": r.get("tflops"), "clean_tflops": ref, "ratio_to_clean": ratio,
+                           "clean_drift": drift, "within_3pct": ok, "reason": r["reason"], "worker": r.get("worker")})
+            if r["status"] != "ok":
+                problems.append(f"{name}: {k} {r['status']}: {r['reason']}")
+            elif not ok:
+                problems.append(f"{name}: {k} at {ratio:.3f} of the clean runs (drift between them {drift})")
+    summary = {"runs": {n: {k: v for k, v in r.items() if k != "rows"} for n, r in runs.items()},
+               "control": a.control, "fault_m": a.fault_m, "bar": BAR, "problems": problems,
+               "points": points}
+    (a.out / "isolation_summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    with open(a.out / "isolation_points.csv", "w", newline="") as fh:
+        cols = sorted({c for p in points for c in p})
+        w = csv.DictWriter(fh, fieldnames=cols)
+        w.writeheader()
+        w.writerows(points)
+    for p in points:
+        if "ratio_to_clean" in p:
+            ratio = f"{p['ratio_to_clean']:.3f}" if p["ratio_to_clean"] else "-"
+            drift = f"{p['clean_drift']:.3f}" if p["clean_drift"] is not None else "-"
+            print(f"{p['run']:13s} {p['variant']:11s} {p['precision']} {p['m']:6d} {p['status']:7s} ratio {ratio} "
+                  f"(clean drift {drift})")
+        else:
+            print(f"{p['run']:13s} {p['variant']:11s} {p['precision']} {p['m']:6d} {p['status']:7s} "
+                  f"expected {p['expected']}: {(p['reason'] or '')[:100]}")
+    print(f"wall: " + ", ".join(f"{n} {r['wall_s']} s" for n, r in runs.items()))
+    print("problems:" if problems else "all checks passed", *problems, sep="\n  ")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
