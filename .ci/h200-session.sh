@@ -6,7 +6,8 @@
 #
 # Needs the wheels in .whl/ (../shared/gpu-host/wheels.sh .whl) and $OUT (where logs and a tarball
 # of outputs/reference go). Stages: gpu_all core kernels hopper cutlass_bench cutlass cutlass_n8192
-# cutlass_odd ladder tc tune tune_mma tune_ws tune_ws_fp16 ws_repeat ws_seeds ws_standalone ws_llama hopper_fp8 tune_fp8 mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
+# cutlass_odd ladder tc tune tune_mma tune_ws tune_ws_fp16 ws_repeat ws_seeds ws_standalone ws_llama hopper_fp8 tune_fp8
+# fp8_scaled fp8_block tune_fp8_block mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation conduct sanitize default_run default_run_noguard
 # cache_roofs inputs_power workloads tuning_regret compare compare_paired pinning multi_gpu
@@ -120,6 +121,33 @@ for stage in "$@"; do case $stage in
              "sizes.square=[4096,8192]" sizes.shapes=[] "measure.baseline=[cublaslt]" measure.max_time_s=1.5 $Q \
              'variant.wgmma_fp8.cuda.defines={STAGES:3,EPI_TMA:1},{STAGES:4,EPI_TMA:0},{STAGES:3,EPI_TMA:0},{GROUP_M:16},{BN:128,STAGES:4}' \
              run.name=tune_wgmma_fp8 hydra.sweep.dir=$REF/tune_wgmma_fp8 ;;
+  fp8_scaled)  # issue 30: cuBLASLt's Hopper FP8 scale modes (rowcol = OUTER_VEC_32F, block = DeepSeek-V3's
+           # VEC128_32F x BLK128x128_32F through nvmath's raw bindings) beside per-tensor: the GPU tests
+           # (right scales pass, misplaced ones fail), then DeepSeek-V3's projections at 64 / 1024 / 4096
+           # tokens, one run per mode (the MoE experts are batched: skipped)
+           step gpu_fp8_scaled 420 python3 -m pytest -m gpu tests/test_gpu_fp8_scaling.py -q -rA -p no:cacheprovider
+           for mode in tensor rowcol block; do
+             step fp8_scaled_$mode 300 python3 run.py "variant=[cublaslt]" precision=fp8 sizes=llm \
+               "sizes.model_names=[deepseek_v3]" "sizes.tokens=[64,1024,4096]" "layouts=[nt]" \
+               measure=quick measure.fp8_scaling=$mode measure.input_scale=1000 "measure.baseline=[]" \
+               run.fail_on_error=false $Q run.name=fp8_scaled_$mode hydra.run.dir=$REF/fp8_scaled/$mode
+           done ;;
+  # issue 30: stage 15 (FP8 with DeepSeek-V3's block scales, unvalidated until this passes; CI runs its CPU
+  # tests): its GPU tests, then every DeepSeek-V3 projection at 64 / 1024 / 4096 tokens with cuBLASLt's
+  # block-scaled kernel interleaved (pct_of_baseline; the bar: >= 100 at m >= 1024) and standalone
+  fp8_block) step gpu_hopper_fp8_block 300 python3 -m pytest -m gpu tests/test_gpu_hopper_fp8_block.py -q -rA -s -p no:cacheprovider
+           step ds3_wgmma_fp8_block 420 python3 run.py "variant=[wgmma_fp8_block,cublaslt]" precision=fp8 "layouts=[nt]" \
+             measure.fp8_scaling=block sizes=llm "sizes.model_names=[deepseek_v3]" "sizes.tokens=[64,1024,4096]" \
+             "measure.baseline=[cublaslt]" measure.max_time_s=1.5 run.fail_on_error=false $Q \
+             run.name=ds3_wgmma_fp8_block hydra.run.dir=$REF/ds3_wgmma_fp8_block ;;
+  # issue 30: stage 15's technique defines (FP8_BLOCK_SWEEP in tests/test_hopper_fp8_block.py, same list) on
+  # DeepSeek-V3 projections: dense_gate_up, attn_o, shared_down at 4096 tokens and attn_qkv_a at 1024 (136
+  # tiles of 128 x 128 on 132 SMs: the wave-quantisation case), cuBLASLt interleaved
+  tune_fp8_block) step tune_wgmma_fp8_block 360 python3 run.py -m variant=wgmma_fp8_block precision=fp8 "layouts=[nt]" \
+             measure.fp8_scaling=block "sizes.square=[]" "sizes.shapes=[[4096,36864,7168],[4096,7168,16384],[4096,7168,2048],[1024,2112,7168]]" \
+             "measure.baseline=[cublaslt]" measure.max_time_s=1.5 run.fail_on_error=false $Q \
+             'variant.wgmma_fp8_block.cuda.defines={PROMOTE_OVERLAP:1},{PROMOTE_OVERLAP:0},{STAGES:4},{EPI_TMA:0},{BM:64,CONSUMER_REGS:240},{GROUP_M:16},{BN:64}' \
+             run.name=tune_wgmma_fp8_block hydra.sweep.dir=$REF/tune_wgmma_fp8_block ;;
   # issue 20: the mma.sync rate alone (stage 10's ceiling) at three occupancies
   mma_peak) step mma_sync_peak 120 python3 run.py -m variant=mma_sync_peak precision=bf16,fp16 sizes=probe \
              'variant.mma_sync_peak.probe.params.warps=4,8,16' $Q run.name=mma_sync_peak hydra.sweep.dir=$REF/mma_sync_peak ;;

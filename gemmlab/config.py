@@ -237,8 +237,8 @@ class Fp8Scaling(str, Enum):
     """How fp8 operands are scaled into FP8's range (gemmlab/fp8.py); other precisions ignore it."""
     none = "none"  # cast as drawn, scales 1: inputs beyond FP8's range overflow
     tensor = "tensor"  # one FP32 scale per operand, amax / FP8_MAX
-    rowcol = "rowcol"  # one scale per row of A and column of B (skipped where no library offers it)
-    block = "block"  # one scale per block of elements (MXFP8: Blackwell; skipped on Hopper)
+    rowcol = "rowcol"  # one scale per row of A and column of B (cuBLASLt OUTER_VEC_32F, Hopper)
+    block = "block"  # DeepSeek-V3: A per 1 x 128, B per 128 x 128 block (cuBLASLt VEC128 / BLK128x128, Hopper)
 
 
 class Sanitize(str, Enum):

@@ -1,8 +1,8 @@
 """Tiny, safe arithmetic for YAML-given launch rules and models ("cdiv(n, BN)", "BM*BN/(2*(BM+BN))").
 
-Only numbers, names from the given environment, + - * / // % **, comparisons, and/or/not,
-conditional expressions and the functions below are allowed; anything else is an error that
-names the expression.
+Only numbers, quoted strings (``fp8_scaling == 'block'``), names from the given environment,
++ - * / // % **, comparisons, and/or/not, conditional expressions and the functions below are
+allowed; anything else is an error that names the expression.
 """
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def evaluate(expr: Any, env: Mapping[str, Any]) -> Any:
 
 
 def _eval(node: ast.AST, env: Mapping[str, Any], src: str) -> Any:
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, bool)):
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, bool, str)):
         return node.value
     if isinstance(node, ast.Name):
         if node.id in env:

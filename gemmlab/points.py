@@ -58,7 +58,9 @@ class Point:
     def expr_env(self) -> Dict[str, Any]:
         env: Dict[str, Any] = {"m": self.m, "n": self.n, "k": self.k,
                                "elem_bytes": dtypes.itemsize(self.in_dtype),
-                               "out_bytes": dtypes.itemsize(self.out_dtype)}
+                               "out_bytes": dtypes.itemsize(self.out_dtype),
+                               # how fp8 operands are scaled (a kernel's `requires` names the scales it reads)
+                               "fp8_scaling": (self.method or {}).get("fp8_scaling", "none")}
         cuda = self.variant_cfg.get("cuda") if self.variant_cfg is not None else None
         if cuda is not None:
             env.update({str(k): v for k, v in cuda.defines.items()})

@@ -1,5 +1,7 @@
-"""Scaled FP8 through cuBLASLt on the GPU (gemmlab/fp8.py, measure.fp8_scaling). Written for the
-H200 (sm_90, nvmath-python 1.0.0); not yet run there."""
+"""Scaled FP8 through cuBLASLt on the GPU (gemmlab/fp8.py, measure.fp8_scaling): per-tensor through
+nvmath's Matmul, rowcol and block (DeepSeek-V3) through its raw bindings
+(gemmlab/backends/cublaslt_scaled.py), with negative controls that misplace the scales. Written for
+the H200 (sm_90, nvmath-python 1.0.0, cuBLASLt 13.x); not yet run there."""
 from __future__ import annotations
 
 import json
@@ -46,13 +48,139 @@ def test_cublaslt_fp8_search_checks_its_candidates_against_the_dequantized_input
     assert _extra(row)["fp8_scaling"]["scale_a"] != 1.0
 
 
-@pytest.mark.parametrize("mode,words", [("block", "MXFP8"), ("rowcol", "OUTER_VEC_32F")])
-def test_block_and_rowcol_scaling_are_skipped_on_hopper_with_the_reason(tmp_path, mode, words):
+# -- rowcol and block (cuBLASLt's Hopper scale modes, gemmlab/backends/cublaslt_scaled.py) ------------------
+DEEPSEEK = ("attn_qkv_a", "attn_kv_b", "shared_down")  # n = 2112 (a partial n-block), k = 512, k = 2048
+TOKENS = (64, 1024, 4096)
+
+
+def _deepseek_shapes():
+    """(m, n, k) of three DeepSeek-V3 projections (conf/sizes/llm.yaml) at 64, 1024, 4096 tokens."""
+    from gemmlab.llm_shapes import projections
+
+    d = compose_cfg(["sizes=llm"]).sizes.models.deepseek_v3
+    return [[t, n, k] for name, n, k, *_ in projections("deepseek_v3", d) if name in DEEPSEEK for t in TOKENS]
+
+
+@pytest.mark.parametrize("mode,modes", [("rowcol", ("OUTER_VEC_32F", "OUTER_VEC_32F")),
+                                        ("block", ("BLK128x128_32F", "VEC128_32F"))])
+def test_cublaslt_rowcol_and_block_pass_the_check_at_deepseek_v3_shapes(tmp_path, mode, modes):
+    shapes = _deepseek_shapes()
+    cfg = compose_cfg(BASE + ["layouts=[nt]", "sizes.square=[]", f"measure.fp8_scaling={mode}",
+                              "measure.input_scale=1000", "measure.baseline=[]", "run.fail_on_error=false"],
+                      tmp_path)
+    cfg.sizes.shapes = shapes
+    _, rows = run_points(cfg, tmp_path / "run")
+    assert len(rows) == len(shapes) == 9
+    bad = [(r["m"], r["n"], r["k"], r["status"], r["reason"]) for r in rows if r["status"] != "ok"]
+    assert not bad, bad
+    for r in rows:
+        m, n, k = int(r["m"]), int(r["n"]), int(r["k"])
+        ex = _extra(r)
+        fs, lt = ex["fp8_scaling"], ex["cublaslt_scaled"]
+        assert fs["mode"] == mode and (lt["scale_mode_a"], lt["scale_mode_b"]) == modes
+        assert float(r["check_elem_max"]) < 1 and modes[0] in r["kernel_name"]
+        kb, nb = -(-k // 128), -(-n // 128)
+        want = ([m, 1], [1, n]) if mode == "rowcol" else ([m, kb], [kb, nb])
+        assert (fs["scale_a_shape"], fs["scale_b_shape"]) == want
+        assert fs["scale_a_range"][0] < fs["scale_a_range"][1]  # scales that differ per row / block
+
+
+# Inputs whose 128-blocks differ in magnitude by up to 2^12, so a scale applied to the wrong block
+# is an error far beyond the check's bound (with the executor's normal inputs every block's amax
+# is about the same, and a misplaced scale could pass). K = 1088 and N = 2112 leave partial last
+# blocks.
+M, N, K = 256, 2112, 1088
+
+
+def _blocky(cupy, rng, shape, blocks):
+    x = rng.standard_normal(shape, dtype=cupy.float32)
+    grid = [-(-s // b) for s, b in zip(shape, blocks)]
+    mag = cupy.exp2(rng.integers(-6, 7, size=grid).astype(cupy.float32))
+    return (x * cupy.repeat(cupy.repeat(mag, blocks[0], 0), blocks[1], 1)[: shape[0], : shape[1]]).astype(cupy.float32)
+
+
+def _direct(mode, tmp_path, m=M, n=N, k=K):
+    """One nt point's check outside the runner: cuBLASLt's make_inputs and make_launch on blocky
+    inputs, the output against the FP64 product of the dequantized inputs."""
     import cupy
 
-    if int(cupy.cuda.Device().compute_capability) >= 100:
-        pytest.skip("the Hopper skip: this device is Blackwell or newer")
-    cfg = compose_cfg(BASE + ["sizes.square=[1024]", f"measure.fp8_scaling={mode}"], tmp_path)
-    _, rows = run_points(cfg, tmp_path / "run")
-    (row,) = rows
-    assert row["status"] == "skipped" and words in row["reason"], row["reason"]
+    from gemmlab.backends.cublaslt import CublasLt
+    from gemmlab.gpu import arrays
+    from gemmlab.measure import check
+    from gemmlab.points import expand
+
+    cfg = compose_cfg(BASE + ["layouts=[nt]", "sizes.square=[]", f"sizes.shapes=[[{m},{n},{k}]]",
+                              f"measure.fp8_scaling={mode}"], tmp_path)
+    (p,) = expand(cfg)
+    backend = CublasLt(cfg)
+    assert backend.skip_reason(p) is None
+    rng = cupy.random.default_rng(7)
+    blocks_a, blocks_b = ((1, 128), (128, 128)) if mode == "block" else ((1, k), (k, 1))
+    a32, b32 = _blocky(cupy, rng, (m, k), blocks_a), _blocky(cupy, rng, (k, n), blocks_b)
+    a, b, a_ref, b_ref = backend.make_inputs(p, a32, cupy.ascontiguousarray(b32.T))  # B stored n x k (nt)
+    c = arrays.empty(cupy, (m, n), "bfloat16")
+    arrays.poison(cupy, c)
+    try:
+        launch = backend.make_launch(p, a, b, c)
+        launch.fn()
+        cupy.cuda.get_current_stream().synchronize()
+        ref = check.gemm_reference(cupy, p, "gpu", a_ref, b_ref.T, False)
+        res = ref.verify(c)
+        ref.release()
+        return res, launch
+    finally:
+        backend.release()
+
+
+@pytest.mark.parametrize("mode", ["rowcol", "block"])
+def test_scales_that_differ_per_block_land_on_their_blocks(tmp_path, mode):
+    res, launch = _direct(mode, tmp_path)
+    assert res.passed, res.failure()
+    assert launch.info["extra"]["algorithm"]["heuristic_returned"] >= 1
+
+
+def _misplaced(kind):
+    """cublaslt_scale_layout as a wrong reading of the docs would write it (same sizes: nothing is
+    read out of bounds): the grid in its own row-major order, not transposed."""
+    import cupy
+
+    from gemmlab import fp8
+
+    right = fp8.cublaslt_scale_layout
+
+    def layout(grid):
+        out = right(grid)
+        if kind == "row_major" and 1 not in grid.shape:
+            flat = cupy.zeros(out.size, dtype=cupy.float32)
+            flat[: grid.size] = cupy.ascontiguousarray(grid).reshape(-1)
+            out = flat.reshape(out.shape)
+        elif kind == "reversed":  # rowcol: each row / column gets another's scale
+            out = out[::-1].copy()
+        elif kind == "max":  # one scale for all: what ignoring the per-block scales would do
+            out = cupy.full_like(out, float(grid.max()))
+        return out
+
+    return layout
+
+
+@pytest.mark.parametrize("mode,kind", [("block", "row_major"), ("block", "max"), ("rowcol", "reversed"),
+                                       ("rowcol", "max")])
+def test_negative_control_misplaced_scales_fail_the_check(tmp_path, monkeypatch, mode, kind):
+    from gemmlab import fp8
+
+    monkeypatch.setattr(fp8, "cublaslt_scale_layout", _misplaced(kind))
+    res, _ = _direct(mode, tmp_path)
+    assert not res.passed and res.elem_fail > 0, (mode, kind, res.elem_max)
+
+
+def test_negative_control_a_and_b_scales_swapped_fail_the_check(tmp_path, monkeypatch):
+    """cuBLAS's A scale is our B's: handing over our A's instead (m = n, so the sizes agree)."""
+    import dataclasses
+
+    from gemmlab.backends import cublaslt_scaled as scaled
+
+    right = scaled.plan
+    monkeypatch.setattr(scaled, "plan", lambda p, sc: dataclasses.replace(
+        right(p, sc), scale_a=right(p, sc).scale_b, scale_b=right(p, sc).scale_a))
+    res, _ = _direct("rowcol", tmp_path, m=1024, n=1024)
+    assert not res.passed and res.elem_fail > 0

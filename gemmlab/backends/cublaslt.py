@@ -22,8 +22,11 @@ uint16 DLPack view), because CuPy's bfloat16 arrays are not a type nvmath's CuPy
 FP8 scaling (``measure.fp8_scaling``, gemmlab/fp8.py): ``tensor`` quantizes each operand with its
 amax scale and hands the two FP32 scales to nvmath as ``quantization_scales`` (Python floats:
 nvmath-python 1.0.0 copies a scalar scale to a float32 device scalar when the Matmul is planned,
-and sets cuBLASLt's SCALAR_32F scale mode); no D scale, the result being BF16. ``rowcol`` and
-``block`` are skipped with the reason (:func:`gemmlab.fp8.skip_reason`).
+and sets cuBLASLt's SCALAR_32F scale mode); no D scale, the result being BF16. ``rowcol``
+(OUTER_VEC_32F) and ``block`` (DeepSeek-V3: VEC128_32F activations x BLK128x128_32F weights), which
+nvmath's Matmul does not reach, go through its raw bindings (:mod:`gemmlab.backends.cublaslt_scaled`:
+the heuristic's first algorithm, no search); where a device, a cuBLASLt or a shape cannot run them
+they are skipped with the reason (:func:`gemmlab.fp8.skip_reason`, ``cublaslt_scaled.constraints``).
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ import time
 from typing import Dict, List, Optional
 
 from gemmlab import fp8, operands
+from gemmlab.backends import cublaslt_scaled as scaled
 from gemmlab.backends import cublaslt_search as lt_search
 from gemmlab.backends.base import Backend, Launch
 
@@ -40,6 +44,7 @@ from gemmlab.backends.base import Backend, Launch
 _QUIET = logging.getLogger("gemmlab.nvmath")
 _QUIET.setLevel(logging.WARNING)
 
+NVMATH_MODES = ("none", "tensor")  # measure.fp8_scaling modes nvmath's Matmul reaches
 COMPUTE = {"tf32": "COMPUTE_32F_FAST_TF32", "fp16": "COMPUTE_32F", "bf16": "COMPUTE_32F",
            "fp8": "COMPUTE_32F"}
 
@@ -69,6 +74,7 @@ class CublasLt(Backend):
     def __init__(self, cfg):
         super().__init__(cfg)
         self._plans: List = []
+        self._raw: List[scaled.ScaledMatmul] = []  # rowcol / block calls (cublaslt_scaled.py)
         self._searched: Dict[str, lt_search.LtSearchPick] = {}  # point key -> the search's pick
 
     def unavailable(self) -> Optional[str]:
@@ -97,13 +103,26 @@ class CublasLt(Backend):
                     return f"FP8 tensor cores need compute capability 8.9 or newer (this device: {cc})"
                 if p.out_dtype != "bfloat16":
                     return "the fp8 path writes a bfloat16 result"
-                why = fp8.skip_reason(self._scaling(), int(cc))
+                why = self._scaling_reason(p, int(cc))
                 if why:
                     return why
         if p.compute == "fp8" and (p.layout not in ("nn", "nt") or p.batch != 1):
             return ("cuBLASLt's FP8 kernels read A and B K-major: the fp8 path runs A as stored (layout nn, "
                     "or nt, whose B is already K-major) and one GEMM per call (batch 1)")
         return None
+
+    def _scaling_reason(self, p, cc: int) -> Optional[str]:
+        """Why ``measure.fp8_scaling`` cannot run here: per-tensor through nvmath's Matmul, rowcol and
+        block through the raw bindings (cublaslt_scaled.py), which the search variant does not use."""
+        mode = self._scaling()
+        lt = p.variant_cfg.get("cublaslt") if p.variant_cfg is not None else None
+        if lt and lt.get("search"):
+            return fp8.skip_reason(mode, cc, NVMATH_MODES, "the cuBLASLt search (it ranks nvmath Matmul plans, "
+                                   "whose scales are SCALAR_32F only)")
+        if mode not in scaled.RAW_MODES:
+            return fp8.skip_reason(mode, cc, NVMATH_MODES, "nvmath-python 1.0.0's Matmul")
+        return (fp8.skip_reason(mode, cc, scaled.RAW_MODES, "the raw cuBLASLt path", scaled.lt_version())
+                or scaled.constraints(p, mode))
 
     def wants_fp32_inputs(self, p) -> bool:
         return p.compute == "fp8"
@@ -139,6 +158,8 @@ class CublasLt(Backend):
 
         stream = cupy.cuda.get_current_stream()
         ptr = stream.ptr
+        if p.compute == "fp8" and self._scaling() in scaled.RAW_MODES:
+            return self._raw_launch(p, a, b, c, ptr)
         lt = p.variant_cfg.get("cublaslt") if p.variant_cfg is not None else None
         search = bool(lt and lt.get("search"))
         mask = MatmulReductionScheme.COMPUTE_TYPE  # every plan, every candidate: see the module's doc
@@ -188,6 +209,33 @@ class CublasLt(Backend):
                 "library_version": f"nvmath-python {nvmath.__version__}", "extra": extra}
         return Launch(fn, info)
 
+    def _raw_launch(self, p, a, b, c, stream_ptr: int) -> Launch:
+        """rowcol / block: cublasLtMatmul through nvmath's raw bindings with the Hopper scale modes
+        (cublaslt_scaled.py), the heuristic's first algorithm."""
+        import nvmath
+
+        sc = self._scales_of(p, a, b)
+        mm, held = scaled.make_call(p, sc, a, b, c)
+        self._raw.append(mm)
+        config = {"heuristic_rank": 0, "heuristic_returned": mm.returned, "workspace_bytes": mm.workspace_bytes}
+        try:
+            from nvmath.linalg.advanced import Algorithm
+
+            config.update(lt_search.algorithm_config(Algorithm.from_numpy(mm.algorithm_record())))
+        except Exception as e:  # the description only; the call itself does not need it
+            config["unreadable"] = f"{type(e).__name__}: {e}"
+        record = mm.plan.record()
+
+        def fn():
+            mm.run(stream_ptr)
+
+        fn.keepalive = (mm, held, a, b, c)
+        info = {"kernel_name": f"cublasLtMatmul {p.layout} {COMPUTE[p.compute]} {record['scale_mode_a']} x "
+                               f"{record['scale_mode_b']} {lt_search.describe(config)} (compute-type reduction)",
+                "library_version": f"nvmath-python {nvmath.__version__} bindings, cuBLASLt {scaled.lt_version()}",
+                "extra": {"algorithm": config, "fp8_scaling": sc.extra(), "cublaslt_scaled": record}}
+        return Launch(fn, info)
+
     def _matmul(self, p, a, b, c, stream_ptr: int):
         """The point's Matmul (not yet planned): logical operands, C written in place; and the
         operand views it was given, which the launch keeps alive."""
@@ -216,6 +264,9 @@ class CublasLt(Backend):
             except Exception:
                 pass
         self._plans = []
+        for mm in self._raw:
+            mm.free()
+        self._raw = []
         fp8.forget_recorded()
 
 

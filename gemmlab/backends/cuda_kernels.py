@@ -6,7 +6,8 @@ Every kernel has the same ABI (see ``kernels/cuda/common/gemm_common.cuh``)::
 
 (kernels with TMA tensor maps get ``const TensorMap* maps`` after K, see :mod:`gemmlab.gpu.tma`;
 fp8 points then get ``float scale_a, float scale_b``, the per-tensor scales of ``measure.fp8_scaling``,
-1 and 1 when unscaled), and its variant YAML (``cuda:`` block, schema ``CudaKernelConf``) says how to build and launch
+1 and 1 when unscaled, or under ``block`` ``const float* scale_a, const float* scale_b``, the grids of
+:mod:`gemmlab.fp8`), and its variant YAML (``cuda:`` block, schema ``CudaKernelConf``) says how to build and launch
 it: the source, the defines (passed as ``-D`` flags, with ``-DTIN``/``-DTOUT`` from the point's
 storage types unless the YAML sets them), the arch, and ``block``/``grid``/``smem_bytes`` as
 expressions over m, n, k and the defines. ``prepare`` compiles every distinct build of the run
@@ -46,6 +47,9 @@ C_TYPES = {
     "float8_e4m3fn": "__nv_fp8_e4m3",
     "float8_e5m2": "__nv_fp8_e5m2",
 }
+# The measure.fp8_scaling modes the FP8 stages implement: none and tensor pass two float scales
+# (stage 13), block two float32 grids (stage 15); each stage's `requires` names the modes its kernel reads.
+FP8_MODES = ("none", "tensor", "block")
 DEFAULT_DYNAMIC_SMEM_LIMIT = 48 * 1024  # above this a kernel must opt in (cudaFuncSetAttribute)
 MAX_BLOCK_THREADS = 1024
 
@@ -173,6 +177,9 @@ class CudaKernels(Backend):
                 import torch  # noqa: F401  (fp8.gpu_operands quantizes through PyTorch, as cuBLASLt's path)
             except ImportError:
                 return "fp8 operands are made through PyTorch (pip install torch)"
+            why = fp8.not_implemented(self._scaling(), FP8_MODES, "the cuda backend's FP8 stages")
+            if why:  # no kernel takes per-row / per-column scales
+                return why
         try:
             shape = launch_shape(point)
         except Exception:  # a broken rule is a failure of this point, reported by make_launch
@@ -265,7 +272,8 @@ class CudaKernels(Backend):
         return self.cfg.measure.fp8_scaling.value  # the schema types it at compose
 
     def _fp8_args(self, point, a, b):
-        """(CuPy bytes of A, of B, (scale_a, scale_b) as float32 arguments, the row's fp8_scaling)."""
+        """(CuPy bytes of A, of B, (scale_a, scale_b) as float32 arguments -- numbers, or under
+        ``block`` the grids --, the row's fp8_scaling)."""
         import cupy
         import numpy as np
 
@@ -275,7 +283,11 @@ class CudaKernels(Backend):
                 raise RuntimeError(f"no fp8 scales recorded for these operands (fp8_scaling={self._scaling()})")
             sc = fp8.Scales("none", dtype=point.in_dtype)
         as_bytes = [x if hasattr(x, "data") and hasattr(x.data, "ptr") else _torch_bytes(x) for x in (a, b)]
-        return as_bytes[0], as_bytes[1], (np.float32(sc.a), np.float32(sc.b)), sc.extra()
+        if sc.per_block:  # block: the two grids, as gemmlab.fp8 keeps them (logical orientation, row-major)
+            scale_args = _block_grids(point, sc)
+        else:
+            scale_args = (np.float32(sc.a), np.float32(sc.b))
+        return as_bytes[0], as_bytes[1], scale_args, sc.extra()
 
     # -- launch --------------------------------------------------------------------------------
     def make_launch(self, point, a, b, c) -> Launch:
@@ -367,6 +379,23 @@ def _check_operands(point, a, b, c) -> None:
     for name, arr, dtype in (("A", a, point.in_dtype), ("B", b, point.in_dtype), ("C", c, point.out_dtype)):
         if arr.dtype.itemsize != _itemsize(dtype):
             raise ValueError(f"{name} holds {arr.dtype} but the point's storage type is {dtype}")
+
+
+def _block_grids(point, sc):
+    """The block scales as the block-scaled stage reads them: float32, C-contiguous, scale_a (m,
+    ceil(k/128)) and scale_b (ceil(k/128), ceil(n/128)); any other grid is refused, never passed."""
+    kb, nb = -(-point.k // fp8.BLOCK), -(-point.n // fp8.BLOCK)
+    want = {"a": (point.m, kb), "b": (kb, nb)}
+    if sc.mode != "block" or tuple(sc.block_a) != (1, fp8.BLOCK) or tuple(sc.block_b) != (fp8.BLOCK, fp8.BLOCK):
+        raise ValueError(f"the cuda backend passes block scales of 1 x {fp8.BLOCK} (A) and {fp8.BLOCK} x "
+                         f"{fp8.BLOCK} (B) only; got {sc.mode} with blocks {sc.block_a} and {sc.block_b}")
+    out = []
+    for name, grid in (("a", sc.a), ("b", sc.b)):
+        if tuple(grid.shape) != want[name]:
+            raise ValueError(f"scale_{name} grid has shape {tuple(grid.shape)}, expected {want[name]}")
+        xp = fp8._xp_of(grid)
+        out.append(xp.ascontiguousarray(grid, dtype=xp.float32))
+    return tuple(out)
 
 
 def _torch_bytes(t):

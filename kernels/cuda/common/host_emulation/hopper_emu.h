@@ -369,6 +369,33 @@ inline const hopper::TensorMap* emu_tensor_maps(const void* a, const void* b, vo
   });
   return maps.data();
 }
+// The scale arrays of a block-scaled FP8 launch (stage 15): scale_a (i = 0) and scale_b (i = 1), float32
+// files named by GEMMLAB_EMU_SCALE_FILES ("a.bin;b.bin"), each read whole into a heap buffer of exactly
+// its size, so that AddressSanitizer reports a read past either array.
+inline const float* emu_scale_array(int i) {
+  static std::vector<float> arrays[2];
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* env = std::getenv("GEMMLAB_EMU_SCALE_FILES");
+    if (!env) fail("GEMMLAB_EMU_SCALE_FILES is not set (the scale arrays of a block-scaled launch)", nullptr);
+    const std::string s(env);
+    const size_t sep = s.find(';');
+    if (sep == std::string::npos) fail("GEMMLAB_EMU_SCALE_FILES needs two paths: a;b", nullptr);
+    const std::string paths[2] = {s.substr(0, sep), s.substr(sep + 1)};
+    for (int j = 0; j < 2; ++j) {
+      FILE* f = std::fopen(paths[j].c_str(), "rb");
+      if (!f) fail("cannot open a scale file of GEMMLAB_EMU_SCALE_FILES", nullptr);
+      std::fseek(f, 0, SEEK_END);
+      const long bytes = std::ftell(f);
+      std::fseek(f, 0, SEEK_SET);
+      arrays[j].resize(static_cast<size_t>(bytes) / sizeof(float));
+      if (std::fread(arrays[j].data(), sizeof(float), arrays[j].size(), f) != arrays[j].size())
+        fail("cannot read a scale file of GEMMLAB_EMU_SCALE_FILES", nullptr);
+      std::fclose(f);
+    }
+  });
+  return arrays[i].data();
+}
 // scale_a (i = 0) and scale_b (i = 1) of an FP8 launch, from GEMMLAB_EMU_SCALES ("sa,sb"; default 1,1).
 inline float emu_scale(int i) {
   const char* env = std::getenv("GEMMLAB_EMU_SCALES");

@@ -1,0 +1,352 @@
+// Stage 15: wgmma_fp8_block -- stage 13's FP8 wgmma GEMM with DeepSeek-V3's block scales (sm_90a).
+//
+// What changes over stage 13 (wgmma_fp8, one FP32 scale per tensor):
+// * Block scales, as DeepSeek-V3 quantizes (measure.fp8_scaling=block, gemmlab/fp8.py): A (activations,
+//   M x K) has one FP32 scale per row and 128-wide block of K, B (weights, stored N x K) one per 128 x 128
+//   block. The launcher passes them after the tensor maps, as gemmlab/fp8.py's grids in the operands'
+//   logical orientation (float32, row-major): scale_a (M, ceil(K/128)), scale_b (ceil(K/128), ceil(N/128)).
+// * Promotion every 128 of K, DeepGEMM's recipe: each k-block (BK = 128 = the scale block) is multiplied
+//   into a fresh register accumulator (wgmma with scale-d 0 on its first k32 step), then the consumer
+//   adds scale_a[row, kb] * scale_b[nb, kb] * partial to its FP32 main accumulator with FFMAs. The
+//   tensor cores' FP8 accumulation (~14 bits of mantissa) thus only ever sums 128 products; the sum
+//   over K is a true FP32 one.
+// * PROMOTE_OVERLAP 1: two partial accumulators alternate, so the promotion of k-block kb runs on the
+//   CUDA cores while the wgmma of kb + 1 runs on the tensor cores (wgmma.wait_group 1, not 0). DeepGEMM's
+//   kernel waits for each k-block (wait_group 0) and overlaps across its two consumer warpgroups
+//   instead; PROMOTE_OVERLAP 0 is that.
+// * Scales are plain loads by the consumers from global memory (L2, then L1: a row of A's grid keeps
+//   8 k-blocks' scales in one 32-byte sector), issued one k-block ahead of their use so that the
+//   load latency hides behind a k-block of wgmma. DeepGEMM instead TMA-loads A's scales into shared
+//   memory with each stage from a K-block-major (transposed, M padded to 4) copy, and B's for the
+//   whole tile at its start; from the row-major grid a TMA box of one column would be 4 bytes, below
+//   TMA's 16.
+// * 128 x 128 tiles by default (stage 13: 128 x 256): the partials double the accumulator registers,
+//   and BN = 256 would need 128 + 2 x 128 of them per thread; BN <= 128 also keeps a tile inside one
+//   128-column block of B, so one B scale per k-block (DeepGEMM's BLOCK_N = 128 case).
+//
+// Techniques, each a define (tune_fp8_block in .ci/h200-session.sh; FP8_BLOCK_SWEEP in
+// tests/test_hopper_fp8_block.py builds every entry without spills). Not yet measured on a GPU.
+//   define           what it does
+//   PROMOTE_OVERLAP  1: two partial accumulators, promotion overlaps the next k-block's wgmma; 0: one,
+//                    wait_group 0 and promote (DeepGEMM's)
+//   STAGES           shared-memory ring depth (6 fit with the TMA-store epilogue at 128 x 128)
+//   EPI_TMA          1: stmatrix -> swizzled staging tile -> TMA store (stage 13's); 0: direct stores
+//   BM               128 (two m64 consumer warpgroups) or 64 (one: small M, DeepGEMM's BLOCK_M 64;
+//                    with CONSUMER_REGS 240: at 232 ptxas spills 32 bytes)
+//   BN               128 or 64 columns per tile (wgmma N; 64 doubles the tiles: fuller last waves)
+//   GROUP_M          tile rows per group of the persistent grouped raster (L2 reuse)
+// Not done (DeepGEMM has them): TMA multicast across 2-CTA clusters, BLOCK_N that straddles two B
+// scale blocks (112, 144, 160 for better wave quantisation), the TMA-loaded transposed A scales, FP32
+// output, grouped / masked MoE layouts, JIT specialisation on the shape (K is a run-time argument).
+//
+// Constraints: TIN = __nv_fp8_e4m3, TOUT = bfloat16; A row-major M x K, B stored row-major N x K
+// (layout nt, `layouts: [nt]`); K % 16 == 0 (TMA: 16-byte row strides of the 1-byte operands; a partial
+// last k-block is zero-filled by TMA and takes its own scale), N % 8 == 0 (16-byte rows of the bf16 C);
+// any M. BK = 128 = the scale block; grid <= SM count (the static persistent schedule assumes every CTA
+// resident). Shared memory: STAGES*(BM + BN)*BK + EPI_TMA*(BM/64)*64*BN*2 + 1 KB alignment + barriers:
+// 225 KB for 6 stages of 128 x 128 with the TMA-store epilogue.
+//
+// Modeled intensity (operand bytes per CTA tile, 1-byte elements; the scales add 4*BM + 4 bytes per
+// 128 x (BM + BN) bytes of operands, under 1%): 2*BM*BN / ((BM + BN) * 1 B) = 128 FLOP/B for 128 x 128.
+//
+// Run it alone (cuBLASLt's block-scaled fp8 row is the baseline):
+//   python run.py variant=[cublaslt,wgmma_fp8_block] precision=fp8 layouts=[nt] measure.fp8_scaling=block
+//     sizes=llm sizes.model_names=[deepseek_v3] 'sizes.tokens=[64,1024,4096]'
+// Debug aids as stage 12: GEMMLAB_DEBUG=1 turns a hung barrier wait into a printf and a trap.
+#include "hopper/ptx.cuh"
+#include "hopper/wgmma.cuh"
+
+#ifndef BM
+#define BM 128
+#endif
+#ifndef BN
+#define BN 128
+#endif
+#ifndef BK
+#define BK 128
+#endif
+#ifndef STAGES
+#define STAGES 6
+#endif
+#ifndef EPI_TMA
+#define EPI_TMA 1
+#endif
+#ifndef GROUP_M
+#define GROUP_M 8
+#endif
+#ifndef PROMOTE_OVERLAP
+#define PROMOTE_OVERLAP 1
+#endif
+#ifndef PRODUCER_REGS
+#define PRODUCER_REGS 40
+#endif
+#ifndef CONSUMER_REGS
+#define CONSUMER_REGS 232
+#endif
+
+namespace {
+
+constexpr int kScaleBlock = 128;                  // DeepSeek-V3's quantization block along K (and N of B)
+constexpr int kConsumers = BM / 64;               // consumer warpgroups, one m64 slice each
+constexpr int kThreads = 128 * (1 + kConsumers);  // + the producer warpgroup
+constexpr int kTileABytes = BM * BK;              // 1-byte elements: BM rows of 128 bytes
+constexpr int kTileBBytes = BN * BK;              // BN rows (N) of 128 bytes (K)
+constexpr int kStageBytes = kTileABytes + kTileBBytes;
+constexpr int kOutChunks = BN / 64;               // 64-column boxes of C per consumer tile
+constexpr int kCBoxBytes = 64 * 64 * 2;           // one TMA box of C: 64 rows x 64 bf16 columns
+constexpr int kStagingBytes = EPI_TMA ? kOutChunks * kCBoxBytes : 0;  // one consumer's 64 x BN tile
+constexpr int kAccum = BN / 2;
+
+static_assert(BM == 64 || BM == 128, "one or two consumer warpgroups of m64");
+static_assert(BK == kScaleBlock, "a k-tile is one scale block: one promotion per k-tile");
+static_assert(BN == 64 || BN == 128, "BN divides the 128-column scale block of B: one B scale per k-block");
+static_assert(EPI_TMA == 0 || EPI_TMA == 1, "EPI_TMA is 0 or 1");
+static_assert(PROMOTE_OVERLAP == 0 || PROMOTE_OVERLAP == 1, "PROMOTE_OVERLAP is 0 or 1");
+static_assert(STAGES >= 2, "a ring needs two slots at least");
+static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * 128 * kConsumers <= 65536, "register file");
+
+// Stages, the consumers' staging tiles, 1 KB to align to the swizzle period, full + empty barriers.
+constexpr int kDynamicSmemBytes = STAGES * kStageBytes + kConsumers * kStagingBytes + 1024 + 2 * STAGES * 8;
+static_assert(kDynamicSmemBytes <= 227 * 1024, "more shared memory than one sm_90 block may have");
+
+struct TileCoord {
+  int m;  // row of tiles (each BM rows)
+  int n;  // column of tiles (each BN columns)
+};
+
+// Output tile for schedule index t: groups of GROUP_M tile rows, walked column by column (stage 13's).
+__device__ __forceinline__ TileCoord tile_of(int t, int m_tiles, int n_tiles) {
+  const int group_tiles = GROUP_M * n_tiles;
+  const int group = t / group_tiles;
+  const int first_m = group * GROUP_M;
+  const int rows = m_tiles - first_m < GROUP_M ? m_tiles - first_m : GROUP_M;
+  const int local = t - group * group_tiles;
+  return {first_m + local % rows, local / rows};
+}
+
+// The scales of one k-block for the two rows a consumer thread holds (accumulator registers 4j, 4j+1:
+// row r0; 4j+2, 4j+3: row r0 + 8): scale_a[row, kb] and scale_b[kb, nb], kept as loaded: their
+// product is taken only in promote(), a k-block after the loads were issued, so that no instruction
+// waits for them before then. Rows past M read nothing and scale by 0 (their outputs are clipped).
+struct KBlockScales {
+  float a0, a1, b;
+};
+__device__ __forceinline__ KBlockScales kblock_scales(const float* __restrict__ scale_a,
+                                                      const float* __restrict__ scale_b, int r0, int M, int nb,
+                                                      int n_blocks, int kb, int k_blocks) {
+  KBlockScales s;
+  s.b = scale_b[static_cast<size_t>(kb) * n_blocks + nb];
+  s.a0 = r0 < M ? scale_a[static_cast<size_t>(r0) * k_blocks + kb] : 0.0f;
+  s.a1 = r0 + 8 < M ? scale_a[static_cast<size_t>(r0 + 8) * k_blocks + kb] : 0.0f;
+  return s;
+}
+
+// acc += scale_a[row, kb] * scale_b[kb, nb] * partial: the promotion of one k-block into the FP32
+// main accumulator (the scale product in FP32 first, as DeepGEMM's).
+__device__ __forceinline__ void promote(float (&acc)[kAccum], const float (&partial)[kAccum], KBlockScales s) {
+  const float s0 = s.a0 * s.b, s1 = s.a1 * s.b;
+#pragma unroll
+  for (int i = 0; i < kAccum; ++i) acc[i] += ((i % 4) < 2 ? s0 : s1) * partial[i];
+}
+
+}  // namespace
+
+HOPPER_DECLARE_DYNAMIC_SMEM(kDynamicSmemBytes)
+
+extern "C" __global__ void __launch_bounds__(kThreads, 1)
+    wgmma_fp8_block_gemm(const TIN* __restrict__ A, const TIN* __restrict__ B, TOUT* __restrict__ C, int M, int N,
+                         int K, const hopper::TensorMap* __restrict__ maps, const float* __restrict__ scale_a,
+                         const float* __restrict__ scale_b) {
+  using namespace hopper;
+  static_assert(sizeof(TIN) == 1, "8-bit inputs (e4m3 or e5m2)");
+  static_assert(std::is_same<TOUT, __nv_bfloat16>::value, "the fp8 rows write bfloat16, as cuBLASLt's");
+  (void)A;
+  (void)B;
+  const TensorMap* map_a = maps + 0;
+  const TensorMap* map_b = maps + 1;
+#if EPI_TMA
+  (void)C;
+  const TensorMap* map_c = maps + 2;  // the map is passed either way; only the TMA-store epilogue reads it
+#endif
+
+  HOPPER_DYNAMIC_SMEM(smem_raw);
+  const uint32_t raw_addr = smem_u32(smem_raw);
+  unsigned char* smem = smem_raw + (((raw_addr + 1023u) & ~1023u) - raw_addr);
+  unsigned char* staging = smem + STAGES * kStageBytes;
+  uint64_t* full = reinterpret_cast<uint64_t*>(staging + kConsumers * kStagingBytes);
+  uint64_t* empty = full + STAGES;
+
+  const int tid = threadIdx.x;
+  const int warpgroup = tid / 128;
+  const int m_tiles = (M + BM - 1) / BM;
+  const int n_tiles = (N + BN - 1) / BN;
+  const int tiles = m_tiles * n_tiles;
+  const int k_tiles = (K + BK - 1) / BK;  // = k-blocks of the scales: ceil(K / 128)
+  const int n_blocks = (N + kScaleBlock - 1) / kScaleBlock;  // columns of B's scale grid
+
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(&full[s], 1);            // the producer's expect_tx arrival
+      mbar_init(&empty[s], kConsumers);  // one arrival per consumer warpgroup
+    }
+    fence_mbar_init();
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    // ---------------------------------------------------------------- producer warpgroup (stage 13's)
+    setmaxnreg_dec<PRODUCER_REGS>();
+    if (tid == 0) {
+      tensormap_acquire(map_a);
+      tensormap_acquire(map_b);
+      int it = 0;  // stage uses so far, across tiles: slot = it % STAGES, use = it / STAGES
+      for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        const TileCoord tile = tile_of(t, m_tiles, n_tiles);
+        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+          const int slot = it % STAGES;
+          mbar_wait(&empty[slot], (static_cast<uint32_t>(it / STAGES) & 1u) ^ 1u);  // use-1 released
+          unsigned char* stage = smem + slot * kStageBytes;
+          mbar_arrive_expect_tx(&full[slot], kStageBytes);  // out-of-bounds box parts count too (zeros)
+          tma_load_2d(stage, map_a, &full[slot], kt * BK, tile.m * BM);
+          tma_load_2d(stage + kTileABytes, map_b, &full[slot], kt * BK, tile.n * BN);
+        }
+      }
+    }
+  } else {
+    // ---------------------------------------------------------------- consumer warpgroups
+    setmaxnreg_inc<CONSUMER_REGS>();
+    const int consumer = warpgroup - 1;  // which m64 slice of the tile
+    const int local_tid = tid % 128;
+    const int warp = local_tid / 32;
+    const int lane = tid % 32;
+#if EPI_TMA
+    unsigned char* my_staging = staging + consumer * kStagingBytes;
+    if (local_tid == 0) tensormap_acquire(map_c);
+#endif
+
+    // Issue k-block use `use` of the ring into `partial` (fresh: scale-d 0 on the first k32 step).
+    auto issue = [&](float(&partial)[kAccum], int use) {
+      const int slot = use % STAGES;
+      mbar_wait(&full[slot], static_cast<uint32_t>(use / STAGES) & 1u);
+      const uint32_t a_base = smem_u32(smem + slot * kStageBytes) + consumer * 64 * 128;
+      const uint32_t b_base = smem_u32(smem + slot * kStageBytes + kTileABytes);
+      fence_accumulators(partial);  // the last promotion's reads of it come first
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BK / 32; ++kk) {
+        // Both K-major, 128-byte rows, 8-row swizzle atoms 1024 B apart; k32 = 32 bytes on.
+        const uint64_t desc_a = make_desc_sw128(a_base + kk * 32, 16, 1024);
+        const uint64_t desc_b = make_desc_sw128(b_base + kk * 32, 16, 1024);
+        wgmma_m64k32<BN, TIN>(partial, desc_a, desc_b, kk > 0 ? 1 : 0);
+      }
+      wgmma_commit();
+    };
+    auto release = [&](int use) {
+      if (local_tid == 0) mbar_arrive(&empty[use % STAGES]);
+    };
+
+    float acc[kAccum];  // the FP32 main accumulator: sum over k-blocks of scale * partial
+    float part0[kAccum];
+#if PROMOTE_OVERLAP
+    float part1[kAccum];
+#endif
+    int it = 0;  // ring uses so far, across tiles (as the producer counts them)
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      const TileCoord tile = tile_of(t, m_tiles, n_tiles);
+      const int m0 = tile.m * BM + consumer * 64;
+      const int n0 = tile.n * BN;
+      const int r0 = m0 + warp * 16 + lane / 4;  // this thread's first accumulator row
+      const int nb = n0 / kScaleBlock;           // B's scale block row (BN divides 128)
+
+#pragma unroll
+      for (int i = 0; i < kAccum; ++i) acc[i] = 0.0f;
+
+#if PROMOTE_OVERLAP
+      // k-block kb was issued into `done`; with `issue_next`, issue kb + 1 into `next` and wait for kb
+      // only (wait_group 1), so the promotion of kb runs while kb + 1 does. The scales of kb + 1 are
+      // loaded there, used one step later. The loop's steps always issue and the last one or two are
+      // peeled, so that at every wait ptxas knows which partial is in flight (with a conditional issue
+      // it serialised the wgmmas: C7514).
+      KBlockScales cur = kblock_scales(scale_a, scale_b, r0, M, nb, n_blocks, 0, k_tiles);
+      auto step = [&](float(&done)[kAccum], float(&next)[kAccum], int kb, bool issue_next) {
+        KBlockScales nxt = cur;
+        if (issue_next) {
+          issue(next, it + 1);
+          nxt = kblock_scales(scale_a, scale_b, r0, M, nb, n_blocks, kb + 1, k_tiles);
+          wgmma_wait<1>();
+        } else {
+          wgmma_wait<0>();
+        }
+        fence_accumulators(done);
+        release(it);
+        promote(acc, done, cur);
+        cur = nxt;
+        ++it;
+      };
+      if (k_tiles > 0) {
+        issue(part0, it);
+        int kb = 0;
+        for (; kb + 2 < k_tiles; kb += 2) {  // part0 in flight at the top of every iteration
+          step(part0, part1, kb, true);
+          step(part1, part0, kb + 1, true);
+        }
+        if (kb + 1 < k_tiles) {  // two k-blocks left
+          step(part0, part1, kb, true);
+          step(part1, part0, kb + 1, false);
+        } else {
+          step(part0, part1, kb, false);
+        }
+      }
+#else
+      for (int kb = 0; kb < k_tiles; ++kb, ++it) {
+        issue(part0, it);
+        const KBlockScales s = kblock_scales(scale_a, scale_b, r0, M, nb, n_blocks, kb, k_tiles);
+        wgmma_wait<0>();
+        fence_accumulators(part0);
+        release(it);
+        promote(acc, part0, s);
+      }
+#endif
+
+#if EPI_TMA
+      // Epilogue: registers -> swizzled staging tile (stmatrix) -> TMA store (clips at C's edges).
+      if (local_tid == 0) bulk_wait_group_read0();  // the last tile's store has read the buffer
+      named_barrier_sync(1 + consumer, 128);
+      const int row = warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8;  // row this lane addresses
+      const uint32_t staging_base = smem_u32(my_staging);
+#pragma unroll
+      for (int j2 = 0; j2 < BN / 16; ++j2) {
+        const int col = 16 * j2 + (lane / 16) * 8;
+        const uint32_t addr = staging_base + (col / 64) * kCBoxBytes + row * 128 +
+                              ((((col % 64) / 8) ^ (row % 8)) * 16);
+        stmatrix_x4(addr, pack2<TOUT>(acc[8 * j2 + 0], acc[8 * j2 + 1]), pack2<TOUT>(acc[8 * j2 + 2], acc[8 * j2 + 3]),
+                    pack2<TOUT>(acc[8 * j2 + 4], acc[8 * j2 + 5]), pack2<TOUT>(acc[8 * j2 + 6], acc[8 * j2 + 7]));
+      }
+      fence_proxy_async_smem();  // stmatrix writes -> visible to the TMA engine
+      named_barrier_sync(1 + consumer, 128);
+      if (local_tid == 0) {
+#pragma unroll
+        for (int b = 0; b < kOutChunks; ++b) tma_store_2d(map_c, my_staging + b * kCBoxBytes, n0 + 64 * b, m0);
+        bulk_commit_group();
+      }
+#else
+      // Epilogue: registers -> global, two bf16 per 32-bit store (N % 8 == 0: pairs never straddle
+      // the edge). acc[4j + r]: row 16*warp + lane/4 + 8*(r/2), column 8j + 2*(lane%4).
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        const int col = n0 + 8 * j + 2 * (lane % 4);
+        if (col < N) {
+          if (r0 < M)
+            *reinterpret_cast<uint32_t*>(C + static_cast<size_t>(r0) * N + col) = pack2<TOUT>(acc[4 * j + 0], acc[4 * j + 1]);
+          if (r0 + 8 < M)
+            *reinterpret_cast<uint32_t*>(C + static_cast<size_t>(r0 + 8) * N + col) =
+                pack2<TOUT>(acc[4 * j + 2], acc[4 * j + 3]);
+        }
+      }
+#endif
+    }
+#if EPI_TMA
+    if (local_tid == 0) bulk_wait_group0();
+#endif
+  }
+}

@@ -1,0 +1,108 @@
+"""Stage 15 (wgmma_fp8_block) on a GPU (`pytest -m gpu`): FP8 e4m3 with DeepSeek-V3's block scales
+(measure.fp8_scaling=block: A per 1 x 128, B per 128 x 128) against the FP64 product of the
+dequantized inputs through the real runner, at every edge (partial tiles and scale blocks in M, N and
+K, K of one block, more k-blocks than stages, M = 1, DeepSeek-V3 shapes), in the default
+configuration and DeepGEMM's non-overlapped promotion; the same check failing the stage handed A's
+scales one row off; and cuBLASLt's block-scaled kernel timed as the baseline where it runs.
+
+The correctness runs use GEMMLAB_DEBUG=1 (a hung barrier traps with a printf instead of hanging the
+GPU); a trap poisons the CUDA context, so run this file in a pytest process of its own, after
+tests/test_hopper_fp8_block.py has passed on the CPU (session stage fp8_block does both).
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import compose_cfg, run_points
+
+pytestmark = pytest.mark.gpu
+
+VARIANT = "wgmma_fp8_block"
+SQUARE = [128, 1024, 4096]
+SHAPES = [
+    [8, 8, 16],  # far smaller than one tile; K = 16: one partial scale block
+    [1, 2112, 7168],  # M = 1; DeepSeek-V3 attn_qkv_a: N = 2112, a last B scale block of 64 columns
+    [130, 264, 1040],  # 2 rows / 8 columns past a tile, 9 k-blocks (more than the 6 stages), the last of 16
+    [64, 7168, 2048],  # DeepSeek-V3 shared_down at 64 tokens: half a tile of M, 56 tiles of N
+    [4096, 256, 7168],  # DeepSeek-V3 moe_router at 4096 tokens: two tile columns, 56 k-blocks
+    [256, 24576, 1536],  # DeepSeek-V3 attn_q_b: one tile row pair, many columns
+    [1000, 1000, 1000],  # K % 16 != 0: skipped (TMA row stride of the 1-byte operands)
+    [4096, 1, 4096],  # N = 1: skipped (16-byte rows of the bf16 C)
+]
+DEBUG = f"+variant.{VARIANT}.cuda.defines.GEMMLAB_DEBUG=1"
+
+
+def _run(tmp, square, shapes, extra=(), baseline="[]"):
+    cfg = compose_cfg([f"variant=[{VARIANT}]", "precision=[fp8]", "layouts=[nt]", "measure=quick",
+                       "measure.fp8_scaling=block", "run.progress=false", "run.fail_on_error=false",
+                       f"measure.baseline={baseline}", *extra], tmp)
+    cfg.sizes.square = square
+    cfg.sizes.shapes = shapes
+    _, out = run_points(cfg, tmp / "run")
+    return out
+
+
+def _shape(r):
+    return int(r["m"]), int(r["n"]), int(r["k"])
+
+
+def _failures(rows):
+    return [(_shape(r), r["status"], r["rel_error"], r["reason"]) for r in rows if r["status"] not in ("ok", "skipped")]
+
+
+@pytest.mark.parametrize("defines", ["{PROMOTE_OVERLAP:1}", "{PROMOTE_OVERLAP:0,EPI_TMA:0,STAGES:4}"])
+def test_block_scaled_stage_matches_the_dequantized_fp64_product(tmp_path, defines):
+    rows = _run(tmp_path, SQUARE, SHAPES, [f"variant.{VARIANT}.cuda.defines={defines}", DEBUG])
+    assert len(rows) == len(SQUARE) + len(SHAPES)
+    assert not _failures(rows), _failures(rows)
+    for r in rows:
+        m, n, k = _shape(r)
+        should_skip = k % 16 != 0 or n % 8 != 0
+        assert (r["status"] == "skipped") == should_skip, ((m, n, k), r["reason"])
+        if should_skip:
+            assert "TMA" in r["reason"], r["reason"]
+        else:
+            scaling = json.loads(r["extra"])["fp8_scaling"]
+            kb, nb = -(-k // 128), -(-n // 128)
+            assert scaling["mode"] == "block" and scaling["scale_a_shape"] == [m, kb], scaling
+            assert scaling["scale_b_shape"] == [kb, nb], scaling
+            assert float(r["check_elem_max"]) <= 1.0, r
+
+
+def test_the_check_fails_the_stage_handed_scales_one_row_off(tmp_path, monkeypatch):
+    """Negative control on the GPU: the launcher hands the kernel A's grid rolled by one row (each
+    row scaled by its neighbour's k-block scales); every such point must fail element-wise."""
+    from gemmlab.backends import cuda_kernels
+
+    real = cuda_kernels._block_grids
+
+    def rolled(point, sc):
+        ga, gb = real(point, sc)
+        import cupy
+
+        return cupy.ascontiguousarray(cupy.roll(ga, 1, axis=0)), gb
+
+    monkeypatch.setattr(cuda_kernels, "_block_grids", rolled)
+    rows = _run(tmp_path, [256], [[130, 264, 1040]])
+    assert len(rows) == 2 and all(r["status"] == "failed" for r in rows), [(r["status"], r["reason"]) for r in rows]
+    assert all("exceed their error bound" in r["reason"] for r in rows), [r["reason"] for r in rows]
+
+
+def test_cublaslt_block_scaled_is_timed_as_the_baseline_on_the_stage_inputs(tmp_path):
+    """pct_of_baseline at 4096 (no debug build), against cuBLASLt's VEC128_32F / BLK128x128_32F
+    kernel reading the stage's own FP8 set and grids, where gemmlab's cuBLASLt path runs block."""
+    from gemmlab.backends.base import backend_class
+    from gemmlab.points import expand
+
+    cfg = compose_cfg(["variant=cublaslt", "precision=fp8", "layouts=[nt]", "measure.fp8_scaling=block",
+                       "sizes.square=[4096]", "sizes.shapes=[]"], tmp_path)
+    (lt_point,) = expand(cfg)
+    why = lt_point.skip_reason or backend_class("cublaslt")(cfg).skip_reason(lt_point)
+    if why:
+        pytest.skip(f"no cuBLASLt block-scaled baseline here: {why}")
+    (r,) = _run(tmp_path, [4096], [], baseline="[cublaslt]")
+    assert r["status"] == "ok", r["reason"]
+    assert r.get("pct_of_baseline") not in (None, ""), r
+    print(f"{VARIANT} at 4096: {float(r['tflops']):.0f} TFLOP/s, {float(r['pct_of_baseline']):.1f}% of "
+          "cuBLASLt block-scaled fp8")

@@ -1,0 +1,282 @@
+"""Stage 15 (wgmma_fp8_block) without a GPU: its rules (block scaling only, layout nt, TMA strides),
+every sweep configuration built for sm_90a without spills and with the SASS it claims, and its own
+code through the host emulation (TMA, mbarriers, deferred wgmma, stmatrix: hopper_emu.h) on
+block-scaled inputs whose scales differ from block to block, checked element-wise against the FP64
+product of the dequantized inputs; a kernel that scales per tile instead of per k-block fails there.
+On a GPU: tests/test_gpu_hopper_fp8_block.py.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, compose_cfg, session_folder
+from test_hopper_kernels import SMEM_PER_BLOCK_MAX, build, opcodes, ptxas_numbers, sass
+
+VARIANT = "wgmma_fp8_block"
+BASE = [f"variant={VARIANT}", "precision=fp8", "layouts=[nt]", "measure.fp8_scaling=block"]
+SCALE_BLOCK = 128  # DeepSeek-V3's (gemmlab.fp8.BLOCK): A per 1 x 128 along K, B per 128 x 128
+
+# The configurations one H200 tuning run compares (deltas from the YAML's defines; the first is the
+# default); tune_fp8_block in .ci/h200-session.sh runs the same list.
+FP8_BLOCK_SWEEP = [
+    "{PROMOTE_OVERLAP:1}",
+    "{PROMOTE_OVERLAP:0}",
+    "{STAGES:4}",
+    "{EPI_TMA:0}",
+    "{BM:64,CONSUMER_REGS:240}",  # one consumer: 232 spill 32 bytes, 240 none
+    "{GROUP_M:16}",
+    "{BN:64}",  # twice the tiles: fuller waves where N / 128 tiles leave SMs idle (attn_qkv_a at 1024 tokens)
+]
+
+
+def _overrides(defines):
+    return [*BASE[2:], f"variant.{VARIANT}.cuda.defines={defines}"]
+
+
+def _point(m, n, k, defines="{}", extra=()):
+    from gemmlab.points import expand
+
+    (p,) = expand(compose_cfg([*BASE, "sizes.square=[]", f"sizes.shapes=[[{m},{n},{k}]]",
+                               f"variant.{VARIANT}.cuda.defines={defines}", *extra]))
+    return p
+
+
+# ---- rules -------------------------------------------------------------------------------------------
+def test_runs_only_under_block_scaling_at_layout_nt_and_tma_strides():
+    from gemmlab.backends.base import backend_class
+    from gemmlab.points import expand
+
+    cuda = backend_class("cuda")
+    for mode in ("none", "tensor", "block"):
+        cfg = compose_cfg([*BASE[:3], "layouts=[nn,nt]", f"measure.fp8_scaling={mode}", "sizes.square=[]"])
+        cfg.sizes.shapes = [[4096, 7168, 2048], [64, 2112, 7168], [1000, 1000, 1000], [4096, 1, 4096]]
+        for p in expand(cfg):
+            if mode != "block":
+                assert p.skip_reason and "fp8_scaling=block" in p.skip_reason, (mode, p.skip_reason)
+                continue
+            if p.layout != "nt":
+                assert "declares layouts nt" in (cuda.workload_reason(p) or ""), p.layout
+            ok = p.k % 16 == 0 and p.n % 8 == 0
+            assert (p.skip_reason is None) == ok, (p.m, p.n, p.k, p.skip_reason)
+            if not ok:
+                assert "TMA" in p.skip_reason
+
+
+def test_deepseek_v3_projections_run_at_the_token_counts_of_the_session():
+    """The fp8_block stage's sweep: every unbatched DeepSeek-V3 projection is a point the stage takes;
+    the routed experts (a strided batch) are the hand-written stages' batch skip."""
+    from gemmlab.backends.base import backend_class
+    from gemmlab.points import expand
+
+    cuda = backend_class("cuda")
+    pts = expand(compose_cfg([*BASE, "sizes=llm", "sizes.model_names=[deepseek_v3]", "sizes.tokens=[64,1024,4096]"]))
+    ran = [p for p in pts if p.skip_reason is None and cuda.workload_reason(p) is None]
+    assert {p.m for p in ran} == {64, 1024, 4096}
+    assert len(ran) == 3 * 9, sorted({p.shape_name for p in ran})
+    assert all(p.k % SCALE_BLOCK == 0 for p in ran)  # DeepSeek-V3's K are whole scale blocks
+    assert all(p.batch > 1 for p in pts if p not in ran)
+
+
+def test_the_session_tunes_the_sweep_this_file_builds():
+    """.ci/h200-session.sh's tune_fp8_block runs FP8_BLOCK_SWEEP, and its fp8_block stage runs the GPU
+    tests and the DeepSeek-V3 sweep beside cuBLASLt under block scaling."""
+    text = (ROOT / ".ci" / "h200-session.sh").read_text()
+    tune = re.search(r"tune_fp8_block\).*?defines=([^']*)'", text, re.S)
+    assert tune and tune.group(1).split("},") == ",".join(FP8_BLOCK_SWEEP).split("},"), tune and tune.group(1)
+    stage = re.search(r"\n  fp8_block\)(.*?);;", text, re.S).group(1)
+    for words in ("tests/test_gpu_hopper_fp8_block.py", "measure.fp8_scaling=block", "sizes.model_names=[deepseek_v3]",
+                  "sizes.tokens=[64,1024,4096]", "measure.baseline=[cublaslt]", '"layouts=[nt]"'):
+        assert words in stage, words
+
+
+def test_the_launcher_passes_the_recorded_grids_and_refuses_others(monkeypatch):
+    """CudaKernels._fp8_args under block: the grids gemmlab.fp8 recorded for the set's addresses, as
+    float32 C-contiguous arrays (A (m, kb), B (kb, nb)), after the tensor maps; a grid of another shape
+    or another block is an error, never a launch; the kernel declares two float pointers there."""
+    import sys
+    import types
+
+    import numpy as np
+
+    from gemmlab import fp8
+    from gemmlab.backends.cuda_kernels import CudaKernels
+    from test_hopper_kernels import _FakeArray
+
+    monkeypatch.setitem(sys.modules, "cupy", types.ModuleType("cupy"))  # imported, not used, for CuPy sets
+    m, n, k = 200, 264, 1040
+    p = _point(m, n, k)
+    a, b = _FakeArray(m, k, "uint8", ptr=1 << 21), _FakeArray(n, k, "uint8", ptr=1 << 22)
+    rng = np.random.default_rng(0)
+    sc = fp8.scales_for(np, "block", rng.standard_normal((m, k), dtype=np.float32),
+                        rng.standard_normal((k, n), dtype=np.float32))
+    backend = CudaKernels(compose_cfg([*BASE, "sizes.square=[256]", "sizes.shapes=[]"]))
+    fp8.forget_recorded()
+    with pytest.raises(RuntimeError, match="no fp8 scales"):
+        backend._fp8_args(p, a, b)
+    fp8.record(a.data.ptr, b.data.ptr, sc)
+    _, _, (ga, gb), extra = backend._fp8_args(p, a, b)
+    assert ga.shape == (m, 9) and gb.shape == (9, 3) and extra["mode"] == "block"
+    assert ga.dtype == gb.dtype == np.float32 and ga.flags.c_contiguous and gb.flags.c_contiguous
+    assert np.array_equal(ga, sc.a) and np.array_equal(gb, sc.b)
+    fp8.record(a.data.ptr, b.data.ptr, dataclasses.replace(sc, b=np.ascontiguousarray(sc.b.T)))
+    with pytest.raises(ValueError, match="scale_b grid"):
+        backend._fp8_args(p, a, b)
+    fp8.record(a.data.ptr, b.data.ptr, dataclasses.replace(sc, block_a=(1, 64)))
+    with pytest.raises(ValueError, match="block scales of 1 x 128"):
+        backend._fp8_args(p, a, b)
+    backend.release()
+    assert re.search(r"const hopper::TensorMap\* __restrict__ maps,\s+const float\* __restrict__ scale_a,\s+"
+                     r"const float\* __restrict__ scale_b\)", (ROOT / p.variant_cfg.cuda.source).read_text())
+
+
+# ---- builds ------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def block_builds(tmp_path_factory):
+    out = session_folder(tmp_path_factory.getbasetemp(), "cuda-cache")
+    return {d: build(VARIANT, "fp8", out, _overrides(d)) for d in FP8_BLOCK_SWEEP}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("defines", FP8_BLOCK_SWEEP)
+def test_sweep_configurations_build_without_spills_or_warnings(block_builds, defines):
+    from gemmlab.expr import evaluate
+
+    p = _point(4096, 7168, 7168, defines)
+    assert p.skip_reason is None, p.skip_reason
+    assert evaluate(p.variant_cfg.cuda.smem_bytes, p.expr_env()) <= SMEM_PER_BLOCK_MAX, defines
+    nums = ptxas_numbers(block_builds[defines][1])
+    assert nums["spill"] == 0 and nums["stack"] == 0 and nums["registers"] <= 255, (defines, nums)
+    # C7514 / C7517: ptxas serialised the wgmmas (an accumulator read it could not prove safe)
+    report = block_builds[defines][1]
+    assert "warning" not in report.lower() and "C7514" not in report and "C7517" not in report, report
+
+
+@pytest.mark.slow
+def test_sass_promotes_while_the_next_k_block_runs(block_builds):
+    """e4m3 QGMMA fed by TMA; with PROMOTE_OVERLAP 1 the consumer waits for all but the newest wgmma
+    group (WARPGROUP.DEPBAR.LE gsb0, 0x1) and then runs the promotion's FFMAs; with 0 it waits for all."""
+    for defines, (cubin, _) in block_builds.items():
+        text = sass(cubin)
+        ops = opcodes(text)
+        bn = 64 if "BN:64" in defines else 128
+        assert any(x.startswith(f"QGMMA.64x{bn}x32.F32.E4M3.E4M3") for x in ops), (defines, "no e4m3 QGMMA")
+        assert not [x for x in ops if x.startswith(("LDL", "STL", "HGMMA", "HMMA"))], defines
+        assert any(x.startswith("UTMALDG.2D") for x in ops) and any(x.startswith("FFMA") for x in ops), defines
+        assert any(x.startswith("LDG.E.CONSTANT") for x in ops), f"{defines}: scales not read through the read-only path"
+        overlapped = "WARPGROUP.DEPBAR.LE gsb0, 0x1" in text
+        assert overlapped == ("PROMOTE_OVERLAP:0" not in defines), defines
+        assert any(x.startswith("UTMASTG.2D") for x in ops) == ("EPI_TMA:0" not in defines), defines
+
+
+# ---- the kernel on the CPU -------------------------------------------------------------------------
+def operands(rng, m, n, k):
+    """Block-scaled operands as gemmlab.fp8 makes them for measure.fp8_scaling=block, from FP32
+    values whose magnitude changes by up to 2^12 from block to block (A per row and k-block, B per
+    128 x 128), so that any scale taken from the wrong block is far off. Returns (A e4m3 m x k,
+    B e4m3 stored n x k, the scales (gemmlab.fp8.Scales), A and B dequantized in FP64 (logical))."""
+    import ml_dtypes
+    import numpy as np
+
+    from gemmlab import fp8
+
+    kb = -(-k // SCALE_BLOCK)
+    grid = lambda rows, cols: np.exp2(rng.integers(-6, 7, size=(rows, cols))).astype(np.float32)  # noqa: E731
+    a32 = rng.standard_normal((m, k), dtype=np.float32) * fp8.expand(np, grid(m, kb), (1, SCALE_BLOCK), (m, k))
+    b32 = rng.standard_normal((k, n), dtype=np.float32) * fp8.expand(
+        np, grid(kb, -(-n // SCALE_BLOCK)), (SCALE_BLOCK, SCALE_BLOCK), (k, n))
+    sc = fp8.scales_for(np, "block", a32, b32)
+    qa, qb = (x.astype(ml_dtypes.float8_e4m3fn) for x in fp8.quantize_operands(np, sc, a32, b32))
+    a64, b64 = sc.dequantize(np, qa, qb)
+    return qa, np.ascontiguousarray(qb.T), sc, a64, b64
+
+
+def emulate(point, folder, qa, qb, sa, sb, sm_count=2, source=None):
+    """C (float64) of the stage's emulated launch at ``point`` on A (m x k) and B stored (n x k), with
+    the scale grids ``sa`` (m, kb) and ``sb`` (kb, nb) (``source``: another copy of the kernel)."""
+    import numpy as np
+    from test_cuda_kernels import emulator
+    from test_hopper_emulation import run_hopper_emulation
+
+    from gemmlab.backends.cuda_kernels import build_for
+
+    b = build_for(point)
+    if source is not None:
+        b = dataclasses.replace(b, source=source)
+    args = ("a.data(), b.data(), c.data(), M, N, K, gemm_host::emu_tensor_maps(a.data(), b.data(), c.data()), "
+            "gemm_host::emu_scale_array(0), gemm_host::emu_scale_array(1)")
+    exe = emulator(b, str(folder.parent), args)
+    np.ascontiguousarray(sa, np.float32).tofile(folder / "sa.bin")
+    np.ascontiguousarray(sb, np.float32).tofile(folder / "sb.bin")
+    env = {"GEMMLAB_EMU_SCALE_FILES": f"{folder / 'sa.bin'};{folder / 'sb.bin'}"}
+    return run_hopper_emulation(point, exe, folder, qa.view(np.uint8), qb.view(np.uint8), sm_count, env)
+
+
+def verdict(point, c, a64, b64):
+    import numpy as np
+
+    from gemmlab.measure import check
+
+    assert not np.isnan(c).any(), f"{np.isnan(c).sum()} elements of C never written"
+    return check.Reference.gemm(np, a64, b64, check.model_of(point), point.tolerance, point.out_dtype).verify(c)
+
+
+# Every edge, for 128 x 128 tiles on 2 CTAs (each walks several tiles: ring slots and phases carry over):
+EMULATED_SHAPES = [
+    (200, 264, 1040),  # 2 x 3 tiles, both edges partial (N: 8 columns, a B scale block of 8 rows); 9 k-blocks,
+                       # more than the 6 stages, the last of 16 (zero-filled, its own scale), odd: one peeled step
+    (130, 128, 512),  # 2 x 1 tiles, the second 2 rows (its second consumer has none); 4 k-blocks: loop + two peeled
+    (64, 136, 256),  # M = 64 (half a tile); 2 k-blocks: the two peeled steps alone
+    (1, 8, 128),  # one row, 8 columns, K = one scale block
+]
+# Other configurations run the first shape only: the builds are most of the time.
+EMULATED_CONFIGS = ["{}", "{PROMOTE_OVERLAP:0}", "{BM:64,BN:64,EPI_TMA:0,STAGES:2}"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("defines", EMULATED_CONFIGS)
+def test_block_scaled_product_on_the_cpu(defines, tmp_path_factory):
+    import numpy as np
+
+    pytest.importorskip("ml_dtypes")
+    folder, rng = tmp_path_factory.mktemp("emu-fp8-block"), np.random.default_rng(15)
+    for m, n, k in EMULATED_SHAPES if defines == "{}" else EMULATED_SHAPES[:1]:
+        p = _point(m, n, k, defines)
+        assert p.skip_reason is None, p.skip_reason
+        qa, qb, sc, a64, b64 = operands(rng, m, n, k)
+        res = verdict(p, emulate(p, folder, qa, qb, sc.a, sc.b), a64, b64)
+        assert res.passed, f"{defines} at {m}x{n}x{k}: {res.failure()} (elem_max {res.elem_max:.3g})"
+        assert res.elem_max < 0.5, f"{defines} at {m}x{n}x{k}: error {res.elem_max:.2f} of the bound"
+
+
+@pytest.mark.slow
+def test_the_check_fails_a_kernel_that_scales_per_tile_or_reads_the_wrong_row(tmp_path_factory):
+    """Negative controls: (1) the kernel patched to take every k-block's scales from the tile's first
+    k-block (scales per tile, not per k-block); the right kernel handed (2) A's scales with the rows
+    in another order, (3) B's grid transposed. Each fails element-wise; the right kernel on the same
+    shape passed above."""
+    import numpy as np
+
+    pytest.importorskip("ml_dtypes")
+    from gemmlab.backends.cuda_kernels import build_for
+
+    folder, rng = tmp_path_factory.mktemp("emu-fp8-block-wrong"), np.random.default_rng(16)
+    m, n, k = EMULATED_SHAPES[0]
+    p = _point(m, n, k)
+    qa, qb, sc, a64, b64 = operands(rng, m, n, k)
+    source = build_for(p).source
+    text = source.read_text()
+    marker = "int kb, int k_blocks) {\n"
+    assert text.count(marker) == 1, "kblock_scales changed: update the negative control's patch"
+    wrong = Path(folder) / "wrong_per_tile.cu"
+    wrong.write_text(text.replace(marker, marker + "  kb = 0;  // wrong on purpose: the tile's first scales\n"))
+    res = verdict(p, emulate(p, folder, qa, qb, sc.a, sc.b, source=wrong), a64, b64)
+    assert not res.passed and res.elem_fail > 0
+    res = verdict(p, emulate(p, folder, qa, qb, np.roll(sc.a, 1, axis=0), sc.b), a64, b64)
+    assert not res.passed and res.elem_fail > 0
+    # B's grid handed over as (n-block, k-block): the same 27 numbers, read as (k-block, n-block)
+    assert sc.b.shape == (9, 3)
+    res = verdict(p, emulate(p, folder, qa, qb, sc.a, np.ascontiguousarray(sc.b.T)), a64, b64)
+    assert not res.passed and res.elem_fail > 0
