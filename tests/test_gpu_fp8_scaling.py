@@ -95,7 +95,7 @@ M, N, K = 256, 2112, 1088
 def _blocky(cupy, rng, shape, blocks):
     x = rng.standard_normal(shape, dtype=cupy.float32)
     grid = [-(-s // b) for s, b in zip(shape, blocks)]
-    mag = cupy.exp2(rng.integers(-6, 7, size=grid).astype(cupy.float32))
+    mag = cupy.exp2(cupy.floor(rng.random(tuple(grid), dtype=cupy.float32) * 13) - 6)  # 2^-6 .. 2^6
     return (x * cupy.repeat(cupy.repeat(mag, blocks[0], 0), blocks[1], 1)[: shape[0], : shape[1]]).astype(cupy.float32)
 
 
