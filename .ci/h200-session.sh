@@ -124,10 +124,11 @@ for stage in "$@"; do case $stage in
   fp8_scaled)  # issue 30: cuBLASLt's Hopper FP8 scale modes (rowcol = OUTER_VEC_32F, block = DeepSeek-V3's
            # VEC128_32F x BLK128x128_32F through nvmath's raw bindings) beside per-tensor: the GPU tests
            # (right scales pass, misplaced ones fail), then DeepSeek-V3's projections at 64 / 1024 / 4096
-           # tokens, one run per mode (the MoE experts are batched: skipped)
-           step gpu_fp8_scaled 420 python3 -m pytest -m gpu tests/test_gpu_fp8_scaling.py -q -rA -p no:cacheprovider
+           # tokens, one run per mode (the MoE experts are batched: skipped), with CUTLASS's FP8 kernel
+           # (variant cutlass_fp8: tensor only; rowcol and block skipped saying what cutlass_cppgen lacks)
+           step gpu_fp8_scaled 540 python3 -m pytest -m gpu tests/test_gpu_fp8_scaling.py -q -rA -p no:cacheprovider
            for mode in tensor rowcol block; do
-             step fp8_scaled_$mode 300 python3 run.py "variant=[cublaslt]" precision=fp8 sizes=llm \
+             step fp8_scaled_$mode 360 python3 run.py "variant=[cublaslt,cutlass_fp8]" precision=fp8 sizes=llm \
                "sizes.model_names=[deepseek_v3]" "sizes.tokens=[64,1024,4096]" "layouts=[nt]" \
                measure=quick measure.fp8_scaling=$mode measure.input_scale=1000 "measure.baseline=[]" \
                run.fail_on_error=false $Q run.name=fp8_scaled_$mode hydra.run.dir=$REF/fp8_scaled/$mode

@@ -261,10 +261,24 @@ WHAT = {"rowcol": "OUTER_VEC_32F (per row of A, per column of B)",
 
 E5M2_REASON = ("cuBLASLt has no e5m2 x e5m2 FP8 GEMM (its FP8 A x B types are e4m3 x e4m3, e4m3 x e5m2 and "
                "e5m2 x e4m3), and a precision gives A and B one in_dtype")
-CUTLASS_REASON = ("the cutlass backend builds no FP8 GEMM, unscaled or scaled (measure.fp8_scaling): no CUTLASS "
-                  "FP8 kernel is wired in yet (CUTLASS's SM90 FP8 GEMMs need a K-major B and take the per-tensor "
-                  "scales as epilogue alpha)")
-
+CUTLASS_REASON = ("this cutlass variant builds no FP8 GEMM: variant cutlass_fp8 does (CUTLASS's default SM90 e4m3 "
+                  "kernel, per-tensor scales as the epilogue's alpha, layout nt)")
+CUTLASS_MODES = ("none", "tensor")  # what the cutlass backend's FP8 GEMM implements
+# Read in nvidia-cutlass 4.2.0.0 (site-packages): why rowcol and block are not built from Python.
+CUTLASS_SCALED_REASON = {
+    "block": ("block-scaled FP8 through cutlass_cppgen 4.2: CUTLASS has SM90 FP8 blockwise kernels "
+              "(cutlass_library/generator.py:5825 GenerateSM90_TensorOp_fp8_WGMMA_gemm_with_blockwise, "
+              "GemmKind.BlockwiseUniversal3x, KernelTmaWarpSpecializedCooperativeFP8Blockwise), but "
+              "cutlass_cppgen's registry loads only GemmKind.Universal and Universal3x "
+              "(cutlass_cppgen/library_defaults.py:560), its GemmOperationUniversal is always GemmKind.Universal "
+              "(cutlass_cppgen/backend/gemm_operation.py:1747), and its 3.x mainloop arguments carry ptr_A, "
+              "stride_A, ptr_B, stride_B and mma_promotion_interval only, no scale-factor pointers or layouts "
+              "(cutlass_cppgen/backend/c_types.py:180-187)"),
+    "rowcol": ("per-row/column FP8 scales in CUTLASS need an epilogue visitor tree (acc times a column broadcast "
+               "of A's scales times a row broadcast of B's; cutlass_cppgen has Sm90 Row/ColumnBroadcast nodes), "
+               "which the cutlass backend does not build: its epilogue is LinearCombination with alpha = "
+               "scale_a scale_b"),
+}
 
 def skip_reason(mode: str, cc: int, implemented=MODES, who: str = "this backend",
                 lt_version: Optional[int] = None) -> Optional[str]:

@@ -169,7 +169,7 @@ def test_per_tensor_runs_on_hopper_and_on_ada_and_the_scaled_modes_on_hopper_onl
         fp8.skip_reason("rowwise", 90)
 
 
-def test_cutlass_fp8_points_are_skipped_saying_no_fp8_kernel_scaled_or_not():
+def test_cutlass_variants_without_fp8_say_which_one_has_it():
     pts = expand(compose_cfg(["variant=cutlass_auto", "precision=fp8", "sizes.square=[1024]", "sizes.shapes=[]",
                               "measure.fp8_scaling=tensor"]))
     assert pts and all(p.skip_reason and fp8.CUTLASS_REASON in p.skip_reason for p in pts)
@@ -177,12 +177,15 @@ def test_cutlass_fp8_points_are_skipped_saying_no_fp8_kernel_scaled_or_not():
     assert all(p.skip_reason is None for p in bf16)
 
 
-def test_the_cutlass_catalog_refuses_fp8_with_the_same_reason():
-    from gemmlab.backends.cutlass.catalog import Catalog, Unsupported
+def test_the_cutlass_catalog_refuses_fp8_off_layout_nt():
+    from gemmlab.backends.cutlass.catalog import FP8_LAYOUT_REASON, Catalog, Unsupported
+    from gemmlab.backends.cutlass.options import kernel_options
 
-    (p,) = expand(compose_cfg(["variant=cublaslt", "precision=fp8", "sizes.square=[1024]", "sizes.shapes=[]"]))
-    with pytest.raises(Unsupported, match="no CUTLASS FP8 kernel"):
-        Catalog(None, 90).kernels(p, None)
+    (p,) = expand(compose_cfg(["variant=cutlass_fp8", "precision=fp8", "sizes.square=[1024]", "sizes.shapes=[]"]))
+    assert p.layout == "nn"
+    with pytest.raises(Unsupported, match="K-major"):
+        Catalog(None, 90).kernels(p, kernel_options("cutlass_fp8", p.variant_cfg.cutlass))
+    assert "layout nt" in FP8_LAYOUT_REASON
 
 
 # -- rows ----------------------------------------------------------------------------------------------------

@@ -95,7 +95,7 @@ M, N, K = 256, 2112, 1088
 def _blocky(cupy, rng, shape, blocks):
     x = rng.standard_normal(shape, dtype=cupy.float32)
     grid = [-(-s // b) for s, b in zip(shape, blocks)]
-    mag = cupy.exp2(rng.integers(-6, 7, size=grid).astype(cupy.float32))
+    mag = cupy.exp2(cupy.floor(rng.random(tuple(grid), dtype=cupy.float32) * 13) - 6)  # 2^-6 .. 2^6
     return (x * cupy.repeat(cupy.repeat(mag, blocks[0], 0), blocks[1], 1)[: shape[0], : shape[1]]).astype(cupy.float32)
 
 
@@ -184,3 +184,36 @@ def test_negative_control_a_and_b_scales_swapped_fail_the_check(tmp_path, monkey
         right(p, sc), scale_a=right(p, sc).scale_b, scale_b=right(p, sc).scale_a))
     res, _ = _direct("rowcol", tmp_path, m=1024, n=1024)
     assert not res.passed and res.elem_fail > 0
+
+
+# -- CUTLASS FP8 (variant cutlass_fp8: per-tensor scales as the epilogue's alpha) ------------------------
+def _cutlass_fp8(tmp_path, extra=()):
+    cfg = compose_cfg(["variant=cutlass_fp8", "precision=fp8", "measure=quick", "run.progress=false", "layouts=[nt]",
+                       "sizes.square=[4096]", "sizes.shapes=[[64,2112,7168],[4096,7168,2048]]",
+                       "measure.fp8_scaling=tensor", "measure.input_scale=1000", "run.fail_on_error=false", *extra],
+                      tmp_path)
+    _, rows = run_points(cfg, tmp_path / "run")
+    return rows
+
+
+def test_cutlass_fp8_passes_the_check_beside_cublaslt(tmp_path):
+    import numpy as np
+
+    rows = _cutlass_fp8(tmp_path, ["measure.baseline=[cublaslt]"])
+    assert len(rows) == 3
+    for r in rows:
+        assert r["status"] == "ok", r["reason"]
+        ex = _extra(r)
+        fs = ex["fp8_scaling"]
+        assert fs["mode"] == "tensor" and fs["scale_a"] != 1.0
+        assert ex["cutlass"]["alpha"] == float(np.float32(fs["scale_a"]) * np.float32(fs["scale_b"]))
+        assert "e4m3_e4m3_f32_void_bf16" in r["kernel_name"] and float(r["spill_bytes"] or 0) == 0
+        assert float(r["pct_of_baseline"]) > 0 and r["baseline_variant"] == "cublaslt"
+
+
+def test_negative_control_cutlass_fp8_without_its_scales_fails(tmp_path, monkeypatch):
+    from gemmlab.backends.cutlass.backend import Cutlass
+
+    monkeypatch.setattr(Cutlass, "_alpha", lambda self, point, a, b: 1.0)  # forgets scale_a * scale_b
+    rows = _cutlass_fp8(tmp_path, ["measure.baseline=[]"])
+    assert rows and all(r["status"] == "failed" for r in rows), [(r["status"], r["reason"]) for r in rows]

@@ -25,7 +25,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from gemmlab import operands
+from gemmlab import fp8, operands
 from gemmlab.backends.base import Backend, Launch
 from gemmlab.backends.cutlass import compat
 from gemmlab.backends.cutlass.build import (
@@ -145,10 +145,23 @@ class Cutlass(Backend):
 
     def kernels(self, point) -> List[Kernel]:
         """The kernel(s) ``point`` needs; raises Unsupported with the skip reason."""
+        if point.compute == "fp8":
+            mode = self._scaling()
+            if mode not in fp8.CUTLASS_MODES:
+                raise Unsupported(f"{fp8.not_implemented(mode, fp8.CUTLASS_MODES, 'the cutlass backend')}: "
+                                  f"{fp8.CUTLASS_SCALED_REASON[mode]}")
         self._setup()
         return self._catalog.kernels(point, self.point_options(point))
 
+    def _scaling(self) -> str:
+        return self.cfg.measure.fp8_scaling.value  # the schema types it at compose
+
     def skip_reason(self, point) -> Optional[str]:
+        if point.compute == "fp8":
+            try:
+                import torch  # noqa: F401  (fp8.gpu_operands quantizes through PyTorch)
+            except ImportError:
+                return "fp8 operands are made through PyTorch (pip install torch)"
         try:
             self.kernels(point)
         except Unsupported as e:
@@ -196,7 +209,13 @@ class Cutlass(Backend):
             self._results.update(self._cache.build(missing, self.compile_jobs(), self.log_dir))
 
     # -- inputs and launches ---------------------------------------------------------------------
+    def wants_fp32_inputs(self, point) -> bool:
+        return point.compute == "fp8"
+
     def make_inputs(self, point, a, b):
+        if point.compute == "fp8":  # A row-major, B n x k (K-major), as cuBLASLt's and the FP8 stages'
+            ta, tb, a_ref, b_ref, _sc = fp8.gpu_operands(point.layout, point.in_dtype, self._scaling(), a, b)
+            return ta, tb, a_ref, b_ref
         opts = self.variant_options(point)
         if (opts.layout_a == "row" and opts.layout_b == "row") or point.layout != "nn" or point.batch != 1:
             return a, b, a, b  # as stored (a variant with its own layouts skips other layouts)
@@ -249,7 +268,12 @@ class Cutlass(Backend):
             if launch is not best:
                 launch.close()
         self._launches.append(best)
-        return Launch(best, self._info(best, pick, kernels))
+        info = self._info(best, pick, kernels)
+        sc = self._fp8_scales(point, a, b)
+        if sc is not None:
+            info["extra"]["fp8_scaling"] = sc.extra()
+            info["extra"]["cutlass"]["alpha"] = best.alpha
+        return Launch(best, info)
 
     @staticmethod
     def _scheduler_args(kernel: Kernel, opts: KernelOptions) -> Tuple[int, str]:
@@ -274,12 +298,33 @@ class Cutlass(Backend):
         from cutlass_cppgen.backend import compiler
 
         compiler.add_module([kernel.operation])  # a cache hit: loads cubin + host library, no nvcc
-        return KernelLaunch(kernel, point, a, b, c, swizzle, raster_order)
+        return KernelLaunch(kernel, point, a, b, c, swizzle, raster_order, alpha=self._alpha(point, a, b))
+
+    def _fp8_scales(self, point, a, b) -> Optional[fp8.Scales]:
+        if point.compute != "fp8":
+            return None
+        sc = fp8.recorded(fp8.device_ptr(a), fp8.device_ptr(b))
+        if sc is None:
+            if self._scaling() != "none":  # never a silent scale of 1 under a scaled reference
+                raise RuntimeError(f"no fp8 scales recorded for these operands (fp8_scaling={self._scaling()})")
+            sc = fp8.Scales("none", dtype=point.in_dtype)
+        return sc
+
+    def _alpha(self, point, a, b) -> float:
+        """The epilogue's alpha: 1, or for per-tensor FP8 scale_a * scale_b (rounded to FP32 once:
+        D = alpha acc in FP32, where cuBLASLt computes scale_a scale_b acc)."""
+        sc = self._fp8_scales(point, a, b)
+        if sc is None:
+            return 1.0
+        import numpy as np
+
+        return float(np.float32(sc.a) * np.float32(sc.b))
 
     def release(self) -> None:
         for launch in self._launches:
             launch.close()
         self._launches = []
+        fp8.forget_recorded()  # the point's fp8 input sets are gone; their addresses may be reused
 
     # -- row fields ------------------------------------------------------------------------------
     def _record(self, res: CompileResult, kernel: Kernel) -> Dict[str, Any]:

@@ -7,8 +7,11 @@ into :class:`Kernel` objects (the emitted C++ and cutlass_cppgen's cache key), o
 - precision -> types: fp16 / bf16 (FP32 accumulation), tf32 (``float32`` storage on tensor cores:
   CUTLASS's ``element=float32`` with the tensor-op class *is* TF32 math, so such points are
   labelled tf32), fp32 (true FP32: the SIMT opcode class, CUTLASS 2.x SIMT kernels generated for
-  SM80; for SM90 cutlass_cppgen lists only one 2-stage fallback), fp64 (DMMA tensor cores). FP8 is
-  not offered: CUTLASS's SM90 FP8 kernels need a K-major (column-major) B and per-tensor scales.
+  SM80; for SM90 cutlass_cppgen lists only one 2-stage fallback), fp64 (DMMA tensor cores), fp8
+  (e4m3 x e4m3, FP32 accumulation, BF16 D, no C: CUTLASS 3's SM90 FP8 wgmma kernels, which read both
+  operands K-major, so A row-major and B column-major, layout ``nt``; the per-tensor scales are the
+  epilogue's alpha, see backend.py). Blockwise FP8 is not reachable through cutlass_cppgen 4.2
+  (:data:`gemmlab.fp8.CUTLASS_SCALED_REASON` says where it stops).
 - Tiles: the options' ``tile`` is the CTA tile; cutlass_cppgen's own
   ``TileDescription.threadblock_shape`` is the *cluster* tile on SM90, CTA tile x cluster; this
   module converts. Every field left ``auto``/empty keeps CUTLASS's default: the first kernel CUTLASS
@@ -54,7 +57,6 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from gemmlab import fp8
 from gemmlab.backends.ranking import first_line  # noqa: F401  (build, backend and search use it from here)
 from gemmlab.backends.cutlass.options import (
     AUTO_OPCLASS,
@@ -79,9 +81,41 @@ TMA_ALIGNMENT_BYTES = 16  # CUTLASS's detail::tma_alignment_bytes: below it Sche
 # search tries such kernels last.
 MAX_ACCUMULATORS_PER_THREAD = 128
 # storage type name (gemmlab.dtypes) -> cutlass DataType member
-ELEMENTS = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
-ELEMENT_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8}
+ELEMENTS = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64", "float8_e4m3fn": "e4m3"}
+ELEMENT_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "e4m3": 1}
+FP8_LAYOUT_REASON = ("CUTLASS's SM90 FP8 GEMMs read both operands K-major (A row-major, B column-major): "
+                     "the cutlass backend runs fp8 at layout nt (B stored n x k, as PyTorch keeps weights)")
+FP8_SEARCH_REASON = ("the CUTLASS search checks its candidates against the stored operands, not the dequantized "
+                     "FP8 ones the fp8 check needs: fp8 runs CUTLASS's default kernel (variant cutlass_fp8)")
 SIMT_KERNEL_CC = 80  # CUTLASS generates its SIMT GEMMs for SM80; they run unchanged on SM90
+
+
+def fp8_d_alignment(point, ein: str) -> Optional[int]:
+    """The D alignment an FP8 kernel is built with. cutlass_cppgen lists its SM90 FP8 kernels with
+    void C at C alignment 1 ("16 16 1") and emits D with C's alignment, which for a BF16 D would be
+    one element (2 bytes) per access; the widest of 8, 4, 2, 1 BF16 elements (16 bytes) that divides
+    N is what its 16-bit kernels get ("8 8 8")."""
+    if ein != "e4m3":
+        return None
+    return next(a for a in (8, 4, 2, 1) if point.n % a == 0)
+
+
+def find_alignment(cutlass_module, ops, point, lay_a, lay_b) -> Tuple[int, int, int]:
+    """The largest alignments (A, B, C) CUTLASS lists whose every one divides its operand's leading
+    dimension. cutlass_cppgen's own ``KernelsForDataType.find_alignment`` walks its alignment keys
+    ("16 16 1", "8 8 1", ...) sorted as *strings*, so for FP8 it tries "8 8 1" before "16 16 1" and
+    picks 8-byte (cp.async) kernels where 16-byte (TMA) ones fit; for the single-digit alignments of
+    the other types both orders agree. Here the keys are compared as numbers."""
+    def ld(shape, layout):
+        return shape[-2] if layout == cutlass_module.LayoutType.ColumnMajor else shape[-1]
+
+    lds = (ld((point.m, point.k), lay_a), ld((point.k, point.n), lay_b), point.n)  # C row-major
+    keys = sorted((tuple(int(x) for x in k.split()) for k in ops.kernels_by_alignment), reverse=True)
+    best = []
+    for i, n in enumerate(lds):
+        fits = [k[i] for k in keys if n % k[i] == 0]
+        best.append(fits[0] if fits else 1)
+    return tuple(best)
 
 
 class Unsupported(Exception):
@@ -158,7 +192,12 @@ class Catalog:
     def kernels(self, point, opts: KernelOptions) -> List[Kernel]:
         """The kernels to build for ``point``: one, or the search candidates. Raises Unsupported."""
         if point.compute == "fp8":
-            raise Unsupported(fp8.CUTLASS_REASON)
+            if point.in_dtype != "float8_e4m3fn":
+                raise Unsupported(f"the cutlass backend builds e4m3 FP8 GEMMs (got {point.in_dtype})")
+            if (opts.layout_a, opts.layout_b) != ("row", "col"):
+                raise Unsupported(f"{FP8_LAYOUT_REASON} (this point: layout {point.layout})")
+            if opts.search:
+                raise Unsupported(FP8_SEARCH_REASON)
         opclass = opts.opclass if opts.opclass != "auto" else AUTO_OPCLASS[point.compute]
         acc = (point.precision_cfg.get("accumulate") if point.precision_cfg is not None else None) \
             or ("float64" if point.compute == "fp64" else "float32")
@@ -169,23 +208,21 @@ class Catalog:
         if opts.kernel_cc is not None and opts.kernel_cc > self.cc:
             raise Unsupported(f"kernel_cc={opts.kernel_cc}: SM{opts.kernel_cc} kernels do not run on "
                               f"this target (compute capability {self.cc // 10}.{self.cc % 10})")
-        # CUTLASS 3 (SM90+) 16-bit tensor-op kernels are built without C; CUTLASS 2.x ones
+        # CUTLASS 3 (SM90+) 16-bit and FP8 tensor-op kernels are built without C; CUTLASS 2.x ones
         # (kernel_cc 80) have no void-C epilogue and get a real C (= D, beta 0)
         kernel_gen = opts.kernel_cc if opts.kernel_cc is not None else self.cc
-        sm90_16bit = opclass == "tensorop" and ein in ("f16", "bf16") and kernel_gen >= 90
+        sm90_16bit = opclass == "tensorop" and ein in ("f16", "bf16", "e4m3") and kernel_gen >= 90
         ec = "void" if sm90_16bit else eout
         with self._lock:
             plan = self._plan((ein, ein, ec, eout, eacc), (opts.layout_a, opts.layout_b), opclass,
                               opts.kernel_cc)
             ops_all = plan.possible_operations
             lay_a, lay_b = plan._layout_a, plan._layout_b
-            align = (ops_all.find_alignment((point.m, point.k), lay_a, "A"),
-                     ops_all.find_alignment((point.k, point.n), lay_b, "B"),
-                     ops_all.find_alignment((point.m, point.n), self.cutlass.LayoutType.RowMajor, "C"))
+            align = find_alignment(self.cutlass, ops_all, point, lay_a, lay_b)
             cache_key = (point.variant, point.compute, ein, eout, eacc, opts, align)
             if cache_key not in self._kernels:
                 self._kernels[cache_key] = self._select(plan, opts, align, point, sm90_16bit,
-                                                        ELEMENT_BYTES[ein])
+                                                        ELEMENT_BYTES[ein], fp8_d_alignment(point, ein))
             kernels = self._kernels[cache_key]
         if not opts.search and opts.scheduler_args_set and not kernels[0].config["persistent"]:
             raise Unsupported(
@@ -194,7 +231,8 @@ class Catalog:
                 f"{kernels[0].name} is not one (set swizzle: 1, raster_order: heuristic)")
         return kernels
 
-    def _select(self, plan, opts: KernelOptions, align, point, void_c: bool, elem_bytes: int) -> List[Kernel]:
+    def _select(self, plan, opts: KernelOptions, align, point, void_c: bool, elem_bytes: int,
+                d_align: Optional[int] = None) -> List[Kernel]:
         from cutlass_cppgen.utils.datatypes import td_from_profiler_op
 
         try:
@@ -217,7 +255,7 @@ class Catalog:
                 candidates.append((td, (op.A.alignment, op.B.alignment, op.C.alignment)))
         candidates = self._deterministic(candidates)
         build = functools.partial(self._kernel, plan, void_c=void_c, elem_bytes=elem_bytes,
-                                  layouts=(opts.layout_a, opts.layout_b))
+                                  layouts=(opts.layout_a, opts.layout_b), d_align=d_align)
         if opts.search:
             chosen = [c for c in candidates if self._matches(c[0], opts)]
             if opts.search_order == "diverse":
@@ -248,7 +286,9 @@ class Catalog:
         return [build(self._customized(td, opts), al, listed=False)]
 
     def _kernel(self, plan, td, align, listed: bool, void_c: bool, elem_bytes: int,
-                layouts: Tuple[str, str]) -> Kernel:
+                layouts: Tuple[str, str], d_align: Optional[int] = None) -> Kernel:
+        if d_align is not None:  # FP8: the output's own alignment, not the listed void C's 1
+            align = (align[0], align[1], d_align)
         if listed:
             # construct() re-validates a passed td with a rule CUTLASS's own TF32 descriptions fail
             # (auto kernel schedule with the transposed epilogue); one set on the plan is used as is.

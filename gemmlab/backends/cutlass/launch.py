@@ -19,6 +19,7 @@ import ctypes
 import functools
 from typing import Dict
 
+from gemmlab import fp8
 from gemmlab.backends.cutlass.catalog import Kernel, enum_name
 from gemmlab.backends.cutlass.options import RASTER_ORDERS
 
@@ -60,7 +61,8 @@ class KernelLaunch:
     ``swizzle`` and ``raster_order`` go into the tile scheduler's arguments of a CUTLASS 3 kernel
     (see :func:`scheduler_arguments_class`); a CUTLASS 2.x kernel takes only the defaults."""
 
-    def __init__(self, kernel: Kernel, point, a, b, c, swizzle: int = 1, raster_order: str = "heuristic"):
+    def __init__(self, kernel: Kernel, point, a, b, c, swizzle: int = 1, raster_order: str = "heuristic",
+                 alpha: float = 1.0):
         import cupy
         from cuda.bindings import driver
         from cutlass_cppgen.backend.gemm_operation import GemmArguments
@@ -74,13 +76,15 @@ class KernelLaunch:
         op = kernel.operation
         stream_ptr = cupy.cuda.get_current_stream().ptr
         # Raw pointers: the operation already fixes types and layouts (and cutlass_cppgen would
-        # import torch to ask whether an array is a torch tensor).
+        # import torch to ask whether an array is a torch tensor). FP8 operands are PyTorch tensors.
         def ptr(x):
-            return driver.CUdeviceptr(int(x.data.ptr))
+            return driver.CUdeviceptr(fp8.device_ptr(x))
 
+        # alpha: 1, or an FP8 point's scale_a * scale_b (D = alpha acc + 0 C)
+        self.alpha = float(alpha)
         arguments = dict(
             operation=op, problem_size=GemmCoord(point.m, point.n, point.k), A=ptr(a), B=ptr(b),
-            C=None if kernel.void_c else ptr(c), D=ptr(c), output_op=op.epilogue_type(1.0, 0.0),
+            C=None if kernel.void_c else ptr(c), D=ptr(c), output_op=op.epilogue_type(self.alpha, 0.0),
             gemm_mode=GemmUniversalMode.Gemm, split_k_slices=1, stream=driver.CUstream(stream_ptr))
         if point.batch > 1:
             # a strided batch (gemmlab/operands.py): every operand a contiguous stack of matrices,

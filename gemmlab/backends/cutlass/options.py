@@ -72,9 +72,9 @@ KERNEL_CCS = (80, 90)
 LAYOUTS = {"row": "RowMajor", "col": "ColumnMajor"}
 # the precisions (PrecisionConf.compute) this backend builds and the opcode class `auto` means for each
 AUTO_OPCLASS = {"fp16": "tensorop", "bf16": "tensorop", "tf32": "tensorop", "fp32": "simt",
-                "fp64": "tensorop"}
+                "fp64": "tensorop", "fp8": "tensorop"}
 # where the opcode class decides the math: float32 on tensor cores is TF32, on SIMT cores FP32
-REQUIRED_OPCLASS = {"tf32": "tensorop", "fp32": "simt"}
+REQUIRED_OPCLASS = {"tf32": "tensorop", "fp32": "simt", "fp8": "tensorop"}
 
 
 @dataclass(frozen=True)
@@ -211,14 +211,13 @@ def kernel_options(variant: str, conf) -> KernelOptions:
 
 def check_precision(variant: str, opts: KernelOptions, precision: str, compute: str) -> None:
     """Raise ConfigError where the variant asks for math the precision does not mean."""
-    if compute == "fp8":
-        return  # skipped per point with the reason (see Catalog.kernels)
     if compute not in AUTO_OPCLASS:
         raise ConfigError(f"variant {variant}: precision {precision} computes {compute}, which the "
                           f"cutlass backend does not build (it builds {', '.join(AUTO_OPCLASS)})")
     needed = REQUIRED_OPCLASS.get(compute)
     if needed and opts.opclass not in ("auto", needed):
-        why = ("tensor-op float32 math is TF32: use precision tf32, or opclass simt for true FP32"
-               if compute == "fp32" else "SIMT float32 math is FP32, not TF32: use precision fp32")
+        why = {"fp32": "tensor-op float32 math is TF32: use precision tf32, or opclass simt for true FP32",
+               "tf32": "SIMT float32 math is FP32, not TF32: use precision fp32",
+               "fp8": "FP8 runs on tensor cores only"}[compute]
         raise ConfigError(f"variant {variant}: cutlass.opclass={opts.opclass} cannot compute "
                           f"{precision} ({why})")
