@@ -228,9 +228,12 @@ def emulate_decode(point, exe: Path, folder: Path, rng, launches: int = 2):
 # K = 200 bf16 / 208 fp8 is 6.25 / 3.25 64-byte chunks (a 16-byte piece in the last one), split
 # over 3 or 2 (chunks per split unequal); K = 264 bf16 (8.25 chunks) over 4; at M = 16 in fp8, K = 400
 # (6.25 chunks) without a split. Each runs twice on one workspace: the counters must come back to zero.
+# Longer K (2048 / 1024) gives several blocks per unit, each warp's range beginning at another K
+# position, and up to 8 X pieces fetched in the order the warps need them.
 SHAPES = {
-    "bf16": [(1, 37, 200, 2), (5, 70, 200, None), (16, 100, 264, 4), (64, 70, 200, 3)],
-    "fp8": [(1, 37, 208, 3), (5, 70, 208, None), (16, 100, 400, None), (64, 70, 208, 2)],
+    "bf16": [(1, 37, 200, 2), (5, 70, 200, None), (16, 100, 264, 4), (64, 70, 200, 3), (16, 70, 2048, None),
+             (64, 100, 1024, 2)],
+    "fp8": [(1, 37, 208, 3), (5, 70, 208, None), (16, 100, 400, None), (64, 70, 208, 2), (64, 40, 1024, None)],
 }
 
 

@@ -31,8 +31,10 @@
 //   launch, no memset: the workspace (counters + partials) is zeroed once when the launch is made.
 //   Units finish one after another, so most reductions overlap other warps' streaming.
 // * Activations resident in shared memory (X_SMEM): the CTA's K-slice of X (M rows) is fetched once
-//   by 1D bulk copies (cp.async.bulk, the TMA engine), X_BLOCKS pieces on their own mbarriers so the
-//   first chunks are ready early, and read conflict-free (row stride = 64 mod 128 bytes). It sets the
+//   by 1D bulk copies (cp.async.bulk, the TMA engine) after the warps' first weight loads are out,
+//   in X_BLOCKS pieces on their own mbarriers, issued in the order the warps first need them (their
+//   stream-K ranges begin at different K positions), and read conflict-free (row stride = 64 mod
+//   128 bytes). It sets the
 //   split: S is the least that makes M x K/S fit (at M = 64 the X traffic from L2 is GX M K bytes, and
 //   S > 1 also divides it). X_SMEM 0: fragments from global memory through L1, no split.
 // * Weights: ld.global.nc.L1::no_allocate.L2::256B.v4 (W_HINT; 0: plain ld.global.nc.v4), a ring
@@ -61,8 +63,9 @@
 //                                                                          operands at every MMA, 3-4x the
 //                                                                          conversions): -10..-30% at M = 64,
 //                                                                          ~0 at M <= 16 (W_DEPTH 3: registers)
-//   X_BLOCKS       pieces of the X slice with their own mbarrier (4)       1: the first MMA waits for all of X
-//                                                                          (up to 200 KB from L2): +0.5-2 us
+//   X_BLOCKS       pieces of the X slice with their own mbarrier (16),     1: every warp waits for all of X
+//                  fetched in the order the warps need them                (up to 200 KB per SM from L2, all
+//                                                                          SMs at once): +1-2 us at M >= 16
 //   WARPS          warps per CTA (8); one CTA per SM (255 registers)       -
 //   XSMEM, SPLIT_MAX  the X slice's share of shared memory, the largest S (launch rules only)
 // Where the limit is: bf16 needs ~M FLOP per weight byte, so at M = 64 and 4.3 TB/s ~280 TFLOP/s of
@@ -121,7 +124,7 @@
 #define X_SMEM 1
 #endif
 #ifndef X_BLOCKS
-#define X_BLOCKS 4
+#define X_BLOCKS 16
 #endif
 #ifndef M1_SIMT
 #define M1_SIMT 0
@@ -240,6 +243,7 @@ __device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t two) {
 }
 __device__ __forceinline__ float shfl_xor(float v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
 __device__ __forceinline__ int shfl_lane0(int v) { return __shfl_sync(0xffffffffu, v, 0); }
+__device__ __forceinline__ int shfl_idx(int v, int lane) { return __shfl_sync(0xffffffffu, v, lane); }
 // Two e4m3 (the low 16 bits) -> two floats, exactly (through f16x2).
 __device__ __forceinline__ void e4m3x2_to_float2(uint32_t two, float& lo, float& hi) {
   uint32_t h;
@@ -268,6 +272,7 @@ void mma_f16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, 
 uint32_t e4m3x2_to_f16x2(uint32_t two);
 float shfl_xor(float v, int mask);
 int shfl_lane0(int v);
+int shfl_idx(int v, int lane);
 void e4m3x2_to_float2(uint32_t two, float& lo, float& hi);
 float bits_to_float(uint32_t u);
 float4 ldcg_f4(const float4* p);
@@ -422,8 +427,11 @@ __device__ __forceinline__ float dot16(const U4& w, const U4& x) {
 
 // One warp's share of the CTA: items (unit t, block b of D chunks), i in [i0, i1) of units * cb.
 // NT: n8 tiles of tokens (M <= 8 NT); D: chunks per block = in flight; SIMT: M = 1 on CUDA cores.
+template <int D>
+__device__ void fetch_x(const Cta& p, const Lay& lay, unsigned char* xslice, int warp, int lane, int cb, int items);
+
 template <int NT, int D, bool SIMT>
-__device__ void run_warp(const Cta& p, const Lay& lay, int warp, int lane) {
+__device__ void run_warp(const Cta& p, const Lay& lay, unsigned char* xslice, int warp, int lane) {
   const int g = lane >> 2, q = lane & 3;
   // the geometry the main loop uses, in registers (the rest of p stays in shared memory)
   const int ck = p.ck, ca = p.ca, ra = p.ra, rb = p.rb, units = p.units;
@@ -431,7 +439,7 @@ __device__ void run_warp(const Cta& p, const Lay& lay, int warp, int lane) {
   const unsigned char* const W = p.W;
   const int cb = (ck + D - 1) / D;  // blocks per unit
   const int items = units * cb;
-  auto first_item = [&](int w) { return static_cast<int>(static_cast<long long>(w) * items / kWarps); };
+  auto first_item = [&](int w) { return w * items / kWarps; };  // < 2^31: items <= N/16 x 4096
   const int i0 = first_item(warp), i1 = first_item(warp + 1);
 
   Acc<NT> acc;
@@ -466,6 +474,11 @@ __device__ void run_warp(const Cta& p, const Lay& lay, int warp, int lane) {
 #pragma unroll
     for (int d = 0; d < D; ++d) load_chunk(wbuf[d], wptr, wleft, (i0 % cb) * D + d);
   }
+#if X_SMEM
+  fetch_x<D>(p, lay, xslice, warp, lane, cb, items);  // with this warp's first weights in flight
+#else
+  (void)xslice;
+#endif
   uint32_t xready = 0;  // X pieces this warp has seen complete
   for (int i = i0; i < i1; ++i) {
     const int t = i / cb, b = i % cb;
@@ -609,7 +622,6 @@ __device__ void run_warp(const Cta& p, const Lay& lay, int warp, int lane) {
 template <int NT, int D, bool SIMT>
 __device__ void run_cta(const Cta& p, unsigned char* smem) {
   Lay lay;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   // shared memory: [X_BLOCKS mbarriers][head slots][X slice]
   lay.xbar = reinterpret_cast<uint64_t*>(smem);
   lay.heads = reinterpret_cast<float4*>(smem + kBarBytes);
@@ -619,7 +631,17 @@ __device__ void run_cta(const Cta& p, unsigned char* smem) {
   if (needed > dynamic_smem_size()) __trap();  // the launch rule gives less than this split needs
   lay.xs = hopper::smem_u32(smem + kBarBytes + head_bytes);
   lay.xblock_chunks = D * ((((p.ck + D - 1) / D) + X_BLOCKS - 1) / X_BLOCKS);
-#if X_SMEM
+  run_warp<NT, D, SIMT>(p, lay, smem + kBarBytes + head_bytes, threadIdx.x / 32, threadIdx.x % 32);
+}
+
+// The CTA's X slice into shared memory (X_SMEM), once, by the TMA engine: M rows x `pieces` pieces
+// of whole blocks, each piece on its own mbarrier. The warps' ranges begin at different K positions
+// (stream-K inside the CTA), so the pieces go out in the order the warps will first need them, not
+// in K order: a warp that begins at K/2 does not wait for the whole slice. Called by every thread
+// (a __syncthreads inside), after the warps' first weight loads are in flight.
+template <int D>
+__device__ void fetch_x(const Cta& p, const Lay& lay, unsigned char* xslice, int warp, int lane, int cb,
+                        int items) {
   const long long x0 = static_cast<long long>(p.ca) * kChunk;  // the slice's first byte in a row
   const long long x1 = x0 + static_cast<long long>(p.ck) * kChunk;
   const int slice_bytes = static_cast<int>((x1 < p.row_bytes ? x1 : p.row_bytes) - x0);
@@ -629,30 +651,44 @@ __device__ void run_cta(const Cta& p, unsigned char* smem) {
     hopper::fence_mbar_init();
   }
   // the slice's last chunk past K: zeros (the weights there load as zeros; 0 x garbage may be NaN)
-  for (int i = threadIdx.x; i < p.M * (p.ck * kChunk - slice_bytes); i += kThreads) {
-    const int tail = p.ck * kChunk - slice_bytes;
-    smem[kBarBytes + head_bytes + (i / tail) * lay.xstride + slice_bytes + i % tail] = 0;
-  }
+  const int tail = p.ck * kChunk - slice_bytes;
+  for (int i = threadIdx.x; i < p.M * tail; i += kThreads) xslice[(i / tail) * lay.xstride + slice_bytes + i % tail] = 0;
   __syncthreads();  // barriers initialised, tails zeroed
-  if (warp == 0) {  // the TMA engine fetches M rows x `pieces` pieces, in piece order
-    if (lane == 0)
-      for (int j = 0; j < pieces; ++j) {
-        const int b0 = j * lay.xblock_chunks * kChunk;
-        const int b1 = min(slice_bytes, (j + 1) * lay.xblock_chunks * kChunk);
-        hopper::mbar_arrive_expect_tx(lay.xbar + j, static_cast<uint32_t>(p.M * max(0, b1 - b0)));
-      }
-    __syncwarp();
-    for (int m = lane; m < p.M; m += 32)
-      for (int j = 0; j < pieces; ++j) {
-        const int b0 = j * lay.xblock_chunks * kChunk;
-        const int b1 = min(slice_bytes, (j + 1) * lay.xblock_chunks * kChunk);
-        if (b1 > b0)
-          hopper::bulk_load_1d(smem + kBarBytes + head_bytes + m * lay.xstride + b0,
-                               p.X + m * p.row_bytes + x0 + b0, static_cast<uint32_t>(b1 - b0), lay.xbar + j);
-      }
+  if (warp != 0) return;
+  // when each piece is first needed: blocks from a warp's first block to the piece, wrapping into
+  // its next unit. Lane j < pieces takes piece j; its rank among the pieces (by need, then index) is
+  // the order its copies go out in.
+  const int per_piece = lay.xblock_chunks / D;  // blocks
+  int need = 0x7fffffff;
+  if (lane < pieces)
+    for (int w = 0; w < kWarps; ++w) {
+      const int j0 = w * items / kWarps, j1 = (w + 1) * items / kWarps;
+      const int b0 = j0 % cb, jb0 = lane * per_piece, jb1 = min(cb, jb0 + per_piece);
+      const int t = (b0 >= jb0 && b0 < jb1) ? 0 : (jb0 > b0 ? jb0 - b0 : cb - b0 + jb0);
+      if (j0 < j1 && j0 + t < j1) need = min(need, t);
+    }
+  int rank = 0;
+  for (int c = 0; c < pieces; ++c) {
+    const int nc = shfl_idx(need, c);
+    rank += (nc < need || (nc == need && c < lane)) ? 1 : 0;
   }
-#endif
-  run_warp<NT, D, SIMT>(p, lay, warp, lane);
+  if (lane == 0)
+    for (int j = 0; j < pieces; ++j) {
+      const int b0 = j * lay.xblock_chunks * kChunk;
+      const int b1 = min(slice_bytes, (j + 1) * lay.xblock_chunks * kChunk);
+      hopper::mbar_arrive_expect_tx(lay.xbar + j, static_cast<uint32_t>(p.M * max(0, b1 - b0)));
+    }
+  __syncwarp();
+  for (int r = 0; r < pieces; ++r) {
+    int j = 0;  // the piece of rank r
+    for (int c = 0; c < pieces; ++c) j = shfl_idx(rank, c) == r ? c : j;
+    const int b0 = j * lay.xblock_chunks * kChunk;
+    const int b1 = min(slice_bytes, (j + 1) * lay.xblock_chunks * kChunk);
+    for (int m = lane; m < p.M; m += 32)
+      if (b1 > b0)
+        hopper::bulk_load_1d(xslice + m * lay.xstride + b0, p.X + m * p.row_bytes + x0 + b0,
+                             static_cast<uint32_t>(b1 - b0), lay.xbar + j);
+  }
 }
 
 }  // namespace decode
@@ -687,11 +723,11 @@ extern "C" __global__ void __launch_bounds__(decode::kThreads, 1)
   p.S = gridDim.y;
   p.bx = blockIdx.x;
   p.split = blockIdx.y;
-  p.ra = static_cast<int>(static_cast<long long>(p.bx) * N / p.GX);
-  p.rb = static_cast<int>(static_cast<long long>(p.bx + 1) * N / p.GX);
+  p.ra = p.bx * N / p.GX;  // 32-bit: bx < 2^8, N < 2^18
+  p.rb = (p.bx + 1) * N / p.GX;
   const int chunks = static_cast<int>((p.row_bytes + kChunk - 1) / kChunk);
-  p.ca = static_cast<int>(static_cast<long long>(p.split) * chunks / p.S);
-  p.ck = static_cast<int>(static_cast<long long>(p.split + 1) * chunks / p.S) - p.ca;
+  p.ca = p.split * chunks / p.S;  // 32-bit: split < 2^6, chunks < 2^16
+  p.ck = (p.split + 1) * chunks / p.S - p.ca;
   if (p.ck <= 0 || M > 64) __trap();  // S <= chunks and M <= 64 are the launch rule's to keep
   p.units = (p.rb - p.ra + kUnitRows - 1) / kUnitRows;
   p.umax = ((N + p.GX - 1) / p.GX + kUnitRows - 1) / kUnitRows;

@@ -49,6 +49,7 @@ float shfl_xor(float v, int mask) {
   return bits_to_float(shfl_bits(u, mask, -1));
 }
 int shfl_lane0(int v) { return static_cast<int>(shfl_bits(static_cast<uint32_t>(v), 0, 0)); }
+int shfl_idx(int v, int lane) { return static_cast<int>(shfl_bits(static_cast<uint32_t>(v), 0, lane)); }
 void e4m3x2_to_float2(uint32_t two, float& lo, float& hi) {
   lo = gemm_host_e4m3_to_float(static_cast<uint8_t>(two));
   hi = gemm_host_e4m3_to_float(static_cast<uint8_t>(two >> 8));
