@@ -10,7 +10,7 @@
 # fp8_scaled fp8_block tune_fp8_block mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation conduct sanitize default_run default_run_noguard
-# cache_roofs inputs_power workloads tuning_regret compare compare_paired pinning multi_gpu
+# cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_ablation pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # Set GEMMLAB_GIT_COMMIT to the commit being measured: the tree copied to a GPU host may carry a
@@ -278,5 +278,27 @@ while time.time()-t<45: a@a" &
            T0=$(date +%s%N)
            step default_run_noguard 400 python3 run.py measure.guard_bytes=0 $Q hydra.run.dir=$REF/default_run_noguard
            echo "default_run_noguard wall $(( ($(date +%s%N) - T0) / 1000000 )) ms" | tee -a "$LOGS/default_run_noguard.log" ;;
+  decode)  # issue 30: stage 14 (decode_splitk) on the Llama-3 8B / 70B and DeepSeek-V3 decode shapes (1, 16,
+           # 64 tokens, layout nt) beside cuBLAS / cuBLASLt (also interleaved: pct_of_baseline) and the copy
+           # probe, one run per precision, each with its own copy row (experiments/decode.yaml)
+           step decode_bf16 570 python3 run.py +experiment=decode "precision=[bf16,fp32]" run.fail_on_error=false $Q \
+             hydra.run.dir=$REF/decode/bf16
+           step decode_fp8 420 python3 run.py +experiment=decode "precision=[fp8,fp32]" run.fail_on_error=false $Q \
+             hydra.run.dir=$REF/decode/fp8 ;;
+  decode_ablation)  # issue 30: stage 14's defines one at a time (DECODE_SWEEP in tests/test_decode_emulation.py,
+           # the YAML's header), no baselines, at Llama-3 8B qkv and 70B mlp_down for 1 / 16 / 64 tokens;
+           # the 18 builds compiled first, all at once (the sweep's jobs would compile them one by one)
+           DECODE_DEFINES="{SPLIT_K:1} {X_SMEM:0} {SPLIT_K:0} {W_DEPTH:2,W_DEPTH_SMALL:4} {W_HINT:0} {MT:1,W_DEPTH:8} {M1_SIMT:1} {X_BLOCKS:1} {FP8_F16_MMA:0,W_DEPTH:3}"
+           step decode_precompile 240 bash -c 'for d in $0; do python3 -m gemmlab.bench.precompile variant=decode_splitk \
+             "precision=[bf16,fp8]" "layouts=[nt]" measure.fp8_scaling=tensor sizes.square=[] "sizes.shapes=[[16,6144,4096]]" \
+             "variant.decode_splitk.cuda.defines=$d" & done; wait' "$DECODE_DEFINES"
+           step decode_ablation 570 python3 run.py -m variant=decode_splitk precision=bf16,fp8 "layouts=[nt]" \
+             measure.fp8_scaling=tensor sizes.square=[] \
+             "sizes.shapes=[[1,6144,4096],[16,6144,4096],[64,6144,4096],[1,8192,28672],[16,8192,28672],[64,8192,28672]]" \
+             "measure.baseline=[]" measure.max_noise=0.05 measure.warmup_s=0.2 measure.min_time_s=0.1 measure.max_time_s=0.5 \
+             'variant.decode_splitk.cuda.defines={SPLIT_K:1},{X_SMEM:0},{SPLIT_K:0},{W_DEPTH:2,W_DEPTH_SMALL:4},{W_HINT:0},{MT:1,W_DEPTH:8},{M1_SIMT:1},{X_BLOCKS:1},{FP8_F16_MMA:0,W_DEPTH:3}' \
+             run.fail_on_error=false $Q run.name=decode_ablation hydra.sweep.dir=$REF/decode_ablation ;;
+  decode_tests)  # issue 30: stage 14 on the GPU (correctness with and without the split, the workspace reused)
+           step gpu_decode 300 python3 -m pytest -m gpu tests/test_gpu_decode.py -q -rA -s -p no:cacheprovider ;;
   *) echo "unknown stage $stage" ;;
 esac; done

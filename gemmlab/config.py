@@ -103,6 +103,15 @@ class CudaKernelConf:
     no_spill: bool = False  # CI fails if ptxas reports spill stores/loads
     padding: Optional[str] = None  # set when the kernel pads operands; stated in the row
     tensor_maps: List[TensorMapConf] = field(default_factory=list)  # see gemmlab/gpu/tma.py
+    # named expressions over m, n, k, the defines and sm_count, evaluated in order before block, grid,
+    # smem_bytes and workspace_bytes (which may use them, as may later ones); the row records their
+    # values (extra.let): one place for a launch decision several rules need (stage 14's split S)
+    let: Dict[str, Any] = field(default_factory=dict)
+    # device scratch the kernel takes as its last argument (after the tensor maps and fp8 scales):
+    # this many bytes (an expression), allocated and zeroed once per launch object, not per call;
+    # the kernel must leave it as its next call needs it (stage 14's counters back at zero).
+    # None: no such argument
+    workspace_bytes: Any = None
 
 
 @dataclass

@@ -84,6 +84,11 @@ class Point:
             variant.pop("ceiling", None)
             if isinstance(variant.get("cuda"), dict):
                 variant["cuda"].pop("defines_before", None)
+                # launch fields added later: unset, they leave every older point's key as it was
+                if not variant["cuda"].get("let"):
+                    variant["cuda"].pop("let", None)
+                if variant["cuda"].get("workspace_bytes") is None:
+                    variant["cuda"].pop("workspace_bytes", None)
         payload = {
             "variant": variant,
             "precision": OmegaConf.to_container(self.precision_cfg, resolve=True, enum_to_str=True)

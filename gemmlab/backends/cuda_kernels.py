@@ -7,10 +7,11 @@ Every kernel has the same ABI (see ``kernels/cuda/common/gemm_common.cuh``)::
 (kernels with TMA tensor maps get ``const TensorMap* maps`` after K, see :mod:`gemmlab.gpu.tma`;
 fp8 points then get ``float scale_a, float scale_b``, the per-tensor scales of ``measure.fp8_scaling``,
 1 and 1 when unscaled, or under ``block`` ``const float* scale_a, const float* scale_b``, the grids of
-:mod:`gemmlab.fp8`), and its variant YAML (``cuda:`` block, schema ``CudaKernelConf``) says how to build and launch
+:mod:`gemmlab.fp8`; a YAML with ``workspace_bytes`` gives the kernel a zeroed scratch buffer as its
+last argument, made once per launch object), and its variant YAML (``cuda:`` block, schema ``CudaKernelConf``) says how to build and launch
 it: the source, the defines (passed as ``-D`` flags, with ``-DTIN``/``-DTOUT`` from the point's
 storage types unless the YAML sets them), the arch, and ``block``/``grid``/``smem_bytes`` as
-expressions over m, n, k and the defines. ``prepare`` compiles every distinct build of the run
+expressions over m, n, k, the defines, ``sm_count`` and the YAML's named ``let`` expressions. ``prepare`` compiles every distinct build of the run
 with nvcc before anything is timed (cached on disk, see :mod:`gemmlab.backends.nvcc`); a build that fails
 fails only its own points, with the path of nvcc's log in the reason. ``make_launch`` loads the
 cubin with CuPy and returns an ``fn`` that only enqueues the kernel on the current stream.
@@ -81,6 +82,8 @@ class LaunchShape:
     grid: Tuple[int, int, int]
     block: Tuple[int, int, int]
     smem_bytes: int  # dynamic shared memory per block
+    workspace_bytes: Optional[int] = None  # the kernel's scratch argument (None: it takes none)
+    let: Tuple[Tuple[str, Any], ...] = ()  # the YAML's named expressions, evaluated for this point
 
     @property
     def threads(self) -> int:
@@ -123,6 +126,13 @@ def launch_shape(point, sm_count: Optional[int] = None) -> LaunchShape:
     cuda = point.variant_cfg.cuda
     env = point.expr_env()
     env["sm_count"] = sm_count if sm_count is not None else _device_sm_count()
+    let = []
+    for name, rule in (cuda.get("let") or {}).items():  # in order: each may use the ones before
+        if name in env:
+            raise ValueError(f"{point.variant}: cuda.let.{name} would hide the name {name!r} "
+                             "(m, n, k, sm_count and the defines are taken)")
+        env[str(name)] = evaluate(rule, env)
+        let.append((str(name), env[str(name)]))
 
     def dims(rule, what) -> Tuple[int, int, int]:
         vals = [int(evaluate(e, env)) for e in rule]
@@ -134,8 +144,15 @@ def launch_shape(point, sm_count: Optional[int] = None) -> LaunchShape:
                              f"m={point.m}, n={point.n}, k={point.k}; every entry must be >= 1")
         return tuple(vals)
 
+    workspace = cuda.get("workspace_bytes")
+    if workspace is not None:
+        workspace = int(evaluate(workspace, env))
+        if workspace < 0:
+            raise ValueError(f"{point.variant}: cuda.workspace_bytes gives {workspace} for m={point.m}, "
+                             f"n={point.n}, k={point.k}")
     return LaunchShape(grid=dims(cuda.grid, "grid"), block=dims(cuda.block, "block"),
-                       smem_bytes=int(evaluate(cuda.smem_bytes, env)))
+                       smem_bytes=int(evaluate(cuda.smem_bytes, env)), workspace_bytes=workspace,
+                       let=tuple(let))
 
 
 def _device_sm_count() -> int:
@@ -320,6 +337,12 @@ class CudaKernels(Backend):
 
             args = args + tuple(tensor_map_args(point, a, b, c, specs))
         args = args + scale_args
+        workspace = None
+        if shape.workspace_bytes is not None:  # zeroed once here; the kernel leaves it ready for its next call
+            import cupy
+
+            workspace = cupy.zeros(max(shape.workspace_bytes, 1), dtype=cupy.uint8)
+            args = args + (workspace,)
 
         fn_kernel = kernel.kernel  # the cupy.cuda.Function behind the RawKernel, for this device
         grid, block, smem = shape.grid, shape.block, shape.smem_bytes
@@ -327,7 +350,7 @@ class CudaKernels(Backend):
         def fn() -> None:  # enqueue on the current stream, nothing else
             fn_kernel(grid, block, args, shared_mem=smem)
 
-        fn.keepalive = keep
+        fn.keepalive = (keep, workspace)
 
         first = build not in self._reported_compile
         self._reported_compile.add(build)
@@ -343,6 +366,8 @@ class CudaKernels(Backend):
                       "arch": build.arch, "cubin": cubin.path.name,
                       **({"padding": point.variant_cfg.cuda.padding}
                          if point.variant_cfg.cuda.padding else {}),
+                      **({"let": dict(shape.let)} if shape.let else {}),
+                      **({"workspace_bytes": shape.workspace_bytes} if shape.workspace_bytes is not None else {}),
                       **({"fp8_scaling": scaling} if scaling is not None else {})},
         }
         return Launch(fn=fn, info=info)

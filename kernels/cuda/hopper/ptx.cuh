@@ -193,6 +193,15 @@ __device__ __forceinline__ void tma_load_2d_multicast(void* smem_dst, const Tens
       : "memory");
 }
 
+// Global -> shared without a tensor map (1D bulk copy): `bytes` (a multiple of 16, both addresses
+// 16-byte aligned), completing them on `bar` in this CTA. Stage 14 fetches activation rows with it.
+__device__ __forceinline__ void bulk_load_1d(void* smem_dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   smem_u32(smem_dst)),
+               "l"(src), "r"(bytes), "r"(smem_u32(bar))
+               : "memory");
+}
+
 // Shared -> global; the box parts outside the tensor are not written (partial tiles for free).
 __device__ __forceinline__ void tma_store_2d(const TensorMap* map, const void* smem_src, int col, int row) {
   asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%0, {%1, %2}], [%3];" ::"l"(map),

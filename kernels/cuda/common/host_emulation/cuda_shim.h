@@ -42,6 +42,7 @@ extern uint3 blockIdx, blockDim, gridDim;
 
 namespace gemm_host {
 extern unsigned char* dynamic_smem;
+extern std::size_t dynamic_smem_size;  // the launch's dynamic shared memory (%dynamic_smem_size)
 extern std::barrier<>* block_barrier;
 extern std::vector<std::unique_ptr<std::barrier<>>>* warp_barriers;
 
@@ -66,4 +67,6 @@ inline void __syncthreads() { gemm_host::block_barrier->arrive_and_wait(); }
 inline void __syncwarp(unsigned = 0xffffffffu) { (*gemm_host::warp_barriers)[gemm_host::linear_tid() / 32]->arrive_and_wait(); }
 [[noreturn]] inline void __trap() { std::abort(); }
 inline void __nanosleep(unsigned) { std::this_thread::yield(); }
+// Blocks run one after another, so a fence has nothing to order; the atomic is a real one all the same.
+inline void __threadfence() {}
 inline int atomicAdd(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }

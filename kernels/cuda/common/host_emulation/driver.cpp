@@ -11,6 +11,10 @@
 // Exit status 3: the launch rule gives less dynamic shared memory than the kernel declares.
 // With GEMMLAB_EMU_B_OUT=<path> in the environment, B as the kernel left it is written there too
 // (a kernel must not change its inputs: tests/test_conduct_controls.py).
+// GEMMLAB_EMU_WORKSPACE_BYTES=n: a zeroed workspace of n bytes for kernels that take one
+// (gemm_host::emu_workspace() in KERNEL_ARGS; the launcher's cuda.workspace_bytes), allocated once;
+// GEMMLAB_EMU_LAUNCHES=n: the grid runs n times on the same inputs and workspace, C poisoned again
+// before each, so a kernel that leaves its workspace dirty for the next launch fails the check.
 // Hopper stages (hopper_emu.h) take more arguments: the build passes them as -DKERNEL_ARGS=...,
 // e.g. the tensor maps (gemm_host::emu_tensor_maps) and FP8 scales (gemm_host::emu_scale); B.bin
 // then holds B as the stage reads it (N x K for layout nt: the same element count).
@@ -28,6 +32,17 @@ thread_local uint3 threadIdx;
 uint3 blockIdx, blockDim, gridDim;
 namespace gemm_host {
 unsigned char* dynamic_smem = nullptr;
+std::size_t dynamic_smem_size = 0;
+static std::vector<unsigned char>& workspace_buffer() {
+    static std::vector<unsigned char> w;
+    return w;
+}
+int* emu_workspace() {  // 256-byte aligned, as CuPy's allocations; null without a workspace
+    auto& w = workspace_buffer();
+    if (w.empty()) return nullptr;
+    const std::size_t pad = (256 - reinterpret_cast<std::uintptr_t>(w.data()) % 256) % 256;
+    return reinterpret_cast<int*>(w.data() + pad);
+}
 std::barrier<>* block_barrier = nullptr;
 std::vector<std::unique_ptr<std::barrier<>>>* warp_barriers = nullptr;
 }  // namespace gemm_host
@@ -66,6 +81,11 @@ int main(int argc, char** argv) {
     std::vector<TIN> b = read_file<TIN>(argv[12], std::size_t(K) * N);
     std::vector<TOUT> c(std::size_t(M) * N);
     std::memset(c.data(), 0xff, c.size() * sizeof(TOUT));
+    if (const char* ws = std::getenv("GEMMLAB_EMU_WORKSPACE_BYTES"))  // zeroed, 256-byte aligned as CuPy's
+        gemm_host::workspace_buffer().assign(std::strtoull(ws, nullptr, 10) + 256, 0);
+    const char* launches_env = std::getenv("GEMMLAB_EMU_LAUNCHES");
+    const unsigned long launches = launches_env ? std::strtoul(launches_env, nullptr, 10) : 1;
+    gemm_host::dynamic_smem_size = smem;
     std::vector<unsigned char> smem_buf(smem + 128);  // 128-byte aligned, as the device declares it
     gemm_host::dynamic_smem = smem_buf.data() + (128 - reinterpret_cast<std::uintptr_t>(smem_buf.data()) % 128) % 128;
 
@@ -82,7 +102,7 @@ int main(int argc, char** argv) {
     for (unsigned t = 0; t < threads; ++t)
         pool.emplace_back([&, t] {
             threadIdx = {t % blockDim.x, (t / blockDim.x) % blockDim.y, t / (blockDim.x * blockDim.y)};
-            for (unsigned long i = 0; i < blocks; ++i) {
+            for (unsigned long i = 0; i < launches * blocks; ++i) {
                 start.arrive_and_wait();
                 KERNEL_ENTRY(KERNEL_ARGS);
                 // a thread that has returned no longer holds up the barriers, as on the GPU
@@ -91,8 +111,10 @@ int main(int argc, char** argv) {
                 done.arrive_and_wait();
             }
         });
-    for (unsigned long i = 0; i < blocks; ++i) {
-        blockIdx = {unsigned(i % gridDim.x), unsigned((i / gridDim.x) % gridDim.y), unsigned(i / (std::size_t(gridDim.x) * gridDim.y))};
+    for (unsigned long i = 0; i < launches * blocks; ++i) {
+        if (i % blocks == 0) std::memset(c.data(), 0xff, c.size() * sizeof(TOUT));  // each launch poisons C
+        const unsigned long j = i % blocks;
+        blockIdx = {unsigned(j % gridDim.x), unsigned((j / gridDim.x) % gridDim.y), unsigned(j / (std::size_t(gridDim.x) * gridDim.y))};
         std::memset(gemm_host::dynamic_smem, 0xff, smem);
         block_bar = std::make_unique<std::barrier<>>(threads);
         warp_bars.clear();

@@ -9,7 +9,8 @@
 //   address; a phase completes when no arrival and no byte is pending. try_wait.parity as the PTX
 //   ISA says (waiting on the parity of a completed phase returns at once). A wait that lasts more
 //   than GEMMLAB_EMU_WAIT_S seconds (default 60) aborts, naming the barrier: a deadlock fails, not hangs.
-// * TMA: tensor maps are the driver's (gemm_host::emu_tensor_maps, from the launcher's resolved
+// * TMA: 1D bulk copies (cp.async.bulk) are a memcpy that completes its bytes on the barrier;
+//   tensor maps are the driver's (gemm_host::emu_tensor_maps, from the launcher's resolved
 //   specs); a load copies the box (zeros outside the matrix), applies the 128-byte swizzle on the
 //   shared address bits as the hardware does, and completes the box's full byte count on the
 //   barrier; a store writes the box back, clipped at the matrix. Both are synchronous.
@@ -245,6 +246,16 @@ inline void tma_load_2d(void* smem_dst, const TensorMap* map, uint64_t* bar, int
   std::lock_guard<std::mutex> g(emu::lock());
   emu::Bar& b = emu::bar_at(smem_u32(bar));
   b.tx -= static_cast<int64_t>(map->opaque[4] * map->opaque[5] * map->opaque[6]);  // the whole box, OOB too
+  emu::maybe_complete(b);
+}
+// 1D bulk copy: synchronous, its bytes completed on the barrier (the hardware's alignment rules checked).
+inline void bulk_load_1d(void* smem_dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  if ((reinterpret_cast<uintptr_t>(smem_dst) | reinterpret_cast<uintptr_t>(src) | bytes) % 16)
+    gemm_host::fail("cp.async.bulk with an address or size that is not a multiple of 16 bytes", smem_dst);
+  std::memcpy(smem_dst, src, bytes);
+  std::lock_guard<std::mutex> g(emu::lock());
+  emu::Bar& b = emu::bar_at(smem_u32(bar));
+  b.tx -= static_cast<int64_t>(bytes);
   emu::maybe_complete(b);
 }
 inline void tma_load_2d_multicast(void*, const TensorMap*, uint64_t* bar, int, int, uint16_t) {

@@ -1,6 +1,7 @@
 // Host emulation of the PTX that kernels/cuda/10_mma_sync.cu uses (mma.sync, ldmatrix, cp.async),
 // for the CPU tests (tests/test_hopper_kernels.py). Included at the end of that file, after the
-// declarations its kernel code calls, when GEMMLAB_HOST_EMULATION is defined.
+// declarations its kernel code calls, when GEMMLAB_HOST_EMULATION is defined. Stage 14 (through
+// decode_ptx.h) also takes the e4m3 m16n8k32 MMA and the warp shuffles from here.
 #pragma once
 // ---- host emulation of the PTX above (tests/test_hopper_kernels.py) ----------------------------------
 // Warp-collective instructions exchange operands through a per-warp table, one __syncwarp() each:
@@ -11,6 +12,7 @@
 // latest moment the hardware allows), so a read of a k-tile the thread has not waited for sees the
 // NaN the emulation fills shared memory with; -DGEMMLAB_EMU_EAGER_COPIES=1 lands them at issue.
 #if defined(GEMMLAB_HOST_EMULATION)
+#include <cuda_fp8.h>  // the host stand-in: e4m3 decoding for the k32 MMA
 #ifndef GEMMLAB_EMU_EAGER_COPIES
 #define GEMMLAB_EMU_EAGER_COPIES 0
 #endif
@@ -126,6 +128,38 @@ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b
     out[e] = s;
   }
   for (int e = 0; e < 4; ++e) d[e] = out[e];
+}
+
+// e4m3 m16n8k32 (stage 14's fp8 MMA): A fragment byte k%4 of a[(row/8) + 2*(k/16)] of lane
+// (row%8)*4 + (k%16)/4; B: byte k%4 of b[k/16] of lane n*4 + (k%16)/4; D as m16n8k16's.
+void mma_m16n8k32_e4m3(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  const int l = emu::lane(), t = emu::next_buffer();
+  uint32_t* mine = emu::published(t, l);
+  for (int q = 0; q < 4; ++q) mine[q] = a[q];
+  mine[4] = b0;
+  mine[5] = b1;
+  __syncwarp();
+  auto byte_of = [](uint32_t w, int k) { return static_cast<uint8_t>(w >> (8 * (k % 4))); };
+  float out[4];
+  for (int e = 0; e < 4; ++e) {
+    const int row = l / 4 + 8 * (e / 2), col = 2 * (l % 4) + e % 2;
+    float s = d[e];
+    for (int k = 0; k < 32; ++k) {
+      const float x = gemm_host_e4m3_to_float(byte_of(emu::published(t, (row % 8) * 4 + (k % 16) / 4)[row / 8 + 2 * (k / 16)], k));
+      const float y = gemm_host_e4m3_to_float(byte_of(emu::published(t, col * 4 + (k % 16) / 4)[4 + k / 16], k));
+      s += x * y;
+    }
+    out[e] = s;
+  }
+  for (int e = 0; e < 4; ++e) d[e] = out[e];
+}
+
+// __shfl_xor_sync / __shfl_sync(..., 0) over the whole warp, through the same exchange table.
+uint32_t shfl_bits(uint32_t v, int src_xor, int src_lane) {
+  const int l = emu::lane(), t = emu::next_buffer();
+  emu::published(t, l)[0] = v;
+  __syncwarp();
+  return emu::published(t, src_lane >= 0 ? src_lane : (l ^ src_xor))[0];
 }
 
 template <class T>
