@@ -270,14 +270,13 @@ while time.time()-t<45: a@a" &
   sanitize) step sanitize 300 python3 run.py "variant=[wrong_oob_row,wrong_writes_b,smem_tiled]" precision=fp32 \
              "sizes.square=[1000]" sizes.shapes=[] measure=quick measure.baseline=[] measure.sanitize=memcheck \
              run.fail_on_error=false $Q hydra.run.dir=$REF/sanitize ;;
-  default_run)  # `python run.py` as a user runs it first, timed; guards on (the default)
-           T0=$(date +%s%N)
-           step default_run 400 python3 run.py $Q hydra.run.dir=$REF/default_run
-           echo "default_run wall $(( ($(date +%s%N) - T0) / 1000000 )) ms" | tee -a "$LOGS/default_run.log" ;;
+  default_run)  # `python run.py` as a user runs it first, timed (the wall time is the log's last line); guards on
+           step default_run 400 bash -c 'T0=$(date +%s%N); python3 run.py "$@"; rc=$?
+             echo "default_run wall $(( ($(date +%s%N) - T0) / 1000000 )) ms"; exit $rc' _ $Q hydra.run.dir=$REF/default_run ;;
   default_run_noguard)  # the same with guard zones off: what they cost
-           T0=$(date +%s%N)
-           step default_run_noguard 400 python3 run.py measure.guard_bytes=0 $Q hydra.run.dir=$REF/default_run_noguard
-           echo "default_run_noguard wall $(( ($(date +%s%N) - T0) / 1000000 )) ms" | tee -a "$LOGS/default_run_noguard.log" ;;
+           step default_run_noguard 400 bash -c 'T0=$(date +%s%N); python3 run.py "$@"; rc=$?
+             echo "default_run_noguard wall $(( ($(date +%s%N) - T0) / 1000000 )) ms"; exit $rc' _ \
+             measure.guard_bytes=0 $Q hydra.run.dir=$REF/default_run_noguard ;;
   decode)  # issue 30: stage 14 (decode_splitk) on the Llama-3 8B / 70B and DeepSeek-V3 decode shapes (1, 16,
            # 64 tokens, layout nt) beside cuBLAS / cuBLASLt (also interleaved: pct_of_baseline) and the copy
            # probe, one run per precision, each with its own copy row (experiments/decode.yaml)

@@ -1,0 +1,100 @@
+"""Every number of the README's section "A kernel that faults, hangs or scribbles stays inside its
+own point", recomputed from the H200 rows it names (outputs/reference/h200-2026-12-02/session8*) or
+read from its source of truth where it is a setting (gemmlab/config.py, the watchdog's limits, the
+controls' YAMLs). A failure names the README sentence that no longer matches."""
+from __future__ import annotations
+
+import csv
+import json
+import re
+from dataclasses import fields
+from datetime import datetime
+
+import pytest
+import yaml
+from readme_said import ROOT, assert_said, folder, has
+
+from gemmlab import config
+from gemmlab.measure.worker import limits
+
+D = "h200-2026-12-02"
+pytestmark = pytest.mark.skipif(not has(f"{D}/session8", f"{D}/session8b"), reason="session8 rows not in this checkout")
+
+
+def _rows(path):
+    with open(folder(f"{D}/{path}") / "results.csv", newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _default(schema, name):
+    return next(f.default for f in fields(schema) if f.name == name)
+
+
+def _ratios(session: str, run: str):
+    summary = json.loads((folder(f"{D}/{session}") / "isolation" / "isolation_summary.json").read_text())
+    pts = [p for p in summary["points"] if p["run"] == run and "ratio_to_clean" in p]
+    return [p["ratio_to_clean"] for p in pts], sum(p["within_3pct"] for p in pts), len(pts)
+
+
+def test_the_isolation_benchmark_numbers():
+    said = []
+    for session in ("session8", "session8b"):
+        (r_ctl, _, _), (r_sweep, _, _) = _ratios(session, "with_control"), _ratios(session, "sweep")
+        said.append(f"{min(r_ctl):.3f}-{max(r_ctl):.3f}")
+        said.append(f"{min(r_sweep):.3f}-{max(r_sweep):.3f}")
+    within = sum(_ratios("session8b", run)[1] for run in ("with_control", "sweep"))
+    total = sum(_ratios("session8b", run)[2] for run in ("with_control", "sweep"))
+    said.append(f"(`session8b`, {within} of {total} within 3%)")
+    assert_said(said, "isolation benchmark")
+    summary = json.loads((folder(f"{D}/session8") / "isolation" / "isolation_summary.json").read_text())
+    controls = [p for p in summary["points"] if "expected" in p]
+    assert all(p["as_expected"] for p in controls) and {p["m"] for p in controls if p["status"] == "failed"} == {4096}
+
+
+def test_the_messages_quoted_are_the_rows_own():
+    conduct = {(r["variant"], r["precision"], int(r["m"])): r for r in _rows("session8/conduct")}
+    oob, into_b = conduct[("wrong_oob_row", "fp32", 1000)], conduct[("wrong_writes_b", "fp32", 1000)]
+    hang, fault = conduct[("wrong_hang", "fp32", 2048)], conduct[("wrong_fault", "fp32", 4096)]
+    m = re.match(r"(wrote (\d+) bytes after C's end \(first at offset \+\d+\))", oob["reason"])
+    assert m and int(m.group(2)) <= 1000 * 4  # row M of FP32 C: at most 4000 bytes
+    hang_text = hang["reason"].split(": the worker was killed")[0]
+    assert_said([m.group(1), into_b["reason"], hang_text, fault["reason"].split(" (CUDARuntimeError")[0]],
+                "conduct controls' messages")
+    sanitize = {r["variant"]: r for r in _rows("session8b/sanitize")}
+    bad = sanitize["wrong_oob_row"]
+    assert_said([f"{bad['sanitize_errors']} errors, first: {bad['sanitize_report']}"], "memcheck")
+    assert sanitize["wrong_writes_b"]["sanitize_errors"] == "0" and sanitize["smem_tiled"]["reliable"] == "false"
+
+
+def test_each_control_fails_where_it_misbehaves_and_only_there():
+    """"each failed exactly where it misbehaves and was ok elsewhere", with the YAMLs' thresholds."""
+    defines = {v: yaml.safe_load((ROOT / f"conf/variant/{v}.yaml").read_text())["cuda"]["defines"]
+               for v in ("wrong_oob_row", "wrong_fault", "wrong_hang")}
+    misbehaves = {"wrong_oob_row": lambda m, k: m % defines["wrong_oob_row"]["BM"] != 0,
+                  "wrong_writes_b": lambda m, k: k % 32 != 0,
+                  "wrong_fault": lambda m, k: m >= defines["wrong_fault"]["FAULT_M"],
+                  "wrong_hang": lambda m, k: k >= defines["wrong_hang"]["HANG_K"]}
+    for r in _rows("session8/conduct"):
+        if r["variant"] in misbehaves:
+            bad = misbehaves[r["variant"]](int(r["m"]), int(r["k"]))
+            assert r["status"] == ("failed" if bad else "ok"), (r["variant"], r["m"], r["status"], r["reason"])
+    assert_said([f"where M % {defines['wrong_oob_row']['BM']} != 0", "where K % 32 != 0",
+                 f"M >= {defines['wrong_fault']['FAULT_M']}", f"where K >= {defines['wrong_hang']['HANG_K']}"],
+                "conduct controls")
+    assert "static_cast<size_t>(1) << 40" in (ROOT / "kernels/cuda/common/wrong_gemm.cuh").read_text()
+
+
+def test_the_guard_cost_and_the_settings():
+    rows = _rows("session8b/default_run")
+    ok = [r for r in rows if r["status"] == "ok"]
+    cost = sum(json.loads(r["extra"])["guards"]["cost_s"] for r in ok)
+    stamps = sorted(datetime.fromisoformat(r["timestamp"]) for r in rows)
+    span_s = (stamps[-1] - stamps[0]).total_seconds()
+    failed = sum(r["status"] == "failed" for r in rows)
+    assert_said([f"{cost:.2f} s in all of the default run's {len(ok)} ok points, {100 * cost / span_s:.1f}% of the "
+                 f"{span_s:.0f} s between its first and last row (`session8b/default_run`, {failed} failed)"],
+                "guard cost")
+    m = config.MeasureConf
+    assert_said([f"`measure.guard_bytes` ({_default(m, 'guard_bytes') // 1024} KiB)",
+                 f"`measure.point_timeout_floor_s` ({_default(m, 'point_timeout_floor_s'):g} s)",
+                 f"a kernel at {limits.SLOW_FRACTION:.0%} of the FP32 SIMT peak"], "settings")
