@@ -56,3 +56,13 @@ def test_ctrl_c_says_what_finished_and_how_to_resume(tmp_path, monkeypatch, caps
     assert runner.counts["interrupted"] == 1 and [r["m"] for r in rows] == ["32"]
     err = capsys.readouterr().err
     assert "interrupted after 1 of 3 points" in err and f"hydra.run.dir={out}" in err
+
+
+def test_the_readme_example_is_what_the_estimate_says(tmp_path, monkeypatch):
+    from readme_said import assert_said
+
+    monkeypatch.setattr(estimate.os, "cpu_count", lambda: 2)
+    cfg = compose_cfg(["variant=cpu_blas", "precision=fp64", "sizes.square=[16384]", "sizes.shapes=[]"], tmp_path)
+    (line,) = estimate.estimate(expand(cfg), lambda p: "cpu", cfg).lines()
+    said, largest = line.split(" of host memory; largest: ")
+    assert_said([f"`gemmlab: {said} of host memory, ... free; largest: {largest.rstrip(')')}"], "estimate example")
