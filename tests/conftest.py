@@ -81,7 +81,9 @@ def right_only_once(monkeypatch, backend_cls, corrupt):
 
 
 def run_points(cfg, out_dir: Path):
-    """Run every point of ``cfg`` into ``out_dir``; returns (runner, rows as dicts)."""
+    """Run every point of ``cfg`` into ``out_dir``; returns (runner, rows as dicts). GPU points run
+    in a worker process (gemmlab/measure/worker): a test that patches gemmlab in its own process
+    (monkeypatch) must compose with ``run.isolate=none``, or the worker never sees the patch."""
     from gemmlab.runner import Runner
 
     runner = Runner(cfg, out_dir)
