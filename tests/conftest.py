@@ -118,7 +118,13 @@ def evidence(df):
     timer = df["timer"].astype(str) if "timer" in df.columns else pd.Series("", index=df.index)
     exact = df["distribution"].astype(str).isin(["exact", "sparse"]) if "distribution" in df.columns else False
     samples = pd.to_numeric(df["samples"], errors="coerce") if "samples" in df.columns else pd.Series(float("nan"), index=df.index)
-    tags = df["tags"].astype(str) if "tags" in df.columns else pd.Series("", index=df.index)
-    control = tags.str.contains("negative_control") | tags.str.contains("conduct_control")  # wrong on purpose
     return df[(df["status"] == "ok") & (timer != "cupti_kernel") & flags(df, "reliable", True)
-              & ~flags(df, "contended", False) & ~exact & ~(samples < 10) & ~control]
+              & ~flags(df, "contended", False) & ~exact & ~(samples < 10) & ~control(df)]
+
+
+def control(df):
+    """Rows of a variant wrong on purpose (tags negative_control or conduct_control), in plain pandas."""
+    import pandas as pd
+
+    tags = df["tags"].astype(str) if "tags" in df.columns else pd.Series("", index=df.index)
+    return tags.str.contains("negative_control") | tags.str.contains("conduct_control")

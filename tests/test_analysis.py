@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import ROOT, compose_cfg, evidence, flags, run_points
+from conftest import ROOT, compose_cfg, control, evidence, flags, run_points
 
 from analysis import data, ladder, paper, style, tables
 from analysis.figures import hierarchical_roofline
@@ -98,7 +98,7 @@ def dataset(path) -> data.Dataset:
 
 def measured(df: pd.DataFrame) -> pd.DataFrame:
     timer = df["timer"].astype(str) if "timer" in df.columns else pd.Series("", index=df.index)
-    return df[(df["status"] == "ok") & (timer != "cupti_kernel")]
+    return df[(df["status"] == "ok") & (timer != "cupti_kernel") & ~control(df)]
 
 
 def subset(path, out_dir: Path, keep) -> Path:
