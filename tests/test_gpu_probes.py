@@ -56,6 +56,7 @@ def test_a_probe_without_its_kernel_source_fails_its_point(source, reason, tmp_p
     assert reason in fields["reason"], fields["reason"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(nvcc.find_nvcc() is None, reason="nvcc not found on this machine")
 @pytest.mark.parametrize("source", SOURCES)
 def test_probe_sources_compile_and_export_their_kernels(source, tmp_path):
