@@ -131,6 +131,7 @@ def test_the_reference_of_the_dequantized_inputs_is_not_the_one_of_the_drawn_inp
 
 
 # -- the setting -------------------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", fp8.MODES)
 def test_every_mode_is_a_valid_setting(mode):
     assert V.problems(compose_cfg([f"measure.fp8_scaling={mode}"])) == []
