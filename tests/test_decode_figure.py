@@ -188,6 +188,7 @@ def _plain_decode(df: pd.DataFrame) -> pd.DataFrame:
               & (8 * df["m"] <= np.minimum(df["n"], df["k"]))].assign(tokens=tokens)
 
 
+@pytest.mark.slow
 def test_reference_decode_points_and_label(reference):
     rows = evidence(reference.rows)  # conftest's plain-pandas evidence rule
     copies = rows[(rows["op"] == "copy") & (rows["device"] == DEV)]
@@ -208,6 +209,7 @@ def test_reference_decode_points_and_label(reference):
     assert set(rung["variant"]) == {"decode_splitk"} and set(rung["status"]) == {ladder.NOT_MEASURED}
 
 
+@pytest.mark.slow
 def test_readme_quotes_the_reference_decode_numbers(reference):
     """The README's decode paragraph: the copy roof, how many decode points that count lie above it
     and the highest, recomputed from the rows in plain pandas."""
