@@ -102,5 +102,7 @@ def test_cli_run_of_gpu_variants_without_a_gpu_warns_that_nothing_was_measured(t
                         "sizes=smoke", "run.progress=false", f"hydra.run.dir={tmp_path / 'run'}"],
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
-    last = p.stdout.rstrip("\n").splitlines()[-1]
+    lines = p.stdout.rstrip("\n").splitlines()
+    assert lines[-1].startswith("gemmlab: report: ")  # the run's page comes last (analysis.report)
+    last = lines[-2]  # the warning is the summary's last line
     assert last.startswith("warning: nothing was measured: all 6 points were skipped (each: no CUDA device")
