@@ -36,10 +36,9 @@ def rebuild(config: str, key: str):
     return cfg, p, backend, ex
 
 
-def main(config: str, key: str) -> int:
-    """Inside ncu: rebuild the point, warm up once, then launch once inside the NVTX range."""
-    import cupy
-
+def launch_point(config: str, key: str, then=None) -> int:
+    """Rebuild point ``key`` of a saved config, make its inputs, launch its call once and wait;
+    ``then(launch_fn, synchronize)`` runs after that, on the same inputs. Exit code 2: no such point."""
     built = rebuild(config, key)
     if built is None:
         return 2
@@ -49,11 +48,22 @@ def main(config: str, key: str) -> int:
         launch = backend.make_launch(p, a, b, c)
         launch.fn()
         ex.stream.synchronize()
-        cupy.cuda.nvtx.RangePush(NVTX_RANGE)
-        launch.fn()
-        ex.stream.synchronize()
-        cupy.cuda.nvtx.RangePop()
+        if then is not None:
+            then(launch.fn, ex.stream.synchronize)
     return 0
+
+
+def main(config: str, key: str) -> int:
+    """Inside ncu: rebuild the point, warm up once, then launch once inside the NVTX range."""
+    import cupy
+
+    def profiled(fn, synchronize):
+        cupy.cuda.nvtx.RangePush(NVTX_RANGE)
+        fn()
+        synchronize()
+        cupy.cuda.nvtx.RangePop()
+
+    return launch_point(config, key, profiled)
 
 
 def point_main(main, description: str) -> None:
