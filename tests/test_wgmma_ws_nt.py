@@ -20,6 +20,7 @@ arguments; the shapes are the smallest that show each property.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import re
 import shutil
@@ -157,7 +158,7 @@ def schedule_checker(folder: Path, include: Path = ROOT / "kernels" / "cuda") ->
     session and header)."""
     if shutil.which("g++") is None:
         pytest.skip("g++ not found")
-    exe = session_folder(folder, "schedule-check") / f"check-{abs(hash(str(include))) % 10**8}"
+    exe = session_folder(folder, "schedule-check") / f"check-{hashlib.sha1(str(include).encode()).hexdigest()[:12]}"
     if not exe.exists():
         tmp = exe.with_name(f"{exe.name}.{os.getpid()}.tmp")
         subprocess.run(["g++", "-std=c++20", "-O1", f"-I{include}", str(CHECKER), "-o", str(tmp)], check=True)
