@@ -29,7 +29,7 @@ import pandas as pd
 from gemmlab import variants
 from gemmlab.rows import highest_clock_mhz
 
-from . import data
+from . import data, decode
 
 GROUP_STAGE, GROUP_CUTLASS, GROUP_CUBLAS = "stage", "cutlass", "cublas"
 COLUMNS = ["precision", "n", "layout", "group", "stage", "variant", "backend", "description", "tflops",
@@ -232,3 +232,66 @@ def build(ds: data.Dataset) -> Ladder:
             p_notes.append("some stages have no interleaved cuBLAS baseline: % missing there")
     entries = pd.DataFrame(lines, columns=COLUMNS)
     return Ladder(entries, notes)
+
+
+# -- the memory-bound rung: the decode stage against the copy roof (analysis.decode) -------------
+MEMORY_BOUND_TAG = "memory_bound"
+MEMORY_BOUND_STAGE = 14  # decode_splitk, for rows written before it had the tag
+MEMORY_COLUMNS = ["precision", "stage", "variant", "status", "shape", "tokens", "m", "n", "k", "gbs", "roof_gbs",
+                  "roof", "roof_run_id", "pct_of_roof", "cublas_variant", "pct_of_cublas", "rel_error", "run_id",
+                  "rows", "decode_rows"]
+MEASURED, NOT_MEASURED = "measured", "not measured"
+
+
+def memory_bound_rows(rows: pd.DataFrame) -> pd.Series:
+    """Rows of a hand-written memory-bound stage: its tags name MEMORY_BOUND_TAG (as the row
+    says), or its stage is MEMORY_BOUND_STAGE."""
+    tags = rows["tags"].astype(object).where(rows["tags"].notna(), "").astype(str) if "tags" in rows.columns \
+        else pd.Series("", index=rows.index)
+    stage = pd.to_numeric(rows["stage"], errors="coerce")
+    return (rows["backend"] == data.HANDWRITTEN_BACKEND) & (tags.str.contains(MEMORY_BOUND_TAG) |
+                                                            (stage == MEMORY_BOUND_STAGE))
+
+
+def _offered_memory_stages() -> dict:
+    """The memory-bound stages this checkout offers (coverage only: a stage without rows is
+    "not measured"), variant -> (stage, precisions)."""
+    return {i.name: (i.stage, i.precisions) for i in variants.all_info()
+            if i.backend == data.HANDWRITTEN_BACKEND and MEMORY_BOUND_TAG in i.tags and i.stage is not None}
+
+
+def memory_rungs(ds: data.Dataset) -> pd.DataFrame:
+    """The ladder's memory-bound rung, per stage and precision: at its best decode shape (its
+    evidence decode point closest to its copy roof, :mod:`analysis.decode`), its GB/s, its % of
+    the copy roof (its run's copy probe, else the device's best copy row: ``roof`` says which) and
+    its % of the cuBLAS timed interleaved with it. A stage (from the rows, or one this checkout
+    offers) with no such point has ``status`` "not measured" and no numbers."""
+    measured = ds.measured_rows("gpu")
+    staged = measured[memory_bound_rows(measured)]
+    offered = _offered_memory_stages()
+    pairs = {(v, p) for v, p in zip(staged["variant"], staged["precision"])}
+    pairs |= {(v, p) for v, (_, precisions) in offered.items() for p in precisions}
+    stage_of = {**{v: s for v, (s, _) in offered.items()}, **{k: v for k, v in data.stage_of(staged).items()
+                                                               if v is not None}}
+    pts = decode.points(ds)
+    if not pts.empty:
+        pts = pts[memory_bound_rows(pts)]
+    lines = []
+    for v, p in sorted(pairs, key=lambda vp: (stage_of.get(vp[0]) or 0, vp[0], data.precision_order([vp[1]]))):
+        mine = pts[(pts["variant"] == v) & (pts["precision"] == p)] if not pts.empty else pts
+        good = mine[mine["evidence"].astype(bool)] if not mine.empty else mine
+        line = {c: float("nan") for c in MEMORY_COLUMNS}
+        line.update(precision=p, stage=stage_of.get(v), variant=v, status=NOT_MEASURED, shape="", roof="",
+                    roof_run_id="", cublas_variant="", run_id="", decode_rows=len(mine))
+        if not good.empty:
+            best = good.assign(_pct=good["pct_of_roof"].fillna(-1.0)).sort_values(
+                ["_pct", "gbs", "shape_name", "m", "n", "k"], ascending=[False, False, True, True, True, True],
+                kind="stable").iloc[0]
+            line.update(status=MEASURED, shape=decode.shape_text(best), tokens=int(best["tokens"]),
+                        m=int(best["m"]), n=int(best["n"]), k=int(best["k"]), gbs=float(best["gbs"]),
+                        roof_gbs=float(best["roof_gbs"]), roof=best["roof"], roof_run_id=best["roof_run_id"],
+                        pct_of_roof=float(best["pct_of_roof"]), cublas_variant=best["cublas_variant"] if isinstance(best["cublas_variant"], str) else "",
+                        pct_of_cublas=float(best["pct_of_cublas"]), rel_error=float(best["rel_error"]),
+                        run_id=best["run_id"], rows=int(best["rows"]))
+        lines.append(line)
+    return pd.DataFrame(lines, columns=MEMORY_COLUMNS)

@@ -5,7 +5,7 @@
     python -m analysis.paper --out outputs/paper      # the reference data -> the committed outputs
 
 Writes roofline, ladder, throughput_vs_size, error_vs_precision, cpu_gpu_crossover,
-hierarchical_roofline, tuning_regret, energy_efficiency, power_clock, inputs_power (.pdf and .png) and tables.tex / tables.md. Same rows, same bytes: files
+hierarchical_roofline, tuning_regret, energy_efficiency, power_clock, inputs_power, decode (.pdf and .png) and tables.tex / tables.md. Same rows, same bytes: files
 whose content did not change are not rewritten. What the data lacks (a backend, a precision, the copy or transfer probes) is
 noted in the figure concerned and listed at the end, never an error.
 """

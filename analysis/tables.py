@@ -4,7 +4,9 @@
    datasheet's), per device.
 2. The chapter's intensity table (5.1, claim C2): vector add, GEMV, GEMM N = 1024; the chapter's
    formulas beside the measured row of each op (``vecadd``, ``gemv``, ``gemm``).
-3. The ladder (see ``analysis.ladder``): stage, variant, TFLOP/s, % of cuBLAS, relative error.
+3. The ladder (see ``analysis.ladder``): stage, variant, TFLOP/s, % of cuBLAS, relative error; and
+   its memory-bound rung (the decode stage, ``analysis.ladder.memory_rungs``): % of the copy roof
+   and of the interleaved cuBLAS at its best decode shape, or "not measured".
 4. What tuning buys (see ``analysis.regret``): cuBLASLt's default against its search, the CUTLASS
    search and the hand-written stages, per problem, with the regret and the searches' time.
 5. Energy per GEMM at N = 8192 (see ``analysis.energy``): per precision and backend, TFLOP/s,
@@ -250,6 +252,38 @@ def ladder_table(ds: data.Dataset) -> Table:
                  "most % it could show." + (" Gaps: " + "; ".join(dict.fromkeys(notes)) + "." if notes else ""))
 
 
+def _pct_or_not_measured(v) -> str:
+    return NOT_MEASURED if v is None or pd.isna(v) else f"{v:.1f}"
+
+
+def memory_rung_table(ds: data.Dataset) -> Table:
+    f = ladder.memory_rungs(ds)
+    f["roof_text"] = [f"{r}, run {i}" if r else "–" for r, i in zip(f["roof"], f["roof_run_id"])]
+    f["shape_text"] = [s if st == ladder.MEASURED else NOT_MEASURED for s, st in zip(f["shape"], f["status"])]
+    return Table("memory_rung", "The ladder's memory-bound rung: the decode stage against the copy roof", [
+        Column("precision", "Prec.", "l", _text),
+        Column("stage", "Stage", "r", _int),
+        Column("variant", "Variant", "l", _text),
+        Column("shape_text", "Best decode shape", "l", _text),
+        Column("tokens", "Tokens", "r", _int),
+        Column("gbs", "GB/s", "r", format_sig),
+        Column("roof_gbs", "Copy roof GB/s", "r", format_sig),
+        Column("roof_text", "Copy roof from", "l", _text),
+        Column("pct_of_roof", "% of copy roof", "r", _pct_or_not_measured),
+        Column("cublas_variant", "cuBLAS", "l", lambda v: _text(v or None)),
+        Column("pct_of_cublas", "% of interleaved cuBLAS", "r", _pct_or_not_measured),
+        Column("rel_error", "Rel. error", "r", lambda v: format_sig(v, 2)),
+        Column("decode_rows", "Decode points", "r", _int),
+    ], f, empty=f"{NOT_MEASURED}: no memory-bound stage in the data or in this checkout",
+        footnote="Each line: the stage's evidence decode point (at most 64 tokens against a weight matrix, "
+                 "analysis/decode.py) closest to its copy roof. GB/s = bytes_min / median time. Copy roof: the copy "
+                 "probe of the same run where the run has one (\"same run\"), else the device's best copy row "
+                 "(\"device best\"). % of interleaved cuBLAS: the faster of cublas and cublaslt timed interleaved "
+                 "with that row (else the same run's). Not measured: no evidence decode row of the stage at that "
+                 "precision (decode points: its measured decode points, evidence or not); "
+                 "measure with `python run.py +experiment=decode`.")
+
+
 # -- 4. what tuning buys (analysis.regret) ------------------------------------------------------
 def regret_table(ds: data.Dataset) -> Table:
     f = regret.frame(ds)
@@ -309,7 +343,7 @@ def energy_table(ds: data.Dataset) -> Table:
                  "clocks-event reasons seen in the window.")
 
 
-TABLES = (peak_table, intensity_table, ladder_table, regret_table, energy_table)
+TABLES = (peak_table, intensity_table, ladder_table, memory_rung_table, regret_table, energy_table)
 
 
 # -- rendering -------------------------------------------------------------------------------

@@ -111,6 +111,7 @@ class Runner:
                  "measured again")
             self.counts["remeasured"] = len(again)
         runnable = [p for p in todo if not p.skip_reason and not self.unavailable(p.backend)]
+        self._say_estimate(runnable)
         by_backend: Dict[str, List[Point]] = {}
         for p in runnable:
             by_backend.setdefault(p.backend, []).append(p)
@@ -136,10 +137,27 @@ class Runner:
                     bar.advance()
             except KeyboardInterrupt:
                 log.warning("interrupted: %d finished rows are in %s", len(self.summary_rows), writer.path)
+                _say(f"gemmlab: interrupted after {len(self.summary_rows)} of {len(todo)} points; every finished row "
+                     f"is in {writer.path}. {resume_hint(self.out_dir)}")
                 self.counts["interrupted"] += 1
             finally:
                 self.close()
         return self.counts
+
+    def _say_estimate(self, runnable: List[Point]) -> None:
+        """One line per device: about how long the run takes and its peak memory
+        (gemmlab/estimate.py), before anything is compiled or measured."""
+        from gemmlab import estimate
+        from gemmlab.measure.footprint import host_free_bytes
+
+        try:
+            est = estimate.estimate(runnable, lambda p: self.backend(p.backend).kind, self.cfg,
+                                    lambda p: len(self.baselines_for(p, self.backend(p.backend))))
+        except Exception as e:  # an estimate must never stop a run
+            log.warning("no estimate: %s", e)
+            return
+        for line in est.lines(host_free_bytes()):
+            _say(f"gemmlab: {line}")
 
     def close(self) -> None:
         """Count this run's worker restarts; the worker itself stays for the next run of this
@@ -290,6 +308,21 @@ def _as_dict(v) -> Dict[str, Any]:
 
         return json.loads(v)
     return {}
+
+
+def resume_hint(out_dir: Path) -> str:
+    """How to measure what a run did not finish: the same command into the same folder."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        hc = HydraConfig.get()
+        if hc.mode == RunMode.MULTIRUN:
+            return (f"To measure the rest, run the same command again with hydra.sweep.dir={hc.sweep.dir} "
+                    "(points already ok are skipped).")
+    except Exception:  # not under Hydra (tests, benchmarks)
+        pass
+    return f"To measure the rest, run the same command again with hydra.run.dir={out_dir} (points already ok are skipped)."
 
 
 def _log_files() -> List[str]:

@@ -21,7 +21,34 @@ def cuda_device_reason() -> str | None:
     return no_device_reason()
 
 
+# -- the order the tests start in (pytest-xdist) --------------------------------------------------
+# CI runs the suite on 2 cores (pyproject's addopts: --dist loadgroup, so each test, or each
+# xdist_group, goes to the next worker that is free, in this order). The wall time is set by the
+# tail: a long test that starts last keeps one worker busy while the other idles. So the longest
+# tests start first (LONGEST_FIRST, from `pytest --durations=30`), the other slow ones next, and
+# the short ones fill in behind. Order changes nothing a test checks; a name missing here only
+# loses its place in the queue.
+LONGEST_FIRST = (
+    "tests/test_slurm.py::",  # a real Slurm sweep, most of it waiting for its jobs
+    "tests/test_cutlass.py::test_device_part_compiles_with_local_nvcc",  # one long nvcc build
+    "tests/test_gpu_pinning.py::test_per_gpu_launcher_runs_one_job_per_gpu_at_a_time",  # waits
+    "tests/test_hopper_kernels.py::test_mma_sync_fp16_and_eager_copies_on_the_cpu",  # 3 emulations
+    "tests/test_analysis.py::test_cpu_dataset_writes_every_file_reproducibly",
+)
+
+
+def start_rank(item) -> tuple:
+    """Sort key: the LONGEST_FIRST tests in that order, then the other slow tests, then the rest
+    (each in collection order: Python's sort is stable)."""
+    for i, prefix in enumerate(LONGEST_FIRST):
+        if item.nodeid.startswith(prefix):
+            return (0, i)
+    return (1, 0) if "slow" in item.keywords else (2, 0)
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own ordering by fixture scope
 def pytest_collection_modifyitems(config, items):
+    items.sort(key=start_rank)
     reason = cuda_device_reason()
     if reason:
         reason = f"gpu test: {reason}; run `pytest -m gpu` on a GPU host"
@@ -81,7 +108,9 @@ def right_only_once(monkeypatch, backend_cls, corrupt):
 
 
 def run_points(cfg, out_dir: Path):
-    """Run every point of ``cfg`` into ``out_dir``; returns (runner, rows as dicts)."""
+    """Run every point of ``cfg`` into ``out_dir``; returns (runner, rows as dicts). GPU points run
+    in a worker process (gemmlab/measure/worker): a test that patches gemmlab in its own process
+    (monkeypatch) must compose with ``run.isolate=none``, or the worker never sees the patch."""
     from gemmlab.runner import Runner
 
     runner = Runner(cfg, out_dir)
@@ -116,7 +145,13 @@ def evidence(df):
     timer = df["timer"].astype(str) if "timer" in df.columns else pd.Series("", index=df.index)
     exact = df["distribution"].astype(str).isin(["exact", "sparse"]) if "distribution" in df.columns else False
     samples = pd.to_numeric(df["samples"], errors="coerce") if "samples" in df.columns else pd.Series(float("nan"), index=df.index)
-    tags = df["tags"].astype(str) if "tags" in df.columns else pd.Series("", index=df.index)
-    control = tags.str.contains("negative_control") | tags.str.contains("conduct_control")  # wrong on purpose
     return df[(df["status"] == "ok") & (timer != "cupti_kernel") & flags(df, "reliable", True)
-              & ~flags(df, "contended", False) & ~exact & ~(samples < 10) & ~control]
+              & ~flags(df, "contended", False) & ~exact & ~(samples < 10) & ~control(df)]
+
+
+def control(df):
+    """Rows of a variant wrong on purpose (tags negative_control or conduct_control), in plain pandas."""
+    import pandas as pd
+
+    tags = df["tags"].astype(str) if "tags" in df.columns else pd.Series("", index=df.index)
+    return tags.str.contains("negative_control") | tags.str.contains("conduct_control")

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import ROOT, compose_cfg, evidence, flags, run_points
+from conftest import ROOT, compose_cfg, control, evidence, flags, run_points
 
 from analysis import data, ladder, paper, style, tables
 from analysis.figures import hierarchical_roofline
@@ -27,13 +27,19 @@ REFERENCE_SETS = sorted({p.relative_to(REFERENCE).parts[0] for p in REFERENCE.rg
     if REFERENCE.is_dir() else []
 NO_REFERENCE = pytest.mark.skip(reason="no reference dataset under outputs/reference/ yet "
                                        "(it appears with the lead's H200 run)")
-REFERENCE_PARAMS = [pytest.param(name, id=f"reference-{name}") for name in REFERENCE_SETS] or \
+# A reference set's tests run on one pytest-xdist worker, which reads the set once (raw, dataset).
+REFERENCE_PARAMS = [pytest.param(name, id=f"reference-{name}", marks=pytest.mark.xdist_group(f"reference-{name}"))
+                    for name in REFERENCE_SETS] or \
     [pytest.param(None, id="reference", marks=NO_REFERENCE)]
 CPU_SIZES = "sizes.square=[64,128,256,1024]"  # 1024: the chapter's GEMM row of the intensity table
 
 
 # -- datasets --------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
+# The tests of the CPU run below share one pytest-xdist worker, which makes the run once.
+on_the_cpu_run_worker = pytest.mark.xdist_group("cpu_results")
+
+
+@pytest.fixture(scope="session")  # once per worker: fast and slow tests use it, at both ends of the run
 def cpu_results(tmp_path_factory) -> Path:
     """A real CPU BLAS run at tiny sizes (fp32, fp64), made by the harness here."""
     tmp = tmp_path_factory.mktemp("cpu_run")
@@ -44,7 +50,7 @@ def cpu_results(tmp_path_factory) -> Path:
     return tmp / "run" / "results.csv"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # once per worker: fast and slow tests use it, at both ends of the run
 def skipped_gpu_results(tmp_path_factory, cpu_results) -> Path:
     """The CPU run plus GPU variants the harness skipped here (no CUDA device): real skipped rows."""
     tmp = tmp_path_factory.mktemp("gpu_skipped")
@@ -67,9 +73,13 @@ def _committed(path) -> bool:
 
 
 @functools.lru_cache(maxsize=None)
-def _read_raw(path: str) -> pd.DataFrame:
+def _read_raw(path: str, columns: frozenset | None = None) -> pd.DataFrame:
+    """raw(); with ``columns``, only those (and run_id, point_key) are read: a quarter of the time,
+    for what collection needs to know about a set."""
     files = sorted(Path(path).rglob("results.csv")) if Path(path).is_dir() else [Path(path)]
-    df = pd.concat([pd.read_csv(f, dtype={"run_id": str, "point_key": str}) for f in files], ignore_index=True)
+    usecols = None if columns is None else (lambda c: c in columns or c in ("run_id", "point_key"))
+    df = pd.concat([pd.read_csv(f, dtype={"run_id": str, "point_key": str}, usecols=usecols) for f in files],
+                   ignore_index=True)
     keyed = df["run_id"].notna() & df["point_key"].notna()
     return pd.concat([df[keyed].drop_duplicates(["run_id", "point_key"]), df[~keyed]], ignore_index=True)
 
@@ -98,7 +108,7 @@ def dataset(path) -> data.Dataset:
 
 def measured(df: pd.DataFrame) -> pd.DataFrame:
     timer = df["timer"].astype(str) if "timer" in df.columns else pd.Series("", index=df.index)
-    return df[(df["status"] == "ok") & (timer != "cupti_kernel")]
+    return df[(df["status"] == "ok") & (timer != "cupti_kernel") & ~control(df)]
 
 
 def subset(path, out_dir: Path, keep) -> Path:
@@ -119,6 +129,8 @@ def all_notes(figs) -> str:
 
 
 # -- files: every one written, the same bytes on a rerun --------------------------------------
+@on_the_cpu_run_worker
+@pytest.mark.slow
 def test_cpu_dataset_writes_every_file_reproducibly(cpu_results, tmp_path, capsys):
     """Through the command line: every file, each the same bytes when written again from the same
     rows (an unchanged file is not rewritten: its mtime stays, so reruns do not churn git)."""
@@ -334,6 +346,7 @@ def check_hierarchical_series(okr, fig):
         assert "TFLOP/s" in ax.get_ylabel()
 
 
+@on_the_cpu_run_worker
 def test_cpu_dataset_series_and_gaps(cpu_results):
     _, figs = build_all(cpu_results)
     check_series(cpu_results, figs)
@@ -343,6 +356,7 @@ def test_cpu_dataset_series_and_gaps(cpu_results):
     assert "cublas" in notes  # the missing backends are named
 
 
+@on_the_cpu_run_worker
 def test_skipped_gpu_rows_are_not_measurements(skipped_gpu_results):
     ds, figs = build_all(skipped_gpu_results)
     check_series(skipped_gpu_results, figs)
@@ -350,6 +364,7 @@ def test_skipped_gpu_rows_are_not_measurements(skipped_gpu_results):
     assert "no GPU rows" in all_notes(figs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", REFERENCE_PARAMS)
 def test_reference_series(name):
     _, figs = build_all(_reference(name))
@@ -357,6 +372,7 @@ def test_reference_series(name):
 
 
 # -- gaps: a dataset missing a backend or a precision still yields every figure ---------------
+@on_the_cpu_run_worker
 def test_cpu_dataset_missing_a_precision(cpu_results, tmp_path):
     path = subset(cpu_results, tmp_path, lambda df: df["precision"] != "fp64")
     _, figs = build_all(path)
@@ -372,6 +388,7 @@ def test_cpu_dataset_missing_a_precision(cpu_results, tmp_path):
         assert cpu_fp64.empty
 
 
+@on_the_cpu_run_worker
 def test_dataset_without_measurements(skipped_gpu_results, tmp_path):
     """Only skipped rows (a GPU run on a machine without one): every figure, each saying why."""
     path = subset(skipped_gpu_results, tmp_path, lambda df: df["status"] != "ok")
@@ -388,11 +405,13 @@ def _richest_reference():
     turn from one set covers every gap note; every set costs a minute of figures on 2 cores."""
     if not REFERENCE_SETS:
         return REFERENCE_PARAMS
-    counts = {n: raw(_reference(n))["backend"].nunique() for n in REFERENCE_SETS}
+    counts = {n: _read_raw(str(_reference(n).resolve()), frozenset({"backend"}))["backend"].nunique()
+              for n in REFERENCE_SETS}
     best = max(REFERENCE_SETS, key=lambda n: (counts[n], -REFERENCE_SETS.index(n)))
-    return [pytest.param(best, id=f"reference-{best}")]
+    return [p for p in REFERENCE_PARAMS if p.values[0] == best]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", _richest_reference())
 def test_reference_missing_each_backend(name, tmp_path):
     full = raw(_reference(name))
@@ -514,6 +533,7 @@ def check_ladder_table(path, ds):
         assert staged == sorted(staged)
 
 
+@on_the_cpu_run_worker
 def test_cpu_dataset_tables(cpu_results):
     ds = data.Dataset.from_paths([cpu_results])
     check_peak_table(cpu_results, ds)
@@ -531,6 +551,7 @@ def test_cpu_dataset_tables(cpu_results):
     assert r"\begin{tabular}" in tex and "cpu\\_blas" in tex
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", REFERENCE_PARAMS)
 def test_reference_tables(name):
     ds = dataset(_reference(name))
@@ -540,6 +561,7 @@ def test_reference_tables(name):
 
 
 # -- the shared helpers ------------------------------------------------------------------------
+@on_the_cpu_run_worker
 def test_best_cublas_is_the_faster_library_of_the_same_run(skipped_gpu_results):
     ds = data.Dataset.from_paths([skipped_gpu_results])
     assert data.cublas_per_run(ds.rows).empty and data.cublas_standalone(ds.rows).empty  # skipped: no baseline
@@ -564,6 +586,7 @@ def test_device_config_matching():
         assert not data.match_device_config(name, "cpu")[1], name
 
 
+@on_the_cpu_run_worker
 def test_sweep_folder_rows_are_read_once(cpu_results, tmp_path):
     """A sweep folder holds the merged file and each job's file: the same rows, counted once."""
     (tmp_path / "job0").mkdir()
@@ -586,8 +609,13 @@ def with_counters(name):
     """Reference datasets that hold rows with hardware counters among the rows that count."""
     if name is None:
         return False
-    df = evidence(raw(_reference(name)))
-    return any(c in df.columns and df[c].notna().any() for c in ("bytes_dram", "bytes_l2", "bytes_l1"))
+    df = evidence(_read_raw(str(_reference(name).resolve()), frozenset(EVIDENCE_COLUMNS + COUNTER_COLUMNS)))
+    return any(c in df.columns and df[c].notna().any() for c in COUNTER_COLUMNS)
+
+
+# what evidence() (conftest) and with_counters read: at collection, only these columns are read
+EVIDENCE_COLUMNS = ("status", "timer", "reliable", "contended", "distribution", "samples")
+COUNTER_COLUMNS = ("bytes_dram", "bytes_l2", "bytes_l1")
 
 
 COUNTER_PARAMS = [p for p in REFERENCE_PARAMS if with_counters(p.values[0])] or \
@@ -595,6 +623,7 @@ COUNTER_PARAMS = [p for p in REFERENCE_PARAMS if with_counters(p.values[0])] or 
                   marks=pytest.mark.skip(reason="no reference rows with hardware counters yet"))]
 
 
+@on_the_cpu_run_worker
 def test_hierarchical_roofline_without_counters_notes_it(cpu_results, tmp_path):
     """No row has counters: the figure is still made, one empty panel with the DRAM roof, and
     the note says why."""
@@ -609,6 +638,7 @@ def test_hierarchical_roofline_without_counters_notes_it(cpu_results, tmp_path):
     assert (tmp_path / "hierarchical_roofline.png").stat().st_size > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", COUNTER_PARAMS)
 def test_hierarchical_roofline_reference(name, tmp_path):
     """The H200 rows with counters: every kernel at its three levels, same bytes on a rerun, and
@@ -641,6 +671,7 @@ def test_hierarchical_roofline_reference(name, tmp_path):
     assert not series(bare, "dram")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", COUNTER_PARAMS)
 def test_hierarchical_roofline_draws_a_measured_level_roof(name, tmp_path):
     """Where rows measured the L2 (and L1) bandwidth (op l2_bandwidth / l1_bandwidth, read like the

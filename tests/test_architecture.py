@@ -223,6 +223,7 @@ def _in_copy(root: Path, code: str) -> str:
     return r.stdout
 
 
+@pytest.mark.slow
 def test_a_new_stage_joins_the_run_the_sets_and_the_claims_experiments(copy_with_a_new_stage):
     out = _in_copy(copy_with_a_new_stage, f"""
 import json
@@ -239,6 +240,7 @@ print(json.dumps(res))
         assert NEW in variants, (name, variants)
 
 
+@pytest.mark.slow
 def test_a_new_stage_joins_the_tests(copy_with_a_new_stage):
     """The kernel tests are parametrized over the variant folder: the new stage is collected."""
     r = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
@@ -248,6 +250,7 @@ def test_a_new_stage_joins_the_tests(copy_with_a_new_stage):
     assert sum(NEW in line for line in r.stdout.splitlines()) >= 2, r.stdout[-2000:]
 
 
+@pytest.mark.slow
 def test_a_new_stage_joins_the_ladder_figure_and_table(copy_with_a_new_stage):
     """Rows of the new stage, written as the runner writes them (its variant_fields) on stage 3's
     measured numbers, take their rung in the ladder table and figure in stage order."""

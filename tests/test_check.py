@@ -76,6 +76,7 @@ def test_a_correct_fp16_gemm_passes_and_every_kind_of_local_error_fails():
     assert not r.passed and r.elem_max > 1, r.elem_max
 
 
+@pytest.mark.slow
 def test_the_old_global_check_alone_let_the_wrong_tile_pass():
     """Why element-wise: in a 4096 x 4096 C a transposed tile is invisible to ||C - R|| / ||R||."""
     a, b = _inputs(4096, k=64)
@@ -347,6 +348,7 @@ def test_a_second_sweep_into_a_busy_sweep_folder_refuses(tmp_path):
         holder.wait()
 
 
+@pytest.mark.slow
 def test_two_sweeps_started_at_once_into_one_folder_one_refuses(tmp_path):
     sweep = tmp_path / "sweep"
     args = ["-m", "variant=cpu_blas", "precision=fp32,fp64", "sizes.shapes=[]", "sizes.square=[256]",

@@ -160,7 +160,7 @@ def test_probe_variants_stay_out_of_the_default_sweep():
 
 
 # -- rows made here ----------------------------------------------------------------------------
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # once per worker: fast and slow tests use it, at both ends of the run
 def cpu_rows(tmp_path_factory) -> Path:
     """The CPU parts of the memory-roof and CPU/GPU experiments, run here at tiny sizes."""
     tmp = tmp_path_factory.mktemp("claims_cpu")
@@ -216,6 +216,7 @@ def test_cpu_peak_per_core_and_cycle_is_computed_from_the_rows(cpu_rows):
     assert c11.verdict == (claims.NOT_MEASURED if part.verdict == claims.NOT_MEASURED else part.verdict)
 
 
+@pytest.mark.slow
 def test_cli_writes_claims_md_with_a_row_per_claim(cpu_rows, tmp_path):
     p = subprocess.run([sys.executable, "-m", "analysis.claims", str(cpu_rows), "--out", str(tmp_path)],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -303,6 +304,7 @@ def _three_way(measured: float, chapter: float) -> str:
     return claims.OTHER_NUMBER if abs(math.log10(measured / chapter)) < 0.5 else claims.DOES_NOT_HOLD
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", REFERENCE_PARAMS)
 def test_reference_verdicts_follow_their_thresholds(name):
     folder = REFERENCE / name
@@ -565,18 +567,21 @@ def test_every_claim_has_a_holding_and_a_contradicting_case():
     assert set(CASES) == set(claims.CLAIM_IDS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("claim", list(CASES))
 def test_rows_that_support_a_claim_hold(claim):
     v = verdict_of(claim, CASES[claim][0])
     assert v.verdict == H, [(p.what, p.verdict, p.measured or p.missing) for p in v.parts]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("claim", list(CASES))
 def test_rows_that_contradict_a_claim_do_not_hold(claim):
     v = verdict_of(claim, CASES[claim][1])
     assert v.verdict == D, [(p.what, p.verdict, p.measured or p.missing) for p in v.parts]
 
 
+@pytest.mark.slow
 def test_rows_that_are_not_evidence_reach_no_verdict():
     """An unreliable, a contended and a CUPTI-timed row faster than every other one: none of them
     sets a peak, a ridge or a count."""

@@ -78,6 +78,7 @@ def test_a_run_against_itself_is_same_everywhere(tmp_path):
 
 
 # -- (b) a real regression -----------------------------------------------------------------------
+@pytest.mark.slow
 def test_ten_percent_slower_is_slower_with_the_true_ratio_inside_and_exit_code_1(tmp_path):
     a = write_run(tmp_path / "a", [{"times": noisy(100, 1e-3, 0.02, 1)}])
     b = write_run(tmp_path / "b", [{"times": 1.1 * noisy(100, 1e-3, 0.02, 2)}], run_id="run-b")
@@ -91,6 +92,7 @@ def test_ten_percent_slower_is_slower_with_the_true_ratio_inside_and_exit_code_1
 
 
 # -- (c) a change smaller than the noise ------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("threshold", [None, 0.005])
 def test_one_percent_under_two_percent_noise_never_goes_the_wrong_way(tmp_path, threshold):
     seen = set()
@@ -208,7 +210,7 @@ def test_different_clocks_are_noted_with_the_clock_normalised_ratio(tmp_path):
 
 
 # -- (f) a real CPU run, twice, end to end ----------------------------------------------------------
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # once per worker: fast and slow tests use it, at both ends of the run
 def two_cpu_runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("cpu_compare")
     cfg = compose_cfg(["variant=cpu_blas", "precision=[fp32,fp64]", "sizes=smoke", "sizes.square=[64,128]",
@@ -219,6 +221,7 @@ def two_cpu_runs(tmp_path_factory):
     return tmp / "a", tmp / "b"
 
 
+@pytest.mark.slow
 def test_two_cpu_runs_compare_end_to_end(two_cpu_runs, capsys):
     a, b = two_cpu_runs
     code = main([str(a), str(b)])

@@ -27,6 +27,7 @@ def test_root_config_composes_with_defaults():
     assert cfg.sizes.square and cfg.measure.cache.value == "flush"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("group,option", [(g, o) for g in GROUPS for o in options(g)])
 def test_every_group_option_composes(group, option):
     cfg = compose_cfg([f"{group}={option}"])
@@ -36,6 +37,7 @@ def test_every_group_option_composes(group, option):
         assert cfg[group] is not None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", EXPERIMENTS)
 def test_every_experiment_composes(name):
     cfg = compose_cfg([f"+experiment={name}"])
@@ -114,6 +116,7 @@ def test_bad_enum_value_names_the_choices():
     assert "flush" in text and "rotate" in text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bad,word", [("[0]", "positive"), ("[-5]", "positive"), ("[100000000]", "max_dim")])
 def test_non_positive_or_absurd_sizes_fail_naming_the_value(bad, word):
     cfg = compose_cfg([f"sizes.square={bad}"])

@@ -213,6 +213,7 @@ def test_cli_failed_point_gives_nonzero_exit(tmp_path):
     assert "gemmlab: report" not in p.stdout and not (tmp_path / "run" / "report.html").exists()  # run.report=false
 
 
+@pytest.mark.slow
 def test_cli_multirun_merges_the_jobs_into_one_file(tmp_path):
     sweep = tmp_path / "sweep"
     p = _run_py(["-m", "variant=cpu_blas", "precision=fp32,fp64", "sizes=smoke", *QUICK,
@@ -237,6 +238,7 @@ def _slow_cpu_args(out):
             "measure.min_time_s=0.2", "measure.max_noise=1", "run.progress=false", f"hydra.run.dir={out}"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
 def test_interrupted_run_keeps_its_finished_rows(tmp_path, sig):
     out = tmp_path / "run"

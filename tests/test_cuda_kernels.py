@@ -98,6 +98,7 @@ def cubin_cache(tmp_path_factory):
     return session_folder(tmp_path_factory.getbasetemp(), "cuda-cache")
 
 
+@pytest.mark.slow
 @NEEDS_NVCC
 @pytest.mark.parametrize("variant,precision,build,vcfg", distinct_builds(),
                          ids=[f"{v}-{p}" for v, p, _b, _c in distinct_builds()])

@@ -94,6 +94,7 @@ def test_unknown_schedule_name_is_a_clear_error_at_start(tmp_path):
         Runner(cfg, tmp_path / "run").run()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("override, message", [
     ("variant.cutlass_auto.cutlass.tile=[128,256]", "three positive integers"),
     ("variant.cutlass_auto.cutlass.cluster=[2,1,2]", "k extent to be 1"),
@@ -202,6 +203,7 @@ def _mainloop_shapes(source: str):
     return [tuple(int(x) for x in re.findall(r"_(\d+)", s)) for s in shapes]
 
 
+@pytest.mark.slow
 @needs_nvcc
 @pytest.mark.parametrize("variant, precision, tile, cluster, kernel_tag, epilogue_tag", [
     ("cutlass_coop_128x256_c2x1", "fp16", (128, 256, 64), (2, 1, 1),

@@ -46,6 +46,7 @@ LIST_KERNELS = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @needs_nvcc
 def test_kernel_choice_does_not_depend_on_the_hash_seed(tmp_path):
     """cutlass_cppgen lists 128x256 (2x1) and 256x128 (1x2) in an order set by PYTHONHASHSEED

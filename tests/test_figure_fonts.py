@@ -61,6 +61,7 @@ def _build(config_dir: Path) -> dict:
 
 
 @pytest.mark.skipif(not (REFERENCE_RUN / "results.csv").exists(), reason="reference run not in this checkout")
+@pytest.mark.slow
 def test_figures_do_not_depend_on_the_font_cache(tmp_path):
     from matplotlib import font_manager
 

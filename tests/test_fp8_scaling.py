@@ -131,6 +131,7 @@ def test_the_reference_of_the_dequantized_inputs_is_not_the_one_of_the_drawn_inp
 
 
 # -- the setting -------------------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", fp8.MODES)
 def test_every_mode_is_a_valid_setting(mode):
     assert V.problems(compose_cfg([f"measure.fp8_scaling={mode}"])) == []
@@ -211,6 +212,7 @@ def test_a_scaled_fp8_set_counts_its_dequantized_fp64_operands(tmp_path):
     """The free-memory check sizes a scaled fp8 input set with the FP64 copies the check keeps."""
     from conftest import compose_cfg
 
+    from gemmlab.measure import footprint
     from gemmlab.measure.gpu import GpuExecutor
     from gemmlab.points import expand
 
@@ -218,7 +220,8 @@ def test_a_scaled_fp8_set_counts_its_dequantized_fp64_operands(tmp_path):
         cfg = compose_cfg(["variant=cublaslt", "precision=fp8", "sizes.square=[4096]", "sizes.shapes=[]",
                            f"measure.fp8_scaling={mode}"], tmp_path)
         (p,) = [q for q in expand(cfg)]
-        return GpuExecutor(cfg)._bytes_per_set(p), p
+        ex = GpuExecutor(cfg)
+        return footprint.inputs_bytes(p, ex._scaled(p)), p
 
     plain, p = per_set("none")
     scaled, _ = per_set("tensor")

@@ -215,5 +215,5 @@ def test_negative_control_cutlass_fp8_without_its_scales_fails(tmp_path, monkeyp
     from gemmlab.backends.cutlass.backend import Cutlass
 
     monkeypatch.setattr(Cutlass, "_alpha", lambda self, point, a, b: 1.0)  # forgets scale_a * scale_b
-    rows = _cutlass_fp8(tmp_path, ["measure.baseline=[]"])
+    rows = _cutlass_fp8(tmp_path, ["measure.baseline=[]", "run.isolate=none"])  # the patch lives in this process
     assert rows and all(r["status"] == "failed" for r in rows), [(r["status"], r["reason"]) for r in rows]

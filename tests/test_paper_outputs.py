@@ -23,6 +23,9 @@ REFERENCE = ROOT / "outputs" / "reference"
 COMMITTED = ROOT / "outputs" / "paper"
 HAS_REFERENCE = REFERENCE.is_dir() and any(REFERENCE.rglob("results.csv"))
 needs_reference = pytest.mark.skipif(not HAS_REFERENCE, reason="no reference data under outputs/reference/")
+# The tests that read the whole reference dataset (and the paper rebuilt from it, minutes of a
+# 2-core runner) run on one pytest-xdist worker, so the module fixtures below are built once.
+on_the_reference_worker = pytest.mark.xdist_group("reference_paper")
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +42,8 @@ def reference_paper(reference, tmp_path_factory):
 
 
 # -- the committed outputs ---------------------------------------------------------------------
+@pytest.mark.slow
+@on_the_reference_worker
 @needs_reference
 def test_committed_paper_is_what_the_reference_data_gives(reference_paper):
     """Rebuild outputs/paper/ from outputs/reference/ into a temporary folder: every committed
@@ -50,6 +55,8 @@ def test_committed_paper_is_what_the_reference_data_gives(reference_paper):
     assert not differ, f"outputs/paper/ is stale: {differ}; regenerate with python -m analysis.paper --out outputs/paper"
 
 
+@pytest.mark.slow
+@on_the_reference_worker
 @needs_reference
 def test_readme_quotes_the_tables_numbers(reference):
     """The README's CUTLASS sentence states both readings of % of cuBLAS of the search's run, as
@@ -73,6 +80,8 @@ def _highest_clock(rows: pd.DataFrame) -> pd.Series:
     return pd.Series([max(c, r[-1]) if r else c for c, r in zip(rows["sm_clock_max_mhz"], inband)], index=rows.index)
 
 
+@pytest.mark.slow
+@on_the_reference_worker
 @needs_reference
 def test_mma_sync_rung_states_its_instruction_ceiling(reference, reference_paper):
     """Stage 10's rung on the reference data: mma.sync's best probed TFLOP/s per MHz (the
@@ -255,6 +264,7 @@ def _inside(fig) -> list:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dataset", ["cpu_only_rows", "both_devices_rows"])  # ids: no "gpu" mark
 def test_legends_and_labels_stay_inside_the_canvas(dataset):
     _, figs = _figures(cpu_only_rows() if dataset == "cpu_only_rows" else gpu_rows())
@@ -262,6 +272,8 @@ def test_legends_and_labels_stay_inside_the_canvas(dataset):
         assert not _inside(fig), (name, _inside(fig))
 
 
+@on_the_reference_worker
+@pytest.mark.slow
 @needs_reference
 def test_reference_legends_and_labels_stay_inside_the_canvas(reference_paper):
     figs = reference_paper[1]  # the figures the committed paper is rendered from
@@ -270,6 +282,7 @@ def test_reference_legends_and_labels_stay_inside_the_canvas(reference_paper):
         assert not _inside(fig), (name, _inside(fig))
 
 
+@pytest.mark.slow
 def test_one_distinct_colour_per_variant_in_every_figure():
     palette = [style.variant_color(v) for v in style.color_slots()]
     assert len(set(palette)) == len(palette)  # every configured variant and backend its own colour
@@ -326,6 +339,7 @@ def test_ladder_bars_on_a_linear_axis():
         assert all(w > 0 for w in widths.values())
 
 
+@pytest.mark.slow
 def test_crossover_cublas_line_holds_cublas_rows_only():
     ds, figs = _figures(gpu_rows())
     lines = [l for ax in figs["cpu_gpu_crossover"].axes for l in ax.lines
@@ -338,6 +352,7 @@ def test_crossover_cublas_line_holds_cublas_rows_only():
     assert set(times.loc[times["source"] == crossover.FASTEST, "precision"]) == {"tf32"}
 
 
+@pytest.mark.slow
 def test_unreliable_rows_are_hollow_and_out_of_every_peak():
     ds, figs = _figures(gpu_rows())
     roof = figs["roofline"]

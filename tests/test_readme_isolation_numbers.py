@@ -98,3 +98,14 @@ def test_the_guard_cost_and_the_settings():
     assert_said([f"`measure.guard_bytes` ({_default(m, 'guard_bytes') // 1024} KiB)",
                  f"`measure.point_timeout_floor_s` ({_default(m, 'point_timeout_floor_s'):g} s)",
                  f"a kernel at {limits.SLOW_FRACTION:.0%} of the FP32 SIMT peak"], "settings")
+
+
+def test_what_the_readme_says_of_issue_30s_gpu_tests_is_in_their_logs():
+    logs = folder(f"{D}/session8c") / "logs"
+    scaled = (logs / "gpu_fp8_scaling.log").read_text()
+    passed = int(re.search(r"(\d+) passed", scaled).group(1))
+    assert "failed" not in scaled.splitlines()[-1]
+    assert "test_cublaslt_rowcol_and_block_pass_the_check_at_deepseek_v3_shapes" in scaled
+    assert_said([f"passed, {passed} of {passed}"], "fp8 scaling on the H200")
+    block = (logs / "gpu_fp8_block.log").read_text()
+    assert "PASSED tests/test_gpu_hopper_fp8_block.py::test_block_scaled_stage_matches_the_dequantized_fp64_product" in block

@@ -96,6 +96,7 @@ def test_a_reference_sweep_lists_each_jobs_overrides(tmp_path):
 
 
 @needs_reference
+@pytest.mark.slow
 def test_two_runs_get_the_compare_verdicts(tmp_path):
     from analysis.compare import compare
     from analysis.compare.match import Side

@@ -20,8 +20,9 @@ import pytest
 from conftest import ROOT
 
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no headless Chromium here (Debian's chromium package: "
-                                                          "apt-get install chromium; .ci/run installs it)")
+pytestmark = [pytest.mark.slow,  # a headless browser per page: the full suite, not the fast tier
+              pytest.mark.skipif(CHROMIUM is None, reason="no headless Chromium here (Debian's chromium package: "
+                                                          "apt-get install chromium; .ci/run installs it)")]
 WIDTH = 1280
 REFERENCE = ROOT / "outputs" / "reference"
 CHECK_JS = (Path(__file__).parent / "report_check.js").read_text()

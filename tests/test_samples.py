@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT, compose_cfg, run_points
 
 from gemmlab import samples
@@ -49,6 +51,7 @@ def test_a_crashed_runs_journal_is_read(tmp_path):
     assert len(samples.read(tmp_path)) == 2
 
 
+@pytest.mark.slow
 def test_a_sweep_merges_its_jobs_samples(tmp_path):
     sweep = tmp_path / "sweep"
     p = subprocess.run([sys.executable, str(ROOT / "run.py"), "-m", "variant=cpu_blas", "precision=fp32,fp64",

@@ -87,6 +87,7 @@ def test_the_warning_names_the_most_common_reason_and_its_share(capsys):
     assert "all 3 points were skipped (2 of them: no CUDA device)" in line
 
 
+@pytest.mark.slow
 def test_cli_run_of_gpu_variants_without_a_gpu_warns_that_nothing_was_measured(tmp_path):
     import os
     import subprocess

@@ -48,6 +48,7 @@ def test_the_default_config_is_valid():
     assert V.problems(compose_cfg()) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("group", ["measure", "sizes", "device", "paths"])
 def test_every_option_of_the_setting_groups_is_valid(group):
     for path in sorted((C.CONF_DIR / group).glob("*.yaml")):
@@ -58,6 +59,7 @@ def test_every_variant_is_valid():
     assert V.problems(compose_cfg(["variant=all"])) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", EXPERIMENTS)
 def test_every_experiment_is_valid(name):
     assert V.problems(compose_cfg([f"+experiment={name}"])) == []
@@ -95,6 +97,7 @@ BAD = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("override,line", BAD, ids=[b[0] for b in BAD])
 def test_an_out_of_range_setting_is_one_problem_naming_key_value_and_range(override, line):
     cfg = compose_cfg([override])  # once: a compose costs about a CPU second, and problems() only reads
@@ -105,6 +108,7 @@ def test_an_out_of_range_setting_is_one_problem_naming_key_value_and_range(overr
     assert str(e.value) == line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("override", ["measure.min_samples=1", "measure.min_samples=200", "measure.batch=1",
                                       "measure.warmup_s=0", "measure.min_time_s=5", "measure.max_noise=1e-9",
                                       "measure.throttle_fraction=1", "measure.threads=1", "measure.threads=null",
@@ -120,6 +124,7 @@ def test_a_range_error_is_reported_for_the_key_that_is_out_of_range_not_its_part
     assert [p.path for p in found] == ["measure.max_time_s"]
 
 
+@pytest.mark.slow
 def test_exact_inputs_need_a_power_of_two_scale():
     assert V.problems(compose_cfg(["measure.distribution=exact", "measure.input_scale=0.25"])) == []
     assert V.problems(compose_cfg(["measure.distribution=exact", "measure.input_scale=8"])) == []
@@ -135,6 +140,7 @@ def test_variant_settings_have_ranges_wherever_the_variant_sits():
 
 
 # -- unknown keys, even when added with `+` --------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("override,path,hint", [
     ("+measure.warmpu_s=1", "measure.warmpu_s", "did you mean measure.warmup_s?"),
     ("+run.foo=1", "run.foo", "valid: name, fail_on_error, progress, resume, gpu_wait_s"),
@@ -204,6 +210,7 @@ CLI_BAD = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("override,line", CLI_BAD, ids=[b[0] for b in CLI_BAD])
 def test_cli_bad_setting_exits_2_with_one_line_fast_and_writes_no_row(tmp_path, override, line):
     out = tmp_path / "run"
@@ -234,6 +241,7 @@ def test_cli_bad_enum_value_is_one_line(tmp_path):
     assert p.stderr.splitlines() == ["gemmlab: measure.cache=lukewarm is invalid: must be one of flush, rotate, warm"]
 
 
+@pytest.mark.slow
 def test_cli_help_lists_the_groups_their_options_and_examples_not_the_config(tmp_path):
     p, _ = _run_py(["--help"], tmp_path)
     assert p.returncode == 0, p.stderr

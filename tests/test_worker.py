@@ -114,6 +114,7 @@ def _run(tmp_path, name, isolate, only, extra=()):
     return runner, {int(r["m"]): r for r in rows}
 
 
+@pytest.mark.slow
 def test_each_misbehaving_point_fails_alone_and_every_other_point_is_ok(tmp_path):
     t0 = time.monotonic()
     runner, rows = _run(tmp_path, "isolated", "all", None)
@@ -151,6 +152,7 @@ def test_without_isolation_a_sticky_fault_takes_every_later_point(tmp_path, monk
     assert {m: r["status"] for m, r in rows.items() if m in (8, 17, 31)} == {8: "ok", 17: "failed", 31: "ok"}
 
 
+@pytest.mark.slow
 def test_a_fixed_point_timeout_applies_to_the_whole_point(tmp_path):
     _, rows = _run(tmp_path, "fixed", "all", ["hang"], ["measure.point_timeout_s=3"])
     r = rows[19]

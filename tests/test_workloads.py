@@ -67,6 +67,7 @@ def test_operands_store_the_transpose_and_give_back_the_logical_view():
 
 
 # -- the CPU baseline end to end --------------------------------------------------------------------
+@pytest.mark.slow
 def test_cpu_baseline_runs_every_layout_and_a_batch_and_passes_the_check(tmp_path):
     _, rows = run_points(_cfg(tmp_path, ALL_LAYOUTS, "batch=[1,3]"), tmp_path / "run")
     assert len(rows) == 2 * 4 * 2 * 3

@@ -9,7 +9,7 @@ from typing import Callable, Dict
 
 from matplotlib.figure import Figure
 
-from . import (crossover, energy_efficiency, errors, hierarchical_roofline, inputs_power, ladder, power_clock, roofline,
+from . import (crossover, decode, energy_efficiency, errors, hierarchical_roofline, inputs_power, ladder, power_clock, roofline,
                throughput, tuning_regret)
 
 FIGURES: Dict[str, Callable[..., Figure]] = {
@@ -23,4 +23,5 @@ FIGURES: Dict[str, Callable[..., Figure]] = {
     "energy_efficiency": energy_efficiency.build,
     "power_clock": power_clock.build,
     "inputs_power": inputs_power.build,
+    "decode": decode.build,
 }

@@ -9,7 +9,9 @@ figure says where each roof comes from. Points: every variant at its algorithmic
 evidence (unreliable, contended) hollow, and in no roof. Where the variant models its DRAM
 intensity (``intensity_model``: the chapter's 0.25, T/4, 32), a hollow marker there at the same
 throughput, joined to the measured point, so the model's prediction and the measurement sit
-side by side.
+side by side. On the GPU, the decode point closest to its copy roof (:mod:`analysis.decode`: at
+most 64 tokens against a weight matrix, GB/s as % of its run's copy probe, else of the device's
+best copy row) is ringed and labelled with that %, the note naming it; nothing without decode rows.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from .. import data, style
+from .. import data, decode, style
 from .throughput import NOT_EVIDENCE_LABEL
 
 ROOF_COLOR, SHEET_COLOR = "#222222", "#8c8c8c"
@@ -143,15 +145,44 @@ def _build(ds: data.Dataset) -> Figure:
                    edgecolors=style.variant_color(variant, backend), marker=style.precision_marker(precision),
                    linewidths=0.7, zorder=5, gid=style.gid("unreliable", variant, precision))
 
+    best_decode = decode.best_point(decode.points(ds)) if kind == "gpu" else None
+    _label_best_decode(ax, best_decode)
+
     ax.set_xlabel("Arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("Throughput (TFLOP/s)")
     ax.set_title(ceil.label + (" (CPU)" if kind == "cpu" else ""), loc="left")
-    style.note(ax, _notes(ds, kind, ceil, pts), where="lower right", width=0.6)  # the roof's label: lower left
+    style.note(ax, _notes(ds, kind, ceil, pts) + ([decode_note(best_decode)] if best_decode is not None else []),
+               where="lower right", width=0.6)  # the roof's label: lower left
     style.legend_below(fig, handles)
     fig.draw_without_rendering()  # lay out first: label spacing needs the axes' final height
     _place_roof_labels(ax, labels, y_lo, y_hi, ax.get_position().height * fig.get_figheight(),
                        max(slopes) if slopes else None, x_lo)
     return fig
+
+
+def decode_label(best) -> str:
+    """The roofline's label at the best decode point (analysis.decode): its % of its copy roof."""
+    return f"decode {best['pct_of_roof']:.0f}%"
+
+
+def decode_note(best) -> str:
+    """What the ringed decode point is, and which copy row its % divides by."""
+    return (f"ringed: the decode point closest to its copy roof, {best['variant']} {best['precision']} "
+            f"{decode.shape_text(best)}, {best['gbs'] / 1e3:.3g} TB/s = {best['pct_of_roof']:.0f}% of "
+            f"{decode.roof_text(best)}")
+
+
+def _label_best_decode(ax, best) -> None:
+    """Ring the decode point closest to its copy roof and write its % of that roof left of it,
+    above the memory roof where no point can be (nothing without decode rows)."""
+    if best is None:
+        return
+    x, y = float(best["intensity"]), float(best["tflops"])
+    ax.scatter([x], [y], s=55, facecolors="none", edgecolors=ROOF_COLOR, linewidths=0.6, zorder=6,
+               gid=style.gid("decode-best", best["variant"], best["precision"]))
+    ax.text(x / 1.3, y * 1.5, decode_label(best), ha="right", va="bottom", fontsize=5.5, color=ROOF_COLOR, zorder=6,
+            gid=style.gid("label", "decode-best"), bbox=dict(boxstyle="square,pad=0.05", fc="white", ec="none",
+                                                              alpha=0.7))
 
 
 def _group_by_value(peaks: Dict[str, float]) -> Dict[float, List[str]]:

@@ -9,7 +9,7 @@ import numpy as np
 
 from gemmlab import dtypes, env, operands, samples
 from gemmlab.config import Distribution
-from gemmlab.measure import check, guards
+from gemmlab.measure import check, footprint, guards
 from gemmlab.measure.stats import should_stop, summarize, timing_fields
 
 
@@ -71,6 +71,9 @@ class CpuExecutor:
 
     def _measure_gemm(self, point, backend, seed: int) -> Dict[str, Any]:
         m = self.measure
+        why = footprint.too_big(footprint.point_bytes(point, m), footprint.host_free_bytes(), "host")
+        if why:  # before anything is drawn: a point that cannot fit must not take the host down
+            return {"status": "skipped", "reason": why}
         rng = np.random.default_rng(seed)
         shape_a, shape_b = operands.logical_shapes(point.m, point.n, point.k, point.batch)
         ta, tb = operands.transposed(point.layout)

@@ -11,17 +11,13 @@ from gemmlab import dtypes, operands, rows, samples
 from gemmlab.config import CachePolicy, Distribution, Fp8Scaling
 from gemmlab.gpu import arrays
 from gemmlab.gpu.device import free_bytes, info, no_device_reason
-from gemmlab.measure import check, guards, validity
+from gemmlab.measure import check, footprint, guards, validity
 from gemmlab.measure.nvml import drift as nvml_drift
 from gemmlab.measure.stats import timing_fields
 
 log = logging.getLogger("gemmlab")
 
 MAX_ROTATE_SETS = 16
-
-
-def _itemsize(dtype_name: str) -> int:
-    return dtypes.numpy_dtype(dtype_name).itemsize
 
 
 def _first_line(e: BaseException) -> str:
@@ -70,23 +66,8 @@ class GpuExecutor:
                 "cupy_version": d["cupy_version"]}
 
     # -- memory -----------------------------------------------------------------------------
-    def _bytes_per_set(self, p) -> int:
-        # A, B and C of every GEMM of the batch; a scaled fp8 set also keeps its dequantized FP64
-        # operands for the check (gemmlab/fp8.py)
-        scaled = p.compute == "fp8" and self.measure.fp8_scaling != Fp8Scaling.none
-        return p.bytes_min + (8 * p.batch * (p.m * p.k + p.k * p.n) if scaled else 0)
-
-    def _check_bytes(self, p) -> int:
-        # FP64 A and B and their absolute values, R, the bound, the upcast output and a chunk's
-        # temporaries (gemmlab/measure/check.py), for every GEMM of the batch.
-        return p.batch * (16 * (p.m * p.k + p.k * p.n) + 40 * p.m * p.n)
-
-    def _guard_bytes(self, p, n_sets: int) -> int:
-        # each input's bytes kept for comparison, and two guards around each of A, B and C
-        g = guards.guard_size(self.measure.guard_bytes)
-        if not g:
-            return 0
-        return n_sets * (p.bytes_min - p.batch * p.m * p.n * _itemsize(p.out_dtype) + 6 * g)
+    def _scaled(self, p) -> bool:
+        return p.compute == "fp8" and self.measure.fp8_scaling != Fp8Scaling.none
 
     def limits(self, p, n_baselines: int = 0):
         """The watchdog's limits for ``p`` on this device (gemmlab/measure/worker/limits.py)."""
@@ -104,7 +85,7 @@ class GpuExecutor:
     def _n_sets(self, p) -> int:
         if self.measure.cache != CachePolicy.rotate:
             return 1
-        per = self._bytes_per_set(p)
+        per = footprint.inputs_bytes(p, self._scaled(p))
         return int(min(MAX_ROTATE_SETS, max(2, math.ceil(2 * self.dev["l2_bytes"] / per) + 1)))
 
     # -- one point ----------------------------------------------------------------------------
@@ -165,12 +146,9 @@ class GpuExecutor:
     def _measure(self, p, backend, seed: int, baselines: Sequence = ()) -> Dict[str, Any]:
         cp, m = self.cp, self.measure
         n_sets = self._n_sets(p)
-        need = n_sets * self._bytes_per_set(p) + (self._check_bytes(p) if m.check else 0) \
-            + self._guard_bytes(p, n_sets)
-        free = free_bytes()
-        if need > 0.9 * free:
-            return {"status": "skipped",
-                    "reason": f"needs {need / 2**30:.1f} GiB of device memory, {free / 2**30:.1f} GiB free"}
+        why = footprint.too_big(footprint.point_bytes(p, m, n_sets, self._scaled(p)), free_bytes(), "device")
+        if why:
+            return {"status": "skipped", "reason": why}
 
         zones = guards.Guards(cp, m.guard_bytes)
         sets = self.make_sets(p, backend, seed, n_sets, zones)

@@ -1,0 +1,55 @@
+"""How much memory a GEMM point takes while it is measured, written once for the executors (which
+skip a point that does not fit) and for the estimate a run prints before it starts."""
+from __future__ import annotations
+
+from typing import Optional
+
+from gemmlab import dtypes
+from gemmlab.measure import guards
+
+
+def inputs_bytes(p, fp8_scaled: bool = False) -> int:
+    """A, B and C of every GEMM of the batch; a scaled fp8 set also keeps its dequantized FP64
+    operands for the check (gemmlab/fp8.py)."""
+    return p.bytes_min + (8 * p.batch * (p.m * p.k + p.k * p.n) if fp8_scaled else 0)
+
+
+def check_bytes(p) -> int:
+    """FP64 A and B and their absolute values, R, the bound, the upcast output and a chunk's
+    temporaries (gemmlab/measure/check.py), for every GEMM of the batch."""
+    return p.batch * (16 * (p.m * p.k + p.k * p.n) + 40 * p.m * p.n)
+
+
+def guard_bytes(p, guard_setting: int, n_sets: int = 1) -> int:
+    """Each input's bytes kept for comparison, and two guards around each of A, B and C
+    (gemmlab/measure/guards.py)."""
+    g = guards.guard_size(guard_setting)
+    if not g:
+        return 0
+    out_bytes = p.batch * p.m * p.n * dtypes.numpy_dtype(p.out_dtype).itemsize
+    return n_sets * (p.bytes_min - out_bytes + 6 * g)
+
+
+def point_bytes(p, measure, n_sets: int = 1, fp8_scaled: bool = False) -> int:
+    """The most memory the point holds at once on the device it runs on."""
+    return (n_sets * inputs_bytes(p, fp8_scaled) + (check_bytes(p) if measure.check else 0)
+            + guard_bytes(p, measure.guard_bytes, n_sets))
+
+
+def host_free_bytes() -> Optional[int]:
+    """The host's available memory (MemAvailable), or None where /proc/meminfo cannot say."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def too_big(need: int, free: Optional[int], where: str) -> Optional[str]:
+    """The skip reason of a point that needs more than 90% of the free memory, else None."""
+    if free is None or need <= 0.9 * free:
+        return None
+    return f"needs {need / 2**30:.1f} GiB of {where} memory, {free / 2**30:.1f} GiB free"
