@@ -90,8 +90,10 @@ def test_wgmma_ws_with_clusters_is_correct(tmp_path):
 # the others: partial tiles, one row, fewer tiles than clusters, one tile column, one cluster row.
 NT_SHAPES = [[1, 8, 64], [129, 264, 72], [300, 1032, 4104], [2048, 6144, 1000], [4096, 4096, 4096],
              [8192, 256, 512], [256, 8192, 256]]
-NT_DEFINES = ["{RASTER:0,STREAM_K:0}", "{RASTER:1}", "{RASTER:2}", "{STREAM_K:1,GRID_CTAS:0}",
-              "{STREAM_K:1,GRID_CTAS:0,RASTER:2}"]
+# The first runs the measured default's code (each role walks the tiles), the next the producer-only
+# schedule (PRODUCER_SCHEDULES 1, which stream-K needs).
+NT_DEFINES = ["{RASTER:0,STREAM_K:0,PRODUCER_SCHEDULES:0}", "{PRODUCER_SCHEDULES:1}", "{RASTER:1}", "{RASTER:2}",
+              "{PRODUCER_SCHEDULES:1,STREAM_K:1,GRID_CTAS:0}", "{PRODUCER_SCHEDULES:1,STREAM_K:1,GRID_CTAS:0,RASTER:2}"]
 
 
 @pytest.mark.parametrize("defines", NT_DEFINES)

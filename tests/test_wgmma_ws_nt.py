@@ -8,9 +8,12 @@
   tile once with stream-K, at most two parts per tile; the check fails a schedule that maps a tile
   twice.
 - Builds: every entry of WS_NT_SWEEP (the session's tune_ws_nt list) at nn and nt for sm_90a without
-  spills, with the SASS each claims (the transpose bit for nn only, atomics with stream-K only).
-- The stage's own code on the CPU (host emulation): layout nt at every edge, each tile order, stream-K
-  with cut tiles and its workspace reused by a second launch, checked element-wise against FP64; and
+  spills, with the SASS each claims (the transpose bit for nn only, atomics with stream-K only); the
+  default nn build is, instruction for instruction, the SASS main built before issue 32 (the kernel
+  the H200 measured), which PRODUCER_SCHEDULES 1 is not; STREAM_K without it is skipped saying why.
+- The stage's own code on the CPU (host emulation): layout nt at every edge on both scheduling paths
+  (each role walks the tiles; PRODUCER_SCHEDULES 1), each tile order, stream-K with cut tiles and its
+  workspace reused by a second launch, checked element-wise against FP64; and
   mutants (B read with the transpose bit at nt, a tile order that never visits a column, stream-K
   runs that overlap by a k-tile, counters left dirty) failing the same check.
 
@@ -38,8 +41,10 @@ from gemmlab.points import expand
 VARIANT = "wgmma_ws"
 # The session's tune_ws_nt sweep (.ci/h200-session.sh; the YAML's header lists it too): deltas from
 # the YAML's defines, the first the default. B_KMAJOR is not in it: it follows the layout.
-WS_NT_SWEEP = ["{RASTER:0,STREAM_K:0}", "{RASTER:1}", "{RASTER:2}", "{GRID_CTAS:0}", "{STREAM_K:1,GRID_CTAS:0}",
-               "{STREAM_K:1,GRID_CTAS:0,RASTER:2}"]
+# PRODUCER_SCHEDULES 1 alone measures what the producer-only schedule costs; stream-K needs it.
+WS_NT_SWEEP = ["{RASTER:0,STREAM_K:0,PRODUCER_SCHEDULES:0}", "{PRODUCER_SCHEDULES:1}", "{RASTER:1}", "{RASTER:2}",
+               "{GRID_CTAS:0}", "{PRODUCER_SCHEDULES:1,STREAM_K:1,GRID_CTAS:0}",
+               "{PRODUCER_SCHEDULES:1,STREAM_K:1,GRID_CTAS:0,RASTER:2}"]
 H200_SMS = 132
 SMEM_OPTIN = 232448  # sm_90's 227 KB per block
 LLAMA_PREFILL = ["sizes=llm", "sizes.model_names=[llama3_70b]", "sizes.tokens=[4096,16384]"]
@@ -119,6 +124,13 @@ def test_launch_rules_at_the_h200_sizes():
             counters = 256 * -(-ctas * 2 * 4 // 256)  # an int per CTA and consumer, to 256 bytes
             assert s.workspace_bytes == (counters + ctas * 2 * 128 * 256 * 4 if "STREAM_K:1" in defines else 0)
             assert 48 * 1024 < s.smem_bytes <= SMEM_OPTIN
+
+
+def test_stream_k_without_the_producer_schedule_is_skipped_saying_why():
+    (p,) = ws_points("nt", "{STREAM_K:1,GRID_CTAS:0}")
+    assert p.skip_reason and "STREAM_K needs PRODUCER_SCHEDULES 1" in p.skip_reason, p.skip_reason
+    (p,) = ws_points("nt", "{STREAM_K:1,GRID_CTAS:0,PRODUCER_SCHEDULES:1}")
+    assert p.skip_reason is None, p.skip_reason
 
 
 def test_tensor_maps_at_nt_are_over_the_stored_n_x_k_b():
@@ -241,6 +253,45 @@ def test_sweep_builds_without_spills_and_keeps_its_path(defines, layout, tmp_pat
     assert not [x for x in ops if x.startswith(("LDL", "STL"))]
 
 
+# The default kernel (nn, every define of issue 32 at 0) as main built it before issue 32 (0afafc5),
+# the same bf16 SASS as at the commits of the H200 rows that measured it (session5c ba0c639, the
+# header's table; session5e 4bc4942; session6b 741893b): sha256 of its SASS instructions (the text
+# after each address, branch targets included) from nvcc 13.0.88, read by cuobjdump 13.5.
+MEASURED_NVCC = "13.0.88"
+MEASURED_DEFAULT_SASS = {
+    "bf16": "56fa74d757f73f130d3dfb1fe3caadba42d6ae5bf1a1ba0603ca99d32d71d638",
+    "fp16": "1555cf70dde9bd1184656f47e5a4819d8889068261429c7e6a89decb36efbb4e",
+}
+
+
+def sass_digest(text: str) -> str:
+    lines = re.findall(r"/\*[0-9a-f]{4,}\*/\s+([^;]*);", text)
+    assert lines, "no instructions in the SASS"
+    return hashlib.sha256("\n".join(" ".join(x.split()) for x in lines).encode()).hexdigest()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_the_default_kernel_is_the_measured_code(precision, tmp_path_factory):
+    """The new scheduling path is behind PRODUCER_SCHEDULES (0): the default nn kernel must stay the
+    SASS the H200 measured. A change to it is measured (tune_ws) before it becomes the default; then
+    this digest is updated with the rows that measured it."""
+    from test_hopper_kernels import build, sass
+
+    from gemmlab.backends import nvcc
+
+    found = nvcc.find_nvcc()
+    if found is None or nvcc.nvcc_version(found) != MEASURED_NVCC:
+        pytest.skip(f"the recorded SASS is nvcc {MEASURED_NVCC}'s (here: {found and nvcc.nvcc_version(found)})")
+    cache = session_folder(tmp_path_factory.getbasetemp(), "cuda-cache")
+    cubin, _ = build(VARIANT, precision, cache, ["layouts=[nn]"])
+    assert sass_digest(sass(cubin)) == MEASURED_DEFAULT_SASS[precision], (
+        f"stage 12's default {precision} kernel is no longer the measured code (or cuobjdump prints it otherwise)")
+    if precision == "bf16":  # the check can fail: the producer-only schedule is other code
+        other, _ = build(VARIANT, precision, cache, ["layouts=[nn]", f"variant.{VARIANT}.cuda.defines.PRODUCER_SCHEDULES=1"])
+        assert sass_digest(sass(other)) != MEASURED_DEFAULT_SASS[precision]
+
+
 # ---- the stage on the CPU ----------------------------------------------------------------------------
 # Clusters are not emulated: CLUSTER_M 1 and GRID_CTAS 0 (one CTA per emulated SM).
 EMU = "CLUSTER_M:1,GRID_CTAS:0"
@@ -283,21 +334,27 @@ def assert_right(point, c, res, what):
 
 # (layout, defines, shapes, emulated SMs, launches). Partial tiles in M, N and K everywhere.
 # - nt at stage 12's edge shapes (test_hopper_emulation.WS_EMULATED_SHAPES): 2 x 3 tiles each CTA
-#   walking 3 with the ring wrapping, fewer k-tiles than stages, one row of C.
+#   walking 3 with the ring wrapping, fewer k-tiles than stages, one row of C; each role walking the
+#   tiles (the default) and the producer handing them out (PRODUCER_SCHEDULES 1, its end slot too).
 # - the orders on 3 x 5 tiles (300 x 1032, one k-tile) over 4 CTAs: with GROUP_M 2 the second group
-#   walks its columns backwards (RASTER 1); the Hilbert curve's turns (RASTER 2).
+#   walks its columns backwards (RASTER 1); the Hilbert curve's turns (RASTER 2, on both paths).
 # - stream-K on 2 x 4 tiles (200 x 1000) of 5 k-tiles (K = 264) over 3 CTAs: one data-parallel tile
 #   each, then 5 tiles cut into 3 runs of 8, 8 and 9 k-tiles: two tiles cut (at k-tile 3 and 1), three
 #   whole; launched twice on one workspace, and once with the blocks in reverse order (the other
 #   part of each cut tile arrives second): C must be the same bits. nt with the Hilbert order and the
-#   TMA store, nn with the direct stores after the fixup.
+#   TMA store, nn with the direct stores after the fixup (stream-K needs PRODUCER_SCHEDULES 1).
 SK_SHAPE = (200, 1000, 264)
+EDGES = [(200, 520, 200), (129, 264, 72), (1, 8, 64)]
+PS = ",PRODUCER_SCHEDULES:1"
+SK = PS + ",STREAM_K:1"
 EMULATED = [
-    ("nt", EMU, [(200, 520, 200), (129, 264, 72), (1, 8, 64)], 2, 1),
+    ("nt", EMU, EDGES, 2, 1),
+    ("nt", EMU + PS, EDGES, 2, 1),
     ("nt", EMU + ",RASTER:1,GROUP_M:2", [(300, 1032, 64)], 4, 1),
     ("nt", EMU + ",RASTER:2", [(300, 1032, 64)], 4, 1),
-    ("nt", EMU + ",STREAM_K:1,RASTER:2", [SK_SHAPE], 3, 2),
-    ("nn", EMU + ",STREAM_K:1,EPI_TMA:0", [SK_SHAPE], 3, 2),
+    ("nt", EMU + PS + ",RASTER:2", [(300, 1032, 64)], 4, 1),
+    ("nt", EMU + SK + ",RASTER:2", [SK_SHAPE], 3, 2),
+    ("nn", EMU + SK + ",EPI_TMA:0", [SK_SHAPE], 3, 2),
 ]
 
 
@@ -357,7 +414,7 @@ def test_emulation_catches_stream_k_runs_that_overlap(tmp_path_factory):
     folder = tmp_path_factory.mktemp("emu-ws-overlap")
     src = mutant(folder.parent, "overlap", "sk_begin = static_cast<int>(iters * unit / units);",
                  "sk_begin = static_cast<int>(iters * unit / units) - (unit > 0);", header=True)
-    p = ws_point(*SK_SHAPE, "nt", "{" + EMU + ",STREAM_K:1}")
+    p = ws_point(*SK_SHAPE, "nt", "{" + EMU + SK + "}")
     c, res = emulate(p, folder, np.random.default_rng(3), 3, source=src)
     assert not res.passed and res.elem_fail > 0, "a k-tile computed twice went unnoticed"
 
@@ -368,7 +425,7 @@ def test_emulation_catches_counters_left_dirty_for_the_next_launch(tmp_path_fact
     the count it expects (0 or 1), so the tile is never finished."""
     folder = tmp_path_factory.mktemp("emu-ws-dirty")
     src = mutant(folder.parent, "dirty", "if (local_tid == 0) workspace[who] = 0;", "")
-    p = ws_point(*SK_SHAPE, "nt", "{" + EMU + ",STREAM_K:1}")
+    p = ws_point(*SK_SHAPE, "nt", "{" + EMU + SK + "}")
     c, res = emulate(p, folder, np.random.default_rng(4), 3, launches=1, source=src)
     assert_right(p, c, res, "the first launch")
     c, res = emulate(p, folder, np.random.default_rng(4), 3, launches=2, source=src)

@@ -8,9 +8,11 @@
 // * Persistent grid: at most one CTA per SM (GRID_CTAS caps it); each cluster walks the output tiles
 //   t = cluster_id, cluster_id + clusters, ... so the producer prefetches the next tile's first
 //   stages while the consumers finish the current one (no launch tail per tile). The producer thread
-//   is the only scheduler: it hands each piece of work (tile, k-tiles) to the consumers with the
-//   piece's first slot (a UnitInfo beside the barriers, published by the full barrier's arrive), and
-//   ends them with a slot that carries no data; the consumers never compute the schedule.
+//   and the consumers each walk that sequence themselves (the measured kernel). PRODUCER_SCHEDULES 1
+//   (off, to be measured) makes the producer thread the only scheduler: it hands each piece of work
+//   (tile, k-tiles) to the consumers with the piece's first slot (a UnitInfo beside the barriers,
+//   published by the full barrier's arrive) and ends them with a slot that carries no data; stream-K
+//   needs it (a piece's k-range and cut reach the consumers that way).
 // * Rasterisation for L2 reuse: tiles are numbered in groups of GROUP_M cluster-rows, walking down a
 //   group column by column, so the tiles in flight at once share A rows and B columns in L2
 //   (RASTER 0; the other orders and the stream-K split: hopper/tile_schedule.cuh, defines below).
@@ -44,10 +46,12 @@
 // grid must be a multiple of CLUSTER_M, and should be resident at once (grid <= SM count; the
 // static schedule balances work over all clusters; no CTA ever waits for another, stream-K
 // included). Shared memory: STAGES*(BM*BK + BK*BN)*2 + 2*64*64*EPI_BOXES*2 (staging) + 1 KB
-// alignment + barriers and slot infos (32*STAGES + 16): 225 KB for 4 stages and EPI_BOXES 2 (209 KB
-// for 3 stages with the whole tile staged). Last argument: the launcher's workspace (YAML
-// workspace_bytes), read only with STREAM_K 1: grid * 2 * 4 bytes of counters (to 256) + grid * 2 *
-// BM * BN * 4 bytes of fp32 partials (34.6 MB on 132 CTAs); the kernel leaves the counters at zero.
+// alignment + barriers (16*STAGES; PRODUCER_SCHEDULES adds 16*STAGES + 16 of slot infos): 225 KB for
+// 4 stages and EPI_BOXES 2 (209 KB for 3 stages with the whole tile staged). Last argument: the
+// launcher's workspace (YAML workspace_bytes), read only with STREAM_K 1: grid * 2 * 4 bytes of
+// counters (to 256) + grid * 2 * BM * BN * 4 bytes of fp32 partials (34.6 MB on 132 CTAs); the kernel
+// leaves the counters at zero. With every define below at 0 (B_KMAJOR aside) the kernel compiles to
+// the SASS measured in the table below (the workspace argument is never read).
 //
 // Modeled intensity (operand bytes per CTA tile out of L2/DRAM, no reuse between clusters):
 // 2*BM*BN / ((BM + BN/CLUSTER_M) * 2 B) = 128 FLOP/B for 128x256 with multicast of B.
@@ -75,26 +79,36 @@
 // CTAs did not rescue them (57.6*, 53.0*, 49.8* at 8192).
 // From pranjalssh/fast.cu's list, already here: 128x256 tiles on m64n256k16, mbarrier parity waits
 // (try_wait.parity), clusters with multicast (CLUSTER_M), a 128-CTA persistent grid, and (RASTER 2)
-// a Hilbert-curve tile order, computed by the producer thread for each tile (no table: a walk of
-// about log2(rows) + log2(columns) halvings, off the consumers' path, while the ring is full).
+// a Hilbert-curve tile order, computed for each tile without a table (a walk of about log2(rows) +
+// log2(columns) halvings): by every role, or with PRODUCER_SCHEDULES 1 by the producer thread alone,
+// off the consumers' path, while the ring is full.
 //
 // Techniques added for layout nt and LLM shapes (issue 32), off by default, PREDICTED, not yet
 // measured (tune_ws_nt in .ci/h200-session.sh; WS_NT_SWEEP in tests/test_wgmma_ws_nt.py):
-//   define     what it does                                         predicted effect when switched on
-//   RASTER     tile order: 0 grouped raster (GROUP_M cluster rows,   1: 0..+1% where a wave's A and B
-//              down each column); 1 the same with every odd group    panels fit the 60 MiB L2 (K <= ~6144),
-//              walking its columns right to left, so a group's       ~0 at 8192; 2: the same, and up to
-//              first tiles reuse the B columns of the last ones;     +1% on LLM shapes with many column
-//              2 generalized Hilbert curve over the cluster tiles     tiles (N = 57344: 224 of them)
-//   STREAM_K   1: when the tiles leave the last wave partly idle,    with GRID_CTAS 0 (66 clusters):
-//              the last whole wave and the partial one are cut        +1..+3% where 128 CTAs leave 4 SMs
-//              into equal runs of k-tiles, one per cluster           idle (4096, 6144, Llama-3 70B prefill:
-//              (data-parallel tiles first); a tile cut in two        all multiples of 64 cluster tiles),
-//              is finished by the part that arrives second (fp32     less the fixup (<= 2 cut tiles per
-//              partials in the workspace, a counter per cut,         CTA, 64 KB stored and read per
-//              a + b: deterministic, no float atomics)                consumer); 0 where tiles % 66 == 0
-//   B_KMAJOR   not a tuning knob: the layout (nt: 1)                 nt within +-1% of nn (same bytes,
-//                                                                     same swizzle, no transpose bit)
+//   define              what it does                               predicted effect when switched on
+//   PRODUCER_SCHEDULES  1: the producer thread alone walks the     +-0.5% (noise): the consumers trade a
+//                       schedule and hands each piece to the       few integer ops per tile for a 16-byte
+//                       consumers with its first slot (UnitInfo);  shared load, the CTA one more slot use.
+//                       a slot without data ends them. 0: every    Needed by STREAM_K; takes RASTER 2's
+//                       role walks the tiles itself (measured)     walk off the consumers' path
+//   RASTER              tile order: 0 grouped raster (GROUP_M      1: 0..+1% where a wave's A and B panels
+//                       cluster rows, down each column); 1 the     fit the 60 MiB L2 (K <= ~6144), ~0 at
+//                       same with every odd group walking its      8192; 2: the same, and up to +1% on LLM
+//                       columns right to left (a group's first     shapes with many tile columns (N = 57344:
+//                       tiles reuse the last ones' B columns);     224), less the walk per tile in every
+//                       2 generalized Hilbert curve over the       consumer thread unless PRODUCER_SCHEDULES
+//                       cluster tiles                              (< 0.5% of a tile's time at K >= 4096)
+//   STREAM_K            1 (needs PRODUCER_SCHEDULES 1): when the   with GRID_CTAS 0 (66 clusters): +1..+3%
+//                       tiles leave the last wave partly idle,     where 128 CTAs leave 4 SMs idle (4096,
+//                       the last whole wave and the partial one    6144, Llama-3 70B prefill: all multiples
+//                       are cut into equal runs of k-tiles, one    of 64 cluster tiles), less the fixup
+//                       per cluster (data-parallel tiles first);   (<= 2 cut tiles per CTA, 64 KB stored and
+//                       a tile cut in two is finished by the part  read per consumer); 0 where tiles % 66
+//                       that arrives second (fp32 partials in the  == 0
+//                       workspace, a counter per cut, a + b:
+//                       deterministic, no float atomics)
+//   B_KMAJOR            not a tuning knob: the layout (nt: 1)      nt within +-1% of nn (same bytes, same
+//                                                                  swizzle, no transpose bit)
 //
 // Run it alone: python run.py variant=[cublas,wgmma_ws] precision=bf16 sizes.square=[4096,8192]
 //   (layout nt: add layouts=[nt]; Llama-3 70B prefill: sizes=llm 'sizes.model_names=[llama3_70b]'
@@ -153,6 +167,9 @@
 #ifndef STREAM_K
 #define STREAM_K 0
 #endif
+#ifndef PRODUCER_SCHEDULES  // 0: every role walks the tiles itself (the measured kernel); 1: the producer hands them out
+#define PRODUCER_SCHEDULES 0
+#endif
 
 namespace {
 
@@ -181,20 +198,27 @@ static_assert(EPI_BOXES >= 1 && kBChunks % EPI_BOXES == 0, "EPI_BOXES divides th
 static_assert(MBAR_CLUSTER_SCOPE == 0 || MBAR_CLUSTER_SCOPE == 1, "MBAR_CLUSTER_SCOPE is 0 or 1");
 static_assert(B_KMAJOR == 0 || B_KMAJOR == 1, "B_KMAJOR is 0 (B stored K x N) or 1 (B stored N x K)");
 static_assert(STREAM_K == 0 || STREAM_K == 1, "STREAM_K is 0 or 1");
+static_assert(PRODUCER_SCHEDULES == 0 || PRODUCER_SCHEDULES == 1, "PRODUCER_SCHEDULES is 0 or 1");
+static_assert(!STREAM_K || PRODUCER_SCHEDULES,
+              "STREAM_K needs PRODUCER_SCHEDULES 1: a piece's k-range and cut reach the consumers in its first slot");
 static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * 128 * kConsumers <= 65536, "register file");
 
+#if PRODUCER_SCHEDULES
 // What the producer tells the consumers about the work in a slot, at the first k-tile of each piece:
 // the tile (cluster row, column), its k-tiles [kb, ke) as kb | ke << 16, and for a stream-K part of a
 // tile 2 * boundary + part (-1: a whole tile); m < 0: no more work. The consumers compute nothing of
-// the schedule, and keep no value of the prologue across setmaxnreg (ptxas spills those).
+// the schedule, and keep no value of the prologue across setmaxnreg (ptxas spilled such values in the
+// stream-K builds).
 struct UnitInfo {
   int m, n, k_range, split;
 };
+#endif
 
 // Stages, the consumers' staging tiles, 1 KB to align to the swizzle period, full + empty barriers,
-// the slots' UnitInfo, and one word per consumer for stream-K's "arrived second".
-constexpr int kDynamicSmemBytes =
-    STAGES * kStageBytes + kConsumers * kStagingBytes + 1024 + 2 * STAGES * 8 + STAGES * 16 + 16;
+// and with PRODUCER_SCHEDULES the slots' UnitInfo and one word per consumer for stream-K's "arrived
+// second".
+constexpr int kDynamicSmemBytes = STAGES * kStageBytes + kConsumers * kStagingBytes + 1024 + 2 * STAGES * 8 +
+                                  PRODUCER_SCHEDULES * (STAGES * 16 + 16);
 static_assert(kDynamicSmemBytes <= 227 * 1024, "more shared memory than one sm_90 block may have");
 
 #if STREAM_K
@@ -235,13 +259,32 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   unsigned char* staging = smem + STAGES * kStageBytes;
   uint64_t* full = reinterpret_cast<uint64_t*>(staging + kConsumers * kStagingBytes);
   uint64_t* empty = full + STAGES;
+#if PRODUCER_SCHEDULES
   UnitInfo* info = reinterpret_cast<UnitInfo*>(empty + STAGES);
+#endif
 #if STREAM_K
   int* arrived = reinterpret_cast<int*>(info + STAGES);  // per consumer: the counter's value before it arrived
 #endif
 
   const int tid = threadIdx.x;
   const int warpgroup = tid / 128;
+#if !PRODUCER_SCHEDULES
+  // Every role walks the cluster's tiles itself (the measured kernel): the same few integers, read
+  // before setmaxnreg, in the producer thread and in every consumer thread.
+#if CLUSTER_M > 1
+  const uint32_t cta_rank = cluster_cta_rank();
+  const int cluster = static_cast<int>(cluster_id_x());
+  const int clusters = static_cast<int>(cluster_count_x());
+#else
+  const uint32_t cta_rank = 0;
+  const int cluster = blockIdx.x;
+  const int clusters = gridDim.x;
+#endif
+  const int m_clusters = (M + BM * CLUSTER_M - 1) / (BM * CLUSTER_M);
+  const int n_tiles = (N + BN - 1) / BN;
+  const int tiles = m_clusters * n_tiles;
+  const int k_tiles = (K + BK - 1) / BK;
+#endif
 
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -259,10 +302,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 
   if (warpgroup == 0) {
     // ---------------------------------------------------------------- producer warpgroup
-    // The one thread that issues the copies is also the scheduler: it walks the cluster's work (tile
-    // order RASTER, stream-K pieces) and hands each piece to the consumers with its first slot.
+    // PRODUCER_SCHEDULES 1: the one thread that issues the copies is also the only scheduler: it walks
+    // the cluster's work (tile order RASTER, stream-K pieces) and hands each piece to the consumers with
+    // its first slot.
     setmaxnreg_dec<PRODUCER_REGS>();
     if (tid == 0) {
+#if PRODUCER_SCHEDULES
 #if CLUSTER_M > 1
       const uint32_t cta_rank = cluster_cta_rank();
       const int cluster = static_cast<int>(cluster_id_x());
@@ -275,15 +320,23 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       const int m_clusters = (M + BM * CLUSTER_M - 1) / (BM * CLUSTER_M);
       const int n_tiles = (N + BN - 1) / BN;
       const int k_tiles = (K + BK - 1) / BK;
+#endif
       tensormap_acquire(map_a);
       tensormap_acquire(map_b);
-      const StreamK sched(m_clusters * n_tiles, k_tiles, clusters, cluster, STREAM_K != 0);
       int it = 0;  // stage uses so far, across tiles: slot = it % STAGES, use = it / STAGES
+#if PRODUCER_SCHEDULES
+      const StreamK sched(m_clusters * n_tiles, k_tiles, clusters, cluster, STREAM_K != 0);
       for (WorkUnit u = sched.first(); u.t >= 0; u = sched.next(u)) {
         const TileCoord tile = tile_of<RASTER, GROUP_M>(u.t, m_clusters, n_tiles);
+        const int kb = u.kb, ke = u.ke;
+#else
+      for (int t = cluster; t < tiles; t += clusters) {
+        const TileCoord tile = tile_of<RASTER, GROUP_M>(t, m_clusters, n_tiles);
+        const int kb = 0, ke = k_tiles;
+#endif
         const int m0 = (tile.m * CLUSTER_M + static_cast<int>(cta_rank)) * BM;
         const int n0 = tile.n * BN;
-        for (int kt = u.kb; kt < u.ke; ++kt, ++it) {
+        for (int kt = kb; kt < ke; ++kt, ++it) {
           const int slot = it % STAGES;
           const uint32_t use = static_cast<uint32_t>(it / STAGES);
           // Wait until use-1 of this slot was released by all consumers of the cluster.
@@ -292,17 +345,25 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 #else
           mbar_wait(&empty[slot], (use & 1u) ^ 1u);
 #endif
-          if (kt == u.kb) {  // published by the arrive below
+#if PRODUCER_SCHEDULES
+          if (kt == kb) {  // published by the arrive below
             const int part = split_part(u, k_tiles);
-            info[slot] = UnitInfo{tile.m, tile.n, u.kb | u.ke << 16,
+            info[slot] = UnitInfo{tile.m, tile.n, kb | ke << 16,
                                   part < 0 ? -1 : 2 * split_boundary(u, k_tiles, cluster) + part};
           }
+#endif
           unsigned char* stage = smem + slot * kStageBytes;
           mbar_arrive_expect_tx(&full[slot], kStageBytes);  // A + all of B, whoever sends it
           tma_load_2d(stage, map_a, &full[slot], kt * BK, m0);
+          // this CTA's share of B's chunks; the producer-only schedule counts them from 0 (no loop bound
+          // live: with stream-K's state the 40-register thread spilled the other form)
 #pragma unroll
-          for (int jj = 0; jj < kBChunks / CLUSTER_M; ++jj) {  // this CTA's share of B's chunks
+#if PRODUCER_SCHEDULES
+          for (int jj = 0; jj < kBChunks / CLUSTER_M; ++jj) {
             const int j = jj * CLUSTER_M + static_cast<int>(cta_rank);
+#else
+          for (int j = static_cast<int>(cta_rank); j < kBChunks; j += CLUSTER_M) {
+#endif
             // B_KMAJOR 0: rows kt*BK.. of K x N, columns n0 + 64j..; 1: rows n0 + 64j.. of N x K, columns kt*BK..
             const int b_col = B_KMAJOR ? kt * BK : n0 + 64 * j;
             const int b_row = B_KMAJOR ? n0 + 64 * j : kt * BK;
@@ -315,19 +376,23 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
           }
         }
       }
+#if PRODUCER_SCHEDULES
       // No more work: one more use of the next slot carries no data, only the end (a plain arrive).
       const int slot = it % STAGES;
       mbar_wait(&empty[slot], (static_cast<uint32_t>(it / STAGES) & 1u) ^ 1u);
       info[slot] = UnitInfo{-1, 0, 0, 0};
       mbar_arrive(&full[slot]);
+#endif
     }
   } else {
     // ---------------------------------------------------------------- consumer warpgroups
     setmaxnreg_inc<CONSUMER_REGS>();
+#if PRODUCER_SCHEDULES
 #if CLUSTER_M > 1
     const uint32_t cta_rank = cluster_cta_rank();
 #else
     const uint32_t cta_rank = 0;
+#endif
 #endif
     const int consumer = warpgroup - 1;  // which m64 slice of the tile
     const int local_tid = tid % 128;
@@ -384,13 +449,20 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 #endif
 
     int it = 0;
+#if PRODUCER_SCHEDULES
     while (true) {
       mbar_wait(&full[it % STAGES], static_cast<uint32_t>(it / STAGES) & 1u);  // the piece's first slot
       const UnitInfo u = info[it % STAGES];
       if (u.m < 0) break;
-      const int m0 = (u.m * CLUSTER_M + static_cast<int>(cta_rank)) * BM + consumer * 64;
-      const int n0 = u.n * BN;
+      const TileCoord tile{u.m, u.n};
       const int kb = u.k_range & 0xFFFF, ke = u.k_range >> 16;
+#else
+    for (int t = cluster; t < tiles; t += clusters) {
+      const TileCoord tile = tile_of<RASTER, GROUP_M>(t, m_clusters, n_tiles);
+      const int kb = 0, ke = k_tiles;
+#endif
+      const int m0 = (tile.m * CLUSTER_M + static_cast<int>(cta_rank)) * BM + consumer * 64;
+      const int n0 = tile.n * BN;
 
 #pragma unroll
       for (int i = 0; i < kAccum; ++i) acc[i] = 0.0f;
@@ -422,7 +494,11 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       }
       wgmma_wait<0>();
       fence_accumulators(acc);
-      release((it - 1) % STAGES);
+#if PRODUCER_SCHEDULES
+      release((it - 1) % STAGES);  // every piece the producer hands out holds one k-tile at least
+#else
+      if (k_tiles > 0) release((it - 1) % STAGES);
+#endif
 #if STREAM_K
       if (u.split >= 0 && !holds_the_sum(u.split & 1, u.split >> 1)) continue;
 #endif
