@@ -6,7 +6,8 @@
 #
 # Needs the wheels in .whl/ (../shared/gpu-host/wheels.sh .whl) and $OUT (where logs and a tarball
 # of outputs/reference go). Stages: gpu_all core kernels hopper cutlass_bench cutlass cutlass_n8192
-# cutlass_odd ladder tc tune tune_mma tune_ws tune_ws_fp16 ws_repeat ws_seeds ws_standalone ws_llama hopper_fp8 tune_fp8
+# cutlass_odd ladder tc tune tune_mma tune_ws tune_ws_fp16 ws_repeat ws_seeds ws_standalone ws_llama ws_nt_tests tune_ws_nt
+# hopper_fp8 tune_fp8
 # fp8_scaled fp8_block tune_fp8_block mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation conduct sanitize default_run default_run_noguard
@@ -115,6 +116,22 @@ for stage in "$@"; do case $stage in
            step llama70b_wgmma_ws 200 python3 run.py "variant=[wgmma_ws]" "precision=[bf16,fp16]" sizes=llm \
              "sizes.model_names=[llama3_70b]" "layouts=[nn]" "measure.baseline=[cublas]" measure.max_noise=0.05 \
              run.fail_on_error=false $Q run.name=llama70b_wgmma_ws hydra.run.dir=$REF/llama70b_wgmma_ws ;;
+  # issue 32: stage 12 at layout nt and its new defines (PRODUCER_SCHEDULES, tile order RASTER, STREAM_K),
+  # unvalidated until this passes: the GPU test (nn and nt, each define, the edges and cut tiles), then the sweep
+  ws_nt_tests) step gpu_wgmma_ws_nt 360 python3 -m pytest -m gpu tests/test_gpu_hopper_kernels.py -k layout_nt \
+             -q -rA -p no:cacheprovider ;;
+  # issue 32: stage 12's producer-only schedule, tile orders and stream-K at layout nt (WS_NT_SWEEP in
+  # tests/test_wgmma_ws_nt.py, same list; the first entry is the measured default's code),
+  # cuBLAS and cuBLASLt interleaved (pct_of_cublas): 4096 / 6144 / 8192, then Llama-3 70B's prefill
+  # projections at 4096 and 16384 tokens
+  tune_ws_nt) step tune_ws_nt 360 python3 run.py -m variant=wgmma_ws precision=bf16 "layouts=[nt]" "sizes.square=[4096,6144,8192]" \
+             sizes.shapes=[] measure.max_time_s=1.5 run.fail_on_error=false $Q \
+             'variant.wgmma_ws.cuda.defines={RASTER:0,STREAM_K:0,PRODUCER_SCHEDULES:0},{PRODUCER_SCHEDULES:1},{RASTER:1},{RASTER:2},{GRID_CTAS:0},{PRODUCER_SCHEDULES:1,STREAM_K:1,GRID_CTAS:0},{PRODUCER_SCHEDULES:1,STREAM_K:1,GRID_CTAS:0,RASTER:2}' \
+             run.name=tune_ws_nt hydra.sweep.dir=$REF/tune_ws_nt
+           step llama70b_ws_nt 480 python3 run.py -m variant=wgmma_ws precision=bf16 "layouts=[nt]" sizes=llm \
+             "sizes.model_names=[llama3_70b]" "sizes.tokens=[4096,16384]" measure.max_time_s=1.5 run.fail_on_error=false $Q \
+             'variant.wgmma_ws.cuda.defines={RASTER:0,STREAM_K:0,PRODUCER_SCHEDULES:0},{PRODUCER_SCHEDULES:1},{RASTER:1},{RASTER:2},{GRID_CTAS:0},{PRODUCER_SCHEDULES:1,STREAM_K:1,GRID_CTAS:0},{PRODUCER_SCHEDULES:1,STREAM_K:1,GRID_CTAS:0,RASTER:2}' \
+             run.name=llama70b_ws_nt hydra.sweep.dir=$REF/llama70b_ws_nt ;;
   # issue 20: stage 13 (FP8, unvalidated until this passes): correctness at every size, layouts, baseline
   hopper_fp8) step gpu_hopper_fp8 300 python3 -m pytest -m gpu tests/test_gpu_hopper_fp8.py -q -rA -s -p no:cacheprovider ;;
   tune_fp8) step tune_wgmma_fp8 300 python3 run.py -m variant=wgmma_fp8 precision=fp8 "layouts=[nt]" measure.fp8_scaling=tensor \

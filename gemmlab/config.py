@@ -92,6 +92,11 @@ class CudaKernelConf:
     source: str = MISSING  # path relative to the project root
     entry: str = MISSING  # extern "C" kernel name
     defines: Dict[str, Any] = field(default_factory=dict)  # passed as -DNAME=value
+    # defines computed per point: NAME: an expression over the point's names (m, n, k, elem_bytes,
+    # out_bytes, fp8_scaling, layout) and the defines, passed as -D flags beside them (a bool as 0/1)
+    # and seen by every other rule; each distinct value is a build of its own (stage 12's B_KMAJOR:
+    # how B is stored follows the point's layout)
+    point_defines: Dict[str, Any] = field(default_factory=dict)
     # for analysis: what rows measured before a define existed ran with (a row that lacks the
     # define is read as this value, not as the YAML's current one); never passed to nvcc
     defines_before: Dict[str, Any] = field(default_factory=dict)

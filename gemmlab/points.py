@@ -56,15 +56,41 @@ class Point:
         return self.flops / self.bytes_min
 
     def expr_env(self) -> Dict[str, Any]:
+        """The names a YAML rule sees: the point's fields, the defines and the point defines."""
+        env = self._defines_env()
+        env.update(self.point_defines(env))
+        return env
+
+    def _defines_env(self) -> Dict[str, Any]:
         env: Dict[str, Any] = {"m": self.m, "n": self.n, "k": self.k,
                                "elem_bytes": dtypes.itemsize(self.in_dtype),
                                "out_bytes": dtypes.itemsize(self.out_dtype),
                                # how fp8 operands are scaled (a kernel's `requires` names the scales it reads)
-                               "fp8_scaling": (self.method or {}).get("fp8_scaling", "none")}
+                               "fp8_scaling": (self.method or {}).get("fp8_scaling", "none"),
+                               # how A and B are stored (gemmlab/operands.py): 'nn', 'nt', 'tn', 'tt'
+                               "layout": self.layout}
         cuda = self.variant_cfg.get("cuda") if self.variant_cfg is not None else None
         if cuda is not None:
             env.update({str(k): v for k, v in cuda.defines.items()})
         return env
+
+    def point_defines(self, env: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        """The variant's ``cuda.point_defines`` evaluated for this point, in order, each over the
+        point's fields, the defines and the point defines before it (a bool as 0 or 1): defines the
+        build passes beside the YAML's (stage 12's B_KMAJOR follows the layout)."""
+        cuda = self.variant_cfg.get("cuda") if self.variant_cfg is not None else None
+        rules = (cuda.get("point_defines") or {}) if cuda is not None else {}
+        if not rules:
+            return {}
+        env = dict(self._defines_env() if env is None else env)
+        out: Dict[str, Any] = {}
+        for name, rule in rules.items():
+            if str(name) in env:
+                raise ConfigError(f"{self.variant}: cuda.point_defines.{name} would hide the name {name!r} "
+                                 "(a point field or a define)")
+            value = evaluate(rule, env)
+            out[str(name)] = env[str(name)] = int(value) if isinstance(value, bool) else value
+        return out
 
     @property
     def intensity_model(self) -> Optional[float]:
@@ -87,6 +113,8 @@ class Point:
                 # launch fields added later: unset, they leave every older point's key as it was
                 if not variant["cuda"].get("let"):
                     variant["cuda"].pop("let", None)
+                if not variant["cuda"].get("point_defines"):
+                    variant["cuda"].pop("point_defines", None)
                 if variant["cuda"].get("workspace_bytes") is None:
                     variant["cuda"].pop("workspace_bytes", None)
         payload = {

@@ -84,6 +84,29 @@ def test_wgmma_ws_with_clusters_is_correct(tmp_path):
     assert len(rows) == 2 * 8 and not _failures(rows), _failures(rows)
 
 
+# Issue 32: the shapes for stage 12 at layouts nn and nt with each new define. On 132 SMs with
+# GRID_CTAS 0 (66 clusters) the 4096 and 2048 x 6144 sizes leave the last wave partly idle, so
+# stream-K cuts tiles there (two parts each, summed in the workspace, which the timed calls reuse);
+# the others: partial tiles, one row, fewer tiles than clusters, one tile column, one cluster row.
+NT_SHAPES = [[1, 8, 64], [129, 264, 72], [300, 1032, 4104], [2048, 6144, 1000], [4096, 4096, 4096],
+             [8192, 256, 512], [256, 8192, 256]]
+# The first runs the measured default's code (each role walks the tiles), the next the producer-only
+# schedule (PRODUCER_SCHEDULES 1, which stream-K needs).
+NT_DEFINES = ["{RASTER:0,STREAM_K:0,PRODUCER_SCHEDULES:0}", "{PRODUCER_SCHEDULES:1}", "{RASTER:1}", "{RASTER:2}",
+              "{PRODUCER_SCHEDULES:1,STREAM_K:1,GRID_CTAS:0}", "{PRODUCER_SCHEDULES:1,STREAM_K:1,GRID_CTAS:0,RASTER:2}"]
+
+
+@pytest.mark.parametrize("defines", NT_DEFINES)
+def test_wgmma_ws_layout_nt_and_nn_with_each_new_define(tmp_path, defines):
+    """Stage 12 reading B K-major (nt: stored N x K, no transpose bit) and N-major (nn), with each tile
+    order and stream-K: every point must match FP64 before and after its timed calls."""
+    rows = _run(tmp_path, ["wgmma_ws"], [], NT_SHAPES,
+                ["layouts=[nn,nt]", f"variant.wgmma_ws.cuda.defines={defines}"])
+    assert len(rows) == 2 * 2 * len(NT_SHAPES) and not _failures(rows), _failures(rows)
+    assert {r["layout"] for r in rows} == {"nn", "nt"}
+    assert all("B_KMAJOR=1" in r["kernel_name"] for r in rows if r["layout"] == "nt"), "nt ran the nn build"
+
+
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory):
     return _run(tmp_path_factory.mktemp("hopper"), HOPPER_VARIANTS, SQUARE, SHAPES)

@@ -132,7 +132,7 @@ def test_fp8_emulation_fails_a_launch_that_forgets_the_scales(tmp_path_factory):
     assert not res.passed and res.elem_fail > 0
 
 
-# ---- wgmma_ws (stage 12): B row-major K x N, read N-major through the transpose bit ---------------------
+# ---- wgmma_ws (stage 12): B row-major K x N (layout nn), read N-major through the transpose bit ----------
 # As FP8_EMULATED_SHAPES (all for the default, the first for the other entries), for 128 x 256 x 64
 # tiles (sm_count 2: two CTAs; GRID_CTAS 128: one per tile).
 WS_EMULATED_SHAPES = [
@@ -151,6 +151,7 @@ def test_wgmma_ws_sweep_configurations_compute_a_b_on_the_cpu(defines, tmp_path_
     import numpy as np
 
     ml_dtypes = pytest.importorskip("ml_dtypes")
+    from gemmlab.backends.cuda_kernels import launch_shape
     from gemmlab.measure import check
     from gemmlab.points import expand
 
@@ -162,7 +163,10 @@ def test_wgmma_ws_sweep_configurations_compute_a_b_on_the_cpu(defines, tmp_path_
         assert p.skip_reason is None, p.skip_reason
         a = rng.standard_normal((m, k), dtype=np.float32).astype(ml_dtypes.bfloat16)
         b = rng.standard_normal((k, n), dtype=np.float32).astype(ml_dtypes.bfloat16)
-        c = run_hopper_emulation(p, hopper_emulator(p, folder), folder, a, b, sm_count=2)
+        # the stage takes the launcher's workspace last (read with STREAM_K only; tests/test_wgmma_ws_nt.py)
+        exe = hopper_emulator(p, folder, ", gemm_host::emu_workspace()")
+        workspace = {"GEMMLAB_EMU_WORKSPACE_BYTES": str(launch_shape(p, sm_count=2).workspace_bytes)}
+        c = run_hopper_emulation(p, exe, folder, a, b, sm_count=2, env=workspace)
         assert not np.isnan(c).any(), f"{defines}: {np.isnan(c).sum()} elements of C never written at {m}x{n}x{k}"
         ref = a.astype(np.float64) @ b.astype(np.float64)
         rel = np.linalg.norm(c - ref) / np.linalg.norm(ref)

@@ -179,9 +179,12 @@ def test_experiment_selects_the_llm_sets_both_precisions_and_every_kind():
     assert {"cublaslt", "cublaslt_search", "cutlass_search", "wgmma_ws", "mma_sync"} <= set(variants)
     assert len({p.shape_name for p in pts}) == 30  # 4 + 11 projections x 2 token counts
     assert cfg.variant.cutlass_search.cutlass.search_scheduler_top == 1
-    # the stages skip nt with their reason; the searches and the default run it
-    stage = next(p for p in pts if p.variant == "wgmma_ws" and p.precision == "bf16")
+    # the stages that read nn only skip nt with their reason; stage 12 (B_KMAJOR), the searches and
+    # the default run it
+    stage = next(p for p in pts if p.variant == "mma_sync" and p.precision == "bf16")
     assert "layout nt" in backend_class(stage.backend).workload_reason(stage)
+    ws = next(p for p in pts if p.variant == "wgmma_ws" and p.precision == "bf16")
+    assert backend_class(ws.backend).workload_reason(ws) is None and ws.skip_reason is None
     lt = next(p for p in pts if p.variant == "cublaslt_search" and p.precision == "bf16")
     assert backend_class(lt.backend).workload_reason(lt) is None and lt.skip_reason is None
 

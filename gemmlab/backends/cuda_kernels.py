@@ -10,7 +10,8 @@ fp8 points then get ``float scale_a, float scale_b``, the per-tensor scales of `
 :mod:`gemmlab.fp8`; a YAML with ``workspace_bytes`` gives the kernel a zeroed scratch buffer as its
 last argument, made once per launch object), and its variant YAML (``cuda:`` block, schema ``CudaKernelConf``) says how to build and launch
 it: the source, the defines (passed as ``-D`` flags, with ``-DTIN``/``-DTOUT`` from the point's
-storage types unless the YAML sets them), the arch, and ``block``/``grid``/``smem_bytes`` as
+storage types unless the YAML sets them, and the ``point_defines`` the YAML computes from the point,
+e.g. from its layout), the arch, and ``block``/``grid``/``smem_bytes`` as
 expressions over m, n, k, the defines, ``sm_count`` and the YAML's named ``let`` expressions. ``prepare`` compiles every distinct build of the run
 with nvcc before anything is timed (cached on disk, see :mod:`gemmlab.backends.nvcc`); a build that fails
 fails only its own points, with the path of nvcc's log in the reason. ``make_launch`` loads the
@@ -65,6 +66,7 @@ class KernelBuild:
     defines: Tuple[Tuple[str, Any], ...]  # YAML defines first, then TIN/TOUT unless the YAML set them
     extra_flags: Tuple[str, ...]
     yaml_defines: Tuple[Tuple[str, Any], ...]
+    point_defines: Tuple[Tuple[str, Any], ...] = ()  # cuda.point_defines' values for the point (in defines too)
 
     @property
     def flags(self) -> List[str]:
@@ -72,8 +74,9 @@ class KernelBuild:
 
     @property
     def kernel_name(self) -> str:
-        """'smem_tiled<TILE=32>': the entry and the YAML's defines, so sweep rows are readable."""
-        defs = nvcc.describe_defines(dict(self.yaml_defines))
+        """'smem_tiled<TILE=32>': the entry, the YAML's defines and the point defines, so sweep rows
+        are readable."""
+        defs = nvcc.describe_defines(dict(self.yaml_defines + self.point_defines))
         return f"{self.entry}<{defs}>" if defs else self.entry
 
 
@@ -108,8 +111,9 @@ def build_for(point, root: Optional[str] = None) -> KernelBuild:
     if cuda is None:
         raise ValueError(f"variant {point.variant} has backend cuda but no `cuda:` block")
     yaml_defines = tuple((str(k), v) for k, v in cuda.defines.items())
-    defines = list(yaml_defines)
-    names = {k for k, _ in yaml_defines}
+    point_defines = tuple(point.point_defines().items())
+    defines = list(yaml_defines + point_defines)
+    names = {k for k, _ in defines}
     for name, dtype in (("TIN", point.in_dtype), ("TOUT", point.out_dtype)):
         if name not in names:
             if dtype not in C_TYPES:
@@ -117,7 +121,7 @@ def build_for(point, root: Optional[str] = None) -> KernelBuild:
             defines.append((name, C_TYPES[dtype]))
     return KernelBuild(source=resolve_source(cuda.source, root), entry=str(cuda.entry), arch=str(cuda.arch),
                        defines=tuple(defines), extra_flags=tuple(str(f) for f in cuda.extra_flags),
-                       yaml_defines=yaml_defines)
+                       yaml_defines=yaml_defines, point_defines=point_defines)
 
 
 def launch_shape(point, sm_count: Optional[int] = None) -> LaunchShape:

@@ -269,6 +269,19 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Partial sums in global memory (stage 12's stream-K): a counter per split tile, the partials read
+// past L1 (another SM wrote them)
+// ---------------------------------------------------------------------------------------------
+// Release what this thread saw written before (the warpgroup's partial, ordered by a barrier), and
+// acquire what the other part's threads wrote, in one atomic (CUTLASS's split-K semaphore).
+__device__ __forceinline__ int atom_add_acq_rel_gpu(int* p, int v) {
+  int old;
+  asm volatile("atom.add.acq_rel.gpu.global.s32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
+}
+__device__ __forceinline__ float4 ld_cg_f4(const float4* p) { return __ldcg(p); }
+
+// ---------------------------------------------------------------------------------------------
 // Warp specialisation and clusters
 // ---------------------------------------------------------------------------------------------
 template <int Regs>

@@ -15,6 +15,8 @@
 // (gemm_host::emu_workspace() in KERNEL_ARGS; the launcher's cuda.workspace_bytes), allocated once;
 // GEMMLAB_EMU_LAUNCHES=n: the grid runs n times on the same inputs and workspace, C poisoned again
 // before each, so a kernel that leaves its workspace dirty for the next launch fails the check.
+// GEMMLAB_EMU_REVERSE_BLOCKS=1: the blocks run last to first, so a kernel whose CTAs meet through
+// global memory (stage 12's stream-K) is seen with the other arrival order too.
 // Hopper stages (hopper_emu.h) take more arguments: the build passes them as -DKERNEL_ARGS=...,
 // e.g. the tensor maps (gemm_host::emu_tensor_maps) and FP8 scales (gemm_host::emu_scale); B.bin
 // then holds B as the stage reads it (N x K for layout nt: the same element count).
@@ -85,6 +87,7 @@ int main(int argc, char** argv) {
         gemm_host::workspace_buffer().assign(std::strtoull(ws, nullptr, 10) + 256, 0);
     const char* launches_env = std::getenv("GEMMLAB_EMU_LAUNCHES");
     const unsigned long launches = launches_env ? std::strtoul(launches_env, nullptr, 10) : 1;
+    const bool reverse = std::getenv("GEMMLAB_EMU_REVERSE_BLOCKS") != nullptr;
     gemm_host::dynamic_smem_size = smem;
     std::vector<unsigned char> smem_buf(smem + 128);  // 128-byte aligned, as the device declares it
     gemm_host::dynamic_smem = smem_buf.data() + (128 - reinterpret_cast<std::uintptr_t>(smem_buf.data()) % 128) % 128;
@@ -113,7 +116,7 @@ int main(int argc, char** argv) {
         });
     for (unsigned long i = 0; i < launches * blocks; ++i) {
         if (i % blocks == 0) std::memset(c.data(), 0xff, c.size() * sizeof(TOUT));  // each launch poisons C
-        const unsigned long j = i % blocks;
+        const unsigned long j = reverse ? blocks - 1 - i % blocks : i % blocks;
         blockIdx = {unsigned(j % gridDim.x), unsigned((j / gridDim.x) % gridDim.y), unsigned(j / (std::size_t(gridDim.x) * gridDim.y))};
         std::memset(gemm_host::dynamic_smem, 0xff, smem);
         block_bar = std::make_unique<std::barrier<>>(threads);

@@ -329,6 +329,11 @@ inline void wgmma_m64k32(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, in
   emu::open_group().push_back([=] { emu::wgmma_now<T, N, 32>(acc, desc_a, desc_b, scale_d, 0); });
 }
 
+// ---- partial sums in global memory (stage 12's stream-K) ------------------------------------------------
+// A real atomic; blocks run one after another, so the ordering it gives on the GPU is there anyway.
+inline int atom_add_acq_rel_gpu(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL); }
+inline float4 ld_cg_f4(const float4* p) { return *p; }
+
 // ---- warp specialisation, clusters, named barriers -------------------------------------------------------
 template <int Regs>
 inline void setmaxnreg_inc() {}
