@@ -203,7 +203,9 @@ def test_reliability_is_recorded_and_can_say_no(tmp_path):
     # recorded as reliable; the noise bar's own "no" is test_reliability_rule's
     _, rows = run_points(_cpu(tmp_path, "precision=fp32", "measure.max_noise=1e9"), tmp_path / "ok")
     assert rows[0]["reliable"] == "true" and rows[0]["unreliable_reason"] == "", rows[0]["unreliable_reason"]
-    few = ["measure.min_samples=50", "measure.max_samples=100", "measure.min_time_s=0", "measure.max_time_s=0.002"]
+    # 100 us for samples of a 96^3 GEMM (tens of us each): a handful, never 50 (2 ms let a fast
+    # quiet machine reach 50 and made this flaky)
+    few = ["measure.min_samples=50", "measure.max_samples=100", "measure.min_time_s=0", "measure.max_time_s=0.0001"]
     _, rows = run_points(_cpu(tmp_path, "precision=fp32", *few), tmp_path / "few")
     assert rows[0]["status"] == "ok" and rows[0]["reliable"] == "false"
     assert "< min_samples 50" in rows[0]["unreliable_reason"]
