@@ -356,6 +356,18 @@ def recorded(a_ptr: int, b_ptr: int) -> Optional[Scales]:
     return _RECORDED.get((int(a_ptr), int(b_ptr)))
 
 
+def scales_of(a, b, scaling: str, in_dtype: str) -> Scales:
+    """The scales the set (a, b) was quantized with, recorded by whichever backend made it (the
+    point's own, or the point's when timed as its baseline); scale 1 only where ``scaling`` is
+    ``none``: never a silent scale of 1 under a scaled reference."""
+    sc = recorded(device_ptr(a), device_ptr(b))
+    if sc is None:
+        if scaling != "none":
+            raise RuntimeError(f"no fp8 scales recorded for these operands (fp8_scaling={scaling})")
+        sc = Scales("none", dtype=in_dtype)
+    return sc
+
+
 def forget_recorded() -> None:
     _RECORDED.clear()
 

@@ -298,11 +298,7 @@ class CudaKernels(Backend):
         import cupy
         import numpy as np
 
-        sc = fp8.recorded(fp8.device_ptr(a), fp8.device_ptr(b))
-        if sc is None:
-            if self._scaling() != "none":  # never a silent scale of 1 under a scaled reference
-                raise RuntimeError(f"no fp8 scales recorded for these operands (fp8_scaling={self._scaling()})")
-            sc = fp8.Scales("none", dtype=point.in_dtype)
+        sc = fp8.scales_of(a, b, self._scaling(), point.in_dtype)
         as_bytes = [x if hasattr(x, "data") and hasattr(x.data, "ptr") else _torch_bytes(x) for x in (a, b)]
         if sc.per_block:  # block: the two grids, as gemmlab.fp8 keeps them (logical orientation, row-major)
             scale_args = _block_grids(point, sc)

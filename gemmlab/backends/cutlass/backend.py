@@ -303,12 +303,7 @@ class Cutlass(Backend):
     def _fp8_scales(self, point, a, b) -> Optional[fp8.Scales]:
         if point.compute != "fp8":
             return None
-        sc = fp8.recorded(fp8.device_ptr(a), fp8.device_ptr(b))
-        if sc is None:
-            if self._scaling() != "none":  # never a silent scale of 1 under a scaled reference
-                raise RuntimeError(f"no fp8 scales recorded for these operands (fp8_scaling={self._scaling()})")
-            sc = fp8.Scales("none", dtype=point.in_dtype)
-        return sc
+        return fp8.scales_of(a, b, self._scaling(), point.in_dtype)
 
     def _alpha(self, point, a, b) -> float:
         """The epilogue's alpha: 1, or for per-tensor FP8 scale_a * scale_b (rounded to FP32 once:
