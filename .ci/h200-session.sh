@@ -8,7 +8,7 @@
 # of outputs/reference go). Stages: gpu_all core kernels hopper cutlass_bench cutlass cutlass_n8192
 # cutlass_odd ladder tc tune tune_mma tune_ws tune_ws_fp16 ws_repeat ws_seeds ws_standalone ws_llama ws_nt_tests tune_ws_nt
 # hopper_fp8 tune_fp8
-# fp8_scaled fp8_block tune_fp8_block mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
+# fp8_scaled fp8_scaled_tests fp8_block fp8_block_tests tune_fp8_block mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation conduct sanitize default_run default_run_noguard
 # cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_ablation pinning multi_gpu
@@ -43,6 +43,10 @@ step() {  # step NAME SECONDS CMD...: run, keep the tail in the log, never stop 
   tar czf "$OUT/reference.tgz" outputs/reference 2>/dev/null
   tar czf "$OUT/logs.tgz" -C "$LOGS" . 2>/dev/null
 }
+
+# the GPU tests of issue 30's FP8 items, a stage of their own and the first step of their sweep's stage
+fp8_scaled_tests() { step gpu_fp8_scaled 540 python3 -m pytest -m gpu tests/test_gpu_fp8_scaling.py -q -rA -p no:cacheprovider; }
+fp8_block_tests() { step gpu_hopper_fp8_block 300 python3 -m pytest -m gpu tests/test_gpu_hopper_fp8_block.py -q -rA -s -p no:cacheprovider; }
 
 for stage in "$@"; do case $stage in
   gpu_all) # every GPU test file in one pytest (serial: one GPU, one measurement), JUnit beside the log
@@ -143,7 +147,7 @@ for stage in "$@"; do case $stage in
            # (right scales pass, misplaced ones fail), then DeepSeek-V3's projections at 64 / 1024 / 4096
            # tokens, one run per mode (the MoE experts are batched: skipped), with CUTLASS's FP8 kernel
            # (variant cutlass_fp8: tensor only; rowcol and block skipped saying what cutlass_cppgen lacks)
-           step gpu_fp8_scaled 540 python3 -m pytest -m gpu tests/test_gpu_fp8_scaling.py -q -rA -p no:cacheprovider
+           fp8_scaled_tests
            for mode in tensor rowcol block; do
              step fp8_scaled_$mode 360 python3 run.py "variant=[cublaslt,cutlass_fp8]" precision=fp8 sizes=llm \
                "sizes.model_names=[deepseek_v3]" "sizes.tokens=[64,1024,4096]" "layouts=[nt]" \
@@ -153,7 +157,7 @@ for stage in "$@"; do case $stage in
   # issue 30: stage 15 (FP8 with DeepSeek-V3's block scales, unvalidated until this passes; CI runs its CPU
   # tests): its GPU tests, then every DeepSeek-V3 projection at 64 / 1024 / 4096 tokens with cuBLASLt's
   # block-scaled kernel interleaved (pct_of_baseline; the bar: >= 100 at m >= 1024) and standalone
-  fp8_block) step gpu_hopper_fp8_block 300 python3 -m pytest -m gpu tests/test_gpu_hopper_fp8_block.py -q -rA -s -p no:cacheprovider
+  fp8_block) fp8_block_tests
            step ds3_wgmma_fp8_block 420 python3 run.py "variant=[wgmma_fp8_block,cublaslt]" precision=fp8 "layouts=[nt]" \
              measure.fp8_scaling=block sizes=llm "sizes.model_names=[deepseek_v3]" "sizes.tokens=[64,1024,4096]" \
              "measure.baseline=[cublaslt]" measure.max_time_s=1.5 run.fail_on_error=false $Q \
@@ -314,6 +318,8 @@ while time.time()-t<45: a@a" &
              "measure.baseline=[]" measure.max_noise=0.05 measure.warmup_s=0.2 measure.min_time_s=0.1 measure.max_time_s=0.5 \
              'variant.decode_splitk.cuda.defines={SPLIT_K:1},{X_SMEM:0},{SPLIT_K:0},{W_DEPTH:2,W_DEPTH_SMALL:4},{W_HINT:0},{MT:1,W_DEPTH:8},{M1_SIMT:1},{X_BLOCKS:1},{FP8_F16_MMA:0,W_DEPTH:3}' \
              run.fail_on_error=false $Q run.name=decode_ablation hydra.sweep.dir=$REF/decode_ablation ;;
+  fp8_scaled_tests) fp8_scaled_tests ;;
+  fp8_block_tests) fp8_block_tests ;;
   decode_tests)  # issue 30: stage 14 on the GPU (correctness with and without the split, the workspace reused)
            step gpu_decode 300 python3 -m pytest -m gpu tests/test_gpu_decode.py -q -rA -s -p no:cacheprovider ;;
   *) echo "unknown stage $stage" ;;
