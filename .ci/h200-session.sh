@@ -8,10 +8,10 @@
 # of outputs/reference go). Stages: gpu_all core kernels hopper cutlass_bench cutlass cutlass_n8192
 # cutlass_odd ladder tc tune tune_mma tune_ws tune_ws_fp16 ws_repeat ws_seeds ws_standalone ws_llama ws_nt_tests tune_ws_nt
 # hopper_fp8 tune_fp8
-# fp8_scaled fp8_scaled_tests fp8_block fp8_block_tests tune_fp8_block mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
+# fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation conduct sanitize default_run default_run_noguard
-# cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_ablation pinning multi_gpu
+# cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_ablation decode_ncu pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # Set GEMMLAB_GIT_COMMIT to the commit being measured: the tree copied to a GPU host may carry a
@@ -47,6 +47,22 @@ step() {  # step NAME SECONDS CMD...: run, keep the tail in the log, never stop 
 # the GPU tests of issue 30's FP8 items, a stage of their own and the first step of their sweep's stage
 fp8_scaled_tests() { step gpu_fp8_scaled 540 python3 -m pytest -m gpu tests/test_gpu_fp8_scaling.py -q -rA -p no:cacheprovider; }
 fp8_block_tests() { step gpu_hopper_fp8_block 300 python3 -m pytest -m gpu tests/test_gpu_hopper_fp8_block.py -q -rA -s -p no:cacheprovider; }
+
+fp8_scaled_sweeps() {
+           for mode in tensor rowcol block; do
+             step fp8_scaled_$mode 360 python3 run.py "variant=[cublaslt,cutlass_fp8]" precision=fp8 sizes=llm \
+               "sizes.model_names=[deepseek_v3]" "sizes.tokens=[64,1024,4096]" "layouts=[nt]" \
+               measure=quick measure.fp8_scaling=$mode measure.input_scale=1000 "measure.baseline=[]" \
+               run.fail_on_error=false $Q run.name=fp8_scaled_$mode hydra.run.dir=$REF/fp8_scaled/$mode
+           done
+}
+
+ds3_fp8_block() {
+           step ds3_wgmma_fp8_block 420 python3 run.py "variant=[wgmma_fp8_block,cublaslt]" precision=fp8 "layouts=[nt]" \
+             measure.fp8_scaling=block sizes=llm "sizes.model_names=[deepseek_v3]" "sizes.tokens=[64,1024,4096]" \
+             "measure.baseline=[cublaslt]" measure.max_time_s=1.5 run.fail_on_error=false $Q \
+             run.name=ds3_wgmma_fp8_block hydra.run.dir=$REF/ds3_wgmma_fp8_block
+}
 
 for stage in "$@"; do case $stage in
   gpu_all) # every GPU test file in one pytest (serial: one GPU, one measurement), JUnit beside the log
@@ -147,21 +163,12 @@ for stage in "$@"; do case $stage in
            # (right scales pass, misplaced ones fail), then DeepSeek-V3's projections at 64 / 1024 / 4096
            # tokens, one run per mode (the MoE experts are batched: skipped), with CUTLASS's FP8 kernel
            # (variant cutlass_fp8: tensor only; rowcol and block skipped saying what cutlass_cppgen lacks)
-           fp8_scaled_tests
-           for mode in tensor rowcol block; do
-             step fp8_scaled_$mode 360 python3 run.py "variant=[cublaslt,cutlass_fp8]" precision=fp8 sizes=llm \
-               "sizes.model_names=[deepseek_v3]" "sizes.tokens=[64,1024,4096]" "layouts=[nt]" \
-               measure=quick measure.fp8_scaling=$mode measure.input_scale=1000 "measure.baseline=[]" \
-               run.fail_on_error=false $Q run.name=fp8_scaled_$mode hydra.run.dir=$REF/fp8_scaled/$mode
-           done ;;
+           fp8_scaled_tests; fp8_scaled_sweeps ;;
   # issue 30: stage 15 (FP8 with DeepSeek-V3's block scales, unvalidated until this passes; CI runs its CPU
   # tests): its GPU tests, then every DeepSeek-V3 projection at 64 / 1024 / 4096 tokens with cuBLASLt's
   # block-scaled kernel interleaved (pct_of_baseline; the bar: >= 100 at m >= 1024) and standalone
-  fp8_block) fp8_block_tests
-           step ds3_wgmma_fp8_block 420 python3 run.py "variant=[wgmma_fp8_block,cublaslt]" precision=fp8 "layouts=[nt]" \
-             measure.fp8_scaling=block sizes=llm "sizes.model_names=[deepseek_v3]" "sizes.tokens=[64,1024,4096]" \
-             "measure.baseline=[cublaslt]" measure.max_time_s=1.5 run.fail_on_error=false $Q \
-             run.name=ds3_wgmma_fp8_block hydra.run.dir=$REF/ds3_wgmma_fp8_block ;;
+  fp8_block) fp8_block_tests; ds3_fp8_block ;;
+  ds3_fp8_block) ds3_fp8_block ;;
   # issue 30: stage 15's technique defines (FP8_BLOCK_SWEEP in tests/test_hopper_fp8_block.py, same list) on
   # DeepSeek-V3 projections: dense_gate_up, attn_o, shared_down at 4096 tokens and attn_qkv_a at 1024 (136
   # tiles of 128 x 128 on 132 SMs: the wave-quantisation case), cuBLASLt interleaved
@@ -319,7 +326,19 @@ while time.time()-t<45: a@a" &
              'variant.decode_splitk.cuda.defines={SPLIT_K:1},{X_SMEM:0},{SPLIT_K:0},{W_DEPTH:2,W_DEPTH_SMALL:4},{W_HINT:0},{MT:1,W_DEPTH:8},{M1_SIMT:1},{X_BLOCKS:1},{FP8_F16_MMA:0,W_DEPTH:3}' \
              run.fail_on_error=false $Q run.name=decode_ablation hydra.sweep.dir=$REF/decode_ablation ;;
   fp8_scaled_tests) fp8_scaled_tests ;;
+  fp8_scaled_sweeps) fp8_scaled_sweeps ;;
   fp8_block_tests) fp8_block_tests ;;
+  decode_ncu)  # issue 30: where stage 14's time goes (DRAM throughput, stalls) beside cuBLAS's decode kernel,
+           # Llama-3 70B attn_o (8192 x 8192) at 1 and 64 tokens; one launch each, ncu's text report is the log
+           # (the 4th launch of a kernel whose name matches: past the checked call and the FP64 reference)
+           for mk in "decode_splitk 1 decode_splitk" "decode_splitk 64 decode_splitk" "cublas 1 gemv|gemm|xmma|cutlass" \
+                     "cublas 64 gemv|gemm|xmma|cutlass"; do set -- $mk
+             step ncu_$1_t$2 120 ncu --clock-control none -k "regex:$3" --launch-skip 3 -c 1 \
+               --section SpeedOfLight --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables \
+               --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats \
+               python3 run.py variant=$1 precision=bf16 "layouts=[nt]" sizes.square=[] "sizes.shapes=[[$2,8192,8192]]" \
+               measure=quick "measure.baseline=[]" measure.guard_bytes=0 run.isolate=none $Q hydra.run.dir=/tmp/ncu_$1_$2
+           done ;;
   decode_tests)  # issue 30: stage 14 on the GPU (correctness with and without the split, the workspace reused)
            step gpu_decode 300 python3 -m pytest -m gpu tests/test_gpu_decode.py -q -rA -s -p no:cacheprovider ;;
   *) echo "unknown stage $stage" ;;
