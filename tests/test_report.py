@@ -138,6 +138,15 @@ def test_a_failing_page_never_fails_the_run(cpu_run, monkeypatch, capsys):
     assert write_report(folder / "empty") is None and not capsys.readouterr().out  # no rows: nothing to say
 
 
+def test_a_run_inside_the_reference_data_writes_no_page_and_says_so_quietly(capsys):
+    """A GPU session writes its rows into outputs/reference/: the page goes nowhere there, and the
+    run says so in one line that is not a warning."""
+    assert write_report(SWEEP) is None
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1 and "no report page inside outputs/reference/" in out[0] and "warning" not in out[0]
+    assert not (SWEEP / "report.html").exists()
+
+
 def test_gemmlab_imports_analysis_only_when_a_run_ends():
     """run.py and the sweep's callbacks reach analysis (and matplotlib) only inside write_report."""
     code = ("import sys, gemmlab.report, gemmlab.sweep.callbacks; "
