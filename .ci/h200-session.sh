@@ -7,7 +7,7 @@
 # Needs the wheels in .whl/ (../shared/gpu-host/wheels.sh .whl) and $OUT (where logs and a tarball
 # of outputs/reference go). Stages: gpu_all core kernels hopper cutlass_bench cutlass cutlass_n8192
 # cutlass_odd ladder tc tune tune_mma tune_ws tune_ws_fp16 ws_repeat ws_seeds ws_standalone ws_llama ws_nt_tests tune_ws_nt
-# hopper_fp8 tune_fp8
+# ws_nt_bench fidelity_default hopper_fp8 tune_fp8
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation conduct sanitize default_run default_run_noguard
@@ -69,6 +69,25 @@ for stage in "$@"; do case $stage in
            step gpu_all 420 python3 -m pytest -m gpu tests -q -rA -p no:cacheprovider --junitxml="$LOGS/gpu_all.xml" ;;
   core)    step gpu_core 240 python3 -m pytest -m gpu tests/test_gpu_core.py -q -p no:cacheprovider ;;
   fidelity) step fidelity 330 python3 -m gemmlab.bench.fidelity --rounds 5 --out "$REF/fidelity/fidelity.json" ;;
+  fidelity_default)  # issue 31: the default run's timer (measure=default, its stopping rule) against do_bench
+           # at 2048-8192, fp16 / bf16, cuBLAS: the ratio's median must stay within 3% of 1
+           step fidelity_default 240 python3 -m gemmlab.bench.fidelity --rounds 3 --measure default \
+             --sizes 2048 4096 8192 --precisions fp16 bf16 --variants cublas --timers "" \
+             --out "$REF/fidelity_default/fidelity.json" ;;
+  # issue 32: stage 12 at layout nt (4096 / 6144 / 8192, BF16; its new tile orders and stream-K beside the
+  # default, cuBLAS / cuBLASLt interleaved: pct_of_baseline), then BF16 and FP16 with the libraries also
+  # standalone in the same run (the best standalone library), then Llama-3 70B's prefill projections at
+  # 4096 and 16384 tokens
+  ws_nt_bench) step ws_nt_square 240 python3 run.py -m variant=wgmma_ws precision=bf16 "layouts=[nt]" \
+             "sizes.square=[4096,6144,8192]" sizes.shapes=[] measure=sustained measure.max_time_s=1.5 run.fail_on_error=false $Q \
+             'variant.wgmma_ws.cuda.defines={RASTER:0},{RASTER:1},{RASTER:2},{PRODUCER_SCHEDULES:1,STREAM_K:1,GRID_CTAS:0}' \
+             run.name=ws_nt_square hydra.sweep.dir=$REF/ws_nt_square
+           step ws_nt_standalone 150 python3 run.py "variant=[wgmma_ws,cublas,cublaslt]" "precision=[bf16,fp16]" "layouts=[nt]" \
+             "sizes.square=[4096,6144,8192]" sizes.shapes=[] measure=sustained measure.max_time_s=1.5 run.fail_on_error=false $Q \
+             run.name=ws_nt_standalone hydra.run.dir=$REF/ws_nt_standalone
+           step ws_nt_llama70b 200 python3 run.py "variant=[wgmma_ws]" precision=bf16 "layouts=[nt]" sizes=llm \
+             "sizes.model_names=[llama3_70b]" "sizes.tokens=[4096,16384]" measure=sustained measure.max_time_s=1.5 \
+             run.fail_on_error=false $Q run.name=ws_nt_llama70b hydra.run.dir=$REF/ws_nt_llama70b ;;
   timer_study)  # which flush / spin policy agrees with do_bench, and which is quietest
            T="max_time_s=1.5"
            step timer_study 300 python3 -m gemmlab.bench.fidelity --rounds 3 --sizes 2048 4096 \
