@@ -132,6 +132,21 @@
 #ifndef FP8_F16_MMA
 #define FP8_F16_MMA 1
 #endif
+#ifndef W_PIPE
+#define W_PIPE 1
+#endif
+#ifndef WP_CHUNKS
+#define WP_CHUNKS 3
+#endif
+#ifndef WP_CHUNKS_SMALL
+#define WP_CHUNKS_SMALL 5
+#endif
+#ifndef WP_STAGES
+#define WP_STAGES 2
+#endif
+#ifndef WP_STAGES_SMALL
+#define WP_STAGES_SMALL 2
+#endif
 #ifndef SPLIT_K
 #define SPLIT_K 1  // read by the YAML's rule for S (grid.y); the kernel takes any S it is launched with
 #endif
@@ -155,6 +170,13 @@ constexpr int kThreads = 32 * WARPS;
 constexpr int kChunk = 64;          // bytes of one weight row per step: two MMAs' k
 constexpr int kUnitRows = 16 * MT;  // rows of one work unit (MT m16 tiles)
 constexpr int kBarBytes = 128;      // X_BLOCKS mbarriers at the start of shared memory
+constexpr int kWBarBytes = W_PIPE ? 256 : 0;  // W_PIPE: one mbarrier per ring stage of each warp, after them
+// W_PIPE: a weight row's bytes in a ring stage: D chunks, padded to 64 mod 128 bytes (conflict-free lds)
+__host__ __device__ constexpr int wstride(int d) { return d % 2 ? d * 64 : d * 64 + 64; }
+__host__ __device__ constexpr int wring_bytes(int d, int st) { return W_PIPE ? kWarps * st * 16 * MT * wstride(d) : 0; }
+static_assert(!W_PIPE || (WARPS * (WP_STAGES > WP_STAGES_SMALL ? WP_STAGES : WP_STAGES_SMALL) * 8 <= kWBarBytes),
+              "the W ring's mbarriers must fit in 256 bytes");
+static_assert(WP_CHUNKS >= 1 && WP_CHUNKS_SMALL >= 1 && WP_STAGES >= 1 && WP_STAGES_SMALL >= 1, "a W ring");
 static_assert(MT == 1 || MT == 2, "MT is 1 or 2 m16 tiles per unit");
 static_assert(X_BLOCKS >= 1 && X_BLOCKS * 8 <= kBarBytes, "X_BLOCKS mbarriers must fit in 128 bytes");
 static_assert(W_DEPTH >= 1 && W_DEPTH_SMALL >= 1, "at least one chunk in flight");
@@ -304,6 +326,8 @@ struct Lay {
   uint32_t xs;        // shared address of the X slice (X_SMEM)
   uint32_t xstride;   // bytes between its rows
   uint64_t* xbar;     // X_BLOCKS mbarriers
+  uint64_t* wbar;     // W_PIPE: WARPS x stages mbarriers (a warp's ring: stages consecutive)
+  unsigned char* wring;  // W_PIPE: WARPS rings of stages of 16 MT rows x wstride(D) bytes
   int xblock_chunks;  // chunks per X piece (a multiple of D)
   float4* heads;      // per warp: MT * NT * 32 float4 (a unit begun by another warp)
 };
@@ -430,7 +454,7 @@ __device__ __forceinline__ float dot16(const U4& w, const U4& x) {
 template <int D>
 __device__ void fetch_x(const Cta& p, const Lay& lay, unsigned char* xslice, int warp, int lane, int cb, int items);
 
-template <int NT, int D, bool SIMT>
+template <int NT, int D, int ST, bool SIMT>
 __device__ void run_warp(const Cta& p, const Lay& lay, unsigned char* xslice, int warp, int lane) {
   const int g = lane >> 2, q = lane & 3;
   // the geometry the main loop uses, in registers (the rest of p stays in shared memory)
@@ -448,7 +472,30 @@ __device__ void run_warp(const Cta& p, const Lay& lay, unsigned char* xslice, in
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) sacc[mt][0] = sacc[mt][1] = 0.0f;
 
+#if W_PIPE
+  // The warp's ring of ST stages in shared memory, each one item's weights (16 MT rows x D chunks),
+  // filled by 1D bulk copies (one per row, the lanes' rows) on the stage's mbarrier: item j goes to
+  // stage (j - i0) % ST, issued when item j - ST has been consumed, so ST - 1 items (ST with the
+  // wait) are in flight while the warp computes, with no registers held for them.
+  constexpr int kWStride = wstride(D), kStageBytes = kUnitRows * wstride(D);
+  uint64_t* const wbar = lay.wbar + warp * ST;
+  unsigned char* const ring = lay.wring + warp * ST * kStageBytes;
+  const uint32_t ring_lane = hopper::smem_u32(ring) + g * kWStride + q * 16;  // row g, the lane's 16 bytes
+  auto issue = [&](int j) {
+    const int t = j / cb, c0 = (j % cb) * D, s = (j - i0) % ST;
+    const int row0 = ra + t * kUnitRows, rows = min(kUnitRows, rb - row0);
+    const long long k0 = static_cast<long long>(ca + c0) * kChunk;
+    const long long k1 = min(static_cast<long long>(ca + min(ck, c0 + D)) * kChunk, row_bytes);
+    const uint32_t bytes = static_cast<uint32_t>(k1 - k0);  // a multiple of 16: K * elem_bytes is
+    // the arrival that carries the byte count; copies that complete before it leave the phase open
+    if (lane == 0) hopper::mbar_arrive_expect_tx(wbar + s, static_cast<uint32_t>(rows) * bytes);
+    for (int r = lane; r < rows; r += 32)
+      hopper::bulk_load_1d(ring + s * kStageBytes + r * kWStride, W + static_cast<long long>(row0 + r) * row_bytes + k0,
+                           bytes, wbar + s);
+  };
+#else
   U4 wbuf[D][MT][2];
+#endif
   // the lane's weight rows of a unit: row g of it at chunk ca (+ (16 mt + 8 h) rows for the others),
   // and how many of the unit's rows from row g on are the CTA's
   const long long row8 = 8 * row_bytes;
@@ -469,15 +516,26 @@ __device__ void run_warp(const Cta& p, const Lay& lay, unsigned char* xslice, in
   const unsigned char* wptr;
   int wleft;
 
+#if W_PIPE
+  (void)unit_rows;
+  (void)load_chunk;
+  (void)wptr;
+  (void)wleft;
+  if (i0 < i1) issue(i0);
+#else
   if (i0 < i1) {
     unit_rows(i0 / cb, wptr, wleft);
 #pragma unroll
     for (int d = 0; d < D; ++d) load_chunk(wbuf[d], wptr, wleft, (i0 % cb) * D + d);
   }
+#endif
 #if X_SMEM
   fetch_x<D>(p, lay, xslice, warp, lane, cb, items);  // with this warp's first weights in flight
 #else
   (void)xslice;
+#endif
+#if W_PIPE
+  for (int j = i0 + 1; j < min(i1, i0 + ST); ++j) issue(j);  // the rest of the ring
 #endif
   uint32_t xready = 0;  // X pieces this warp has seen complete
   for (int i = i0; i < i1; ++i) {
@@ -493,14 +551,31 @@ __device__ void run_warp(const Cta& p, const Lay& lay, unsigned char* xslice, in
       }
     }
 #endif
+#if W_PIPE
+    (void)tn;
+    (void)bn;
+    const int stage = (i - i0) % ST;
+    hopper::mbar_wait(wbar + stage, static_cast<uint32_t>((i - i0) / ST) & 1u);
+    const uint32_t wst = ring_lane + stage * kStageBytes;
+#else
     // the next block's rows (another unit's, past a unit's last block)
     const unsigned char* nptr = wptr;
     int nleft = wleft;
     if (more && tn != t) unit_rows(tn, nptr, nleft);
+#endif
 #pragma unroll
     for (int d = 0; d < D; ++d) {
       const int c = b * D + d;
       if (c < ck) {  // a unit's last block may be short: no MMAs past the slice
+#if W_PIPE
+        U4 w[MT][2];  // the lane's 16 bytes of rows g, g + 8 of each m16 tile (stale past the CTA's rows)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) w[mt][h] = lds16(wst + (16 * mt + 8 * h) * kWStride + d * kChunk);
+#else
+        const U4 (&w)[MT][2] = wbuf[d];
+#endif
         if constexpr (SIMT) {
 #if X_SMEM
           const U4 x = lds16(lay.xs + c * kChunk + q * 16);
@@ -511,7 +586,7 @@ __device__ void run_warp(const Cta& p, const Lay& lay, unsigned char* xslice, in
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int h = 0; h < 2; ++h) sacc[mt][h] += dot16(wbuf[d][mt][h], x);
+            for (int h = 0; h < 2; ++h) sacc[mt][h] += dot16(w[mt][h], x);
         } else {
           U4 x[NT];
 #pragma unroll
@@ -536,8 +611,8 @@ __device__ void run_warp(const Cta& p, const Lay& lay, unsigned char* xslice, in
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
             uint32_t lo[8], hi[8];
-            to_f16(wbuf[d][mt][0], lo);
-            to_f16(wbuf[d][mt][1], hi);
+            to_f16(w[mt][0], lo);
+            to_f16(w[mt][1], hi);
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
               a[mt][i][0] = lo[2 * i];
@@ -559,8 +634,8 @@ __device__ void run_warp(const Cta& p, const Lay& lay, unsigned char* xslice, in
 #else
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
-            const U4& lo = wbuf[d][mt][0];  // row g
-            const U4& hi = wbuf[d][mt][1];  // row g + 8
+            const U4& lo = w[mt][0];  // row g
+            const U4& hi = w[mt][1];  // row g + 8
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
 #if DECODE_FP8  // m16n8k32 e4m3: on sm_90 ptxas converts the operands of every MMA to f16 itself
@@ -575,10 +650,17 @@ __device__ void run_warp(const Cta& p, const Lay& lay, unsigned char* xslice, in
 #endif
         }
       }
+#if !W_PIPE
       if (more) load_chunk(wbuf[d], nptr, nleft, bn * D + d);  // refill: D chunks stay in flight
+#endif
     }
+#if W_PIPE
+    __syncwarp();  // every lane's reads of the stage are done (their MMAs issued): refill it
+    if (i + ST < i1) issue(i + ST);
+#else
     wptr = nptr;
     wleft = nleft;
+#endif
 
     if (b == cb - 1 || !more) {  // this warp's part of unit t ends here
       if constexpr (SIMT) {      // quad sums -> the n8 fragment layout (token 0 = column 2q with q = 0)
@@ -619,19 +701,43 @@ __device__ void run_warp(const Cta& p, const Lay& lay, unsigned char* xslice, in
   }
 }
 
-template <int NT, int D, bool SIMT>
+template <int NT, int D, int ST, bool SIMT>
 __device__ void run_cta(const Cta& p, unsigned char* smem) {
   Lay lay;
-  // shared memory: [X_BLOCKS mbarriers][head slots][X slice]
+  // shared memory: [X_BLOCKS mbarriers][W ring mbarriers][head slots][W ring][X slice]
   lay.xbar = reinterpret_cast<uint64_t*>(smem);
-  lay.heads = reinterpret_cast<float4*>(smem + kBarBytes);
+  lay.wbar = reinterpret_cast<uint64_t*>(smem + kBarBytes);
+  lay.heads = reinterpret_cast<float4*>(smem + kBarBytes + kWBarBytes);
   const uint32_t head_bytes = kWarps * MT * NT * 32 * 16;
+  constexpr uint32_t ring_bytes = wring_bytes(D, ST);
+  lay.wring = smem + kBarBytes + kWBarBytes + head_bytes;
+  unsigned char* const xslice = lay.wring + ring_bytes;
   lay.xstride = X_SMEM ? ((p.ck * kChunk + 127) / 128) * 128 + 64 : 0;  // rows 64 mod 128 bytes apart
-  const uint32_t needed = kBarBytes + head_bytes + (X_SMEM ? p.M * lay.xstride : 0);
+  const uint32_t needed = kBarBytes + kWBarBytes + head_bytes + ring_bytes + (X_SMEM ? p.M * lay.xstride : 0);
   if (needed > dynamic_smem_size()) __trap();  // the launch rule gives less than this split needs
-  lay.xs = hopper::smem_u32(smem + kBarBytes + head_bytes);
+  lay.xs = hopper::smem_u32(xslice);
   lay.xblock_chunks = D * ((((p.ck + D - 1) / D) + X_BLOCKS - 1) / X_BLOCKS);
-  run_warp<NT, D, SIMT>(p, lay, smem + kBarBytes + head_bytes, threadIdx.x / 32, threadIdx.x % 32);
+#if W_PIPE
+  // The ring's barriers, and the K tail: where the slice's last chunk ends inside K's last 64 bytes,
+  // the bytes past K in its stage position are zeroed once (the copies never write them; the X
+  // slice holds zeros there, and 0 x a stale NaN would be NaN). Copies that write the same
+  // position later (other blocks' full chunks) leave finite weights there.
+  if (threadIdx.x == 0) {
+    for (int j = 0; j < kWarps * ST; ++j) hopper::mbar_init(lay.wbar + j, 1);
+    hopper::fence_mbar_init();
+  }
+  const int tail = static_cast<int>(p.row_bytes % kChunk);  // bytes of K's last chunk (0: whole)
+  const int chunks = static_cast<int>((p.row_bytes + kChunk - 1) / kChunk);
+  if (tail != 0 && p.ca + p.ck == chunks) {
+    const int pos = ((p.ck - 1) % D) * kChunk + tail, pieces = (kChunk - tail) / 16;  // 16-byte pieces
+    constexpr int rows = kWarps * ST * kUnitRows;  // every row of every stage of every warp
+    for (int i = threadIdx.x; i < rows * pieces; i += kThreads)
+      *reinterpret_cast<U4*>(lay.wring + (i / pieces) * wstride(D) + pos + (i % pieces) * 16) = U4{0, 0, 0, 0};
+    hopper::fence_proxy_async_smem();  // before the copies (the async proxy) write near them
+  }
+  __syncthreads();
+#endif
+  run_warp<NT, D, ST, SIMT>(p, lay, xslice, threadIdx.x / 32, threadIdx.x % 32);
 }
 
 // The CTA's X slice into shared memory (X_SMEM), once, by the TMA engine: M rows x `pieces` pieces
@@ -693,7 +799,12 @@ __device__ void fetch_x(const Cta& p, const Lay& lay, unsigned char* xslice, int
 
 }  // namespace decode
 
-HOPPER_DECLARE_DYNAMIC_SMEM(decode::kBarBytes + decode::kWarps * MT * 32 * 16)
+// the least any launch needs: one n8 tile of heads and the smaller of the two W rings
+HOPPER_DECLARE_DYNAMIC_SMEM(decode::kBarBytes + decode::kWBarBytes + decode::kWarps * MT * 32 * 16 +
+                            (decode::wring_bytes(WP_CHUNKS_SMALL, WP_STAGES_SMALL) <
+                                     decode::wring_bytes(WP_CHUNKS, WP_STAGES)
+                                 ? decode::wring_bytes(WP_CHUNKS_SMALL, WP_STAGES_SMALL)
+                                 : decode::wring_bytes(WP_CHUNKS, WP_STAGES)))
 
 extern "C" __global__ void __launch_bounds__(decode::kThreads, 1)
     decode_splitk(const TIN* __restrict__ A, const TIN* __restrict__ B, TOUT* __restrict__ C, int M, int N, int K,
@@ -737,16 +848,19 @@ extern "C" __global__ void __launch_bounds__(decode::kThreads, 1)
   }
   __syncthreads();
   const Cta& p = cta;
+  // D chunks per block (an item): W_PIPE, the ring stage's; else the register ring's depth
+  constexpr int DS = W_PIPE ? WP_CHUNKS_SMALL : W_DEPTH_SMALL, DL = W_PIPE ? WP_CHUNKS : W_DEPTH;
+  constexpr int SS = W_PIPE ? WP_STAGES_SMALL : 1, SL = W_PIPE ? WP_STAGES : 1;
   if (M == 1 && M1_SIMT)
-    run_cta<1, W_DEPTH_SMALL, true>(p, smem_raw);
+    run_cta<1, DS, SS, true>(p, smem_raw);
   else if (M <= 8)
-    run_cta<1, W_DEPTH_SMALL, false>(p, smem_raw);
+    run_cta<1, DS, SS, false>(p, smem_raw);
   else if (M <= 16)
-    run_cta<2, W_DEPTH_SMALL, false>(p, smem_raw);
+    run_cta<2, DS, SS, false>(p, smem_raw);
   else if (M <= 32)
-    run_cta<4, W_DEPTH, false>(p, smem_raw);
+    run_cta<4, DL, SL, false>(p, smem_raw);
   else
-    run_cta<8, W_DEPTH, false>(p, smem_raw);
+    run_cta<8, DL, SL, false>(p, smem_raw);
 }
 
 #if defined(GEMMLAB_HOST_EMULATION)
