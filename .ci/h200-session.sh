@@ -11,7 +11,7 @@
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation conduct sanitize default_run default_run_noguard
-# cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_ablation decode_ncu pinning multi_gpu
+# cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_ablation decode_ncu decode_v2 pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # Set GEMMLAB_GIT_COMMIT to the commit being measured: the tree copied to a GPU host may carry a
@@ -358,6 +358,26 @@ while time.time()-t<45: a@a" &
                python3 run.py variant=$1 precision=bf16 "layouts=[nt]" sizes.square=[] "sizes.shapes=[[$2,8192,8192]]" \
                measure=quick "measure.baseline=[]" measure.guard_bytes=0 run.isolate=none $Q hydra.run.dir=/tmp/ncu_$1_$2
            done ;;
+  decode_v2)  # issue 30: stage 14's TMA weight ring (W_PIPE 1, for M <= 16; W_PIPE_MAX_M 64: at every M) against
+           # the register ring (W_PIPE 0) at Llama-3 8B qkv and 70B attn_o / mlp_gate_up, 1 / 16 / 64 tokens, the
+           # libraries timed interleaved (pct_of_baseline: the faster of cuBLAS / cuBLASLt in bf16, cuBLASLt in
+           # fp8); the GPU tests first (they include W_PIPE 1); then ncu on W_PIPE 1 at (1, 8192, 8192)
+           step gpu_decode_v2 300 python3 -m pytest -m gpu tests/test_gpu_decode.py -q -rA -s -p no:cacheprovider
+           step decode_v2_precompile 150 bash -c 'for d in $0; do python3 -m gemmlab.bench.precompile variant=decode_splitk \
+             "precision=[bf16,fp8]" "layouts=[nt]" measure.fp8_scaling=tensor sizes.square=[] "sizes.shapes=[[16,6144,4096]]" \
+             "variant.decode_splitk.cuda.defines=$d" & done; wait' "{W_PIPE:1} {W_PIPE:0} {W_PIPE:1,W_PIPE_MAX_M:64}"
+           step decode_v2 200 python3 run.py -m variant=decode_splitk precision=bf16,fp8 "layouts=[nt]" \
+             measure.fp8_scaling=tensor sizes.square=[] \
+             "sizes.shapes=[[1,6144,4096],[16,6144,4096],[64,6144,4096],[1,8192,8192],[64,8192,8192],[1,57344,8192],[16,57344,8192],[64,57344,8192]]" \
+             "measure.baseline=[cublas,cublaslt]" measure.max_noise=0.05 measure.warmup_s=0.2 measure.min_time_s=0.1 \
+             measure.max_time_s=0.5 'variant.decode_splitk.cuda.defines={W_PIPE:1},{W_PIPE:0},{W_PIPE:1,W_PIPE_MAX_M:64}' \
+             run.fail_on_error=false $Q run.name=decode_v2 hydra.sweep.dir=$REF/decode_v2
+           step ncu_decode_v2_t1 120 ncu --clock-control none -k "regex:decode_splitk" --launch-skip 3 -c 1 \
+             --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
+             --section Occupancy --section LaunchStats \
+             python3 run.py variant=decode_splitk precision=bf16 "layouts=[nt]" sizes.square=[] "sizes.shapes=[[1,8192,8192]]" \
+             'variant.decode_splitk.cuda.defines={W_PIPE:1}' measure=quick "measure.baseline=[]" measure.guard_bytes=0 \
+             run.isolate=none $Q hydra.run.dir=/tmp/ncu_decode_v2_1 ;;
   decode_tests)  # issue 30: stage 14 on the GPU (correctness with and without the split, the workspace reused)
            step gpu_decode 300 python3 -m pytest -m gpu tests/test_gpu_decode.py -q -rA -s -p no:cacheprovider ;;
   *) echo "unknown stage $stage" ;;
