@@ -11,7 +11,7 @@
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation conduct sanitize default_run default_run_noguard
-# cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_ablation decode_ncu decode_v2 pinning multi_gpu
+# cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_ablation decode_ncu decode_v2 decode_v3 pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # Set GEMMLAB_GIT_COMMIT to the commit being measured: the tree copied to a GPU host may carry a
@@ -378,6 +378,14 @@ while time.time()-t<45: a@a" &
              python3 run.py variant=decode_splitk precision=bf16 "layouts=[nt]" sizes.square=[] "sizes.shapes=[[1,8192,8192]]" \
              'variant.decode_splitk.cuda.defines={W_PIPE:1}' measure=quick "measure.baseline=[]" measure.guard_bytes=0 \
              run.isolate=none $Q hydra.run.dir=/tmp/ncu_decode_v2_1 ;;
+  decode_v3)  # issue 30: stage 14's TMA ring (W_PIPE 1) read in longer row pieces (MT 1: 16 rows a warp; more
+           # 64-byte chunks a stage; 4 warps with 1.5 KB a row): session9c found DRAM at 55% with 320-byte pieces
+           # of 32 rows a warp, the ring's depth no help; bf16 at 1 and 16 tokens, the faster library interleaved
+           step decode_v3 150 python3 run.py -m variant=decode_splitk precision=bf16 "layouts=[nt]" sizes.square=[] \
+             "sizes.shapes=[[1,6144,4096],[16,6144,4096],[1,8192,8192],[1,57344,8192],[16,57344,8192]]" \
+             "measure.baseline=[cublas,cublaslt]" measure.max_noise=0.05 measure.warmup_s=0.2 measure.min_time_s=0.1 \
+             measure.max_time_s=0.5 'variant.decode_splitk.cuda.defines={W_PIPE:1},{W_PIPE:1,MT:1,WP_CHUNKS_SMALL:12},{W_PIPE:1,MT:1,WP_CHUNKS_SMALL:8,WP_STAGES_SMALL:3},{W_PIPE:1,MT:1,WARPS:4,WP_CHUNKS_SMALL:24},{W_PIPE:1,MT:1,WARPS:4,WP_CHUNKS_SMALL:12,WP_STAGES_SMALL:4}' \
+             run.fail_on_error=false $Q run.name=decode_v3 hydra.sweep.dir=$REF/decode_v3 ;;
   decode_tests)  # issue 30: stage 14 on the GPU (correctness with and without the split, the workspace reused)
            step gpu_decode 300 python3 -m pytest -m gpu tests/test_gpu_decode.py -q -rA -s -p no:cacheprovider ;;
   *) echo "unknown stage $stage" ;;
