@@ -21,7 +21,8 @@ COLUMNS = [  # (header, kind, what it is)
     ("% of baseline", "num", "of the baseline (cuBLAS or cuBLASLt) timed interleaved with the point"),
     ("error / bound", "num", "largest element error over its forward error bound (check_elem_max)"),
     ("noise", "num", "(p80 - p20) / median of the samples"),
-    ("reliable", "text", "enough samples, noise within max_noise, no SM clock drift"),
+    ("reliable", "text", "enough samples, no SM clock drift, noise within max_noise or the median's "
+                         "95% interval within max_median_ci"),
     ("reason", "text", "why a row failed, was skipped, or does not count as evidence"),
 ]
 RUN_COLUMN = ("run", "text", "the run folder (a sweep's job) the row was written in")
