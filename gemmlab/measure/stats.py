@@ -60,14 +60,46 @@ def summarize(times_s: Sequence[float]) -> Summary:
     return Summary(float(med), float(p20), float(p80), float(t.min()), int(t.size), median_ci(t, float(med)))
 
 
-def should_stop(times_s: Sequence[float], elapsed_s: float, measure) -> bool:
-    """Stop at max_samples or max_time; otherwise once min_samples, min_time and max_noise hold."""
+def extends(measure) -> bool:
+    """Whether the stopping rule may take samples past max_samples (measure.max_samples_ci)."""
+    return int(measure.max_samples_ci) > int(measure.max_samples)
+
+
+def stop_reason(times_s: Sequence[float], elapsed_s: float, measure) -> Optional[str]:
+    """Why sampling stops now, or None to go on.
+
+    Up to max_samples: stop once min_samples, min_time_s and max_noise hold, or at max_samples /
+    max_time_s. A spread above max_noise does not shrink with more samples, but the median's
+    interval does: at max_samples, a row noisier than max_noise (and no noisier than
+    max_noise_hard, past which it stays unreliable anyway) goes on, the same samples as before,
+    until its median is pinned within max_median_ci, up to max_samples_ci and within max_time_s.
+    """
     n = len(times_s)
-    if n >= measure.max_samples or elapsed_s >= measure.max_time_s:
-        return True
-    if n < measure.min_samples or elapsed_s < measure.min_time_s:
-        return False
-    return summarize(times_s).noise <= measure.max_noise
+    if elapsed_s >= measure.max_time_s:
+        return "max_time_s"
+    if n >= max(measure.max_samples, measure.max_samples_ci):
+        return "max_samples_ci" if extends(measure) else "max_samples"
+    if n < measure.min_samples or (elapsed_s < measure.min_time_s and n < measure.max_samples):
+        return None
+    t = np.asarray(times_s, dtype=np.float64)
+    p20, med, p80 = np.quantile(t, [0.2, 0.5, 0.8])
+    noise = (p80 - p20) / med if med > 0 else math.inf  # Summary.noise, without the interval's sort
+    if noise <= measure.max_noise:
+        return "max_noise"
+    if n < measure.max_samples:
+        return None
+    if not extends(measure):
+        return "max_samples"
+    if noise > measure.max_noise_hard:
+        return "max_noise_hard"  # unreliable whatever the count: more samples buy nothing
+    if median_ci(t, float(med)) <= measure.max_median_ci:
+        return "max_median_ci"
+    return None
+
+
+def should_stop(times_s: Sequence[float], elapsed_s: float, measure) -> bool:
+    """Whether sampling stops now (stop_reason says why)."""
+    return stop_reason(times_s, elapsed_s, measure) is not None
 
 
 def timing_fields(s: Summary, flops: int) -> Dict[str, Any]:
