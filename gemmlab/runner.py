@@ -409,8 +409,8 @@ def print_summary(runner: Runner, path: Path) -> None:
                       "precision (each row says which it supports)")
     by_ci = [r for r in measured if r.get("reliable") is True and _as_dict(r.get("extra")).get("reliability")]
     if by_ci:
-        console.print(f"reliable by the median's 95% interval {len(by_ci)} ok points (noise above max_noise, "
-                      "median pinned within max_median_ci: extra.reliability)")
+        console.print(f"[green]reliable by median_ci[/] {len(by_ci)} ok points (noise above max_noise, but the "
+                      "median's 95% interval within max_median_ci: extra.reliability)")
     unreliable = [r for r in measured if r.get("reliable") is False]
     if unreliable:
         why = Counter(validity.criteria(r.get("unreliable_reason")) for r in unreliable)

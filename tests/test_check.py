@@ -250,6 +250,21 @@ def test_a_noisy_row_is_reliable_when_its_median_is_pinned_down():
     assert validity.criteria("noise 12% > max_noise 2% and > max_noise_hard 10% (...)") == "max_noise + max_noise_hard"
 
 
+def test_the_run_summary_counts_rows_by_the_rule_that_decided_them(capsys):
+    from gemmlab.runner import print_summary
+
+    m = RELIABILITY
+    base = {"variant": "v", "precision": "fp16", "m": 512, "n": 512, "k": 512, "status": "ok", "samples": 900}
+    rows = [{**base, "noise": 0.04, "median_ci": ci, "extra": {}} for ci in (0.003, 0.008, 0.009)]
+    rows += [{**base, "noise": 0.3, "median_ci": 0.001, "extra": {}}, {**base, "noise": 0.01, "extra": {}}]
+    rows = [{**r, **validity.reliability(r, m)} for r in rows]
+    counts = {k: 0 for k in ("ok", "failed", "skipped", "resumed", "remeasured", "worker_restarts", "interrupted")}
+    print_summary(SimpleNamespace(summary_rows=rows, counts=counts, worker_faults=[]), "results.csv")
+    out = " ".join(capsys.readouterr().out.split())
+    assert "reliable by median_ci 1 ok points" in out
+    assert "unreliable 3 ok points" in out and "max_noise + max_median_ci (2), max_noise + max_noise_hard (1)" in out
+
+
 def test_impossible_results_fail():
     row = {"status": "ok", "op": "gemm", "precision": "fp16", "flops": 2 * 8192 ** 3,
            "tflops": 1500.0, "time_median_s": 2 * 8192 ** 3 / 1500e12, "bytes_min": 3 * 2 * 8192 ** 2}
