@@ -10,7 +10,7 @@
 # ws_nt_bench fidelity_default hopper_fp8 tune_fp8
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
-# iso_smoke isolation conduct sanitize default_run default_run_noguard
+# iso_smoke isolation conduct sanitize default_run default_run_noguard fidelity_default
 # cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_ablation decode_ncu decode_v2 decode_v3 pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
@@ -69,8 +69,9 @@ for stage in "$@"; do case $stage in
            step gpu_all 420 python3 -m pytest -m gpu tests -q -rA -p no:cacheprovider --junitxml="$LOGS/gpu_all.xml" ;;
   core)    step gpu_core 240 python3 -m pytest -m gpu tests/test_gpu_core.py -q -p no:cacheprovider ;;
   fidelity) step fidelity 330 python3 -m gemmlab.bench.fidelity --rounds 5 --out "$REF/fidelity/fidelity.json" ;;
-  fidelity_default)  # issue 31: the default run's timer (measure=default, its stopping rule) against do_bench
-           # at 2048-8192, fp16 / bf16, cuBLAS: the ratio's median must stay within 3% of 1
+  fidelity_default)  # issue 31: the default preset (samples past max_samples where the median needs them)
+           # against do_bench at 2048-8192, fp16 / bf16, cuBLAS: each round's "samples" says whether it went
+           # on; the ratio's median must stay within 3% of 1
            step fidelity_default 240 python3 -m gemmlab.bench.fidelity --rounds 3 --measure default \
              --sizes 2048 4096 8192 --precisions fp16 bf16 --variants cublas --timers "" \
              --out "$REF/fidelity_default/fidelity.json" ;;

@@ -155,3 +155,12 @@ def test_gemmlab_imports_analysis_only_when_a_run_ends():
                        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip() == "[]"
+
+
+def test_a_row_reliable_by_its_median_says_so():
+    from analysis.report.rows_table import _reliable
+
+    by_ci = '{"reliability": {"by": "median_ci", "median_ci": 0.0031, "noise": 0.04}}'
+    assert _reliable(True, by_ci) == "yes (median ±0.31%)"
+    assert _reliable(True, '{"timer": {}}') == _reliable(True, float("nan")) == "yes"
+    assert _reliable(False, by_ci) == "no" and _reliable(None) == ""
