@@ -289,9 +289,15 @@ def describe(pt: Point) -> str:
 
 
 def variant_fields(pt: Point) -> Dict[str, Any]:
-    """What the variant is, written into its rows at measure time (:func:`gemmlab.variants.row_fields`)."""
+    """What the variant is, written into its rows at measure time (:func:`gemmlab.variants.row_fields`);
+    a cuda kernel's ``defines`` include the point's own (``cuda.point_defines``: stage 12's B_KMAJOR
+    follows the layout), as the build and its ``kernel_name`` have them."""
     node = OmegaConf.to_container(pt.variant_cfg, resolve=True, enum_to_str=True)
-    return variants.row_fields(node, backend_class(pt.backend).kind)
+    fields = variants.row_fields(node, backend_class(pt.backend).kind)
+    extra = pt.point_defines() if isinstance(node.get("cuda"), dict) else {}
+    if extra:
+        fields["defines"] = {**(fields["defines"] or {}), **extra}
+    return fields
 
 
 def _say(text: str) -> None:
