@@ -10,7 +10,7 @@
 # ws_nt_bench fidelity_default hopper_fp8 tune_fp8
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
-# iso_smoke isolation conduct sanitize default_run default_run_noguard fidelity_default
+# iso_smoke isolation conduct sanitize precompile_default default_run default_run_noguard fidelity_default
 # cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_ablation decode_ncu decode_v2 decode_v3 pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
@@ -239,6 +239,9 @@ for stage in "$@"; do case $stage in
            step negative_controls 300 python3 run.py "variant=tag_negative_control" \
              "precision=[fp64,fp32,fp16,bf16]" "sizes.square=[1024,4096,8192,16384]" sizes.shapes=[] \
              measure=quick measure.baseline=[] run.fail_on_error=false $Q hydra.run.dir=$REF/negative_controls ;;
+  precompile_default)  # the default run's kernels into the cache first (CUTLASS's take a minute or two), as a
+           # user's second run finds them: the default_run stage then times the run, not the compiles
+           step precompile_default 240 env CUDA_VISIBLE_DEVICES= python3 -m gemmlab.bench.precompile --jobs 8 ;;
   precompile)  # in the background, no CUDA context: the correctness sweep's kernels into the cache
            (CUDA_VISIBLE_DEVICES= nohup python3 -m gemmlab.bench.precompile --jobs 8 "${CORRECTNESS[@]}" \
               > "$LOGS/precompile.log" 2>&1 &) ;;
