@@ -355,9 +355,10 @@ while time.time()-t<45: a@a" &
   fp8_block_tests) fp8_block_tests ;;
   decode_ncu)  # issue 30: where stage 14's time goes (DRAM throughput, stalls) beside cuBLAS's decode kernel,
            # Llama-3 70B attn_o (8192 x 8192) at 1 and 64 tokens; one launch each, ncu's text report is the log
-           # (the 4th launch of a kernel whose name matches: past the checked call and the FP64 reference)
-           for mk in "decode_splitk 1 decode_splitk" "decode_splitk 64 decode_splitk" "cublas 1 gemv|gemm|xmma|cutlass" \
-                     "cublas 64 gemv|gemm|xmma|cutlass"; do set -- $mk
+           # (the 4th launch of a kernel whose name matches: past the checked call and the FP64 reference; not
+           # gemmlab's own L2 flush kernels, which session9b's filter caught instead of cuBLAS's)
+           for mk in "decode_splitk 1 decode_splitk" "decode_splitk 64 decode_splitk" "cublas 1 ^(?!gemmlab).*(gemv|gemm|xmma|cutlass)" \
+                     "cublas 64 ^(?!gemmlab).*(gemv|gemm|xmma|cutlass)"; do set -- $mk
              step ncu_$1_t$2 120 ncu --clock-control none -k "regex:$3" --launch-skip 3 -c 1 \
                --section SpeedOfLight --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables \
                --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats \
