@@ -57,6 +57,22 @@ fp8_scaled_sweeps() {
            done
 }
 
+# stage 14 (issue 30): every build of a define list at once (a sweep's jobs would compile them one by one),
+# and a define sweep with the short samples decode points need (~0.1 ms each), into $REF/STEP:
+#   decode_precompile STEP SECONDS "DEFINES ..."
+#   decode_sweep STEP SECONDS PRECISIONS SHAPES BASELINES DEFINES
+decode_precompile() {
+  step "$1" "$2" bash -c 'for d in $0; do python3 -m gemmlab.bench.precompile variant=decode_splitk \
+    "precision=[bf16,fp8]" "layouts=[nt]" measure.fp8_scaling=tensor sizes.square=[] "sizes.shapes=[[16,6144,4096]]" \
+    "variant.decode_splitk.cuda.defines=$d" & done; wait' "$3"
+}
+decode_sweep() {
+  step "$1" "$2" python3 run.py -m variant=decode_splitk "precision=$3" "layouts=[nt]" measure.fp8_scaling=tensor \
+    sizes.square=[] "sizes.shapes=$4" "measure.baseline=$5" measure.max_noise=0.05 measure.warmup_s=0.2 \
+    measure.min_time_s=0.1 measure.max_time_s=0.5 "variant.decode_splitk.cuda.defines=$6" \
+    run.fail_on_error=false $Q run.name=$1 hydra.sweep.dir=$REF/$1
+}
+
 ds3_fp8_block() {
            step ds3_wgmma_fp8_block 420 python3 run.py "variant=[wgmma_fp8_block,cublaslt]" precision=fp8 "layouts=[nt]" \
              measure.fp8_scaling=block sizes=llm "sizes.model_names=[deepseek_v3]" "sizes.tokens=[64,1024,4096]" \
@@ -341,15 +357,10 @@ while time.time()-t<45: a@a" &
            # the YAML's header), no baselines, at Llama-3 8B qkv and 70B mlp_down for 1 / 16 / 64 tokens;
            # the 18 builds compiled first, all at once (the sweep's jobs would compile them one by one)
            DECODE_DEFINES="{SPLIT_K:1} {X_SMEM:0} {SPLIT_K:0} {W_DEPTH:2,W_DEPTH_SMALL:4} {W_HINT:0} {MT:1,W_DEPTH:8} {M1_SIMT:1} {X_BLOCKS:1} {FP8_F16_MMA:0,W_DEPTH:3}"
-           step decode_precompile 240 bash -c 'for d in $0; do python3 -m gemmlab.bench.precompile variant=decode_splitk \
-             "precision=[bf16,fp8]" "layouts=[nt]" measure.fp8_scaling=tensor sizes.square=[] "sizes.shapes=[[16,6144,4096]]" \
-             "variant.decode_splitk.cuda.defines=$d" & done; wait' "$DECODE_DEFINES"
-           step decode_ablation 570 python3 run.py -m variant=decode_splitk precision=bf16,fp8 "layouts=[nt]" \
-             measure.fp8_scaling=tensor sizes.square=[] \
-             "sizes.shapes=[[1,6144,4096],[16,6144,4096],[64,6144,4096],[1,8192,28672],[16,8192,28672],[64,8192,28672]]" \
-             "measure.baseline=[]" measure.max_noise=0.05 measure.warmup_s=0.2 measure.min_time_s=0.1 measure.max_time_s=0.5 \
-             'variant.decode_splitk.cuda.defines={SPLIT_K:1},{X_SMEM:0},{SPLIT_K:0},{W_DEPTH:2,W_DEPTH_SMALL:4},{W_HINT:0},{MT:1,W_DEPTH:8},{M1_SIMT:1},{X_BLOCKS:1},{FP8_F16_MMA:0,W_DEPTH:3}' \
-             run.fail_on_error=false $Q run.name=decode_ablation hydra.sweep.dir=$REF/decode_ablation ;;
+           decode_precompile decode_precompile 240 "$DECODE_DEFINES"
+           decode_sweep decode_ablation 570 bf16,fp8 \
+             "[[1,6144,4096],[16,6144,4096],[64,6144,4096],[1,8192,28672],[16,8192,28672],[64,8192,28672]]" "[]" \
+             '{SPLIT_K:1},{X_SMEM:0},{SPLIT_K:0},{W_DEPTH:2,W_DEPTH_SMALL:4},{W_HINT:0},{MT:1,W_DEPTH:8},{M1_SIMT:1},{X_BLOCKS:1},{FP8_F16_MMA:0,W_DEPTH:3}' ;;
   fp8_scaled_tests) fp8_scaled_tests ;;
   fp8_scaled_sweeps) fp8_scaled_sweeps ;;
   fp8_block_tests) fp8_block_tests ;;
@@ -370,15 +381,10 @@ while time.time()-t<45: a@a" &
            # libraries timed interleaved (pct_of_baseline: the faster of cuBLAS / cuBLASLt in bf16, cuBLASLt in
            # fp8); the GPU tests first (they include W_PIPE 1); then ncu on W_PIPE 1 at (1, 8192, 8192)
            step gpu_decode_v2 300 python3 -m pytest -m gpu tests/test_gpu_decode.py -q -rA -s -p no:cacheprovider
-           step decode_v2_precompile 150 bash -c 'for d in $0; do python3 -m gemmlab.bench.precompile variant=decode_splitk \
-             "precision=[bf16,fp8]" "layouts=[nt]" measure.fp8_scaling=tensor sizes.square=[] "sizes.shapes=[[16,6144,4096]]" \
-             "variant.decode_splitk.cuda.defines=$d" & done; wait' "{W_PIPE:1} {W_PIPE:0} {W_PIPE:1,W_PIPE_MAX_M:64}"
-           step decode_v2 200 python3 run.py -m variant=decode_splitk precision=bf16,fp8 "layouts=[nt]" \
-             measure.fp8_scaling=tensor sizes.square=[] \
-             "sizes.shapes=[[1,6144,4096],[16,6144,4096],[64,6144,4096],[1,8192,8192],[64,8192,8192],[1,57344,8192],[16,57344,8192],[64,57344,8192]]" \
-             "measure.baseline=[cublas,cublaslt]" measure.max_noise=0.05 measure.warmup_s=0.2 measure.min_time_s=0.1 \
-             measure.max_time_s=0.5 'variant.decode_splitk.cuda.defines={W_PIPE:1},{W_PIPE:0},{W_PIPE:1,W_PIPE_MAX_M:64}' \
-             run.fail_on_error=false $Q run.name=decode_v2 hydra.sweep.dir=$REF/decode_v2
+           decode_precompile decode_v2_precompile 150 "{W_PIPE:1} {W_PIPE:0} {W_PIPE:1,W_PIPE_MAX_M:64}"
+           decode_sweep decode_v2 200 bf16,fp8 \
+             "[[1,6144,4096],[16,6144,4096],[64,6144,4096],[1,8192,8192],[64,8192,8192],[1,57344,8192],[16,57344,8192],[64,57344,8192]]" \
+             "[cublas,cublaslt]" '{W_PIPE:1},{W_PIPE:0},{W_PIPE:1,W_PIPE_MAX_M:64}'
            step ncu_decode_v2_t1 120 ncu --clock-control none -k "regex:decode_splitk" --launch-skip 3 -c 1 \
              --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
              --section Occupancy --section LaunchStats \
@@ -388,11 +394,8 @@ while time.time()-t<45: a@a" &
   decode_v3)  # issue 30: stage 14's TMA ring (W_PIPE 1) read in longer row pieces (MT 1: 16 rows a warp; more
            # 64-byte chunks a stage; 4 warps with 1.5 KB a row): session9c found DRAM at 55% with 320-byte pieces
            # of 32 rows a warp, the ring's depth no help; bf16 at 1 and 16 tokens, the faster library interleaved
-           step decode_v3 150 python3 run.py -m variant=decode_splitk precision=bf16 "layouts=[nt]" sizes.square=[] \
-             "sizes.shapes=[[1,6144,4096],[16,6144,4096],[1,8192,8192],[1,57344,8192],[16,57344,8192]]" \
-             "measure.baseline=[cublas,cublaslt]" measure.max_noise=0.05 measure.warmup_s=0.2 measure.min_time_s=0.1 \
-             measure.max_time_s=0.5 'variant.decode_splitk.cuda.defines={W_PIPE:1},{W_PIPE:1,MT:1,WP_CHUNKS_SMALL:12},{W_PIPE:1,MT:1,WP_CHUNKS_SMALL:8,WP_STAGES_SMALL:3},{W_PIPE:1,MT:1,WARPS:4,WP_CHUNKS_SMALL:24},{W_PIPE:1,MT:1,WARPS:4,WP_CHUNKS_SMALL:12,WP_STAGES_SMALL:4}' \
-             run.fail_on_error=false $Q run.name=decode_v3 hydra.sweep.dir=$REF/decode_v3 ;;
+           decode_sweep decode_v3 150 bf16 "[[1,6144,4096],[16,6144,4096],[1,8192,8192],[1,57344,8192],[16,57344,8192]]" \
+             "[cublas,cublaslt]" '{W_PIPE:1},{W_PIPE:1,MT:1,WP_CHUNKS_SMALL:12},{W_PIPE:1,MT:1,WP_CHUNKS_SMALL:8,WP_STAGES_SMALL:3},{W_PIPE:1,MT:1,WARPS:4,WP_CHUNKS_SMALL:24},{W_PIPE:1,MT:1,WARPS:4,WP_CHUNKS_SMALL:12,WP_STAGES_SMALL:4}' ;;
   decode_tests)  # issue 30: stage 14 on the GPU (correctness with and without the split, the workspace reused)
            step gpu_decode 300 python3 -m pytest -m gpu tests/test_gpu_decode.py -q -rA -s -p no:cacheprovider ;;
   *) echo "unknown stage $stage" ;;

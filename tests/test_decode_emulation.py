@@ -372,7 +372,7 @@ def test_the_sweep_is_the_same_in_the_session_script_and_the_yaml():
     script = (ROOT / ".ci" / "h200-session.sh").read_text()
     session = re.search(r'DECODE_DEFINES="([^"]+)"', script).group(1).split()
     assert session == ["{SPLIT_K:1}", *DECODE_SWEEP], session
-    ablation = re.search(r"'variant\.decode_splitk\.cuda\.defines=([^']+)'", script).group(1).split(",{")
+    ablation = re.search(r"decode_sweep decode_ablation .*?'(\{[^']+)'", script, re.S).group(1).split(",{")
     assert ["{" + e if i else e for i, e in enumerate(ablation)] == session
     yaml_text = (ROOT / "conf" / "variant" / f"{VARIANT}.yaml").read_text()
     listed = re.search(r"'variant\.decode_splitk\.cuda\.defines=([^']+)'", yaml_text).group(1)
