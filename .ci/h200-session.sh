@@ -11,7 +11,7 @@
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation conduct sanitize precompile_default default_run default_run_noguard fidelity_default
-# cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_ablation decode_ncu decode_v2 decode_v3 pinning multi_gpu
+# cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_ablation decode_ncu decode_v2 decode_v3 read_patterns pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # Set GEMMLAB_GIT_COMMIT to the commit being measured: the tree copied to a GPU host may carry a
@@ -396,6 +396,9 @@ while time.time()-t<45: a@a" &
            # of 32 rows a warp, the ring's depth no help; bf16 at 1 and 16 tokens, the faster library interleaved
            decode_sweep decode_v3 150 bf16 "[[1,6144,4096],[16,6144,4096],[1,8192,8192],[1,57344,8192],[16,57344,8192]]" \
              "[cublas,cublaslt]" '{W_PIPE:1},{W_PIPE:1,MT:1,WP_CHUNKS_SMALL:12},{W_PIPE:1,MT:1,WP_CHUNKS_SMALL:8,WP_STAGES_SMALL:3},{W_PIPE:1,MT:1,WARPS:4,WP_CHUNKS_SMALL:24},{W_PIPE:1,MT:1,WARPS:4,WP_CHUNKS_SMALL:12,WP_STAGES_SMALL:4}' ;;
+  read_patterns)  # issue 30: HBM read bandwidth of the decode access patterns alone (no math): the copy-like
+           # read, a warp per row, stage 14's m16-fragment tiles in both work orders (gemmlab/bench/read_patterns.py)
+           step read_patterns 240 python3 -m gemmlab.bench.read_patterns --out "$LOGS/read_patterns.jsonl" ;;
   decode_tests)  # issue 30: stage 14 on the GPU (correctness with and without the split, the workspace reused)
            step gpu_decode 300 python3 -m pytest -m gpu tests/test_gpu_decode.py -q -rA -s -p no:cacheprovider ;;
   *) echo "unknown stage $stage" ;;
