@@ -33,7 +33,7 @@ LONGEST_FIRST = (
     "tests/test_slurm.py::",  # a real Slurm sweep, most of it waiting for its jobs
     "tests/test_cutlass.py::test_device_part_compiles_with_local_nvcc",  # one long nvcc build
     "tests/test_gpu_pinning.py::test_per_gpu_launcher_runs_one_job_per_gpu_at_a_time",  # waits
-    "tests/test_hopper_kernels.py::test_mma_sync_fp16_and_eager_copies_on_the_cpu",  # 3 emulations
+    "tests/test_cutlass_fp8.py::test_fp8_device_part_compiles_for_sm90a_without_spills",  # one long nvcc build
     "tests/test_analysis.py::test_cpu_dataset_writes_every_file_reproducibly",
 )
 
