@@ -6,7 +6,9 @@
 // __syncthreads() is a gemm_host::Barrier, cp.async is a synchronous copy, and WMMA fragments
 // hold whole tiles (see mma.h beside this file). Fibers, not OS threads: a warp collective is a
 // barrier, and with hundreds of OS threads on two cores the kernel's scheduler was most of an
-// emulation's CPU time (perf: 70%, in sched_yield under mma.sync's warp barriers).
+// emulation's CPU time (perf: 70%, in sched_yield under mma.sync's warp barriers). So a thread only
+// gives way where it waits: a kernel that spins on shared memory without __nanosleep or a barrier
+// in its loop would spin forever here, where the device lets the other threads run (none does).
 // Force-included (g++ -include cuda_shim.h) with -DGEMMLAB_HOST_EMULATION by driver.cpp's build.
 #pragma once
 
