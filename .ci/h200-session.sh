@@ -7,11 +7,11 @@
 # Needs the wheels in .whl/ (../shared/gpu-host/wheels.sh .whl) and $OUT (where logs and a tarball
 # of outputs/reference go). Stages: gpu_all core kernels hopper cutlass_bench cutlass cutlass_n8192
 # cutlass_odd ladder tc tune tune_mma tune_ws tune_ws_fp16 ws_repeat ws_seeds ws_standalone ws_llama ws_nt_tests tune_ws_nt
-# hopper_fp8 tune_fp8
+# ws_nt_bench fidelity_default hopper_fp8 tune_fp8
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
-# iso_smoke isolation conduct sanitize default_run default_run_noguard
-# cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_ablation decode_ncu pinning multi_gpu
+# iso_smoke isolation conduct sanitize precompile_default default_run default_run_noguard fidelity_default
+# cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_ablation decode_ncu decode_v2 decode_v3 pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # Set GEMMLAB_GIT_COMMIT to the commit being measured: the tree copied to a GPU host may carry a
@@ -57,6 +57,22 @@ fp8_scaled_sweeps() {
            done
 }
 
+# stage 14 (issue 30): every build of a define list at once (a sweep's jobs would compile them one by one),
+# and a define sweep with the short samples decode points need (~0.1 ms each), into $REF/STEP:
+#   decode_precompile STEP SECONDS "DEFINES ..."
+#   decode_sweep STEP SECONDS PRECISIONS SHAPES BASELINES DEFINES
+decode_precompile() {
+  step "$1" "$2" bash -c 'for d in $0; do python3 -m gemmlab.bench.precompile variant=decode_splitk \
+    "precision=[bf16,fp8]" "layouts=[nt]" measure.fp8_scaling=tensor sizes.square=[] "sizes.shapes=[[16,6144,4096]]" \
+    "variant.decode_splitk.cuda.defines=$d" & done; wait' "$3"
+}
+decode_sweep() {
+  step "$1" "$2" python3 run.py -m variant=decode_splitk "precision=$3" "layouts=[nt]" measure.fp8_scaling=tensor \
+    sizes.square=[] "sizes.shapes=$4" "measure.baseline=$5" measure.max_noise=0.05 measure.warmup_s=0.2 \
+    measure.min_time_s=0.1 measure.max_time_s=0.5 "variant.decode_splitk.cuda.defines=$6" \
+    run.fail_on_error=false $Q run.name=$1 hydra.sweep.dir=$REF/$1
+}
+
 ds3_fp8_block() {
            step ds3_wgmma_fp8_block 420 python3 run.py "variant=[wgmma_fp8_block,cublaslt]" precision=fp8 "layouts=[nt]" \
              measure.fp8_scaling=block sizes=llm "sizes.model_names=[deepseek_v3]" "sizes.tokens=[64,1024,4096]" \
@@ -69,6 +85,28 @@ for stage in "$@"; do case $stage in
            step gpu_all 420 python3 -m pytest -m gpu tests -q -rA -p no:cacheprovider --junitxml="$LOGS/gpu_all.xml" ;;
   core)    step gpu_core 240 python3 -m pytest -m gpu tests/test_gpu_core.py -q -p no:cacheprovider ;;
   fidelity) step fidelity 330 python3 -m gemmlab.bench.fidelity --rounds 5 --out "$REF/fidelity/fidelity.json" ;;
+  fidelity_default)  # issue 31: the default preset (samples past max_samples where the median needs them)
+           # against do_bench at 2048-8192, fp16 / bf16, cuBLAS: each round's "samples" says whether it went
+           # on; the ratio's median must stay within 3% of 1
+           # (the verdict is on the first timer, flushing as do_bench does; the defaults' L2 discard beside it,
+           # whose calls run shorter than do_bench's by the flush's write-back: README "How a point is measured")
+           step fidelity_default 240 python3 -m gemmlab.bench.fidelity --rounds 3 --measure default \
+             --sizes 2048 4096 8192 --precisions fp16 bf16 --variants cublas --timers flush_discard=false "" \
+             --out "$REF/${FID_OUT:-fidelity_default}/fidelity.json" ;;
+  # issue 32: stage 12 at layout nt (4096 / 6144 / 8192, BF16; its new tile orders and stream-K beside the
+  # default, cuBLAS / cuBLASLt interleaved: pct_of_baseline), then BF16 and FP16 with the libraries also
+  # standalone in the same run (the best standalone library), then Llama-3 70B's prefill projections at
+  # 4096 and 16384 tokens
+  ws_nt_bench) step ws_nt_square 240 python3 run.py -m variant=wgmma_ws precision=bf16 "layouts=[nt]" \
+             "sizes.square=[4096,6144,8192]" sizes.shapes=[] measure=sustained measure.max_time_s=1.5 run.fail_on_error=false $Q \
+             'variant.wgmma_ws.cuda.defines={RASTER:0},{RASTER:1},{RASTER:2},{PRODUCER_SCHEDULES:1,STREAM_K:1,GRID_CTAS:0}' \
+             run.name=ws_nt_square hydra.sweep.dir=$REF/ws_nt_square
+           step ws_nt_standalone 150 python3 run.py "variant=[wgmma_ws,cublas,cublaslt]" "precision=[bf16,fp16]" "layouts=[nt]" \
+             "sizes.square=[4096,6144,8192]" sizes.shapes=[] measure=sustained measure.max_time_s=1.5 run.fail_on_error=false $Q \
+             run.name=ws_nt_standalone hydra.run.dir=$REF/ws_nt_standalone
+           step ws_nt_llama70b 200 python3 run.py "variant=[wgmma_ws]" precision=bf16 "layouts=[nt]" sizes=llm \
+             "sizes.model_names=[llama3_70b]" "sizes.tokens=[4096,16384]" measure=sustained measure.max_time_s=1.5 \
+             run.fail_on_error=false $Q run.name=ws_nt_llama70b hydra.run.dir=$REF/ws_nt_llama70b ;;
   timer_study)  # which flush / spin policy agrees with do_bench, and which is quietest
            T="max_time_s=1.5"
            step timer_study 300 python3 -m gemmlab.bench.fidelity --rounds 3 --sizes 2048 4096 \
@@ -219,6 +257,9 @@ for stage in "$@"; do case $stage in
            step negative_controls 300 python3 run.py "variant=tag_negative_control" \
              "precision=[fp64,fp32,fp16,bf16]" "sizes.square=[1024,4096,8192,16384]" sizes.shapes=[] \
              measure=quick measure.baseline=[] run.fail_on_error=false $Q hydra.run.dir=$REF/negative_controls ;;
+  precompile_default)  # the default run's kernels into the cache first (CUTLASS's take a minute or two), as a
+           # user's second run finds them: the default_run stage then times the run, not the compiles
+           step precompile_default 240 env CUDA_VISIBLE_DEVICES= python3 -m gemmlab.bench.precompile --jobs 8 ;;
   precompile)  # in the background, no CUDA context: the correctness sweep's kernels into the cache
            (CUDA_VISIBLE_DEVICES= nohup python3 -m gemmlab.bench.precompile --jobs 8 "${CORRECTNESS[@]}" \
               > "$LOGS/precompile.log" 2>&1 &) ;;
@@ -316,29 +357,45 @@ while time.time()-t<45: a@a" &
            # the YAML's header), no baselines, at Llama-3 8B qkv and 70B mlp_down for 1 / 16 / 64 tokens;
            # the 18 builds compiled first, all at once (the sweep's jobs would compile them one by one)
            DECODE_DEFINES="{SPLIT_K:1} {X_SMEM:0} {SPLIT_K:0} {W_DEPTH:2,W_DEPTH_SMALL:4} {W_HINT:0} {MT:1,W_DEPTH:8} {M1_SIMT:1} {X_BLOCKS:1} {FP8_F16_MMA:0,W_DEPTH:3}"
-           step decode_precompile 240 bash -c 'for d in $0; do python3 -m gemmlab.bench.precompile variant=decode_splitk \
-             "precision=[bf16,fp8]" "layouts=[nt]" measure.fp8_scaling=tensor sizes.square=[] "sizes.shapes=[[16,6144,4096]]" \
-             "variant.decode_splitk.cuda.defines=$d" & done; wait' "$DECODE_DEFINES"
-           step decode_ablation 570 python3 run.py -m variant=decode_splitk precision=bf16,fp8 "layouts=[nt]" \
-             measure.fp8_scaling=tensor sizes.square=[] \
-             "sizes.shapes=[[1,6144,4096],[16,6144,4096],[64,6144,4096],[1,8192,28672],[16,8192,28672],[64,8192,28672]]" \
-             "measure.baseline=[]" measure.max_noise=0.05 measure.warmup_s=0.2 measure.min_time_s=0.1 measure.max_time_s=0.5 \
-             'variant.decode_splitk.cuda.defines={SPLIT_K:1},{X_SMEM:0},{SPLIT_K:0},{W_DEPTH:2,W_DEPTH_SMALL:4},{W_HINT:0},{MT:1,W_DEPTH:8},{M1_SIMT:1},{X_BLOCKS:1},{FP8_F16_MMA:0,W_DEPTH:3}' \
-             run.fail_on_error=false $Q run.name=decode_ablation hydra.sweep.dir=$REF/decode_ablation ;;
+           decode_precompile decode_precompile 240 "$DECODE_DEFINES"
+           decode_sweep decode_ablation 570 bf16,fp8 \
+             "[[1,6144,4096],[16,6144,4096],[64,6144,4096],[1,8192,28672],[16,8192,28672],[64,8192,28672]]" "[]" \
+             '{SPLIT_K:1},{X_SMEM:0},{SPLIT_K:0},{W_DEPTH:2,W_DEPTH_SMALL:4},{W_HINT:0},{MT:1,W_DEPTH:8},{M1_SIMT:1},{X_BLOCKS:1},{FP8_F16_MMA:0,W_DEPTH:3}' ;;
   fp8_scaled_tests) fp8_scaled_tests ;;
   fp8_scaled_sweeps) fp8_scaled_sweeps ;;
   fp8_block_tests) fp8_block_tests ;;
   decode_ncu)  # issue 30: where stage 14's time goes (DRAM throughput, stalls) beside cuBLAS's decode kernel,
            # Llama-3 70B attn_o (8192 x 8192) at 1 and 64 tokens; one launch each, ncu's text report is the log
-           # (the 4th launch of a kernel whose name matches: past the checked call and the FP64 reference)
-           for mk in "decode_splitk 1 decode_splitk" "decode_splitk 64 decode_splitk" "cublas 1 gemv|gemm|xmma|cutlass" \
-                     "cublas 64 gemv|gemm|xmma|cutlass"; do set -- $mk
+           # (the 4th launch of a kernel whose name matches: past the checked call and the FP64 reference; not
+           # gemmlab's own L2 flush kernels, which session9b's filter caught instead of cuBLAS's)
+           for mk in "decode_splitk 1 decode_splitk" "decode_splitk 64 decode_splitk" "cublas 1 ^(?!gemmlab).*(gemv|gemm|xmma|cutlass)" \
+                     "cublas 64 ^(?!gemmlab).*(gemv|gemm|xmma|cutlass)"; do set -- $mk
              step ncu_$1_t$2 120 ncu --clock-control none -k "regex:$3" --launch-skip 3 -c 1 \
                --section SpeedOfLight --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables \
                --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats \
                python3 run.py variant=$1 precision=bf16 "layouts=[nt]" sizes.square=[] "sizes.shapes=[[$2,8192,8192]]" \
                measure=quick "measure.baseline=[]" measure.guard_bytes=0 run.isolate=none $Q hydra.run.dir=/tmp/ncu_$1_$2
            done ;;
+  decode_v2)  # issue 30: stage 14's TMA weight ring (W_PIPE 1, for M <= 16; W_PIPE_MAX_M 64: at every M) against
+           # the register ring (W_PIPE 0) at Llama-3 8B qkv and 70B attn_o / mlp_gate_up, 1 / 16 / 64 tokens, the
+           # libraries timed interleaved (pct_of_baseline: the faster of cuBLAS / cuBLASLt in bf16, cuBLASLt in
+           # fp8); the GPU tests first (they include W_PIPE 1); then ncu on W_PIPE 1 at (1, 8192, 8192)
+           step gpu_decode_v2 300 python3 -m pytest -m gpu tests/test_gpu_decode.py -q -rA -s -p no:cacheprovider
+           decode_precompile decode_v2_precompile 150 "{W_PIPE:1} {W_PIPE:0} {W_PIPE:1,W_PIPE_MAX_M:64}"
+           decode_sweep decode_v2 200 bf16,fp8 \
+             "[[1,6144,4096],[16,6144,4096],[64,6144,4096],[1,8192,8192],[64,8192,8192],[1,57344,8192],[16,57344,8192],[64,57344,8192]]" \
+             "[cublas,cublaslt]" '{W_PIPE:1},{W_PIPE:0},{W_PIPE:1,W_PIPE_MAX_M:64}'
+           step ncu_decode_v2_t1 120 ncu --clock-control none -k "regex:decode_splitk" --launch-skip 3 -c 1 \
+             --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
+             --section Occupancy --section LaunchStats \
+             python3 run.py variant=decode_splitk precision=bf16 "layouts=[nt]" sizes.square=[] "sizes.shapes=[[1,8192,8192]]" \
+             'variant.decode_splitk.cuda.defines={W_PIPE:1}' measure=quick "measure.baseline=[]" measure.guard_bytes=0 \
+             run.isolate=none $Q hydra.run.dir=/tmp/ncu_decode_v2_1 ;;
+  decode_v3)  # issue 30: stage 14's TMA ring (W_PIPE 1) read in longer row pieces (MT 1: 16 rows a warp; more
+           # 64-byte chunks a stage; 4 warps with 1.5 KB a row): session9c found DRAM at 55% with 320-byte pieces
+           # of 32 rows a warp, the ring's depth no help; bf16 at 1 and 16 tokens, the faster library interleaved
+           decode_sweep decode_v3 150 bf16 "[[1,6144,4096],[16,6144,4096],[1,8192,8192],[1,57344,8192],[16,57344,8192]]" \
+             "[cublas,cublaslt]" '{W_PIPE:1},{W_PIPE:1,MT:1,WP_CHUNKS_SMALL:12},{W_PIPE:1,MT:1,WP_CHUNKS_SMALL:8,WP_STAGES_SMALL:3},{W_PIPE:1,MT:1,WARPS:4,WP_CHUNKS_SMALL:24},{W_PIPE:1,MT:1,WARPS:4,WP_CHUNKS_SMALL:12,WP_STAGES_SMALL:4}' ;;
   decode_tests)  # issue 30: stage 14 on the GPU (correctness with and without the split, the workspace reused)
            step gpu_decode 300 python3 -m pytest -m gpu tests/test_gpu_decode.py -q -rA -s -p no:cacheprovider ;;
   *) echo "unknown stage $stage" ;;

@@ -39,7 +39,7 @@ BACKEND_ORDER = ("cpu_blas", "cuda", "cutlass", "cublas", "cublaslt", "cpu_probe
 POINT_KEYS = ["run_id", "precision", "layout", "batch", "m", "n", "k"]  # one GEMM problem within one run
 NUMERIC_COLUMNS = (
     "flops", "bytes_min", "intensity", "intensity_model", "time_median_s", "time_p20_s",
-    "time_p80_s", "time_min_s", "samples", "noise", "tflops", "rel_error", "max_abs_error",
+    "time_p80_s", "time_min_s", "samples", "noise", "median_ci", "tflops", "rel_error", "max_abs_error",
     "tolerance", "baseline_time_median_s", "baseline_tflops", "pct_of_baseline",
     "sm_clock_min_mhz", "sm_clock_max_mhz", "power_w", "temperature_c",
     "bytes_dram", "bytes_l2", "bytes_l1", "intensity_dram", "intensity_l2", "intensity_l1",

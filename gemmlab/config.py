@@ -280,6 +280,15 @@ class MeasureConf:
     min_time_s: float = 0.2
     max_time_s: float = 5.0
     max_noise: float = 0.02  # (p80 - p20) / median that the stopping rule waits for
+    # A spread that does not fall to max_noise by max_samples (a 7-30 us GPU call: the CUDA events'
+    # own start-up jitter) does not shrink with more samples, but the median's 95% interval does
+    # (gemmlab/measure/stats.py): such a row takes more of the same samples, up to max_samples_ci
+    # (<= max_samples: never) and within max_time_s, until that interval's relative half-width is
+    # at most max_median_ci; it is then reliable (gemmlab/measure/validity.py) if its noise is at
+    # most max_noise_hard, past which it stays unreliable whatever the count.
+    max_samples_ci: int = 4000
+    max_median_ci: float = 0.005
+    max_noise_hard: float = 0.10
     batch: int = 10  # samples enqueued between host synchronisations
     cache: CachePolicy = CachePolicy.flush
     busy_us: float = 20.0  # spin queued before each start event so launch latency stays outside

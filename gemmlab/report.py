@@ -14,6 +14,11 @@ def write_report(folder: Path) -> Optional[Path]:
     folder = Path(folder)
     if not (folder / RESULTS_FILE).exists():
         return None  # no rows (the run stopped before its first point)
+    reference = Path(__file__).resolve().parent.parent / "outputs" / "reference"
+    if folder.resolve().is_relative_to(reference):  # committed data: rows and config only
+        print(f"gemmlab: no report page inside outputs/reference/ (the committed measurements); "
+              f"python -m analysis.report {folder} --out DIR writes one elsewhere", flush=True)
+        return None
     try:
         # analysis draws with matplotlib: imported here, when a run has ended, never with gemmlab
         from analysis.report import write

@@ -51,11 +51,14 @@ COLUMNS: List[tuple] = [
     ("time_median_s", "median sample time, s"), ("time_p20_s", "20th percentile, s"),
     ("time_p80_s", "80th percentile, s"), ("time_min_s", "fastest sample, s"),
     ("samples", "timed samples"), ("noise", "(p80 - p20) / median"),
+    ("median_ci", "relative half-width of the median's distribution-free 95% interval from order statistics, "
+                  "(x_hi - x_lo) / (2 median); empty in rows written before it"),
     ("tflops", "flops / time_median_s / 1e12"),
     ("timer", "perf_counter | cuda_event | cuda_graph | cupti_kernel"),
     ("cache", "flush | rotate | warm"),
     ("warmup_s", "warm-up time spent before the timed samples, s"),
-    ("reliable", "samples >= min_samples, noise <= max_noise and no clock drift over the samples"),
+    ("reliable", "samples >= min_samples, no clock drift over the samples, and noise <= max_noise or "
+                 "(median_ci <= max_median_ci and noise <= max_noise_hard; extra.reliability says so)"),
     ("unreliable_reason", "why reliable is false"),
     # correctness
     ("rel_error", "||C - C_ref||_F / ||C_ref||_F against an FP64 product of the same inputs"),

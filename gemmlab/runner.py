@@ -208,6 +208,7 @@ class Runner:
         row = {**row, **fields, **sanitized}
         row.update(validity.reliability(row, self.cfg.measure))
         if sanitized and row.get("status") == "ok":  # instrumented once, timed after: no evidence
+            _as_dict(row.get("extra")).pop("reliability", None)
             row.update(reliable=False, unreliable_reason=f"measure.sanitize={self.cfg.measure.sanitize.value}: "
                                                          "a sanitizer run, not evidence")
         if self._counters_on():
@@ -288,9 +289,15 @@ def describe(pt: Point) -> str:
 
 
 def variant_fields(pt: Point) -> Dict[str, Any]:
-    """What the variant is, written into its rows at measure time (:func:`gemmlab.variants.row_fields`)."""
+    """What the variant is, written into its rows at measure time (:func:`gemmlab.variants.row_fields`);
+    a cuda kernel's ``defines`` include the point's own (``cuda.point_defines``: stage 12's B_KMAJOR
+    follows the layout), as the build and its ``kernel_name`` have them."""
     node = OmegaConf.to_container(pt.variant_cfg, resolve=True, enum_to_str=True)
-    return variants.row_fields(node, backend_class(pt.backend).kind)
+    fields = variants.row_fields(node, backend_class(pt.backend).kind)
+    extra = pt.point_defines() if isinstance(node.get("cuda"), dict) else {}
+    if extra:
+        fields["defines"] = {**(fields["defines"] or {}), **extra}
+    return fields
 
 
 def _say(text: str) -> None:
@@ -406,10 +413,13 @@ def print_summary(runner: Runner, path: Path) -> None:
     if unsupported:
         console.print(f"[yellow]skipped[/] {unsupported} points whose variant does not support the "
                       "precision (each row says which it supports)")
+    by_ci = [r for r in measured if r.get("reliable") is True and _as_dict(r.get("extra")).get("reliability")]
+    if by_ci:
+        console.print(f"[green]reliable by median_ci[/] {len(by_ci)} ok points (noise above max_noise, but the "
+                      "median's 95% interval within max_median_ci: extra.reliability)")
     unreliable = [r for r in measured if r.get("reliable") is False]
     if unreliable:
-        why = Counter(str(r.get("unreliable_reason") or "").split(" (")[0].split(" >")[0].split(" <")[0]
-                      for r in unreliable)
+        why = Counter(validity.criteria(r.get("unreliable_reason")) for r in unreliable)
         console.print(f"[yellow]unreliable[/] {len(unreliable)} ok points (figures draw them hollow, claims and "
                       f"tables leave them out): " + escape(", ".join(f"{w} ({n})" for w, n in why.items())))
     contended = [r for r in measured if r.get("contended")]

@@ -198,6 +198,9 @@ RULES: Dict[type, Dict[str, Tuple[Rule, ...]]] = {
         "min_time_s": (NON_NEGATIVE, AtMost("max_time_s")),
         "max_time_s": (POSITIVE,),  # 0 would stop before the first sample
         "max_noise": (POSITIVE,),
+        "max_samples_ci": (integer(lo=1),),  # <= max_samples: no samples past max_samples
+        "max_median_ci": (FRACTION,),
+        "max_noise_hard": (POSITIVE,),
         "batch": (integer(lo=1),),
         "busy_us": (NON_NEGATIVE,),
         "flush_bytes": (integer(lo=0),),  # 0: twice the device's L2

@@ -137,6 +137,22 @@ def test_every_reference_row_says_what_its_variant_was():
     assert migrate.main(["--check", str(REFERENCE)]) == 0
 
 
+def test_rows_record_the_defines_a_point_computes(tmp_path):
+    """A kernel's row records every define it was built with, the point's own too (stage 12's
+    B_KMAJOR follows the layout), so the migration check (defines against kernel_name) holds for
+    new rows as for old ones: session9c's rows first came without it."""
+    from gemmlab.config import compose
+    from gemmlab.points import expand
+    from gemmlab.runner import variant_fields
+
+    pts = {p.layout: p for p in expand(compose(["variant=wgmma_ws", "precision=bf16", "sizes.square=[256]",
+                                                 "sizes.shapes=[]", "layouts=[nn,nt]"]))}
+    assert variant_fields(pts["nt"])["defines"]["B_KMAJOR"] == 1
+    assert variant_fields(pts["nn"])["defines"]["B_KMAJOR"] == 0
+    assert "B_KMAJOR" not in (variant_fields(next(iter(expand(compose(
+        ["variant=warp_tiled", "precision=fp32", "sizes.square=[256]", "sizes.shapes=[]"])))))["defines"])
+
+
 def test_migration_adds_the_columns_and_touches_no_other_cell(tmp_path):
     """Strip the five columns from a committed file; the migration puts back exactly the committed
     bytes, from the YAML at the rows' git_commit (a ladder run of 2026-11-29)."""

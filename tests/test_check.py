@@ -2,6 +2,7 @@
 and what every CPU run records about them. All of it must be able to say no."""
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -211,15 +212,57 @@ def test_reliability_is_recorded_and_can_say_no(tmp_path):
     assert "< min_samples 50" in rows[0]["unreliable_reason"]
 
 
+RELIABILITY = SimpleNamespace(min_samples=10, max_noise=0.02, clock_stable_fraction=0.02, max_median_ci=0.005,
+                              max_noise_hard=0.10)
+
+
 def test_reliability_rule():
-    m = SimpleNamespace(min_samples=10, max_noise=0.02, clock_stable_fraction=0.02)
+    m = RELIABILITY
+    # quiet: reliable by its noise, whatever its median's interval (rows before median_ci too)
     ok = {"status": "ok", "samples": 40, "noise": 0.01, "extra": {"timer": {"sm_clock_drift": -0.005}}}
     assert validity.reliability(ok, m) == {"reliable": True, "unreliable_reason": None}
+    assert validity.reliability({**ok, "median_ci": 0.03}, m) == {"reliable": True, "unreliable_reason": None}
     for change, words in (({"samples": 2}, "min_samples"), ({"noise": 5.0}, "max_noise"),
                           ({"extra": {"timer": {"sm_clock_drift": -0.2}}}, "drifted")):
         r = validity.reliability({**ok, **change}, m)
         assert r["reliable"] is False and words in r["unreliable_reason"]
     assert validity.reliability({"status": "failed"}, m) == {}
+
+
+def test_a_noisy_row_is_reliable_when_its_median_is_pinned_down():
+    m = RELIABILITY
+    timer = {"timer": {"sm_clock_drift": 0.001}, "kernel": "k"}
+    short = {"status": "ok", "samples": 900, "noise": 0.045, "median_ci": 0.004, "extra": timer}
+    r = validity.reliability(short, m)
+    assert r["reliable"] is True and r["unreliable_reason"] is None
+    assert r["extra"] == {**timer, "reliability": {"by": "median_ci", "median_ci": 0.004, "max_median_ci": 0.005,
+                                                   "noise": 0.045, "max_noise": 0.02}}
+    assert validity.reliability({**short, "extra": json.dumps(timer)}, m)["extra"]["kernel"] == "k"  # as read
+    # each way it fails says so, naming both criteria
+    for change, words in (({"noise": 0.12}, "> max_noise 2.0% and > max_noise_hard 10.0%"),
+                          ({"median_ci": 0.008}, "> max_noise 2.0% and median_ci ±0.80% > max_median_ci ±0.50%"),
+                          ({"median_ci": None}, "> max_noise 2.0% and no median_ci"),
+                          ({"extra": {"timer": {"sm_clock_drift": 0.05}}}, "drifted")):
+        r = validity.reliability({**short, **change}, m)
+        assert r["reliable"] is False and words in r["unreliable_reason"] and "extra" not in r, (change, r)
+    r = validity.reliability({**short, "median_ci": 0.008, "samples": 5}, m)
+    assert validity.criteria(r["unreliable_reason"]) == "min_samples + max_noise + max_median_ci"
+    assert validity.criteria("noise 12% > max_noise 2% and > max_noise_hard 10% (...)") == "max_noise + max_noise_hard"
+
+
+def test_the_run_summary_counts_rows_by_the_rule_that_decided_them(capsys):
+    from gemmlab.runner import print_summary
+
+    m = RELIABILITY
+    base = {"variant": "v", "precision": "fp16", "m": 512, "n": 512, "k": 512, "status": "ok", "samples": 900}
+    rows = [{**base, "noise": 0.04, "median_ci": ci, "extra": {}} for ci in (0.003, 0.008, 0.009)]
+    rows += [{**base, "noise": 0.3, "median_ci": 0.001, "extra": {}}, {**base, "noise": 0.01, "extra": {}}]
+    rows = [{**r, **validity.reliability(r, m)} for r in rows]
+    counts = {k: 0 for k in ("ok", "failed", "skipped", "resumed", "remeasured", "worker_restarts", "interrupted")}
+    print_summary(SimpleNamespace(summary_rows=rows, counts=counts, worker_faults=[]), "results.csv")
+    out = " ".join(capsys.readouterr().out.split())
+    assert "reliable by median_ci 1 ok points" in out
+    assert "unreliable 3 ok points" in out and "max_noise + max_median_ci (2), max_noise + max_noise_hard (1)" in out
 
 
 def test_impossible_results_fail():

@@ -67,7 +67,8 @@ def cubin_cache(tmp_path_factory):
 # holds registers (W_HINT, X_BLOCKS and SPLIT_K change an instruction, a loop count, a launch rule).
 BUILDS = [("bf16", None), ("fp8", None)] + \
          [("bf16", d) for d in ("{X_SMEM:0}", "{W_DEPTH:2,W_DEPTH_SMALL:4}", "{MT:1,W_DEPTH:8}", "{M1_SIMT:1}")] + \
-         [("fp8", "{M1_SIMT:1}"), ("fp8", "{FP8_F16_MMA:0,W_DEPTH:3}")]
+         [("fp8", "{M1_SIMT:1}"), ("fp8", "{FP8_F16_MMA:0,W_DEPTH:3}")] + \
+         [(p, "{W_PIPE:1}") for p in ("bf16", "fp8")] + [("bf16", "{W_PIPE:1,W_PIPE_MAX_M:64}")]  # TMA W ring
 
 
 @NEEDS_NVCC
@@ -103,6 +104,24 @@ def test_sass_streams_weights_into_tensor_cores(cubin_cache):
     assert any(x.startswith("F2FP.F16.E4M3") for x in ops["fp8"])
 
 
+@NEEDS_NVCC
+@pytest.mark.slow
+def test_sass_of_the_tma_weight_ring(cubin_cache):
+    """W_PIPE 1 at every M (W_PIPE_MAX_M 64): the weights come by bulk copies (the TMA engine) into
+    shared memory and from there by 16-byte lds into the MMAs: no streaming global loads of them, the
+    ring on mbarriers."""
+    from test_hopper_kernels import opcodes, sass
+
+    for prec in ("bf16", "fp8"):
+        b = build_for(decode_point(16, 64, 64, prec, "{W_PIPE:1,W_PIPE_MAX_M:64}"))
+        o = opcodes(sass(nvcc.compile_cubin(b.source, b.flags, cubin_cache).path))
+        assert not [x for x in o if x.startswith(("LDL", "STL"))], f"{prec} touches local memory"
+        assert not any(x.startswith("LDG.E.NA") for x in o), f"{prec}: weights still loaded into registers"
+        assert any(x.startswith("UBLKCP") for x in o) and any(x.startswith("LDS.128") for x in o), prec
+        assert any(x.startswith("SYNCS") for x in o), f"{prec}: no mbarrier waits"
+        assert any(x.startswith("HMMA.16816.F32") for x in o), prec
+
+
 # ---- launch rules at the H200's decode shapes --------------------------------------------------------
 def test_split_rule_fits_every_decode_shape_in_shared_memory():
     """On the H200 (132 SMs): every decode shape of the experiment (tokens 1, 16, 64) gets a split that
@@ -110,8 +129,8 @@ def test_split_rule_fits_every_decode_shape_in_shared_memory():
     Llama-3 8B's qkv projection at 64 tokens splits in four."""
     shapes = ["sizes=llm", "sizes.tokens=[1,16,64]", "sizes.model_names=[llama3_8b,llama3_70b,deepseek_v3]"]
     seen = 0
-    for prec in ("bf16", "fp8"):
-        for p in decode_point(0, 0, 0, prec, sizes=shapes):
+    for prec, defines in (("bf16", None), ("fp8", None), ("bf16", "{W_PIPE:1}"), ("fp8", "{W_PIPE:1}")):
+        for p in decode_point(0, 0, 0, prec, defines, sizes=shapes):
             if p.skip_reason:  # the routed experts' batches
                 assert "batch" in p.skip_reason, p.skip_reason
                 continue
@@ -122,7 +141,7 @@ def test_split_rule_fits_every_decode_shape_in_shared_memory():
             if p.m == 1:
                 assert let["S"] == 1, (p.shape_name, let)
             seen += 1
-    assert seen >= 2 * 3 * 15
+    assert seen >= 4 * 3 * 15
     s = launch_shape(decode_point(64, 6144, 4096), sm_count=H200_SMS)
     assert s.grid == (33, 4, 1) and dict(s.let)["S"] == 4, s
 
@@ -155,7 +174,7 @@ def test_let_names_are_evaluated_in_order_and_recorded():
     p = decode_point(16, 6144, 4096)
     s = launch_shape(p, sm_count=H200_SMS)
     names = [name for name, _ in s.let]
-    assert names == ["NTP", "CKT", "HB", "XBUD", "S", "GX", "UMAX", "XSTRIDE"]
+    assert names == ["NTP", "CKT", "HB", "WD", "WRING", "XBUD", "S", "GX", "UMAX", "XSTRIDE"]
     assert dict(s.let)["GX"] * dict(s.let)["S"] <= H200_SMS
     with pytest.raises(ValueError, match="would hide the name 'MT'"):
         launch_shape(decode_point(16, 64, 64, sizes=["sizes.square=[]", "sizes.shapes=[[16,64,64]]",
@@ -266,6 +285,17 @@ SWEEP_CASES = [
     ("bf16", "{M1_SIMT:1}", [(1, 37, 200, 2)]),
     ("fp8", "{M1_SIMT:1}", [(1, 70, 208, 2)]),
     ("fp8", "{FP8_F16_MMA:0,W_DEPTH:3}", [(16, 100, 208, 2), (64, 37, 400, None)]),
+    # W_PIPE 1 (the TMA weight ring) at every M: every n8-tile count (M 1, 5, 16, 33, 64), N and K
+    # tails, splits, several blocks per unit (K = 2048 / 1024: ring stages reused across units and
+    # warps); then the even-chunk stage (rows padded to 64 mod 128), deeper rings and MT 1; X through
+    # L1 with the default W_PIPE_MAX_M (M = 64 on the register ring beside the ring's layout); M1_SIMT
+    ("bf16", "{W_PIPE:1,W_PIPE_MAX_M:64}", [(1, 37, 200, 2), (5, 70, 200, None), (16, 100, 264, 4), (33, 70, 200, 2),
+                            (64, 70, 200, 3), (16, 70, 2048, None)]),
+    ("fp8", "{W_PIPE:1,W_PIPE_MAX_M:64}", [(1, 37, 208, 3), (16, 100, 400, None), (33, 70, 208, 2), (64, 40, 1024, None)]),
+    ("bf16", "{W_PIPE:1,W_PIPE_MAX_M:64,MT:1,WP_CHUNKS:4,WP_CHUNKS_SMALL:2,WP_STAGES:3,WP_STAGES_SMALL:4}",
+     [(5, 70, 264, 2), (64, 70, 200, 3)]),
+    ("bf16", "{W_PIPE:1,X_SMEM:0}", [(16, 70, 200, None), (64, 70, 200, None)]),
+    ("fp8", "{W_PIPE:1,M1_SIMT:1}", [(1, 70, 208, 2)]),
 ]
 
 
@@ -315,6 +345,17 @@ def test_emulation_catches_counters_left_dirty_for_the_next_launch(tmp_path_fact
     assert np.isnan(c).any() or not res.passed, "counters left dirty went unnoticed"
 
 
+@pytest.mark.slow
+def test_emulation_catches_a_w_ring_without_its_k_tail_zeroed(tmp_path_factory):
+    """W_PIPE 1: the ring's bytes past K (never written by the copies) start as the emulated shared
+    memory's poison (NaN); a kernel that does not zero them once fails the check."""
+    folder = tmp_path_factory.mktemp("emu-decode-wtail")
+    src = mutant(folder.parent, "w_tail", "if (tail != 0 && p.ca + p.ck == chunks) {", "if (false) {")
+    p = decode_point(16, 100, 264, defines="{W_PIPE:1}", split=4)
+    c, res = emulate_decode(p, decode_emulator(p, folder.parent, src), folder, np.random.default_rng(9), launches=1)
+    assert not res.passed, "a W ring tail left unzeroed went unnoticed"
+
+
 def test_header_states_the_defines_the_yaml_sets():
     """Every define of the YAML is one the kernel reads or its launch rules use, and the header names it."""
     p = decode_point(16, 64, 64)
@@ -331,7 +372,7 @@ def test_the_sweep_is_the_same_in_the_session_script_and_the_yaml():
     script = (ROOT / ".ci" / "h200-session.sh").read_text()
     session = re.search(r'DECODE_DEFINES="([^"]+)"', script).group(1).split()
     assert session == ["{SPLIT_K:1}", *DECODE_SWEEP], session
-    ablation = re.search(r"'variant\.decode_splitk\.cuda\.defines=([^']+)'", script).group(1).split(",{")
+    ablation = re.search(r"decode_sweep decode_ablation .*?'(\{[^']+)'", script, re.S).group(1).split(",{")
     assert ["{" + e if i else e for i, e in enumerate(ablation)] == session
     yaml_text = (ROOT / "conf" / "variant" / f"{VARIANT}.yaml").read_text()
     listed = re.search(r"'variant\.decode_splitk\.cuda\.defines=([^']+)'", yaml_text).group(1)

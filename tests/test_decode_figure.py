@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT, evidence
+from readme_said import assert_said
 
 from analysis import data, decode, ladder, style, tables
 from analysis.figures import FIGURES, roofline
@@ -192,21 +193,27 @@ def _plain_decode(df: pd.DataFrame) -> pd.DataFrame:
 def test_reference_decode_points_and_label(reference):
     rows = evidence(reference.rows)  # conftest's plain-pandas evidence rule
     copies = rows[(rows["op"] == "copy") & (rows["device"] == DEV)]
-    roof = float((copies["bytes_min"] / copies["time_median_s"]).max() / 1e9)
+    gbs = copies["bytes_min"] / copies["time_median_s"] / 1e9
+    roof = float(gbs.max())
+    own = gbs.groupby(copies["run_id"]).max()  # a run's own copy probe, where it has one
     dec = _plain_decode(rows)
-    assert not set(dec["run_id"]) & set(copies["run_id"])  # no reference decode run has its own copy row
+    assert set(dec["run_id"]) & set(own.index)  # the decode experiment's runs carry their copy row
+    assert set(dec["run_id"]) - set(own.index)  # ... and the other runs' points take the device's best
     fig = FIGURES["decode"](reference)
-    lib = dec[(dec["variant"] == "cublas") & (dec["precision"] == "bf16") & (dec["tokens"] == 1)]
-    best = lib.groupby(["layout", "batch", "m", "n", "k", "shape_name"], dropna=False)["time_median_s"].idxmin()
-    want = sorted(zip(lib.loc[best, "bytes_min"] / 1e6,
-                      100 * lib.loc[best, "bytes_min"] / lib.loc[best, "time_median_s"] / 1e9 / roof))
-    got = sorted(map(tuple, _artists(fig, "point:cublas:bf16:1")["point:cublas:bf16:1"].get_offsets()))
-    assert np.allclose(got, want, rtol=1e-9)
-    top = 100 * (dec["bytes_min"] / dec["time_median_s"]).max() / 1e9 / roof
+    lib = dec[(dec["variant"] == "cublas") & (dec["precision"] == "bf16") & (dec["tokens"] == 1)].copy()
+    lib["roof"] = lib["run_id"].map(own).fillna(roof)
+    lib["pct"] = 100 * lib["bytes_min"] / lib["time_median_s"] / 1e9 / lib["roof"]
+    # each problem's fastest row (rows of two runs may tie: the events tick in 32 ns), against its roof
+    fastest = lib["time_median_s"] == lib.groupby(["layout", "batch", "m", "n", "k", "shape_name"],
+                                                  dropna=False)["time_median_s"].transform("min")
+    want = {(round(b / 1e6, 6), round(p, 6)) for b, p in zip(lib.loc[fastest, "bytes_min"], lib.loc[fastest, "pct"])}
+    got = [(round(x, 6), round(y, 6)) for x, y in _artists(fig, "point:cublas:bf16:1")["point:cublas:bf16:1"].get_offsets()]
+    assert len(got) == lib.groupby(["layout", "batch", "m", "n", "k"]).ngroups and set(got) <= want, (got, want)
+    dec = dec.assign(pct=100 * dec["bytes_min"] / dec["time_median_s"] / 1e9 / dec["run_id"].map(own).fillna(roof))
     label = _artists(roofline.build(reference), "label:decode-best")["label:decode-best"]
-    assert label.get_text() == f"decode {top:.0f}%"
-    rung = ladder.memory_rungs(reference)  # stage 14 has no H200 rows yet
-    assert set(rung["variant"]) == {"decode_splitk"} and set(rung["status"]) == {ladder.NOT_MEASURED}
+    assert label.get_text() == f"decode {dec['pct'].max():.0f}%", label.get_text()
+    rung = ladder.memory_rungs(reference)  # stage 14 measured on the H200 (session9): no longer "not measured"
+    assert set(rung["variant"]) == {"decode_splitk"} and ladder.NOT_MEASURED not in set(rung["status"])
 
 
 @pytest.mark.slow
@@ -222,8 +229,28 @@ def test_readme_quotes_the_reference_decode_numbers(reference):
     best = dec.loc[dec.fillna({"shape_name": ""}).groupby(keys, dropna=False)["time_median_s"].idxmin()]
     pct = 100 * best["bytes_min"] / best["time_median_s"] / 1e9 / roof
     top = best.loc[pct.idxmax()]
-    said = (f"against the {roof / 1e3:.3g} TB/s of `claims_memory_roof`'s copy row, and {int((pct > 100).sum())} of "
+    said = (f"against the device's best copy row, {roof / 1e3:.3g} TB/s, {int((pct > 100).sum())} of "
             f"the {len(best)} decode points that count lie above it, up to {pct.max():.0f}% (cuBLASLt's searched "
             f"algorithm at DeepSeek-V3's `{top['shape_name'].split('.', 1)[1]}`, "
             f"{top['batch'] * top['n'] * top['k'] * 2 / 1e9:.2g} GB of weights)")
     assert top["variant"] == "cublaslt_search" and said in text, said
+
+
+def test_readme_quotes_stage_14_as_measured():
+    """The decode stage's paragraph: its best point against its run's copy probe, cuBLAS at that
+    shape in the same run, and its range against the faster library timed beside it, over the BF16
+    decode run's rows (session9), recomputed in plain pandas."""
+    import pandas as pd
+
+    rows = pd.read_csv(ROOT / "outputs/reference/h200-2026-12-02/session9/decode/bf16/results.csv")
+    rows = rows[rows["status"] == "ok"]
+    gbs = rows["bytes_min"] / rows["time_median_s"] / 1e9
+    copy = float(gbs[rows["variant"] == "copy_gpu"].max())
+    stage = rows[(rows["variant"] == "decode_splitk") & (rows["precision"] == "bf16")]
+    top = stage.loc[(gbs[stage.index]).idxmax()]
+    lib = rows[(rows["variant"] == "cublas") & (rows["shape_name"] == top["shape_name"])]
+    said = [f"`{top['shape_name'].split('.', 1)[1]}` in BF16, it streams at {100 * gbs[top.name] / copy:.1f}% of its "
+            f"run's copy probe where cuBLAS reaches {100 * float(gbs[lib.index].max()) / copy:.1f}%",
+            f"runs at {stage['pct_of_baseline'].min():.1f}-{stage['pct_of_baseline'].max():.1f}% of the faster library"]
+    assert top["shape_name"].startswith("llama3_70b.")
+    assert_said(said, "decode stage paragraph")

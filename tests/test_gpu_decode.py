@@ -39,7 +39,8 @@ def _run(tmp, precision, extra=(), baseline="[]", shapes=SHAPES):
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp8"])
-@pytest.mark.parametrize("defines", ["{SPLIT_K:1}", "{X_SMEM:0}", "{M1_SIMT:1,MT:1,W_DEPTH:8}"])
+@pytest.mark.parametrize("defines", ["{SPLIT_K:1}", "{X_SMEM:0}", "{M1_SIMT:1,MT:1,W_DEPTH:8}",
+                                     "{W_PIPE:1}", "{W_PIPE:1,W_PIPE_MAX_M:64}"])
 def test_decode_stage_matches_the_fp64_product(tmp_path, precision, defines):
     rows = _run(tmp_path, precision, [f"variant.decode_splitk.cuda.defines={defines}"])
     assert len(rows) == len(SHAPES)

@@ -87,6 +87,9 @@ def test_the_session_tunes_the_sweep_this_file_builds():
     tune = re.search(r"tune_fp8_block\).*?defines=([^']*)'", text, re.S)
     assert tune and tune.group(1).split("},") == ",".join(FP8_BLOCK_SWEEP).split("},"), tune and tune.group(1)
     stage = re.search(r"\n  fp8_block\)(.*?);;", text, re.S).group(1)
+    for name in re.findall(r"[a-z0-9_]+", stage):  # the shell functions it calls (its tests, its sweep)
+        body = re.search(rf"\n{name}\(\) \{{(.*?)\n?\}}\n", text, re.S)
+        stage += body.group(1) if body else ""
     for words in ("tests/test_gpu_hopper_fp8_block.py", "measure.fp8_scaling=block", "sizes.model_names=[deepseek_v3]",
                   "sizes.tokens=[64,1024,4096]", "measure.baseline=[cublaslt]", '"layouts=[nt]"'):
         assert words in stage, words

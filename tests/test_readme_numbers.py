@@ -49,7 +49,13 @@ def test_running_states_the_settings_it_names():
         f"`clock_stable_fraction` ({_default(m, 'clock_stable_fraction'):.0%})",
         f"for up to `run.gpu_wait_s` ({_default(config.RunConf, 'gpu_wait_s') / 60:.0f} min)",
         f"(NVML, polled every {nvml.Sampler.__init__.__defaults__[0] * 1000:.0f} ms)",
+        f"(but within `max_noise_hard`, {_default(m, 'max_noise_hard'):.0%})",
+        f"up to `max_samples_ci` ({_default(m, 'max_samples_ci')}; `quick` and `sustained`: none)",
+        f"within `max_median_ci` (±{_default(m, 'max_median_ci'):.1%})",
     ], "settings (sections Running and How a point is measured)")
+    for preset in ("quick", "sustained"):  # "none": no samples past max_samples
+        p = yaml.safe_load((ROOT / f"conf/measure/{preset}.yaml").read_text())
+        assert p["max_samples_ci"] <= p["max_samples"], preset
     assert _default(m, "flush_bytes") == 0 and "0 = twice the device's L2" in (ROOT / "gemmlab/config.py").read_text()
     assert_said(["The flush is a memset of twice the L2 size"], "flush")
     sustained = yaml.safe_load((ROOT / "conf/measure/sustained.yaml").read_text())

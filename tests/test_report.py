@@ -138,6 +138,15 @@ def test_a_failing_page_never_fails_the_run(cpu_run, monkeypatch, capsys):
     assert write_report(folder / "empty") is None and not capsys.readouterr().out  # no rows: nothing to say
 
 
+def test_a_run_inside_the_reference_data_writes_no_page_and_says_so_quietly(capsys):
+    """A GPU session writes its rows into outputs/reference/: the page goes nowhere there, and the
+    run says so in one line that is not a warning."""
+    assert write_report(SWEEP) is None
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1 and "no report page inside outputs/reference/" in out[0] and "warning" not in out[0]
+    assert not (SWEEP / "report.html").exists()
+
+
 def test_gemmlab_imports_analysis_only_when_a_run_ends():
     """run.py and the sweep's callbacks reach analysis (and matplotlib) only inside write_report."""
     code = ("import sys, gemmlab.report, gemmlab.sweep.callbacks; "
@@ -146,3 +155,12 @@ def test_gemmlab_imports_analysis_only_when_a_run_ends():
                        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip() == "[]"
+
+
+def test_a_row_reliable_by_its_median_says_so():
+    from analysis.report.rows_table import _reliable
+
+    by_ci = '{"reliability": {"by": "median_ci", "median_ci": 0.0031, "noise": 0.04}}'
+    assert _reliable(True, by_ci) == "yes (median ±0.31%)"
+    assert _reliable(True, '{"timer": {}}') == _reliable(True, float("nan")) == "yes"
+    assert _reliable(False, by_ci) == "no" and _reliable(None) == ""

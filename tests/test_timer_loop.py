@@ -6,7 +6,12 @@ from __future__ import annotations
 import contextlib
 import types
 
+import numpy as np
+import pytest
+
 from conftest import compose_cfg
+
+from gemmlab.measure import stats
 
 
 class FakeStream:
@@ -117,3 +122,47 @@ def test_every_enqueued_sample_is_collected_and_rounds_overlap():
     waits = [i for i, x in enumerate(log) if x[0] == "wait"]
     calls = [i for i, x in enumerate(log) if x[0] == "call"]
     assert sum(1 for c in calls if c < waits[0]) == 2 + 2 * 2 * 3, log
+
+
+def _noisy_events(timer, width, seed=0):
+    """Event pairs that time 10 us calls spread uniformly over +-width/2 (noise = 0.6 width)."""
+    rng = np.random.default_rng(seed)
+    timer.cupy.cuda.get_elapsed_time = lambda a, b: 1e-2 * (1 + width * (rng.random() - 0.5))  # ms
+
+
+@pytest.mark.parametrize("width,max_samples_ci,kept", [
+    (0.02, 4000, (30, 30)),  # quiet: stops at min_samples (+ the round in flight), as it always did
+    (0.15, 4000, (301, 1999)),  # noise 9%: more of the same rounds until the median is pinned to +-0.5%
+    (0.15, 400, (400, 400)),  # ... up to max_samples_ci
+    (0.15, 200, (200, 200)),  # max_samples_ci <= max_samples: none
+    (0.50, 4000, (200, 200)),  # noise 30% > max_noise_hard: unreliable whatever the count, none
+])
+def test_the_loop_buys_rounds_for_a_noisy_median(width, max_samples_ci, kept):
+    timer = make_timer(min_samples=20, max_samples=200, batch=10, max_noise=0.02, max_time_s=600, min_time_s=0,
+                       warmup_s=0, warmup_min_iters=1, max_samples_ci=max_samples_ci, max_median_ci=0.005,
+                       max_noise_hard=0.1)
+    _noisy_events(timer, width)
+    calls = {"a": 0, "b": 0}
+
+    def call(name):
+        return lambda: calls.__setitem__(name, calls[name] + 1)
+
+    a, b = timer._measure([[call("a")], [call("b")]])
+    assert kept[0] <= len(a.times_s) <= kept[1], len(a.times_s)
+    assert len(b.times_s) == len(a.times_s) == a.summary.samples == len(a.sm_clock_inband_mhz)
+    assert calls["a"] == calls["b"]  # the baseline gets every round the variant gets
+    if max_samples_ci == 4000 and width == 0.15:
+        assert a.summary.median_ci <= 0.005 < stats.median_ci(a.times_s[:200])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_median_called_pinned_down_keeps_its_interval(seed):
+    """The row keeps exactly the samples the stopping rule judged when it went past max_samples: the
+    round still in flight when it stopped could widen the interval past max_median_ci again (on the
+    H200, session9d: wgmma_ws BF16 at 1024 came out at +-0.51% on 240 samples)."""
+    timer = make_timer(min_samples=20, max_samples=200, batch=10, max_noise=0.02, max_time_s=600, min_time_s=0,
+                       warmup_s=0, warmup_min_iters=1, max_samples_ci=4000, max_median_ci=0.005,
+                       max_noise_hard=0.1)
+    _noisy_events(timer, 0.15, seed=seed)
+    (a,) = timer._measure([[lambda: None]])
+    assert len(a.times_s) > 200 and a.summary.median_ci <= 0.005, (len(a.times_s), a.summary.median_ci)

@@ -8,6 +8,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import pandas as pd
 
+from gemmlab import rows as result_rows
+
 from .. import read, style
 from . import markup
 
@@ -21,7 +23,8 @@ COLUMNS = [  # (header, kind, what it is)
     ("% of baseline", "num", "of the baseline (cuBLAS or cuBLASLt) timed interleaved with the point"),
     ("error / bound", "num", "largest element error over its forward error bound (check_elem_max)"),
     ("noise", "num", "(p80 - p20) / median of the samples"),
-    ("reliable", "text", "enough samples, noise within max_noise, no SM clock drift"),
+    ("reliable", "text", "enough samples, no SM clock drift, noise within max_noise or the median's "
+                         "95% interval within max_median_ci"),
     ("reason", "text", "why a row failed, was skipped, or does not count as evidence"),
 ]
 RUN_COLUMN = ("run", "text", "the run folder (a sweep's job) the row was written in")
@@ -92,8 +95,16 @@ def _size(r) -> Tuple[str, Optional[float]]:
     return f"{m:.0f}×{n:.0f}×{k:.0f}", m * n * k * (batch or 1)
 
 
-def _reliable(v) -> str:
-    return "" if _text(v) == "" else "yes" if bool(v) else "no"
+def _reliable(v, extra=None) -> str:
+    """yes / no / empty; "yes (median ±x%)" where the row is reliable by its median's interval,
+    not its noise (extra.reliability, gemmlab/measure/validity.py)."""
+    if _text(v) == "":
+        return ""
+    if not bool(v):
+        return "no"
+    by = result_rows.row_extra({"extra": extra}).get("reliability") or {}
+    ci = _num(by.get("median_ci")) if by.get("by") == "median_ci" else None
+    return f"yes (median ±{100 * ci:.2f}%)" if ci is not None else "yes"
 
 
 def row_cells(r, why: str, run: Optional[str]) -> List[tuple]:
@@ -104,7 +115,7 @@ def row_cells(r, why: str, run: Optional[str]) -> List[tuple]:
     status = _text(r["status"])
     tflops, pct = _num(r.get("tflops")), _num(r.get("pct_of_baseline"))
     err, noise = _num(r.get("check_elem_max")), _num(r.get("noise"))
-    reliable = _reliable(r.get("reliable"))
+    reliable = _reliable(r.get("reliable"), r.get("extra"))
     base = _text(r.get("baseline_variant"))
     cells = [] if run is None else [(run, None, "path")]
     cells += [

@@ -279,7 +279,7 @@ class GpuTimer:
         if trace is not None:
             trace.start()
         try:
-            clocks = self._sample_loop(enqueue, collect, times, spans)
+            clocks, cap = self._sample_loop(enqueue, collect, times, spans)
         finally:
             if trace is not None:
                 records = trace.stop()  # also after a failure, so tracing never stays on
@@ -297,14 +297,19 @@ class GpuTimer:
             times = assign([span_s(x) for x in samples], order, n)
             for i, names in enumerate(assign([kernel_names(x) for x in samples], order, n)):
                 kernels[i] = sorted({"; ".join(k) for k in names})  # more than one: it changed
-        cap = max(int(m.max_samples), 1)
         return [Timed(summarize(t[:cap]), c, t[:cap], warmup_s, b, flush_us,
                       e[:cap] if e is not None else None, k[:cap] or None, kn)
                 for t, c, b, e, k, kn in zip(times, clocks, busy_us, event_times, inband, kernels)]
 
     def _sample_loop(self, enqueue, collect, times, spans):
+        """Rounds until the stopping rule (gemmlab/measure/stats.py) holds for calls[0]; returns
+        the clock windows and how many samples each call keeps: max_samples, or, where the rule went
+        on past max_samples to pin a noisy call's median down, the samples it judged when it
+        stopped (a row it called pinned down must not come out of the timer with a wider interval:
+        session9d's wgmma_ws at 1024 did, ±0.51% on 240 samples, the round after the stop added)."""
         m = self.m
         batch = max(1, int(m.batch))
+        cap = max(int(m.max_samples), 1)
         with self._sampler_factory() as sampler:
             start = time.perf_counter()
             slot, sample = 0, 0
@@ -316,9 +321,13 @@ class GpuTimer:
                 collect(*inflight, sampler)  # ... while this round's events are read
                 inflight = nxt
                 if should_stop(times[0], time.perf_counter() - start, m):
+                    if len(times[0]) > m.max_samples:  # the rule judged the median's interval on exactly
+                        cap = len(times[0])  # these: the round still in flight would move it
                     break
+                if len(times[0]) >= m.max_samples:  # past max_samples: the median's interval decides
+                    cap = max(cap, int(m.max_samples_ci))
             collect(*inflight, sampler)  # the last round ran too: its samples count, up to the cap
-            return [sampler.window(s) for s in spans]
+            return [sampler.window(s) for s in spans], cap
 
     def _clock_slots(self, n_calls: int, batch: int) -> "_ClockSlots":
         return _ClockSlots(self.cupy, self.stream, n_calls, batch)

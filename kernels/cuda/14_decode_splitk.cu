@@ -41,6 +41,17 @@
 //   of D blocks of 64-byte chunks in registers per warp (W_DEPTH for M > 16, W_DEPTH_SMALL for
 //   M <= 16): MT*2 16-byte loads per chunk per lane, D chunks in flight per warp, refilled as each is
 //   consumed; the loads run on across unit and warp-range boundaries (a unit ends on a block edge).
+// * W_PIPE 1 (the TMA weight ring; H200 evidence of session 9: the register ring above kept only
+//   ~18 KB of W in flight per SM, DRAM at 53% at M = 1): for M <= W_PIPE_MAX_M, every warp owns a
+//   ring of WP_STAGES(_SMALL) stages in shared memory, a stage one item (16 MT rows x WP_CHUNKS(_SMALL)
+//   64-byte chunks); the warp fills it itself by 1D bulk copies (one per row, lane r copies row r; lane
+//   0's arrive.expect_tx carries the stage's bytes) and reads it with 16-byte lds in the same lane ->
+//   fragment mapping, rows 64 mod 128 bytes apart (an odd chunk count needs no padding): conflict-free.
+//   A stage is refilled with item i + ST right after item i's MMAs are issued (__syncwarp first), so
+//   ST - 1 items per warp stay in flight without a register held for them (M <= 16: 8 warps x 2 x
+//   10 KB = 160 KB of ring). Bytes past K in the slice's last chunk are zeroed once (the copies
+//   never write them). Above W_PIPE_MAX_M the ring and the heads would leave the X slice too little
+//   room (a larger split): the register ring runs there.
 // * M = 1: M1_SIMT 1 takes FP32 dot products on the CUDA cores instead of an n8 MMA that is 7/8 empty.
 //
 // Defines (each a technique that can be switched off; the sweep in conf/variant/decode_splitk.yaml).
@@ -67,6 +78,16 @@
 //                  fetched in the order the warps need them                (up to 200 KB per SM from L2, all
 //                                                                          SMs at once): +1-2 us at M >= 16
 //   WARPS          warps per CTA (8); one CTA per SM (255 registers)       -
+//   W_PIPE         1: weights by bulk copies into a per-warp ring in       0 (the register ring, as measured
+//                  shared memory for M <= W_PIPE_MAX_M (16), 0: the        in session 9): -15..-30% at M = 1
+//                  register ring (W_DEPTH, W_HINT) at every M              and 16 (DRAM 53% -> ~85-90% expected
+//                                                                          from >= 80 KB in flight per SM)
+//   W_PIPE_MAX_M   8, 16, 32 or 64: the largest M on the TMA ring          64: at M = 64 the split grows ~3x
+//                                                                          (ring + heads leave X ~50 KB):
+//                                                                          -0..-20% there, unknown
+//   WP_CHUNKS, WP_CHUNKS_SMALL  chunks per ring stage at M > 16 (3) and  even counts pad rows by 64 bytes;
+//   WP_STAGES, WP_STAGES_SMALL  M <= 16 (5); stages per warp (2, 2):    1 stage: no overlap, -40%
+//                  96 KB / 160 KB of ring per SM
 //   XSMEM, SPLIT_MAX  the X slice's share of shared memory, the largest S (launch rules only)
 // Where the limit is: bf16 needs ~M FLOP per weight byte, so at M = 64 and 4.3 TB/s ~280 TFLOP/s of
 // mma.sync (44% of its rate); fp8 twice that, 540 TFLOP/s (85%): fp8 at 64 tokens is expected to be
@@ -74,11 +95,14 @@
 // would not be). The event timer adds ~3.5 us per call (README "How a point is measured"), so a
 // 50 MB layer at 4.3 TB/s measures ~15.5-16.5 us, not 11.7.
 //
+// (W_PIPE 1's effects are predictions too: the decode_v2 stage of .ci/h200-session.sh measures both.)
 // Constraints: layout nt; TIN __nv_bfloat16 (TOUT bf16) or __nv_fp8_e4m3 (TOUT bf16, scale_a and
 // scale_b after K); M <= 64; K * elem_bytes % 16 == 0 (16-byte rows for the vector and bulk loads);
 // any N; grid GX x S with S <= 64-byte chunks of K; block 32*WARPS; dynamic shared memory = 128 +
 // head slots (WARPS*MT*NTP*512) + X slice (M rows x (64-byte chunks of the slice rounded to 128,
-// + 64)), NTP = n-tiles of 8 tokens; the kernel traps if it is given less. Workspace (last argument):
+// + 64)), NTP = n-tiles of 8 tokens; W_PIPE adds 256 bytes of ring mbarriers and, where the ring
+// runs, the ring (WARPS x stages x 16 MT rows x the padded stage row); the kernel traps if it is
+// given less. Workspace (last argument):
 // GX x units counters (ints) + S x GX x units x MT*NTP*512 bytes of partials.
 //
 // Modeled intensity: the algorithmic one, 2MNK / ((N K + M K) elem_bytes + 2 M N): every weight byte
@@ -132,6 +156,24 @@
 #ifndef FP8_F16_MMA
 #define FP8_F16_MMA 1
 #endif
+#ifndef W_PIPE
+#define W_PIPE 0
+#endif
+#ifndef W_PIPE_MAX_M
+#define W_PIPE_MAX_M 16
+#endif
+#ifndef WP_CHUNKS
+#define WP_CHUNKS 3
+#endif
+#ifndef WP_CHUNKS_SMALL
+#define WP_CHUNKS_SMALL 5
+#endif
+#ifndef WP_STAGES
+#define WP_STAGES 2
+#endif
+#ifndef WP_STAGES_SMALL
+#define WP_STAGES_SMALL 2
+#endif
 #ifndef SPLIT_K
 #define SPLIT_K 1  // read by the YAML's rule for S (grid.y); the kernel takes any S it is launched with
 #endif
@@ -155,6 +197,15 @@ constexpr int kThreads = 32 * WARPS;
 constexpr int kChunk = 64;          // bytes of one weight row per step: two MMAs' k
 constexpr int kUnitRows = 16 * MT;  // rows of one work unit (MT m16 tiles)
 constexpr int kBarBytes = 128;      // X_BLOCKS mbarriers at the start of shared memory
+constexpr int kWBarBytes = W_PIPE ? 256 : 0;  // W_PIPE: one mbarrier per ring stage of each warp, after them
+// W_PIPE: a weight row's bytes in a ring stage: D chunks, padded to 64 mod 128 bytes (conflict-free lds)
+__host__ __device__ constexpr int wstride(int d) { return d % 2 ? d * 64 : d * 64 + 64; }
+__host__ __device__ constexpr int wring_bytes(int d, int st) { return W_PIPE ? kWarps * st * 16 * MT * wstride(d) : 0; }
+static_assert(!W_PIPE || (WARPS * (WP_STAGES > WP_STAGES_SMALL ? WP_STAGES : WP_STAGES_SMALL) * 8 <= kWBarBytes),
+              "the W ring's mbarriers must fit in 256 bytes");
+static_assert(W_PIPE_MAX_M == 8 || W_PIPE_MAX_M == 16 || W_PIPE_MAX_M == 32 || W_PIPE_MAX_M == 64,
+              "W_PIPE_MAX_M: the TMA weight ring for M up to 8, 16, 32 or 64 (the kernel's n-tile branches)");
+static_assert(WP_CHUNKS >= 1 && WP_CHUNKS_SMALL >= 1 && WP_STAGES >= 1 && WP_STAGES_SMALL >= 1, "a W ring");
 static_assert(MT == 1 || MT == 2, "MT is 1 or 2 m16 tiles per unit");
 static_assert(X_BLOCKS >= 1 && X_BLOCKS * 8 <= kBarBytes, "X_BLOCKS mbarriers must fit in 128 bytes");
 static_assert(W_DEPTH >= 1 && W_DEPTH_SMALL >= 1, "at least one chunk in flight");
@@ -304,6 +355,8 @@ struct Lay {
   uint32_t xs;        // shared address of the X slice (X_SMEM)
   uint32_t xstride;   // bytes between its rows
   uint64_t* xbar;     // X_BLOCKS mbarriers
+  uint64_t* wbar;     // W_PIPE: WARPS x stages mbarriers (a warp's ring: stages consecutive)
+  unsigned char* wring;  // W_PIPE: WARPS rings of stages of 16 MT rows x wstride(D) bytes
   int xblock_chunks;  // chunks per X piece (a multiple of D)
   float4* heads;      // per warp: MT * NT * 32 float4 (a unit begun by another warp)
 };
@@ -430,7 +483,7 @@ __device__ __forceinline__ float dot16(const U4& w, const U4& x) {
 template <int D>
 __device__ void fetch_x(const Cta& p, const Lay& lay, unsigned char* xslice, int warp, int lane, int cb, int items);
 
-template <int NT, int D, bool SIMT>
+template <int NT, int D, int ST, bool SIMT, bool PIPE>
 __device__ void run_warp(const Cta& p, const Lay& lay, unsigned char* xslice, int warp, int lane) {
   const int g = lane >> 2, q = lane & 3;
   // the geometry the main loop uses, in registers (the rest of p stays in shared memory)
@@ -448,7 +501,27 @@ __device__ void run_warp(const Cta& p, const Lay& lay, unsigned char* xslice, in
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) sacc[mt][0] = sacc[mt][1] = 0.0f;
 
-  U4 wbuf[D][MT][2];
+  // PIPE (W_PIPE, M <= W_PIPE_MAX_M): the warp's ring of ST stages in shared memory, each one item's
+  // weights (16 MT rows x D chunks), filled by 1D bulk copies (one per row, the lanes' rows) on the stage's mbarrier: item j goes to
+  // stage (j - i0) % ST, issued when item j - ST has been consumed, so ST - 1 items (ST with the
+  // wait) are in flight while the warp computes, with no registers held for them.
+  constexpr int kWStride = wstride(D), kStageBytes = kUnitRows * wstride(D);
+  uint64_t* const wbar = lay.wbar + warp * ST;
+  unsigned char* const ring = lay.wring + warp * ST * kStageBytes;
+  const uint32_t ring_lane = hopper::smem_u32(ring) + g * kWStride + q * 16;  // row g, the lane's 16 bytes
+  auto issue = [&](int j) {
+    const int t = j / cb, c0 = (j % cb) * D, s = (j - i0) % ST;
+    const int row0 = ra + t * kUnitRows, rows = min(kUnitRows, rb - row0);
+    const long long k0 = static_cast<long long>(ca + c0) * kChunk;
+    const long long k1 = min(static_cast<long long>(ca + min(ck, c0 + D)) * kChunk, row_bytes);
+    const uint32_t bytes = static_cast<uint32_t>(k1 - k0);  // a multiple of 16: K * elem_bytes is
+    // the arrival that carries the byte count; copies that complete before it leave the phase open
+    if (lane == 0) hopper::mbar_arrive_expect_tx(wbar + s, static_cast<uint32_t>(rows) * bytes);
+    for (int r = lane; r < rows; r += 32)
+      hopper::bulk_load_1d(ring + s * kStageBytes + r * kWStride, W + static_cast<long long>(row0 + r) * row_bytes + k0,
+                           bytes, wbar + s);
+  };
+  U4 wbuf[PIPE ? 1 : D][MT][2];  // !PIPE: the register ring
   // the lane's weight rows of a unit: row g of it at chunk ca (+ (16 mt + 8 h) rows for the others),
   // and how many of the unit's rows from row g on are the CTA's
   const long long row8 = 8 * row_bytes;
@@ -469,7 +542,9 @@ __device__ void run_warp(const Cta& p, const Lay& lay, unsigned char* xslice, in
   const unsigned char* wptr;
   int wleft;
 
-  if (i0 < i1) {
+  if constexpr (PIPE) {
+    if (i0 < i1) issue(i0);
+  } else if (i0 < i1) {
     unit_rows(i0 / cb, wptr, wleft);
 #pragma unroll
     for (int d = 0; d < D; ++d) load_chunk(wbuf[d], wptr, wleft, (i0 % cb) * D + d);
@@ -479,6 +554,8 @@ __device__ void run_warp(const Cta& p, const Lay& lay, unsigned char* xslice, in
 #else
   (void)xslice;
 #endif
+  if constexpr (PIPE)
+    for (int j = i0 + 1; j < min(i1, i0 + ST); ++j) issue(j);  // the rest of the ring
   uint32_t xready = 0;  // X pieces this warp has seen complete
   for (int i = i0; i < i1; ++i) {
     const int t = i / cb, b = i % cb;
@@ -493,14 +570,23 @@ __device__ void run_warp(const Cta& p, const Lay& lay, unsigned char* xslice, in
       }
     }
 #endif
-    // the next block's rows (another unit's, past a unit's last block)
+    const int stage = PIPE ? (i - i0) % ST : 0;
+    if constexpr (PIPE) hopper::mbar_wait(wbar + stage, static_cast<uint32_t>((i - i0) / ST) & 1u);
+    const uint32_t wst = ring_lane + stage * kStageBytes;
+    // !PIPE: the next block's rows (another unit's, past a unit's last block)
     const unsigned char* nptr = wptr;
     int nleft = wleft;
-    if (more && tn != t) unit_rows(tn, nptr, nleft);
+    if (!PIPE && more && tn != t) unit_rows(tn, nptr, nleft);
 #pragma unroll
     for (int d = 0; d < D; ++d) {
       const int c = b * D + d;
       if (c < ck) {  // a unit's last block may be short: no MMAs past the slice
+        U4 w[MT][2];  // the lane's 16 bytes of rows g, g + 8 of each m16 tile (PIPE: stale past the CTA's rows)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+            w[mt][h] = PIPE ? lds16(wst + (16 * mt + 8 * h) * kWStride + d * kChunk) : wbuf[PIPE ? 0 : d][mt][h];
         if constexpr (SIMT) {
 #if X_SMEM
           const U4 x = lds16(lay.xs + c * kChunk + q * 16);
@@ -511,7 +597,7 @@ __device__ void run_warp(const Cta& p, const Lay& lay, unsigned char* xslice, in
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int h = 0; h < 2; ++h) sacc[mt][h] += dot16(wbuf[d][mt][h], x);
+            for (int h = 0; h < 2; ++h) sacc[mt][h] += dot16(w[mt][h], x);
         } else {
           U4 x[NT];
 #pragma unroll
@@ -536,8 +622,8 @@ __device__ void run_warp(const Cta& p, const Lay& lay, unsigned char* xslice, in
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
             uint32_t lo[8], hi[8];
-            to_f16(wbuf[d][mt][0], lo);
-            to_f16(wbuf[d][mt][1], hi);
+            to_f16(w[mt][0], lo);
+            to_f16(w[mt][1], hi);
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
               a[mt][i][0] = lo[2 * i];
@@ -559,8 +645,8 @@ __device__ void run_warp(const Cta& p, const Lay& lay, unsigned char* xslice, in
 #else
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
-            const U4& lo = wbuf[d][mt][0];  // row g
-            const U4& hi = wbuf[d][mt][1];  // row g + 8
+            const U4& lo = w[mt][0];  // row g
+            const U4& hi = w[mt][1];  // row g + 8
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
 #if DECODE_FP8  // m16n8k32 e4m3: on sm_90 ptxas converts the operands of every MMA to f16 itself
@@ -575,7 +661,11 @@ __device__ void run_warp(const Cta& p, const Lay& lay, unsigned char* xslice, in
 #endif
         }
       }
-      if (more) load_chunk(wbuf[d], nptr, nleft, bn * D + d);  // refill: D chunks stay in flight
+      if (!PIPE && more) load_chunk(wbuf[PIPE ? 0 : d], nptr, nleft, bn * D + d);  // refill: D chunks stay in flight
+    }
+    if constexpr (PIPE) {
+      __syncwarp();  // every lane's reads of the stage are done (their MMAs issued): refill it
+      if (i + ST < i1) issue(i + ST);
     }
     wptr = nptr;
     wleft = nleft;
@@ -619,19 +709,43 @@ __device__ void run_warp(const Cta& p, const Lay& lay, unsigned char* xslice, in
   }
 }
 
-template <int NT, int D, bool SIMT>
+template <int NT, int D, int ST, bool SIMT, bool PIPE>
 __device__ void run_cta(const Cta& p, unsigned char* smem) {
   Lay lay;
-  // shared memory: [X_BLOCKS mbarriers][head slots][X slice]
+  // shared memory: [X_BLOCKS mbarriers][W ring mbarriers][head slots][W ring][X slice]
   lay.xbar = reinterpret_cast<uint64_t*>(smem);
-  lay.heads = reinterpret_cast<float4*>(smem + kBarBytes);
+  lay.wbar = reinterpret_cast<uint64_t*>(smem + kBarBytes);
+  lay.heads = reinterpret_cast<float4*>(smem + kBarBytes + kWBarBytes);
   const uint32_t head_bytes = kWarps * MT * NT * 32 * 16;
+  constexpr uint32_t ring_bytes = PIPE ? wring_bytes(D, ST) : 0;
+  lay.wring = smem + kBarBytes + kWBarBytes + head_bytes;
+  unsigned char* const xslice = lay.wring + ring_bytes;
   lay.xstride = X_SMEM ? ((p.ck * kChunk + 127) / 128) * 128 + 64 : 0;  // rows 64 mod 128 bytes apart
-  const uint32_t needed = kBarBytes + head_bytes + (X_SMEM ? p.M * lay.xstride : 0);
+  const uint32_t needed = kBarBytes + kWBarBytes + head_bytes + ring_bytes + (X_SMEM ? p.M * lay.xstride : 0);
   if (needed > dynamic_smem_size()) __trap();  // the launch rule gives less than this split needs
-  lay.xs = hopper::smem_u32(smem + kBarBytes + head_bytes);
+  lay.xs = hopper::smem_u32(xslice);
   lay.xblock_chunks = D * ((((p.ck + D - 1) / D) + X_BLOCKS - 1) / X_BLOCKS);
-  run_warp<NT, D, SIMT>(p, lay, smem + kBarBytes + head_bytes, threadIdx.x / 32, threadIdx.x % 32);
+  if constexpr (PIPE) {
+  // The ring's barriers, and the K tail: where the slice's last chunk ends inside K's last 64 bytes,
+  // the bytes past K in its stage position are zeroed once (the copies never write them; the X
+  // slice holds zeros there, and 0 x a stale NaN would be NaN). Copies that write the same
+  // position later (other blocks' full chunks) leave finite weights there.
+  if (threadIdx.x == 0) {
+    for (int j = 0; j < kWarps * ST; ++j) hopper::mbar_init(lay.wbar + j, 1);
+    hopper::fence_mbar_init();
+  }
+  const int tail = static_cast<int>(p.row_bytes % kChunk);  // bytes of K's last chunk (0: whole)
+  const int chunks = static_cast<int>((p.row_bytes + kChunk - 1) / kChunk);
+  if (tail != 0 && p.ca + p.ck == chunks) {
+    const int pos = ((p.ck - 1) % D) * kChunk + tail, pieces = (kChunk - tail) / 16;  // 16-byte pieces
+    constexpr int rows = kWarps * ST * kUnitRows;  // every row of every stage of every warp
+    for (int i = threadIdx.x; i < rows * pieces; i += kThreads)
+      *reinterpret_cast<U4*>(lay.wring + (i / pieces) * wstride(D) + pos + (i % pieces) * 16) = U4{0, 0, 0, 0};
+    hopper::fence_proxy_async_smem();  // before the copies (the async proxy) write near them
+  }
+  __syncthreads();
+  }
+  run_warp<NT, D, ST, SIMT, PIPE>(p, lay, xslice, threadIdx.x / 32, threadIdx.x % 32);
 }
 
 // The CTA's X slice into shared memory (X_SMEM), once, by the TMA engine: M rows x `pieces` pieces
@@ -693,7 +807,13 @@ __device__ void fetch_x(const Cta& p, const Lay& lay, unsigned char* xslice, int
 
 }  // namespace decode
 
-HOPPER_DECLARE_DYNAMIC_SMEM(decode::kBarBytes + decode::kWarps * MT * 32 * 16)
+// the least any launch needs: one n8 tile of heads and the smaller of the two W rings (if every M has one)
+HOPPER_DECLARE_DYNAMIC_SMEM(decode::kBarBytes + decode::kWBarBytes + decode::kWarps * MT * 32 * 16 +
+                            (W_PIPE_MAX_M < 64 ? 0  // M = 64 without the ring
+                             : decode::wring_bytes(WP_CHUNKS_SMALL, WP_STAGES_SMALL) <
+                                     decode::wring_bytes(WP_CHUNKS, WP_STAGES)
+                                 ? decode::wring_bytes(WP_CHUNKS_SMALL, WP_STAGES_SMALL)
+                                 : decode::wring_bytes(WP_CHUNKS, WP_STAGES)))
 
 extern "C" __global__ void __launch_bounds__(decode::kThreads, 1)
     decode_splitk(const TIN* __restrict__ A, const TIN* __restrict__ B, TOUT* __restrict__ C, int M, int N, int K,
@@ -737,16 +857,23 @@ extern "C" __global__ void __launch_bounds__(decode::kThreads, 1)
   }
   __syncthreads();
   const Cta& p = cta;
+  // PIPE: the TMA weight ring for M <= W_PIPE_MAX_M (a multiple of the branches' bounds: 8, 16, 32,
+  // 64); D chunks per block (an item): the ring stage's with PIPE, else the register ring's depth
+  constexpr bool P8 = W_PIPE && 8 <= W_PIPE_MAX_M, P16 = W_PIPE && 16 <= W_PIPE_MAX_M,
+                 P32 = W_PIPE && 32 <= W_PIPE_MAX_M, P64 = W_PIPE && 64 <= W_PIPE_MAX_M;
+  constexpr int D8 = P8 ? WP_CHUNKS_SMALL : W_DEPTH_SMALL, D16 = P16 ? WP_CHUNKS_SMALL : W_DEPTH_SMALL,
+                D32 = P32 ? WP_CHUNKS : W_DEPTH, D64 = P64 ? WP_CHUNKS : W_DEPTH;
+  constexpr int SS = W_PIPE ? WP_STAGES_SMALL : 1, SL = W_PIPE ? WP_STAGES : 1;
   if (M == 1 && M1_SIMT)
-    run_cta<1, W_DEPTH_SMALL, true>(p, smem_raw);
+    run_cta<1, D8, SS, true, P8>(p, smem_raw);
   else if (M <= 8)
-    run_cta<1, W_DEPTH_SMALL, false>(p, smem_raw);
+    run_cta<1, D8, SS, false, P8>(p, smem_raw);
   else if (M <= 16)
-    run_cta<2, W_DEPTH_SMALL, false>(p, smem_raw);
+    run_cta<2, D16, SS, false, P16>(p, smem_raw);
   else if (M <= 32)
-    run_cta<4, W_DEPTH, false>(p, smem_raw);
+    run_cta<4, D32, SL, false, P32>(p, smem_raw);
   else
-    run_cta<8, W_DEPTH, false>(p, smem_raw);
+    run_cta<8, D64, SL, false, P64>(p, smem_raw);
 }
 
 #if defined(GEMMLAB_HOST_EMULATION)
