@@ -1,6 +1,7 @@
 """Shared fixtures: compose configs with Hydra's compose API and run points without a CLI."""
 from __future__ import annotations
 
+import copy
 import csv
 import functools
 import os
@@ -9,7 +10,7 @@ from typing import List
 
 import pytest
 
-from gemmlab.config import compose
+from gemmlab import config
 from gemmlab.gpu.device import no_device_reason
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,7 +33,7 @@ LONGEST_FIRST = (
     "tests/test_slurm.py::",  # a real Slurm sweep, most of it waiting for its jobs
     "tests/test_cutlass.py::test_device_part_compiles_with_local_nvcc",  # one long nvcc build
     "tests/test_gpu_pinning.py::test_per_gpu_launcher_runs_one_job_per_gpu_at_a_time",  # waits
-    "tests/test_hopper_kernels.py::test_mma_sync_fp16_and_eager_copies_on_the_cpu",  # 3 emulations
+    "tests/test_cutlass_fp8.py::test_fp8_device_part_compiles_for_sm90a_without_spills",  # one long nvcc build
     "tests/test_analysis.py::test_cpu_dataset_writes_every_file_reproducibly",
 )
 
@@ -76,9 +77,39 @@ def session_folder(basetemp: Path, name: str) -> Path:
     return folder
 
 
+# -- composing configs: a quarter of the suite's CPU time -----------------------------------------
+# The tests compose ~800 configs in process, each 0.1-2 CPU-s of Hydra (merging the YAML files into
+# the schema). compose_cfg keeps its last configs and hands out copies: a fifth of the calls repeat
+# one. Any config file edited, added or removed, or another CONF_DIR, and it composes again.
+def _config_files_state() -> tuple:
+    """What a compose reads: the config folder, and each file's name, size and mtime (conf/experiment
+    is a link to experiments/)."""
+    state = [str(config.CONF_DIR)]
+    for folder, _dirs, names in os.walk(config.CONF_DIR, followlinks=True):
+        for name in names:
+            try:
+                st = os.stat(os.path.join(folder, name))
+                state.append((folder, name, st.st_size, st.st_mtime_ns))
+            except OSError:  # a dangling link
+                state.append((folder, name))
+    return tuple(sorted(state, key=str))
+
+
+@functools.lru_cache(maxsize=32)
+def _composed(overrides: tuple, _files: tuple):
+    return config.compose(list(overrides))
+
+
 def compose_cfg(overrides: List[str] = (), tmp_path: Path | None = None):
-    """The composed run config for ``overrides``, as `python run.py <overrides>` would see it."""
-    return compose(overrides, outputs=None if tmp_path is None else tmp_path / "outputs")
+    """The composed run config for ``overrides``, as `python run.py <overrides>` would see it (a
+    copy of one composed before with the same overrides and files: callers may change theirs)."""
+    from omegaconf import open_dict
+
+    cfg = copy.deepcopy(_composed(tuple(overrides), _config_files_state()))
+    if tmp_path is not None:  # what config.compose(..., outputs) does after composing
+        with open_dict(cfg):
+            cfg.paths.outputs = str(tmp_path / "outputs")
+    return cfg
 
 
 @pytest.fixture

@@ -67,6 +67,18 @@ def points_at(m, n, k, overrides=()):
 
 
 @functools.lru_cache(maxsize=None)
+def points_by_shape(shapes: tuple) -> dict:
+    """points_at of each of ``shapes``, from one compose (one of every cuda variant costs a CPU-second)."""
+    listed = ",".join(f"[{m},{n},{k}]" for m, n, k in shapes)
+    cfg = compose_cfg([f"variant=[{','.join(cuda_variant_names())}]", f"precision={ALL_PRECISIONS}",
+                       "sizes.square=[]", f"sizes.shapes=[{listed}]"])
+    out = {shape: [] for shape in shapes}
+    for p in expand(cfg):
+        out[(p.m, p.n, p.k)].append(p)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
 def distinct_builds():
     """(variant, precision, KernelBuild) for every supported precision of every cuda variant."""
     seen, out = set(), []
@@ -274,7 +286,8 @@ def test_launch_rules_cover_c_and_kernels_compute_a_b_on_the_cpu(variant, precis
     rng = np.random.default_rng(0)
     ran = 0
     for m, n, k in EMULATED_SHAPES:
-        pts = [p for p in points_at(m, n, k) if p.variant == variant and p.precision == precision]
+        pts = [p for p in points_by_shape(tuple(EMULATED_SHAPES))[(m, n, k)]
+               if p.variant == variant and p.precision == precision]
         assert len(pts) == 1
         p = pts[0]
         if p.skip_reason:  # the variant's `requires` (e.g. wmma's multiples of 16) rule it out

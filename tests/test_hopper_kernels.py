@@ -72,6 +72,12 @@ def ptxas_numbers(report: str) -> dict:
 
 
 def sass(cubin: Path) -> str:
+    """cuobjdump -sass of ``cubin``, kept beside it (named by its size and mtime): the tests and
+    workers that read one build's machine code disassemble it once."""
+    st = Path(cubin).stat()
+    kept = Path(f"{cubin}.{st.st_size}-{st.st_mtime_ns}.sass")
+    if kept.is_file():
+        return kept.read_text()
     tool = find_cuobjdump()
     if tool is None:
         pytest.skip("no cuobjdump here (install nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm, or triton)")
@@ -80,6 +86,9 @@ def sass(cubin: Path) -> str:
     if res.returncode != 0 and "nvdisasm" in res.stderr:
         pytest.skip(f"cuobjdump found but not nvdisasm beside it: {res.stderr.strip()}")
     assert res.returncode == 0, res.stderr
+    tmp = kept.with_name(f"{kept.name}.{os.getpid()}.tmp")
+    tmp.write_text(res.stdout)
+    os.replace(tmp, kept)  # whole or absent: another worker may read it
     return res.stdout
 
 

@@ -21,6 +21,9 @@ from conftest import ROOT
 
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
 pytestmark = [pytest.mark.slow,  # a headless browser per page: the full suite, not the fast tier
+              # one worker builds the pages (three `python -m analysis.report` and a run: 15 CPU-s)
+              # for every test here; tests split over two workers built them twice
+              pytest.mark.xdist_group("report_browser"),
               pytest.mark.skipif(CHROMIUM is None, reason="no headless Chromium here (Debian's chromium package: "
                                                           "apt-get install chromium; .ci/run installs it)")]
 WIDTH = 1280

@@ -1,20 +1,35 @@
 // Host emulation of the small part of CUDA that the hand-written GEMM kernels use, so that
 // tests/test_cuda_kernels.py can run them on a machine without a GPU and catch indexing, guard
 // and launch-rule mistakes before any GPU time is spent. Not a simulator: every CUDA thread is
-// a std::thread, blocks run one after another, __syncthreads() is a std::barrier, cp.async is
-// a synchronous copy, and WMMA fragments hold whole tiles (see mma.h beside this file).
+// a fiber (its own stack) that driver.cpp's one OS thread runs in turn, each until it waits
+// (gemm_host::wait_turn: a barrier, an mbarrier, __nanosleep); blocks run one after another,
+// __syncthreads() is a gemm_host::Barrier, cp.async is a synchronous copy, and WMMA fragments
+// hold whole tiles (see mma.h beside this file). Fibers, not OS threads: a warp collective is a
+// barrier, and with hundreds of OS threads on two cores the kernel's scheduler was most of an
+// emulation's CPU time (perf: 70%, in sched_yield under mma.sync's warp barriers). So a thread only
+// gives way where it waits: a kernel that spins on shared memory without __nanosleep or a barrier
+// in its loop would spin forever here, where the device lets the other threads run (none does).
 // Force-included (g++ -include cuda_shim.h) with -DGEMMLAB_HOST_EMULATION by driver.cpp's build.
 #pragma once
 
-#include <barrier>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <thread>
 #include <vector>
+// Not needed here: the standard headers of the rest of the emulation (hopper_emu.h, mma_sync_ptx.h,
+// driver.cpp), so that the tests' precompiled cuda_shim.h holds them (a tenth of each build).
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <string>
+#include <type_traits>
+#include <unordered_map>
 
 #define __global__
 #define __device__
@@ -37,14 +52,53 @@ struct float4 {
 };
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 
-extern thread_local uint3 threadIdx;
-extern uint3 blockIdx, blockDim, gridDim;
+// threadIdx is the running fiber's: the driver sets it before it resumes one
+extern uint3 threadIdx, blockIdx, blockDim, gridDim;
 
 namespace gemm_host {
+constexpr unsigned kMaxThreads = 1024;  // per block, as on the device
+// What every wait of the emulation does while its condition does not hold: back to the driver's
+// scheduler, which runs the block's other threads and returns here at this thread's next turn.
+// `what` names the wait; `again`: the condition still did not hold when checked after the last
+// wait_turn (a pass over the block in which every thread only found that is a deadlock: nothing
+// can change any more, so the driver aborts, naming the waits, where the device would hang).
+void wait_turn(const char* what, bool again);
+// __nanosleep: the kernel's own spin-wait, whose condition the driver cannot see. A pass in which
+// every thread only slept or waited again sleeps a millisecond (a hang then hangs, idle).
+void nap_turn();
+
+// std::barrier's arrive_and_wait and arrive_and_drop, for fibers: a waiting thread yields until the
+// last arrival of its phase has come.
+class Barrier {
+ public:
+  Barrier(unsigned count, const char* what) : expected_(count), left_(count), what_(what) {}
+  Barrier(const Barrier&) = delete;
+  Barrier& operator=(const Barrier&) = delete;
+  void arrive_and_wait() {
+    const unsigned phase = phase_;
+    if (arrive()) return;
+    for (bool again = false; phase_ == phase; again = true) wait_turn(what_, again);
+  }
+  void arrive_and_drop() {  // arrives, and is not expected in later phases (a thread that has returned)
+    --expected_;
+    arrive();
+  }
+
+ private:
+  bool arrive() {  // whether this arrival was the last of its phase
+    if (--left_ != 0) return false;
+    left_ = expected_;
+    ++phase_;
+    return true;
+  }
+  unsigned expected_, left_, phase_ = 0;
+  const char* what_;
+};
+
 extern unsigned char* dynamic_smem;
 extern std::size_t dynamic_smem_size;  // the launch's dynamic shared memory (%dynamic_smem_size)
-extern std::barrier<>* block_barrier;
-extern std::vector<std::unique_ptr<std::barrier<>>>* warp_barriers;
+extern Barrier* block_barrier;
+extern std::vector<std::unique_ptr<Barrier>>* warp_barriers;
 
 [[noreturn]] inline void fail(const char* what, const void* p) {
     std::fprintf(stderr, "host emulation: %s (address %p)\n", what, p);
@@ -66,7 +120,7 @@ inline unsigned linear_tid() { return threadIdx.x + blockDim.x * (threadIdx.y + 
 inline void __syncthreads() { gemm_host::block_barrier->arrive_and_wait(); }
 inline void __syncwarp(unsigned = 0xffffffffu) { (*gemm_host::warp_barriers)[gemm_host::linear_tid() / 32]->arrive_and_wait(); }
 [[noreturn]] inline void __trap() { std::abort(); }
-inline void __nanosleep(unsigned) { std::this_thread::yield(); }
+inline void __nanosleep(unsigned) { gemm_host::nap_turn(); }
 // Blocks run one after another, so a fence has nothing to order; the atomic is a real one all the same.
 inline void __threadfence() {}
 inline int atomicAdd(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }

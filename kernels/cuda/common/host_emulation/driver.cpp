@@ -20,18 +20,24 @@
 // Hopper stages (hopper_emu.h) take more arguments: the build passes them as -DKERNEL_ARGS=...,
 // e.g. the tensor maps (gemm_host::emu_tensor_maps) and FP8 scales (gemm_host::emu_scale); B.bin
 // then holds B as the stage reads it (N x K for layout nt: the same element count).
+// The block's threads are fibers (fibers.h) run by this one thread: each in turn until it waits
+// (wait_turn), in passes over the block that alternate direction, so that of two threads that race
+// for a shared word neither always goes first; a block ends when every thread has returned. A pass
+// in which no thread got past a wait is a deadlock: the driver aborts and names the waits.
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
-#include <thread>
+#include <functional>
 
 #include KERNEL_SOURCE
+#include "fibers.h"
 
 #ifndef KERNEL_ARGS
 #define KERNEL_ARGS a.data(), b.data(), c.data(), M, N, K
 #endif
 
-thread_local uint3 threadIdx;
-uint3 blockIdx, blockDim, gridDim;
+uint3 threadIdx, blockIdx, blockDim, gridDim;
 namespace gemm_host {
 unsigned char* dynamic_smem = nullptr;
 std::size_t dynamic_smem_size = 0;
@@ -45,8 +51,77 @@ int* emu_workspace() {  // 256-byte aligned, as CuPy's allocations; null without
     const std::size_t pad = (256 - reinterpret_cast<std::uintptr_t>(w.data()) % 256) % 256;
     return reinterpret_cast<int*>(w.data() + pad);
 }
-std::barrier<>* block_barrier = nullptr;
-std::vector<std::unique_ptr<std::barrier<>>>* warp_barriers = nullptr;
+Barrier* block_barrier = nullptr;
+std::vector<std::unique_ptr<Barrier>>* warp_barriers = nullptr;
+
+// The scheduler's state: the block's fibers, the one running, and the kernel call each one makes.
+static std::vector<std::unique_ptr<Fiber>> fibers;
+static std::vector<const char*> waiting_on;  // per thread: the wait it last yielded from
+static std::function<void()> run_kernel;
+static unsigned running = 0;
+static bool finished = false;  // the running thread's kernel has returned
+static bool idle = false;      // the running thread only found its wait unsatisfied again
+static bool napped = false;    // ... or slept (__nanosleep)
+
+void wait_turn(const char* what, bool again) {
+    waiting_on[running] = what;
+    idle = again;
+    fibers[running]->suspend();
+}
+void nap_turn() {
+    waiting_on[running] = "__nanosleep";
+    idle = napped = true;
+    fibers[running]->suspend();
+}
+
+static void thread_entry() {
+    Fiber& self = *fibers[running];
+    self.entered();
+    const unsigned t = running;
+    run_kernel();
+    // a thread that has returned no longer holds up the barriers, as on the GPU
+    block_barrier->arrive_and_drop();
+    (*warp_barriers)[t / 32]->arrive_and_drop();
+    finished = true;
+    self.finish();
+}
+
+[[noreturn]] static void deadlock(const std::vector<unsigned char>& live) {
+    std::fprintf(stderr, "host emulation: deadlock in block (%u, %u, %u): every live thread waits and none can go on\n",
+                 blockIdx.x, blockIdx.y, blockIdx.z);
+    unsigned shown = 0;
+    for (unsigned t = 0; t < live.size(); ++t)
+        if (live[t] && shown++ < 16) std::fprintf(stderr, "  thread %u waits on %s\n", t, waiting_on[t]);
+    std::abort();
+}
+
+// Runs the block's `threads` threads (blockIdx and the barriers set) until every one has returned.
+static void run_block(unsigned threads) {
+    std::vector<unsigned char> live(threads, 1);
+    for (unsigned t = 0; t < threads; ++t) fibers[t]->start(thread_entry);
+    unsigned left = threads;
+    for (bool forward = true; left; forward = !forward) {
+        bool moved = false, slept = false;
+        for (unsigned i = 0; i < threads; ++i) {
+            const unsigned t = forward ? i : threads - 1 - i;
+            if (!live[t]) continue;
+            running = t;
+            threadIdx = {t % blockDim.x, (t / blockDim.x) % blockDim.y, t / (blockDim.x * blockDim.y)};
+            finished = idle = napped = false;
+            fibers[t]->resume();
+            moved |= !idle;
+            slept |= napped;
+            if (finished) {
+                live[t] = 0;
+                --left;
+            }
+        }
+        if (left && !moved) {
+            if (!slept) deadlock(live);
+            usleep(1000);
+        }
+    }
+}
 }  // namespace gemm_host
 
 // Kernels with dynamic shared memory define it (GEMMLAB_DECLARE_DYNAMIC_SMEM); the others don't.
@@ -92,42 +167,30 @@ int main(int argc, char** argv) {
     std::vector<unsigned char> smem_buf(smem + 128);  // 128-byte aligned, as the device declares it
     gemm_host::dynamic_smem = smem_buf.data() + (128 - reinterpret_cast<std::uintptr_t>(smem_buf.data()) % 128) % 128;
 
-    // One pool of threads for the whole grid (creating them per block is what costs time):
-    // `start` releases them into a block, `done` tells the main thread the block is over.
     const unsigned threads = blockDim.x * blockDim.y * blockDim.z;
+    if (threads == 0 || threads > gemm_host::kMaxThreads) {
+        std::fprintf(stderr, "a block of %u threads: the device takes 1 to %u\n", threads, gemm_host::kMaxThreads);
+        return 2;
+    }
     const unsigned long blocks = std::size_t(gridDim.x) * gridDim.y * gridDim.z;
-    std::barrier<> start(threads + 1), done(threads + 1);
-    std::unique_ptr<std::barrier<>> block_bar;
-    std::vector<std::unique_ptr<std::barrier<>>> warp_bars;
+    std::unique_ptr<gemm_host::Barrier> block_bar;
+    std::vector<std::unique_ptr<gemm_host::Barrier>> warp_bars;
     gemm_host::warp_barriers = &warp_bars;
-    std::vector<std::thread> pool;
-    pool.reserve(threads);
-    for (unsigned t = 0; t < threads; ++t)
-        pool.emplace_back([&, t] {
-            threadIdx = {t % blockDim.x, (t / blockDim.x) % blockDim.y, t / (blockDim.x * blockDim.y)};
-            for (unsigned long i = 0; i < launches * blocks; ++i) {
-                start.arrive_and_wait();
-                KERNEL_ENTRY(KERNEL_ARGS);
-                // a thread that has returned no longer holds up the barriers, as on the GPU
-                block_bar->arrive_and_drop();
-                warp_bars[t / 32]->arrive_and_drop();
-                done.arrive_and_wait();
-            }
-        });
+    for (unsigned t = 0; t < threads; ++t) gemm_host::fibers.push_back(std::make_unique<gemm_host::Fiber>());
+    gemm_host::waiting_on.assign(threads, "");
+    gemm_host::run_kernel = [&] { KERNEL_ENTRY(KERNEL_ARGS); };
     for (unsigned long i = 0; i < launches * blocks; ++i) {
         if (i % blocks == 0) std::memset(c.data(), 0xff, c.size() * sizeof(TOUT));  // each launch poisons C
         const unsigned long j = reverse ? blocks - 1 - i % blocks : i % blocks;
         blockIdx = {unsigned(j % gridDim.x), unsigned((j / gridDim.x) % gridDim.y), unsigned(j / (std::size_t(gridDim.x) * gridDim.y))};
         std::memset(gemm_host::dynamic_smem, 0xff, smem);
-        block_bar = std::make_unique<std::barrier<>>(threads);
+        block_bar = std::make_unique<gemm_host::Barrier>(threads, "__syncthreads");
         warp_bars.clear();
         for (unsigned w = 0; w * 32 < threads; ++w)
-            warp_bars.push_back(std::make_unique<std::barrier<>>(std::min(32u, threads - 32 * w)));
+            warp_bars.push_back(std::make_unique<gemm_host::Barrier>(std::min(32u, threads - 32 * w), "__syncwarp (a warp collective)"));
         gemm_host::block_barrier = block_bar.get();
-        start.arrive_and_wait();
-        done.arrive_and_wait();
+        gemm_host::run_block(threads);
     }
-    for (auto& th : pool) th.join();
 
     FILE* f = std::fopen(argv[13], "wb");
     if (!f || std::fwrite(c.data(), sizeof(TOUT), c.size(), f) != c.size()) {

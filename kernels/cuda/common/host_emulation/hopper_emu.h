@@ -9,6 +9,8 @@
 //   address; a phase completes when no arrival and no byte is pending. try_wait.parity as the PTX
 //   ISA says (waiting on the parity of a completed phase returns at once). A wait that lasts more
 //   than GEMMLAB_EMU_WAIT_S seconds (default 60) aborts, naming the barrier: a deadlock fails, not hangs.
+//   A waiting thread yields to the block's others (cuda_shim.h: the threads are fibers); where none
+//   of them can go on, the driver aborts at once (a deadlock).
 // * TMA: 1D bulk copies (cp.async.bulk) are a memcpy that completes its bytes on the barrier;
 //   tensor maps are the driver's (gemm_host::emu_tensor_maps, from the launcher's resolved
 //   specs); a load copies the box (zeros outside the matrix), applies the 128-byte swizzle on the
@@ -22,9 +24,7 @@
 //   wgmma.wait_group is also where the warpgroup's threads meet (it is .sync.aligned).
 // * setmaxnreg, fences, tensormap acquire, bulk-group waits: no-ops. Clusters: size 1 only.
 #pragma once
-#include <barrier>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -33,7 +33,6 @@
 #include <map>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <type_traits>
 #include <unordered_map>
 #include <vector>
@@ -80,15 +79,10 @@ inline Bar& bar_at(uint32_t addr) {
   if (it == bars().end()) gemm_host::fail("mbarrier used before mbarrier.init", smem(addr));
   return it->second;
 }
-inline std::condition_variable& phase_done() {  // notified whenever any barrier's phase completes
-  static std::condition_variable cv;
-  return cv;
-}
 inline void maybe_complete(Bar& b) {  // with lock() held
   if (b.pending == 0 && b.tx == 0) {
     b.phase += 1;
     b.pending = b.expected;
-    phase_done().notify_all();
   }
 }
 inline double wait_limit_s() {
@@ -148,13 +142,13 @@ inline void wgmma_now(float* d, uint64_t desc_a, uint64_t desc_b, int scale_d, i
   }
 }
 using Group = std::vector<std::function<void()>>;
-inline Group& open_group() {
-  thread_local Group g;
-  return g;
+inline Group& open_group() {  // per thread
+  static Group g[gemm_host::kMaxThreads];
+  return g[tid()];
 }
 inline std::deque<Group>& committed() {
-  thread_local std::deque<Group> q;
-  return q;
+  static std::deque<Group> q[gemm_host::kMaxThreads];
+  return q[tid()];
 }
 }  // namespace emu
 
@@ -202,10 +196,22 @@ inline void mbar_arrive_remote(uint64_t* bar, uint32_t cta_rank) {
 }
 inline void mbar_wait(uint64_t* bar, uint32_t parity) {
   const uint32_t addr = smem_u32(bar);
-  std::unique_lock<std::mutex> g(emu::lock());
-  const auto limit = std::chrono::duration<double>(emu::wait_limit_s());
-  // done when the phase of that parity has completed: the current phase has the other parity
-  if (!emu::phase_done().wait_for(g, limit, [&] { return (emu::bar_at(addr).phase & 1u) != (parity & 1u); })) {
+  std::chrono::steady_clock::time_point since;
+  for (unsigned polls = 0;; ++polls) {
+    {
+      // done when the phase of that parity has completed: the current phase has the other parity
+      std::lock_guard<std::mutex> g(emu::lock());
+      if ((emu::bar_at(addr).phase & 1u) != (parity & 1u)) return;
+    }
+    if (polls == 0)
+      since = std::chrono::steady_clock::now();
+    else if (polls % 1024 == 0 &&
+             std::chrono::steady_clock::now() - since > std::chrono::duration<double>(emu::wait_limit_s()))
+      break;
+    gemm_host::wait_turn("an mbarrier (mbar_wait)", polls > 0);
+  }
+  {
+    std::lock_guard<std::mutex> g(emu::lock());
     std::fprintf(stderr, "host emulation: block %u thread %u waited too long on the mbarrier at smem 0x%x for "
                  "parity %u; barriers (smem: phase, pending arrivals, pending bytes):\n", blockIdx.x, emu::tid(),
                  addr, parity);
@@ -298,10 +304,10 @@ inline void wgmma_commit() {
 // shared-memory reads are done for all of them; the emulation's threads each retire their own
 // fragment's share, then meet, so one thread cannot release a slot another still has to read.
 inline void warpgroup_sync() {
-  static std::unique_ptr<std::barrier<>> wg[8];
+  static std::unique_ptr<gemm_host::Barrier> wg[8];
   static std::once_flag once;
   std::call_once(once, [] {
-    for (auto& b : wg) b = std::make_unique<std::barrier<>>(128);
+    for (auto& b : wg) b = std::make_unique<gemm_host::Barrier>(128, "wgmma.wait_group (its warpgroup)");
   });
   wg[(emu::tid() / 128) % 8]->arrive_and_wait();
 }
@@ -344,12 +350,12 @@ inline uint32_t cluster_id_x() { return blockIdx.x; }
 inline uint32_t cluster_count_x() { return gridDim.x; }
 inline void cluster_sync() { __syncthreads(); }
 inline void named_barrier_sync(int id, int threads) {
-  std::barrier<>* b;
+  gemm_host::Barrier* b;
   {
-    static std::map<std::pair<int, int>, std::unique_ptr<std::barrier<>>> table;
+    static std::map<std::pair<int, int>, std::unique_ptr<gemm_host::Barrier>> table;
     std::lock_guard<std::mutex> g(emu::lock());
     auto& slot = table[{id, threads}];
-    if (!slot) slot = std::make_unique<std::barrier<>>(threads);
+    if (!slot) slot = std::make_unique<gemm_host::Barrier>(threads, "a named barrier (bar.sync)");
     b = slot.get();
   }
   b->arrive_and_wait();

@@ -20,8 +20,8 @@ namespace {
 namespace emu {
 inline int lane() { return static_cast<int>(gemm_host::linear_tid() % 32); }
 inline int next_buffer() {  // which of the two tables this thread's next collective uses
-  thread_local int collectives = 0;
-  return collectives++ & 1;
+  static int collectives[gemm_host::kMaxThreads];
+  return collectives[gemm_host::linear_tid()]++ & 1;
 }
 inline uint32_t* published(int buffer, int lane) {  // six words per lane, one table per warp (<= 32 warps)
   static uint32_t table[2][32][32][6];
@@ -50,13 +50,13 @@ inline void land(const Copy& c) {
   if (c.bytes) std::memcpy(c.dst, c.src, c.bytes);
   std::memset(c.dst + c.bytes, 0, 16 - c.bytes);
 }
-inline std::vector<Copy>& open_group() {
-  thread_local std::vector<Copy> group;
-  return group;
+inline std::vector<Copy>& open_group() {  // per thread
+  static std::vector<Copy> group[gemm_host::kMaxThreads];
+  return group[gemm_host::linear_tid()];
 }
 inline std::deque<std::vector<Copy>>& committed() {
-  thread_local std::deque<std::vector<Copy>> groups;
-  return groups;
+  static std::deque<std::vector<Copy>> groups[gemm_host::kMaxThreads];
+  return groups[gemm_host::linear_tid()];
 }
 template <bool kTrans>
 inline void ldmatrix(uint32_t (&r)[4], uint32_t addr) {
