@@ -36,3 +36,10 @@ def test_kernels_build_for_sm90_without_spills(defines, tmp_path):
     assert out.stderr.count("Compiling entry function") == 3, out.stderr
     assert "0 bytes spill stores" in out.stderr and " bytes spill stores" in out.stderr
     assert all(s.startswith("0 bytes") for s in (ln.strip() for ln in out.stderr.splitlines()) if "spill stores" in s)
+
+
+def test_resident_blocks_by_registers():
+    assert rp.resident_blocks(32) == 8    # 2048 threads: the thread limit
+    assert rp.resident_blocks(64) == 4
+    assert rp.resident_blocks(178) == 1   # 184 per thread after rounding: 47 K of 64 K
+    assert rp.resident_blocks(255) == 1

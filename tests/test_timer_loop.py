@@ -166,3 +166,17 @@ def test_a_median_called_pinned_down_keeps_its_interval(seed):
     _noisy_events(timer, 0.15, seed=seed)
     (a,) = timer._measure([[lambda: None]])
     assert len(a.times_s) > 200 and a.summary.median_ci <= 0.005, (len(a.times_s), a.summary.median_ci)
+
+
+def test_the_spin_covers_the_host_cost_of_a_whole_sample_not_only_the_call():
+    """The GPU never waits for the host only if a sample's GPU time (spin + call) outlasts the
+    host's time to enqueue it: flush, spin and call. A host whose flush enqueue is slow (here 2 ms)
+    must get a spin of at least twice that, though the call itself enqueues at once."""
+    import time
+
+    timer = make_timer(min_samples=3, max_samples=3, batch=1, max_noise=1.0, max_time_s=100, min_time_s=0,
+                       warmup_s=0, warmup_min_iters=10, busy_us=1.0)
+    timer.flush_l2 = lambda: time.sleep(0.002)
+    timer._measure([[lambda: None]])
+    spins = [x[1] for x in timer.stream.log if x[0] == "spin"]
+    assert min(spins[-3:]) >= 2 * 2000.0, spins

@@ -159,15 +159,11 @@ def split_for(items: int, warps: int, limit: int) -> int:
     return max(1, min(limit, -(-warps // max(1, items))))
 
 
-def resident_blocks(fn) -> int:
-    """Blocks of THREADS threads that fit on one SM (the driver's occupancy calculator)."""
-    from cupy.cuda import driver
-
-    try:
-        return int(driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.ptr, THREADS, 0))
-    except AttributeError:  # older CuPy: from the register count alone
-        regs = driver.funcGetAttribute(4, fn.ptr)  # CU_FUNC_ATTRIBUTE_NUM_REGS
-        return max(1, min(2048 // THREADS, 65536 // (THREADS * ((regs + 7) // 8 * 8))))
+def resident_blocks(regs: int) -> int:
+    """Blocks of THREADS threads that fit on one SM by registers (65536 per SM, allocated per warp
+    in units of 256) and by threads (2048 per SM); these kernels use no shared memory."""
+    per_warp = -(-regs * 32 // 256) * 256
+    return max(0, min(2048 // THREADS, 65536 // ((THREADS // 32) * per_warp)))
 
 
 def main(argv=None) -> int:
@@ -202,7 +198,7 @@ def main(argv=None) -> int:
                             f"-DRP_THREADS={THREADS}")
                     mods[key] = cp.RawModule(code=SRC, options=opts).get_function(c["pattern"])
                 fn = mods[key]
-                fit = resident_blocks(fn)
+                fit = resident_blocks(fn.attributes["num_regs"])  # CuPy's RawKernel: the driver's attributes
                 if c["BPS"] > fit:  # blocks past one wave would start late: not the pattern's time
                     print(json.dumps(dict(n=n, k=k, **c, skipped=f"{fit} blocks per SM fit")), flush=True)
                     continue
@@ -224,6 +220,7 @@ def main(argv=None) -> int:
                 times = []
                 e0, e1 = cp.cuda.Event(), cp.cuda.Event()
                 for _ in range(a.reps):
+                    fn((grid,), (THREADS,), args(bufs[-1]))  # busy while the host queues the rest
                     e0.record()
                     for i in range(launches):
                         fn((grid,), (THREADS,), args(bufs[i % copies]))

@@ -11,7 +11,7 @@ One sample, in stream order::
     [the call under test]       the spin also measures the SM clock (cycles / globaltimer ns)
     [stop event]
 
-The spin lasts at least twice the host's measured enqueue cost of (start event + call), and at
+The spin lasts at least twice the host's measured cost of enqueuing a sample (flush, spin, call), and at
 least busy_us. With spin=as_needed and a flush queued, the flush is itself the busy work: the spin
 only makes up what the flush (timed on the GPU during warm-up) does not cover, often nothing (and
 then no in-band clock is read). A spin keeps one thread busy while the rest of the GPU idles,
@@ -218,9 +218,9 @@ class GpuTimer:
         t0, it = time.perf_counter(), 0
         while it < m.warmup_min_iters or time.perf_counter() - t0 < m.warmup_s:
             for i, fns in enumerate(calls):
+                h = time.perf_counter()
                 self.flush_l2()
                 self.spin(spin_us[i])
-                h = time.perf_counter()
                 fns[it % len(fns)]()
                 host_s[i].append(time.perf_counter() - h)
             it += 1
@@ -333,8 +333,13 @@ class GpuTimer:
         return _ClockSlots(self.cupy, self.stream, n_calls, batch)
 
     def _spin_us(self, host_enqueue_s: float, flush_us: float) -> float:
-        """The spin before a start event: twice the host's enqueue cost plus a margin must be
-        covered by busy GPU work queued ahead of the start event."""
+        """The spin before a start event: twice the host's cost of enqueuing a whole sample (flush,
+        spin and call; the margin covers the two event records) must be covered by busy GPU work
+        queued ahead of the start event. Covering only the call's enqueue (as until 2026-12-03) let
+        the GPU drain the queue wherever a sample's GPU time (spin + call) was shorter than the
+        host's time to enqueue it: then every sample's spin started on an idle GPU, and a slower host
+        (the H200 host of sessions 9e and 10) put its launch latency between the events in most
+        samples of a 2 us call (median 8-12 us; tests/test_gpu_core.py)."""
         needed_us = 2e6 * host_enqueue_s + 10.0
         if self.spin_policy == "as_needed" and flush_us > 0:
             return max(0.0, needed_us - flush_us)
