@@ -1,4 +1,4 @@
-"""Stage 14 (decode_splitk) on a GPU (`pytest -m gpu`): bf16 and fp8 (per-tensor scales) against the
+"""Stages 14 (decode_splitk) and 16 (decode_rows) on a GPU (`pytest -m gpu`): bf16 and fp8 (per-tensor scales) against the
 FP64 product through the real runner at decode shapes with tails, with and without the split-K
 reduction (its workspace zeroed once per launch object, then reused by every call: the check of the
 call repeated three times and the re-check after the timed samples fail a kernel that leaves its
@@ -28,8 +28,8 @@ SHAPES = [
 ]
 
 
-def _run(tmp, precision, extra=(), baseline="[]", shapes=SHAPES):
-    cfg = compose_cfg(["variant=[decode_splitk]", f"precision=[{precision}]", "layouts=[nt]", "measure=quick",
+def _run(tmp, precision, extra=(), baseline="[]", shapes=SHAPES, variant="decode_splitk"):
+    cfg = compose_cfg([f"variant=[{variant}]", f"precision=[{precision}]", "layouts=[nt]", "measure=quick",
                        "measure.fp8_scaling=tensor", "measure.check_repeats=3", "run.progress=false",
                        "run.fail_on_error=false", f"measure.baseline={baseline}", *extra], tmp)
     cfg.sizes.square = []
@@ -63,3 +63,19 @@ def test_split_k_at_64_tokens_against_the_libraries(tmp_path):
     gbs = float(r["bytes_min"]) / float(r["time_median_s"]) / 1e9
     print(f"decode_splitk (64, 6144, 4096) bf16: {float(r['time_median_s']) * 1e6:.1f} us, {gbs:.0f} GB/s, "
           f"{float(r['pct_of_baseline']):.1f}% of {r['baseline_variant']}")
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp8"])
+@pytest.mark.parametrize("defines", ["{PREFETCH:1}", "{PREFETCH:0,SWIZZLE:0,W_HINT:0}", "{BLOCKS_SMALL:1}"])
+def test_stage_16_matches_the_fp64_product(tmp_path, precision, defines):
+    """Stage 16 (decode_rows, tests/test_decode_rows.py on the CPU) on the same shapes: every M from 1
+    to 64 (n8 tiles 1, 2, 8), N and K tails, units split between warps; the call repeated and re-checked
+    after timing (its counters must be left zero)."""
+    rows = _run(tmp_path, precision, [f"variant.decode_rows.cuda.defines={defines}"], variant="decode_rows")
+    assert len(rows) == len(SHAPES)
+    for r in rows:
+        m, n, k = int(r["m"]), int(r["n"]), int(r["k"])
+        should_skip = m > 64 or (k * (1 if precision == "fp8" else 2)) % 16 != 0
+        assert (r["status"] == "skipped") == should_skip, ((m, n, k), r["status"], r["reason"])
+        if not should_skip:
+            assert r["status"] == "ok", ((m, n, k), r["reason"])

@@ -1,5 +1,5 @@
-// Host emulation of the PTX wrappers of kernels/cuda/14_decode_splitk.cu, for the CPU tests
-// (tests/test_decode_emulation.py). Included at the end of that file when GEMMLAB_HOST_EMULATION is
+// Host emulation of the decode stages' PTX wrappers (kernels/cuda/common/decode_ptx.cuh), for the CPU
+// tests (tests/test_decode_emulation.py, tests/test_decode_rows.py). Included at the end of that file when GEMMLAB_HOST_EMULATION is
 // defined: the warp-collective parts (mma.sync bf16 and e4m3, shuffles) come from mma_sync_ptx.h;
 // loads are 16-byte copies that check the alignment the hardware requires and read nothing when
 // predicated off (AddressSanitizer sees any read past a matrix); the mbarriers and bulk copies are
@@ -57,4 +57,8 @@ void e4m3x2_to_float2(uint32_t two, float& lo, float& hi) {
 float4 ldcg_f4(const float4* p) { return *p; }
 int atomic_add_acq_rel_gpu(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL); }
 void st_f4(float4* p, float4 v) { *p = v; }
+void sts16(uint32_t addr, decode::U4 v) {
+  if (addr % 16 || addr + 16 > gemm_host::dynamic_smem_size) gemm_host::fail("st.shared.v4 misaligned or past the dynamic shared memory", gemm_host::dynamic_smem + addr);
+  std::memcpy(gemm_host::dynamic_smem + addr, &v, 16);
+}
 #endif

@@ -1,0 +1,310 @@
+// Stage 16: decode_rows -- the decode GEMM (M = 1..64 tokens against a weight matrix, layout nt) with
+// the weights read as the copy kernel reads memory: whole 512-byte pieces of one row per warp load.
+//
+// What changes over stage 14 (and why): stage 14 loads the weights straight into mma.sync fragments, so one warp load
+// covers 8 rows x 64 bytes, and it runs one CTA of 8 warps per SM (255 registers). The H200 read only
+// 53-67% of the copy probe's bandwidth that way at M = 1. gemmlab/bench/read_patterns.py timed the
+// access patterns alone (outputs/reference/h200-2026-12-03/session10b/logs/read_patterns.jsonl):
+// stage 14's pattern reached 45-86% of a copy-like read (91% at best), a warp per row with 512
+// contiguous bytes per load 96-99.7% once 16 warps ran per SM (78-80% with 8). So here:
+// * Rows, not fragments: a warp owns a unit of 16 weight rows (one m16 tile) and a step is 512 bytes
+//   of each of them. Lane l loads bytes [16 l, 16 l + 16) of the step of each row: 16 loads of 512
+//   contiguous bytes, 8 KB per warp in flight (ld.global.nc.L1::no_allocate.L2::256B, W_HINT).
+// * Through shared memory into mma.sync: the warp stores the 16 x 512-byte step into its own 8 KB
+//   tile (16-byte chunks XOR-swizzled by row parity: conflict-free both ways), then lane (g, c) reads
+//   chunks 4i + c of rows g and g + 8 (i = 0..7) with ld.shared.v4: stage 14's fragment mapping (the
+//   order of a dot product's k terms is free, so those 16 bytes ARE the A fragment's words; the same
+//   16 bytes of token g's activations are the B fragment's). C^T = W X^T: weight rows are the m16
+//   side, tokens the n8 side (NT n-tiles of 8 tokens).
+// * Software pipeline (PREFETCH 1): right after the step is in shared memory, the next step's 16
+//   loads go out, and the MMAs of this step run while they are in flight; only 64 registers of W.
+// * Activations through L1 (ld.global.nc, 16 bytes a lane: the X of a step is 512 bytes a token, read
+//   by every warp that works at that K).
+// * Work split, stream-K over every warp of the grid: the items (unit, step) in unit-major order are
+//   cut into equal contiguous ranges, one per warp (a grid of MIN_BLOCKS CTAs per SM); every warp
+//   streams the same number of bytes (+-one step) whatever N and K. A unit inside one range is
+//   written to C at once; a unit split between warps leaves each warp's partial in the workspace
+//   (two slots per warp: its first and its last unit), and the warp whose arrival completes the
+//   unit's count (an acq_rel atomic after __syncwarp, as stage 14) sums the partials in warp order
+//   (deterministic), writes C and resets the counter for the next launch. No float atomics, no memset.
+// * fp8 (e4m3, per-tensor scales): the same bytes, 512 elements a step; each 16-byte chunk converted
+//   to f16 pairs (cvt.f16x2.e4m3x2, exact) for four f16 m16n8k16 MMAs, as stage 14's FP8_F16_MMA.
+//
+// Defines (each switchable; the decode_rows sweep of .ci/h200-session.sh):
+//   WARPS       warps per CTA (8)
+//   MIN_BLOCKS  CTAs per SM the registers are bounded for and the grid's CTAs per SM, from the point
+//               (point_defines): BLOCKS_SMALL (2: <= 128 registers, 16 warps per SM) where the step fits
+//               them (bf16 up to 16 tokens, fp8 up to 8), else BLOCKS_LARGE (1); the read probe lost ~20%
+//               at 8 warps per SM
+//   W_HINT      L1::no_allocate + L2::256B on the weight loads (0: plain ld.global.nc)
+//   SWIZZLE     1: 16-byte chunks XOR (row parity << 2) in the tile (0: 2-way bank conflicts on reads)
+//   PREFETCH    1: the next step's loads before this step's MMAs (0: after them: one step in flight)
+// NT (n8 tiles of tokens: 1, 2, 4, 8) comes from the point (point_defines): one build per tile count,
+// so M <= 16 is not held to M = 64's registers.
+//
+// Constraints: layout nt; TIN __nv_bfloat16 or __nv_fp8_e4m3 (TOUT bf16; fp8 takes scale_a, scale_b);
+// M <= 8 NT; K * elem_bytes % 16 == 0 (16-byte chunks: a chunk is entirely inside a row or past it);
+// any N; block 32 WARPS; dynamic shared memory WARPS x 8 KB; workspace (last argument): one int
+// counter per unit (rounded to 256 bytes) + 2 slots x NT x 512 bytes per warp of the grid.
+//
+// Modeled intensity: the algorithmic one (every weight byte once from DRAM; X from L2/L1).
+// Run it beside the libraries and the copy probe: python run.py +experiment=decode
+//   'variant=[decode_rows,decode_splitk,cublas,cublaslt,copy_gpu]'
+// CPU check: tests/test_decode_rows.py (the host emulation: mma.sync, shared memory, the counters).
+#include <cuda_bf16.h>
+#include <cstdint>
+
+#include "hopper/ptx.cuh"  // HOPPER_DYNAMIC_SMEM, smem_u32 (the host emulation's: hopper_emu.h)
+
+#ifndef TIN
+#define TIN __nv_bfloat16
+#endif
+#ifndef TOUT
+#define TOUT __nv_bfloat16
+#endif
+#ifndef WARPS
+#define WARPS 8
+#endif
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 2
+#endif
+#ifndef NT
+#define NT 1
+#endif
+#ifndef W_HINT
+#define W_HINT 1
+#endif
+#ifndef SWIZZLE
+#define SWIZZLE 1
+#endif
+#ifndef PREFETCH
+#define PREFETCH 1
+#endif
+
+// fp8 builds take the per-tensor scales: e4m3 detected from the TIN token (as stage 14 does)
+#define DROWS_IS_FP8___nv_fp8_e4m3 1
+#define DROWS_CAT2(a, b) a##b
+#define DROWS_CAT(a, b) DROWS_CAT2(a, b)
+#if DROWS_CAT(DROWS_IS_FP8_, TIN)
+#define DROWS_FP8 1
+#include <cuda_fp8.h>
+#else
+#define DROWS_FP8 0
+#endif
+
+namespace decode {
+struct U4 {
+  uint32_t x, y, z, w;
+};
+}  // namespace decode
+
+#include "common/decode_ptx.cuh"  // ld/st wrappers, mma.sync, e4m3 -> f16, the split-K atomic
+
+namespace drows {
+
+using decode::U4;
+constexpr int kWarps = WARPS;
+constexpr int kThreads = 32 * WARPS;
+constexpr int kStep = 512;                 // bytes of one row per warp load (32 lanes x 16 bytes)
+constexpr int kRows = 16;                  // rows of a unit: one m16 tile
+constexpr int kTile = kRows * kStep;       // a warp's staging tile in shared memory
+static_assert(NT == 1 || NT == 2 || NT == 4 || NT == 8, "NT: 1, 2, 4 or 8 n8 tiles of tokens");
+static_assert(sizeof(TIN) == 2 || DROWS_FP8, "bf16 or e4m3 operands");
+static_assert(sizeof(TOUT) == 2, "the result is bf16");
+
+// the 16-byte chunk position of chunk q of a tile row: conflict-free stores (a row by 32 lanes) and
+// loads (rows g and g + 1 of a quarter warp take opposite halves of the 8 bank groups)
+__device__ __forceinline__ int swz(int row, int q) { return SWIZZLE ? (q ^ ((row & 1) << 2)) : q; }
+
+struct Job {
+  const unsigned char* X;  // activations, M rows of row_bytes
+  const unsigned char* W;  // weights, N rows of row_bytes
+  TOUT* C;
+  int M, N;
+  long long row_bytes;  // K * elem_bytes
+  int P;                // steps per row
+  long long items;      // units x P
+  int warps;            // of the grid
+  float scale;          // scale_a * scale_b (fp8), 1 (bf16)
+  int* counters;        // one per unit
+  float4* partials;     // [warp][slot 2][NT][32 lanes]
+};
+
+__device__ __forceinline__ long long range_start(const Job& j, int w) { return static_cast<long long>(w) * j.items / j.warps; }
+// the warp whose range holds item i (the largest w with range_start(w) <= i)
+__device__ __forceinline__ int owner(const Job& j, long long i) {
+  return static_cast<int>(((i + 1) * j.warps - 1) / j.items);
+}
+
+// the 16 loads of step s of unit u (zeros past N and past the row)
+__device__ __forceinline__ void load_step(U4 (&w)[kRows], const Job& j, int u, int s, int lane) {
+  const long long off = static_cast<long long>(s) * kStep + 16 * lane;
+  const bool in_k = off < j.row_bytes;
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const int row = u * kRows + r;
+    w[r] = ldg_stream(j.W + static_cast<long long>(row) * j.row_bytes + off, in_k && row < j.N);
+  }
+}
+
+__device__ __forceinline__ void store_step(const U4 (&w)[kRows], uint32_t tile, int lane) {
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) sts16(tile + r * kStep + swz(r, lane) * 16, w[r]);
+}
+
+// the MMAs of step s (its 16 rows in the warp's tile) into acc
+__device__ __forceinline__ void mma_step(float (&acc)[NT][4], const Job& j, uint32_t tile, int s, int lane) {
+  const int g = lane / 4, c = lane % 4;
+  // unrolled in full up to two n-tiles; at four and eight the compiler would hoist every chunk's X
+  // loads (8 x NT x 4 registers) and spill
+  constexpr int kUnroll = NT <= 2 ? 8 : 2;
+#pragma unroll kUnroll
+  for (int i = 0; i < 8; ++i) {
+    const int q = 4 * i + c;
+    const U4 a = lds16(tile + g * kStep + swz(g, q) * 16);
+    const U4 b = lds16(tile + (g + 8) * kStep + swz(g + 8, q) * 16);
+    const long long off = static_cast<long long>(s) * kStep + 16 * q;
+    const bool in_k = off < j.row_bytes;
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const int token = 8 * t + g;
+      const U4 x = ldg_cached(j.X + static_cast<long long>(token) * j.row_bytes + off, in_k && token < j.M);
+#if DROWS_FP8
+      const uint32_t aw[4] = {a.x, a.y, a.z, a.w}, bw[4] = {b.x, b.y, b.z, b.w}, xw[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+      for (int h = 0; h < 4; ++h) {  // 4 e4m3 a word -> two f16x2: one MMA's two k-pairs
+        mma_f16(acc[t], e4m3x2_to_f16x2(aw[h] & 0xffffu), e4m3x2_to_f16x2(bw[h] & 0xffffu),
+                e4m3x2_to_f16x2(aw[h] >> 16), e4m3x2_to_f16x2(bw[h] >> 16),
+                e4m3x2_to_f16x2(xw[h] & 0xffffu), e4m3x2_to_f16x2(xw[h] >> 16));
+      }
+#else
+      mma_bf16(acc[t], a.x, b.x, a.y, b.y, x.x, x.y);
+      mma_bf16(acc[t], a.z, b.z, a.w, b.w, x.z, x.w);
+#endif
+    }
+  }
+}
+
+// C[token][row] from the fragments: lane (g, c) holds rows g, g + 8 and tokens 8t + 2c, 8t + 2c + 1
+__device__ __forceinline__ void write_c(const float (&v)[NT][4], const Job& j, int u, int lane) {
+  const int g = lane / 4, c = lane % 4;
+#pragma unroll
+  for (int t = 0; t < NT; ++t)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = u * kRows + g + 8 * (e / 2), token = 8 * t + 2 * c + e % 2;
+      if (row < j.N && token < j.M)
+        j.C[static_cast<long long>(token) * j.N + row] = __float2bfloat16_rn(v[t][e] * j.scale);
+    }
+}
+
+// The end of this warp's segment [first, last] of unit u's steps: C at once if the segment is the
+// whole unit; else its partial into the workspace and, by the arrival that completes the unit, the
+// sum of every warp's partial in warp order.
+__device__ __forceinline__ void finish_unit(float (&acc)[NT][4], const Job& j, int w, int u, int first, int last,
+                                            bool first_unit, int lane) {
+  const int covered = last - first + 1;
+  if (covered == j.P) {
+    write_c(acc, j, u, lane);
+    return;
+  }
+  float4* mine = j.partials + (static_cast<long long>(w) * 2 + (first_unit ? 0 : 1)) * NT * 32;
+#pragma unroll
+  for (int t = 0; t < NT; ++t) st_f4(mine + t * 32 + lane, make_float4(acc[t][0], acc[t][1], acc[t][2], acc[t][3]));
+  __syncwarp();
+  int old = 0;
+  if (lane == 0) {
+    __threadfence();
+    old = atomic_add_acq_rel_gpu(j.counters + u, covered);
+  }
+  old = shfl_idx(old, 0);
+  if (old + covered != j.P) return;
+  __threadfence();
+  float tot[NT][4] = {};
+  const long long a = static_cast<long long>(u) * j.P;
+  const int w0 = owner(j, a), w1 = owner(j, a + j.P - 1);
+  for (int v = w0; v <= w1; ++v) {
+    const long long vs = range_start(j, v);
+    if (vs == range_start(j, v + 1)) continue;  // an empty range (more warps than items)
+    const float4* theirs = j.partials + (static_cast<long long>(v) * 2 + (vs / j.P == u ? 0 : 1)) * NT * 32;
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const float4 p = ldcg_f4(theirs + t * 32 + lane);
+      tot[t][0] += p.x;
+      tot[t][1] += p.y;
+      tot[t][2] += p.z;
+      tot[t][3] += p.w;
+    }
+  }
+  write_c(tot, j, u, lane);
+  if (lane == 0) j.counters[u] = 0;  // the next launch finds it zero
+}
+
+__device__ void run_warp(const Job& j, unsigned char* smem) {
+  const int lane = threadIdx.x % 32, wib = threadIdx.x / 32;
+  const int w = blockIdx.x * kWarps + wib;
+  const long long i0 = range_start(j, w), i1 = range_start(j, w + 1);
+  if (i0 >= i1) return;
+  const uint32_t tile = hopper::smem_u32(smem) + wib * kTile;
+  int u = static_cast<int>(i0 / j.P), s = static_cast<int>(i0 % j.P), first = s;
+  const int u0 = u;
+  float acc[NT][4] = {};
+  U4 wr[kRows];
+  load_step(wr, j, u, s, lane);
+  for (long long it = i0; it < i1; ++it) {
+    __syncwarp();  // the previous step's shared-memory reads are done
+    store_step(wr, tile, lane);
+    __syncwarp();
+    const bool more = it + 1 < i1;
+    const int un = s + 1 == j.P ? u + 1 : u, sn = s + 1 == j.P ? 0 : s + 1;
+    if (PREFETCH && more) load_step(wr, j, un, sn, lane);
+    mma_step(acc, j, tile, s, lane);
+    if (!PREFETCH && more) load_step(wr, j, un, sn, lane);
+    if (s == j.P - 1 || !more) {
+      finish_unit(acc, j, w, u, first, s, u == u0, lane);
+#pragma unroll
+      for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;
+      first = 0;
+    }
+    u = un;
+    s = sn;
+  }
+}
+
+}  // namespace drows
+
+HOPPER_DECLARE_DYNAMIC_SMEM(drows::kWarps * drows::kTile)
+
+extern "C" __global__ void __launch_bounds__(drows::kThreads, MIN_BLOCKS)
+    decode_rows(const TIN* __restrict__ A, const TIN* __restrict__ B, TOUT* __restrict__ C, int M, int N, int K,
+#if DROWS_FP8
+                float scale_a, float scale_b,
+#endif
+                int* __restrict__ workspace) {
+  using namespace drows;
+  HOPPER_DYNAMIC_SMEM(smem_raw);
+  if (M > 8 * NT || dynamic_smem_size() < static_cast<uint32_t>(kWarps * kTile)) __trap();
+  Job j;
+  j.X = reinterpret_cast<const unsigned char*>(A);
+  j.W = reinterpret_cast<const unsigned char*>(B);
+  j.C = C;
+  j.M = M;
+  j.N = N;
+  j.row_bytes = static_cast<long long>(K) * sizeof(TIN);
+  j.P = static_cast<int>((j.row_bytes + kStep - 1) / kStep);
+  const int units = (N + kRows - 1) / kRows;
+  j.items = static_cast<long long>(units) * j.P;
+  j.warps = gridDim.x * kWarps;
+#if DROWS_FP8
+  j.scale = scale_a * scale_b;
+#else
+  j.scale = 1.0f;
+#endif
+  j.counters = workspace;
+  j.partials = reinterpret_cast<float4*>(workspace + ((units + 63) / 64) * 64);  // 256-byte aligned
+  run_warp(j, smem_raw);
+}
+
+#if defined(GEMMLAB_HOST_EMULATION)
+#include "common/host_emulation/decode_ptx.h"  // the PTX wrappers, on the host (CPU tests)
+#endif

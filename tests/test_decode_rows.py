@@ -1,0 +1,146 @@
+"""Stage 16 (decode_rows) without a GPU: it builds for sm_90a without spills at every n8-tile count in
+bf16 and fp8, its SASS reads the weights with 16-byte no-L1 loads and multiplies on the tensor cores,
+and its own code runs on the CPU through the host emulation (mma.sync, shared memory, the split
+units' counters), launched twice on one workspace, C checked element-wise against FP64 at decode
+shapes with tails (N not a multiple of a 16-row unit, K not a multiple of a 512-byte step, M not a
+multiple of an n8 tile) and with units split between warps (stream-K over the grid's warps, empty
+ranges where there are more warps than items). Mutants (a reduction that drops a warp's partial, a
+counter left dirty for the next launch, a tile read without the swizzle it was written with) fail the
+same check."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from conftest import compose_cfg, session_folder
+from test_decode_emulation import NEEDS_NVCC, _assert_right, decode_emulator, emulate_decode
+
+from gemmlab.backends import nvcc
+from gemmlab.backends.cuda_kernels import build_for, launch_shape
+from gemmlab.points import expand
+
+VARIANT = "decode_rows"
+
+
+def rows_point(m, n, k, precision="bf16", defines=None):
+    over = [f"variant={VARIANT}", f"precision={precision}", "layouts=[nt]", "sizes.square=[]",
+            f"sizes.shapes=[[{m},{n},{k}]]"]
+    if precision == "fp8":
+        over.append("measure.fp8_scaling=tensor")
+    if defines:
+        over.append(f"variant.{VARIANT}.cuda.defines={defines}")
+    (p,) = expand(compose_cfg(over))
+    assert p.skip_reason is None, p.skip_reason
+    return p
+
+
+@pytest.fixture(scope="module")
+def cubin_cache(tmp_path_factory):
+    return session_folder(tmp_path_factory.getbasetemp(), "cuda-cache")
+
+
+BUILDS = [(p, m) for p in ("bf16", "fp8") for m in (1, 16, 32, 64)]
+
+
+@NEEDS_NVCC
+@pytest.mark.slow
+@pytest.mark.parametrize("precision,m", BUILDS, ids=[f"{p}-m{m}" for p, m in BUILDS])
+def test_builds_for_sm90a_without_spills(precision, m, cubin_cache):
+    b = build_for(rows_point(m, 256, 512, precision))
+    report = nvcc.compile_cubin(b.source, b.flags, cubin_cache).report(b.entry)
+    assert report.spill_bytes == 0 and report.stack_frame_bytes == 0, (b.kernel_name, report)
+    blocks = dict(b.point_defines)["MIN_BLOCKS"]
+    assert report.registers <= 65536 // (256 * blocks), (b.kernel_name, report)
+
+
+@NEEDS_NVCC
+@pytest.mark.slow
+def test_sass_reads_rows_with_no_l1_loads_into_tensor_cores(cubin_cache):
+    """What the header claims, in the machine code: no-L1 16-byte weight loads with the 256-byte L2
+    prefetch, 16-byte stores and loads of the shared-memory tile, HMMA (bf16; f16 after e4m3 -> f16
+    in fp8), an atomic for split units, nothing in local memory."""
+    from test_hopper_kernels import opcodes, sass
+
+    for prec in ("bf16", "fp8"):
+        b = build_for(rows_point(1, 256, 512, prec))
+        o = opcodes(sass(nvcc.compile_cubin(b.source, b.flags, cubin_cache).path))
+        assert not [x for x in o if x.startswith(("LDL", "STL"))], f"{prec} touches local memory"
+        assert any(x.startswith("LDG.E.NA.LTC256B.128") for x in o), f"{prec}: weights not streamed"
+        assert any(x.startswith("STS.128") for x in o) and any(x.startswith("LDS.128") for x in o), prec
+        assert any(x.startswith("ATOMG") for x in o), f"{prec}: no counter for split units"
+        if prec == "bf16":
+            assert any(x.startswith("HMMA.16816.F32.BF16") for x in o)
+        else:
+            assert any(x.startswith("HMMA.16816.F32") and "BF16" not in x for x in o)
+            assert any(x.startswith("F2FP.F16.E4M3") for x in o)
+
+
+def test_launch_rules_on_the_h200():
+    p = rows_point(1, 6144, 4096)
+    s = launch_shape(p, sm_count=132)
+    assert s.grid == (264, 1, 1) and s.block == (256, 1, 1) and s.smem_bytes == 8 * 8192
+    # counters: 384 units -> 1536 bytes, to 256: 1536; partials: 264 x 8 warps x 2 slots x NT 1 x 512
+    assert s.workspace_bytes == 1536 + 264 * 8 * 2 * 512
+    p64 = rows_point(64, 8192, 8192, "fp8")
+    assert dict(build_for(p64).point_defines) == {"NT": 8, "MIN_BLOCKS": 1}
+    assert launch_shape(p64, sm_count=132).grid == (132, 1, 1)
+
+
+# (m, n, k): P steps of 512 bytes per row and 16-row units; with the emulation's 4 SMs the grid has
+# 64 warps (MIN_BLOCKS 2) or 32: (1, 37, 200) one step, one warp per unit (C written at once);
+# (5, 70, 2056) 9 steps (the last one 16 bytes), 45 items over 64 warps (every unit split, empty
+# ranges between); (16, 100, 8200) 33 steps, 231 items (ranges cross unit boundaries: first and last
+# slots); (9, 300, 4096) full and split units mixed; (33, 70, 520) and (64, 40, 1032) eight n-tiles.
+SHAPES = {
+    "bf16": [(1, 37, 200), (5, 70, 2056), (16, 100, 8200), (9, 300, 4096), (33, 70, 520), (64, 40, 1032)],
+    "fp8": [(1, 37, 208), (5, 70, 4112), (16, 100, 8208), (64, 40, 1040)],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", ["bf16", "fp8"])
+def test_decode_rows_computes_x_wt_on_the_cpu(precision, tmp_path_factory):
+    folder, rng = tmp_path_factory.mktemp(f"emu-rows-{precision}"), np.random.default_rng(11)
+    exes = {}
+    for m, n, k in SHAPES[precision]:
+        p = rows_point(m, n, k, precision)
+        key = tuple(build_for(p).point_defines)
+        exes[key] = exes.get(key) or decode_emulator(p, folder.parent)
+        c, res = emulate_decode(p, exes[key], folder, rng)
+        _assert_right(p, c, res)
+
+
+@pytest.mark.slow
+def test_prefetch_and_swizzle_switched_off_still_compute_right(tmp_path_factory):
+    folder, rng = tmp_path_factory.mktemp("emu-rows-off"), np.random.default_rng(12)
+    p = rows_point(5, 70, 2056, defines="{PREFETCH:0,SWIZZLE:0}")
+    c, res = emulate_decode(p, decode_emulator(p, folder.parent), folder, rng)
+    _assert_right(p, c, res)
+
+
+def _mutant(folder, name: str, old: str, new: str):
+    source = build_for(rows_point(1, 64, 64)).source
+    text = source.read_text()
+    assert text.count(old) == 1, f"the mutation {name!r} no longer matches the kernel"
+    out = session_folder(folder, "rows-mutants") / f"16_decode_rows_{name}.cu"
+    out.write_text(text.replace(old, new))
+    return out
+
+
+MUTANTS = [
+    ("drop_partial", "for (int v = w0; v <= w1; ++v)", "for (int v = w0 + 1; v <= w1; ++v)", 1),
+    ("dirty_counter", "if (lane == 0) j.counters[u] = 0;", "", 2),
+    ("unswizzled_read", "const U4 a = lds16(tile + g * kStep + swz(g, q) * 16);",
+     "const U4 a = lds16(tile + g * kStep + q * 16);", 1),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,old,new,launches", MUTANTS, ids=[m[0] for m in MUTANTS])
+def test_emulation_catches_a_broken_kernel(name, old, new, launches, tmp_path_factory):
+    folder = tmp_path_factory.mktemp(f"emu-rows-{name}")
+    p = rows_point(5, 70, 2056)
+    exe = decode_emulator(p, folder.parent, _mutant(folder.parent, name, old, new))
+    c, res = emulate_decode(p, exe, folder, np.random.default_rng(13), launches=launches)
+    assert not res.passed, f"the mutant {name} passed the check"
