@@ -40,14 +40,14 @@ def cubin_cache(tmp_path_factory):
     return session_folder(tmp_path_factory.getbasetemp(), "cuda-cache")
 
 
-BUILDS = [(p, m) for p in ("bf16", "fp8") for m in (1, 16, 32, 64)]
+BUILDS = [(p, m, d) for p in ("bf16", "fp8") for m in (1, 16, 32, 64) for d in (None, "{BLOCKS_SMALL:2}")]
 
 
 @NEEDS_NVCC
 @pytest.mark.slow
-@pytest.mark.parametrize("precision,m", BUILDS, ids=[f"{p}-m{m}" for p, m in BUILDS])
-def test_builds_for_sm90a_without_spills(precision, m, cubin_cache):
-    b = build_for(rows_point(m, 256, 512, precision))
+@pytest.mark.parametrize("precision,m,defines", BUILDS, ids=[f"{p}-m{m}-{d or 'default'}" for p, m, d in BUILDS])
+def test_builds_for_sm90a_without_spills(precision, m, defines, cubin_cache):
+    b = build_for(rows_point(m, 256, 512, precision, defines))
     report = nvcc.compile_cubin(b.source, b.flags, cubin_cache).report(b.entry)
     assert report.spill_bytes == 0 and report.stack_frame_bytes == 0, (b.kernel_name, report)
     blocks = dict(b.point_defines)["MIN_BLOCKS"]
@@ -79,9 +79,12 @@ def test_sass_reads_rows_with_no_l1_loads_into_tensor_cores(cubin_cache):
 def test_launch_rules_on_the_h200():
     p = rows_point(1, 6144, 4096)
     s = launch_shape(p, sm_count=132)
-    assert s.grid == (264, 1, 1) and s.block == (256, 1, 1) and s.smem_bytes == 8 * 8192
-    # counters: 384 units -> 1536 bytes, to 256: 1536; partials: 264 x 8 warps x 2 slots x NT 1 x 512
-    assert s.workspace_bytes == 1536 + 264 * 8 * 2 * 512
+    assert s.grid == (132, 1, 1) and s.block == (256, 1, 1) and s.smem_bytes == 8 * 8192
+    # counters: 384 units -> 1536 bytes, to 256: 1536; partials: 132 x 8 warps x 2 slots x NT 1 x 512
+    assert s.workspace_bytes == 1536 + 132 * 8 * 2 * 512
+    p2 = rows_point(1, 6144, 4096, defines="{BLOCKS_SMALL:2}")  # two CTAs a SM: the grid follows
+    assert dict(build_for(p2).point_defines)["MIN_BLOCKS"] == 2
+    assert launch_shape(p2, sm_count=132).grid == (264, 1, 1)
     p64 = rows_point(64, 8192, 8192, "fp8")
     assert dict(build_for(p64).point_defines) == {"NT": 8, "MIN_BLOCKS": 1}
     assert launch_shape(p64, sm_count=132).grid == (132, 1, 1)

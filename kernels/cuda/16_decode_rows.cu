@@ -33,9 +33,11 @@
 // Defines (each switchable; the decode_rows sweep of .ci/h200-session.sh):
 //   WARPS       warps per CTA (8)
 //   MIN_BLOCKS  CTAs per SM the registers are bounded for and the grid's CTAs per SM, from the point
-//               (point_defines): BLOCKS_SMALL (2: <= 128 registers, 16 warps per SM) where the step fits
-//               them (bf16 up to 16 tokens, fp8 up to 8), else BLOCKS_LARGE (1); the read probe lost ~20%
-//               at 8 warps per SM
+//               (point_defines): BLOCKS_SMALL where 128 registers hold the step (bf16 up to 16 tokens,
+//               fp8 up to 8), else BLOCKS_LARGE (1). The read probe lost ~20% at 8 warps per SM, yet
+//               BLOCKS_SMALL 2 (16 warps, 128 registers) was the slower on the H200: 58-68% of the faster
+//               library at 16 tokens against 68-83% with 1 CTA (255 registers), and 75-98% against
+//               77-100% at 1 token (session10c decode_rows_sweep): the default is 1
 //   W_HINT      L1::no_allocate + L2::256B on the weight loads (0: plain ld.global.nc)
 //   SWIZZLE     1: 16-byte chunks XOR (row parity << 2) in the tile (0: 2-way bank conflicts on reads)
 //   PREFETCH    1: the next step's loads before this step's MMAs (0: after them: one step in flight)
