@@ -11,7 +11,7 @@
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation conduct sanitize precompile_default default_run default_run_noguard fidelity_default
-# cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_rows pinning multi_gpu
+# cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_rows_tests decode_rows decode_rows_sweep pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # Set GEMMLAB_GIT_COMMIT to the commit being measured: the tree copied to a GPU host may carry a
@@ -400,15 +400,15 @@ while time.time()-t<45: a@a" &
            # of 32 rows a warp, the ring's depth no help; bf16 at 1 and 16 tokens, the faster library interleaved
            decode_sweep decode_v3 150 bf16 "[[1,6144,4096],[16,6144,4096],[1,8192,8192],[1,57344,8192],[16,57344,8192]]" \
              "[cublas,cublaslt]" '{W_PIPE:1},{W_PIPE:1,MT:1,WP_CHUNKS_SMALL:12},{W_PIPE:1,MT:1,WP_CHUNKS_SMALL:8,WP_STAGES_SMALL:3},{W_PIPE:1,MT:1,WARPS:4,WP_CHUNKS_SMALL:24},{W_PIPE:1,MT:1,WARPS:4,WP_CHUNKS_SMALL:12,WP_STAGES_SMALL:4}' ;;
-  decode_rows)  # issue 30: stage 16 (decode_rows: weights in 512-byte row pieces per warp load, through shared
-           # memory into mma.sync) on the GPU (tests), then the decode experiment (stages 14 and 16 beside
-           # cuBLAS / cuBLASLt, also interleaved, and the copy probe; one run per precision), then stage 16's
-           # defines one at a time at Llama-3 8B qkv, 70B attn_o and mlp_gate_up, 1 / 16 / 64 tokens
-           step gpu_decode_rows 240 python3 -m pytest -m gpu tests/test_gpu_decode.py -k stage_16 -q -rA -p no:cacheprovider
+  decode_rows_tests)  # issue 30: stage 16 (decode_rows) on the GPU: correctness at every M, tails, defines
+           step gpu_decode_rows 240 python3 -m pytest -m gpu tests/test_gpu_decode.py -k stage_16 -q -rA -p no:cacheprovider ;;
+  decode_rows)  # issue 30: the decode experiment (stages 14 and 16 beside cuBLAS / cuBLASLt, also interleaved, and
+           # the copy probe; one run per precision)
            step decode_rows_bf16 300 python3 run.py +experiment=decode "precision=[bf16,fp32]" run.fail_on_error=false $Q \
              hydra.run.dir=$REF/decode_rows/bf16
            step decode_rows_fp8 240 python3 run.py +experiment=decode "precision=[fp8,fp32]" run.fail_on_error=false $Q \
-             hydra.run.dir=$REF/decode_rows/fp8
+             hydra.run.dir=$REF/decode_rows/fp8 ;;
+  decode_rows_sweep)  # issue 30: stage 16's defines one at a time at Llama-3 8B qkv, 70B attn_o and mlp_gate_up
            step decode_rows_sweep 200 python3 run.py -m variant=decode_rows "precision=bf16,fp8" "layouts=[nt]" \
              measure.fp8_scaling=tensor sizes.square=[] "sizes.shapes=$DECODE_ROWS_SHAPES" "measure.baseline=[cublas,cublaslt]" \
              measure.max_noise=0.05 measure.warmup_s=0.2 measure.min_time_s=0.1 measure.max_time_s=0.5 \
