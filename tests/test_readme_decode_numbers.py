@@ -1,0 +1,91 @@
+"""The README's numbers about decode GEMMs (issue 30: stages 14 and 16, the libraries, the copy probe
+and the read-pattern probe) and about the default run (issue 31), recomputed from the committed rows
+each sentence names. A failure names the README sentence that no longer matches."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from readme_said import assert_said, folder, has, span
+
+S10B, S10C = "h200-2026-12-03/session10b", "h200-2026-12-03/session10c"
+pytestmark = pytest.mark.skipif(not has(S10B, S10C), reason="the H200 reference rows of 2026-12-03 are not in this checkout")
+
+
+def _decode_run(precision: str):
+    d = pd.read_csv(folder(f"{S10C}/decode_rows/{precision}") / "results.csv")
+    ok = d[d["status"] == "ok"].copy()
+    copy = ok[ok["variant"] == "copy_gpu"].iloc[0]
+    copy_gbs = copy["bytes_min"] / copy["time_median_s"] / 1e9
+    ok["pct_copy"] = 100 * ok["bytes_min"] / ok["time_median_s"] / 1e9 / copy_gbs
+    return ok, copy_gbs
+
+
+def decode_phrases() -> list:
+    bf, copy_bf = _decode_run("bf16")
+    fp, copy_fp = _decode_run("fp8")
+    out = [f"{copy_bf:.0f} GB/s"]
+    lib = bf[bf["variant"].isin(["cublas", "cublaslt"])]
+    small = lib[(lib["n"] == 6144) & (lib["k"] == 4096) & lib["m"].isin([1, 64])]
+    out.append(f"{span(small['pct_copy'], '.0f')}% of it at Llama-3 8B's (1, 6144, 4096) and (64, 6144, 4096) "
+               f"({span(small['time_median_s'] * 1e6, '.1f')} us for 50 MB)")
+    for v, name in (("decode_splitk", "stage 14"), ("decode_rows", "stage 16")):
+        x = bf[bf["variant"] == v]
+        by_m = {m: x[x["m"] == m] for m in (1, 16, 64)}
+        out.append(f"{name}: {span(by_m[1]['pct_copy'], '.1f')}% at 1 token, {span(by_m[16]['pct_copy'], '.1f')}% at 16, "
+                   f"{span(by_m[64]['pct_copy'], '.1f')}% at 64")
+    rows = bf[bf["variant"] == "decode_rows"]
+    best = rows.loc[rows["pct_copy"].idxmax()]
+    out.append(f"{best['pct_copy']:.1f}% of the copy probe at `{best['shape_name']}` ({best['pct_of_baseline']:.1f}% of the "
+               f"faster library timed beside it)")
+    out.append(f"{int((rows['pct_copy'] >= 90).sum())} of {len(rows)} BF16 points at >= 90%")
+    f16 = fp[fp["variant"] == "decode_rows"]
+    out.append(f"FP8 {span(f16[f16['m'] == 1]['pct_copy'], '.1f')}% at 1 token (copy probe {copy_fp:.0f} GB/s)")
+    return out
+
+
+def sweep_phrases() -> list:
+    d = pd.read_csv(folder(f"{S10C}/decode_rows_sweep") / "results.csv")
+    d = d[(d["status"] == "ok") & (d["precision"] == "bf16")]
+    d["blocks"] = d["defines"].map(lambda s: json.loads(s)["BLOCKS_SMALL"])
+    base = d[d["defines"].map(lambda s: all(json.loads(s)[k] == 1 for k in ("PREFETCH", "SWIZZLE", "W_HINT")))]
+    t16 = base[base["m"] == 16].pivot_table(index=["n", "k"], columns="blocks", values="pct_of_baseline")
+    return [f"{span(t16[2], '.0f')}% of the faster library at 16 tokens with two CTAs per SM, "
+            f"{span(t16[1], '.0f')}% with one"]
+
+
+def read_phrases() -> list:
+    rows = [json.loads(l) for l in (folder(f"{S10B}/logs") / "read_patterns.jsonl").read_text().splitlines()]
+    rows = [r for r in rows if "gbps" in r]
+    best = lambda pat, **kw: [max(r["pct_of_contig"] for r in rows if r["pattern"] == pat and r["n"] == n
+                                  and all(r[k] == v for k, v in kw.items())) for n in (6144, 8192, 57344)]
+    tile = [r["pct_of_contig"] for r in rows if r["pattern"] == "tile"]
+    return [f"a warp per row reads at {span(best('rowwarp', BPS=4) + best('rowwarp', BPS=2), '.1f')}% of a copy-like read "
+            f"with 16 or more warps per SM",
+            f"stage 14's pattern at {span(tile, '.1f')}%",
+            f"{min(r['launch_us'] for r in rows if r['pattern'] == 'contig' and r['n'] == 6144):.1f} us a launch"]
+
+
+def default_run_phrases() -> list:
+    d = pd.read_csv(folder(f"{S10B}/default_run") / "results.csv")
+    ok = d[d["status"] == "ok"]
+    rel = ok["reliable"].astype(str).eq("True")
+    wall = next(l for l in (folder(f"{S10B}/logs") / "default_run.log").read_text().splitlines()
+                if l.startswith("default_run wall"))
+    return [f"{int(rel.sum())} of its {len(ok)} ok rows reliable ({100 * rel.mean():.1f}%)",
+            f"in {int(wall.split()[2]) / 1000:.1f} s"]
+
+
+def test_readme_states_the_decode_stages_as_measured():
+    assert_said(decode_phrases() + sweep_phrases() + read_phrases(), "decode paragraph")
+
+
+def test_readme_states_the_default_run_on_the_h200():
+    assert_said(default_run_phrases(), "default run sentence")
+
+
+if __name__ == "__main__":  # print what the README should say
+    for p in decode_phrases() + sweep_phrases() + read_phrases() + default_run_phrases():
+        print(p)
