@@ -238,23 +238,3 @@ def test_readme_quotes_the_reference_decode_numbers(reference):
             f"algorithm at DeepSeek-V3's `{top['shape_name'].split('.', 1)[1]}`, "
             f"{top['batch'] * top['n'] * top['k'] * 2 / 1e9:.2g} GB of weights)")
     assert top["variant"] == "cublaslt_search" and said in text, said
-
-
-def test_readme_quotes_stage_14_as_measured():
-    """The decode stage's paragraph: its best point against its run's copy probe, cuBLAS at that
-    shape in the same run, and its range against the faster library timed beside it, over the BF16
-    decode run's rows (session9), recomputed in plain pandas."""
-    import pandas as pd
-
-    rows = pd.read_csv(ROOT / "outputs/reference/h200-2026-12-02/session9/decode/bf16/results.csv")
-    rows = rows[rows["status"] == "ok"]
-    gbs = rows["bytes_min"] / rows["time_median_s"] / 1e9
-    copy = float(gbs[rows["variant"] == "copy_gpu"].max())
-    stage = rows[(rows["variant"] == "decode_splitk") & (rows["precision"] == "bf16")]
-    top = stage.loc[(gbs[stage.index]).idxmax()]
-    lib = rows[(rows["variant"] == "cublas") & (rows["shape_name"] == top["shape_name"])]
-    said = [f"`{top['shape_name'].split('.', 1)[1]}` in BF16, it streams at {100 * gbs[top.name] / copy:.1f}% of its "
-            f"run's copy probe where cuBLAS reaches {100 * float(gbs[lib.index].max()) / copy:.1f}%",
-            f"runs at {stage['pct_of_baseline'].min():.1f}-{stage['pct_of_baseline'].max():.1f}% of the faster library"]
-    assert top["shape_name"].startswith("llama3_70b.")
-    assert_said(said, "decode stage paragraph")
