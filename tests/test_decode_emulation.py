@@ -311,12 +311,13 @@ def test_decode_sweep_configurations_on_the_cpu(precision, defines, shapes, tmp_
         _assert_right(p, c, res, f"{defines}: ")
 
 
-def mutant(folder: Path, name: str, old: str, new: str) -> Path:
-    """The stage's source with one deliberate bug (the replaced text must occur exactly once)."""
-    source = build_for(decode_point(16, 64, 64)).source
+def mutant(folder: Path, name: str, old: str, new: str, source: Path | None = None) -> Path:
+    """The stage's source (stage 14's unless given) with one deliberate bug (the replaced text must
+    occur exactly once)."""
+    source = source or build_for(decode_point(16, 64, 64)).source
     text = source.read_text()
     assert text.count(old) == 1, f"the mutation {name!r} no longer matches the kernel"
-    out = session_folder(folder, "decode-mutants") / f"14_decode_{name}.cu"
+    out = session_folder(folder, "decode-mutants") / f"{source.stem}_{name}.cu"
     out.write_text(text.replace(old, new))
     return out
 

@@ -14,7 +14,7 @@ import re
 import numpy as np
 import pytest
 from conftest import compose_cfg, session_folder
-from test_decode_emulation import NEEDS_NVCC, _assert_right, decode_emulator, emulate_decode
+from test_decode_emulation import NEEDS_NVCC, _assert_right, decode_emulator, emulate_decode, mutant
 
 from gemmlab.backends import nvcc
 from gemmlab.backends.cuda_kernels import build_for, launch_shape
@@ -122,15 +122,6 @@ def test_prefetch_and_swizzle_switched_off_still_compute_right(tmp_path_factory)
     _assert_right(p, c, res)
 
 
-def _mutant(folder, name: str, old: str, new: str):
-    source = build_for(rows_point(1, 64, 64)).source
-    text = source.read_text()
-    assert text.count(old) == 1, f"the mutation {name!r} no longer matches the kernel"
-    out = session_folder(folder, "rows-mutants") / f"16_decode_rows_{name}.cu"
-    out.write_text(text.replace(old, new))
-    return out
-
-
 MUTANTS = [
     ("drop_partial", "for (int v = w0; v <= w1; ++v)", "for (int v = w0 + 1; v <= w1; ++v)", 1),
     ("dirty_counter", "if (lane == 0) j.counters[u] = 0;", "", 2),
@@ -144,6 +135,6 @@ MUTANTS = [
 def test_emulation_catches_a_broken_kernel(name, old, new, launches, tmp_path_factory):
     folder = tmp_path_factory.mktemp(f"emu-rows-{name}")
     p = rows_point(5, 70, 2056)
-    exe = decode_emulator(p, folder.parent, _mutant(folder.parent, name, old, new))
+    exe = decode_emulator(p, folder.parent, mutant(folder.parent, name, old, new, build_for(p).source))
     c, res = emulate_decode(p, exe, folder, np.random.default_rng(13), launches=launches)
     assert not res.passed, f"the mutant {name} passed the check"

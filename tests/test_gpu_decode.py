@@ -38,20 +38,29 @@ def _run(tmp, precision, extra=(), baseline="[]", shapes=SHAPES, variant="decode
     return out
 
 
-@pytest.mark.parametrize("precision", ["bf16", "fp8"])
-@pytest.mark.parametrize("defines", ["{SPLIT_K:1}", "{X_SMEM:0}", "{M1_SIMT:1,MT:1,W_DEPTH:8}",
-                                     "{W_PIPE:1}", "{W_PIPE:1,W_PIPE_MAX_M:64}"])
-def test_decode_stage_matches_the_fp64_product(tmp_path, precision, defines):
-    rows = _run(tmp_path, precision, [f"variant.decode_splitk.cuda.defines={defines}"])
+def _checked(rows, precision):
+    """One row per shape: skipped exactly where M > 64 or K's bytes are no multiple of 16, else ok;
+    returns the ok rows."""
     assert len(rows) == len(SHAPES)
+    ok = []
     for r in rows:
         m, n, k = int(r["m"]), int(r["n"]), int(r["k"])
         should_skip = m > 64 or (k * (1 if precision == "fp8" else 2)) % 16 != 0
         assert (r["status"] == "skipped") == should_skip, ((m, n, k), r["status"], r["reason"])
         if not should_skip:
             assert r["status"] == "ok", ((m, n, k), r["reason"])
-            extra = json.loads(r["extra"])
-            assert extra["let"]["S"] == extra["grid"][1], extra
+            ok.append(r)
+    return ok
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp8"])
+@pytest.mark.parametrize("defines", ["{SPLIT_K:1}", "{X_SMEM:0}", "{M1_SIMT:1,MT:1,W_DEPTH:8}",
+                                     "{W_PIPE:1}", "{W_PIPE:1,W_PIPE_MAX_M:64}"])
+def test_decode_stage_matches_the_fp64_product(tmp_path, precision, defines):
+    rows = _run(tmp_path, precision, [f"variant.decode_splitk.cuda.defines={defines}"])
+    for r in _checked(rows, precision):
+        extra = json.loads(r["extra"])
+        assert extra["let"]["S"] == extra["grid"][1], extra
 
 
 def test_split_k_at_64_tokens_against_the_libraries(tmp_path):
@@ -71,11 +80,4 @@ def test_stage_16_matches_the_fp64_product(tmp_path, precision, defines):
     """Stage 16 (decode_rows, tests/test_decode_rows.py on the CPU) on the same shapes: every M from 1
     to 64 (n8 tiles 1, 2, 8), N and K tails, units split between warps; the call repeated and re-checked
     after timing (its counters must be left zero)."""
-    rows = _run(tmp_path, precision, [f"variant.decode_rows.cuda.defines={defines}"], variant="decode_rows")
-    assert len(rows) == len(SHAPES)
-    for r in rows:
-        m, n, k = int(r["m"]), int(r["n"]), int(r["k"])
-        should_skip = m > 64 or (k * (1 if precision == "fp8" else 2)) % 16 != 0
-        assert (r["status"] == "skipped") == should_skip, ((m, n, k), r["status"], r["reason"])
-        if not should_skip:
-            assert r["status"] == "ok", ((m, n, k), r["reason"])
+    _checked(_run(tmp_path, precision, [f"variant.decode_rows.cuda.defines={defines}"], variant="decode_rows"), precision)
