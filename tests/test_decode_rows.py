@@ -40,7 +40,7 @@ def cubin_cache(tmp_path_factory):
     return session_folder(tmp_path_factory.getbasetemp(), "cuda-cache")
 
 
-BUILDS = [(p, m, d) for p in ("bf16", "fp8") for m in (1, 16, 32, 64) for d in (None, "{BLOCKS_SMALL:2}")]
+BUILDS = [(p, m, d) for p in ("bf16", "fp8") for m in (1, 16, 32, 64) for d in (None, "{BLOCKS_SMALL:2}", "{XSHARE:1}")]
 
 
 @NEEDS_NVCC
@@ -115,6 +115,21 @@ def test_decode_rows_computes_x_wt_on_the_cpu(precision, tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("precision", ["bf16", "fp8"])
+def test_xshare_computes_x_wt_on_the_cpu(precision, tmp_path_factory):
+    """XSHARE 1 (stream-K over CTAs, a CTA's warps on neighbouring units at the same step): the same
+    shapes, including a last block with fewer units than warps (37, 70, 100 rows: 3, 5, 7 units)."""
+    folder, rng = tmp_path_factory.mktemp(f"emu-rows-xshare-{precision}"), np.random.default_rng(14)
+    exes = {}
+    for m, n, k in SHAPES[precision]:
+        p = rows_point(m, n, k, precision, defines="{XSHARE:1}")
+        key = tuple(build_for(p).point_defines)
+        exes[key] = exes.get(key) or decode_emulator(p, folder.parent)
+        c, res = emulate_decode(p, exes[key], folder, rng)
+        _assert_right(p, c, res, "XSHARE 1: ")
+
+
+@pytest.mark.slow
 def test_prefetch_and_swizzle_switched_off_still_compute_right(tmp_path_factory):
     folder, rng = tmp_path_factory.mktemp("emu-rows-off"), np.random.default_rng(12)
     p = rows_point(5, 70, 2056, defines="{PREFETCH:0,SWIZZLE:0}")
@@ -123,7 +138,7 @@ def test_prefetch_and_swizzle_switched_off_still_compute_right(tmp_path_factory)
 
 
 MUTANTS = [
-    ("drop_partial", "for (int v = w0; v <= w1; ++v)", "for (int v = w0 + 1; v <= w1; ++v)", 1),
+    ("drop_partial", "for (int p = p0; p <= p1; ++p)", "for (int p = p0 + 1; p <= p1; ++p)", 1),
     ("dirty_counter", "if (lane == 0) j.counters[u] = 0;", "", 2),
     ("unswizzled_read", "const U4 a = lds16(tile + g * kStep + swz(g, q) * 16);",
      "const U4 a = lds16(tile + g * kStep + q * 16);", 1),

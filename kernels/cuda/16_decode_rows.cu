@@ -41,6 +41,9 @@
 //   W_HINT      L1::no_allocate + L2::256B on the weight loads (0: plain ld.global.nc)
 //   SWIZZLE     1: 16-byte chunks XOR (row parity << 2) in the tile (0: 2-way bank conflicts on reads)
 //   PREFETCH    1: the next step's loads before this step's MMAs (0: after them: one step in flight)
+//   XSHARE      1: stream-K over CTAs, whose warps take WARPS neighbouring units side by side at the same
+//               step (a step's X, M x 512 bytes, read from L2 once per CTA, then L1); 0: over warps,
+//               each on its own units and steps (X from L2 by every warp: 4x the weight bytes at M = 64)
 // NT (n8 tiles of tokens: 1, 2, 4, 8) comes from the point (point_defines): one build per tile count,
 // so M <= 16 is not held to M = 64's registers.
 //
@@ -81,6 +84,9 @@
 #endif
 #ifndef PREFETCH
 #define PREFETCH 1
+#endif
+#ifndef XSHARE
+#define XSHARE 0
 #endif
 
 // fp8 builds take the per-tensor scales: e4m3 detected from the TIN token (as stage 14 does)
@@ -125,18 +131,25 @@ struct Job {
   int M, N;
   long long row_bytes;  // K * elem_bytes
   int P;                // steps per row
-  long long items;      // units x P
+  int units;            // of 16 rows
+  // the stream-K split: `parts` participants each take a contiguous range of a sequence of `len`
+  // positions. XSHARE 0: every warp a participant, a position one (unit, step), unit-major. XSHARE 1:
+  // every CTA a participant, a position one (block of WARPS units, step): the CTA's warps take the
+  // block's units side by side at the same step, so a step's activations come from L2 once per CTA
+  long long len;
+  int parts;
   int warps;            // of the grid
   float scale;          // scale_a * scale_b (fp8), 1 (bf16)
   int* counters;        // one per unit
   float4* partials;     // [warp][slot 2][NT][32 lanes]
 };
 
-__device__ __forceinline__ long long range_start(const Job& j, int w) { return static_cast<long long>(w) * j.items / j.warps; }
-// the warp whose range holds item i (the largest w with range_start(w) <= i)
+__device__ __forceinline__ long long range_start(const Job& j, int p) { return static_cast<long long>(p) * j.len / j.parts; }
+// the participant whose range holds position i (the largest p with range_start(p) <= i)
 __device__ __forceinline__ int owner(const Job& j, long long i) {
-  return static_cast<int>(((i + 1) * j.warps - 1) / j.items);
+  return static_cast<int>(((i + 1) * j.parts - 1) / j.len);
 }
+constexpr int kUnitsPerPos = XSHARE ? kWarps : 1;  // units a position spans (a block's with XSHARE)
 
 // the 16 loads of step s of unit u (zeros past N and past the row)
 __device__ __forceinline__ void load_step(U4 (&w)[kRows], const Job& j, int u, int s, int lane) {
@@ -205,6 +218,7 @@ __device__ __forceinline__ void write_c(const float (&v)[NT][4], const Job& j, i
 // sum of every warp's partial in warp order.
 __device__ __forceinline__ void finish_unit(float (&acc)[NT][4], const Job& j, int w, int u, int first, int last,
                                             bool first_unit, int lane) {
+  if (u >= j.units) return;  // XSHARE: a warp past the last block's units
   const int covered = last - first + 1;
   if (covered == j.P) {
     write_c(acc, j, u, lane);
@@ -223,12 +237,14 @@ __device__ __forceinline__ void finish_unit(float (&acc)[NT][4], const Job& j, i
   if (old + covered != j.P) return;
   __threadfence();
   float tot[NT][4] = {};
-  const long long a = static_cast<long long>(u) * j.P;
-  const int w0 = owner(j, a), w1 = owner(j, a + j.P - 1);
-  for (int v = w0; v <= w1; ++v) {
-    const long long vs = range_start(j, v);
-    if (vs == range_start(j, v + 1)) continue;  // an empty range (more warps than items)
-    const float4* theirs = j.partials + (static_cast<long long>(v) * 2 + (vs / j.P == u ? 0 : 1)) * NT * 32;
+  const int blk = u / kUnitsPerPos;  // the position block of u's steps
+  const long long a = static_cast<long long>(blk) * j.P;
+  const int p0 = owner(j, a), p1 = owner(j, a + j.P - 1);
+  for (int p = p0; p <= p1; ++p) {
+    const long long ps = range_start(j, p);
+    if (ps == range_start(j, p + 1)) continue;  // an empty range (more participants than positions)
+    const int v = p * kUnitsPerPos + u % kUnitsPerPos;  // the warp of participant p that took unit u
+    const float4* theirs = j.partials + (static_cast<long long>(v) * 2 + (ps / j.P == blk ? 0 : 1)) * NT * 32;
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       const float4 p = ldcg_f4(theirs + t * 32 + lane);
@@ -245,10 +261,11 @@ __device__ __forceinline__ void finish_unit(float (&acc)[NT][4], const Job& j, i
 __device__ void run_warp(const Job& j, unsigned char* smem) {
   const int lane = threadIdx.x % 32, wib = threadIdx.x / 32;
   const int w = blockIdx.x * kWarps + wib;
-  const long long i0 = range_start(j, w), i1 = range_start(j, w + 1);
+  const int me = XSHARE ? blockIdx.x : w;
+  const long long i0 = range_start(j, me), i1 = range_start(j, me + 1);
   if (i0 >= i1) return;
   const uint32_t tile = hopper::smem_u32(smem) + wib * kTile;
-  int u = static_cast<int>(i0 / j.P), s = static_cast<int>(i0 % j.P), first = s;
+  int u = static_cast<int>(i0 / j.P) * kUnitsPerPos + (XSHARE ? wib : 0), s = static_cast<int>(i0 % j.P), first = s;
   const int u0 = u;
   float acc[NT][4] = {};
   U4 wr[kRows];
@@ -258,7 +275,7 @@ __device__ void run_warp(const Job& j, unsigned char* smem) {
     store_step(wr, tile, lane);
     __syncwarp();
     const bool more = it + 1 < i1;
-    const int un = s + 1 == j.P ? u + 1 : u, sn = s + 1 == j.P ? 0 : s + 1;
+    const int un = s + 1 == j.P ? u + kUnitsPerPos : u, sn = s + 1 == j.P ? 0 : s + 1;
     if (PREFETCH && more) load_step(wr, j, un, sn, lane);
     mma_step(acc, j, tile, s, lane);
     if (!PREFETCH && more) load_step(wr, j, un, sn, lane);
@@ -295,8 +312,10 @@ extern "C" __global__ void __launch_bounds__(drows::kThreads, MIN_BLOCKS)
   j.row_bytes = static_cast<long long>(K) * sizeof(TIN);
   j.P = static_cast<int>((j.row_bytes + kStep - 1) / kStep);
   const int units = (N + kRows - 1) / kRows;
-  j.items = static_cast<long long>(units) * j.P;
+  j.units = units;
   j.warps = gridDim.x * kWarps;
+  j.parts = XSHARE ? static_cast<int>(gridDim.x) : j.warps;
+  j.len = static_cast<long long>((units + kUnitsPerPos - 1) / kUnitsPerPos) * j.P;
 #if DROWS_FP8
   j.scale = scale_a * scale_b;
 #else
