@@ -180,3 +180,18 @@ def test_the_spin_covers_the_host_cost_of_a_whole_sample_not_only_the_call():
     timer._measure([[lambda: None]])
     spins = [x[1] for x in timer.stream.log if x[0] == "spin"]
     assert min(spins[-3:]) >= 2 * 2000.0, spins
+
+
+def test_a_long_call_keeps_a_short_spin():
+    """... but a call whose GPU time already outlasts the host's enqueue (here 10 ms on the GPU
+    against a 2 ms flush enqueue) needs no more than the call's own enqueue rule: a longer spin only
+    idles the GPU, and an idle GPU clocks higher than a back-to-back benchmark's (do_bench)."""
+    import time
+
+    timer = make_timer(min_samples=3, max_samples=3, batch=1, max_noise=1.0, max_time_s=100, min_time_s=0,
+                       warmup_s=0, warmup_min_iters=10, busy_us=1.0)
+    timer.flush_l2 = lambda: time.sleep(0.002)
+    timer.cupy.cuda.get_elapsed_time = lambda a, b: 10.0  # ms: every call 10 ms on the GPU
+    timer._measure([[lambda: None]])
+    spins = [x[1] for x in timer.stream.log if x[0] == "spin"]
+    assert max(spins[-3:]) < 1000.0, spins

@@ -11,10 +11,12 @@ One sample, in stream order::
     [the call under test]       the spin also measures the SM clock (cycles / globaltimer ns)
     [stop event]
 
-The spin lasts at least twice the host's measured cost of enqueuing a sample (flush, spin, call), and at
-least busy_us. With spin=as_needed and a flush queued, the flush is itself the busy work: the spin
-only makes up what the flush (timed on the GPU during warm-up) does not cover, often nothing (and
-then no in-band clock is read). A spin keeps one thread busy while the rest of the GPU idles,
+The spin lasts at least twice the host's measured enqueue cost of (start event + call), at least
+busy_us, and long enough that a sample's GPU time (flush, spin, call) is twice the host's time to
+enqueue it (so the GPU never catches up with the host: a short call on a slow host). With
+spin=as_needed and a flush queued, the flush is itself the busy work: the spin only makes up what
+the flush (timed on the GPU during warm-up) does not cover, often nothing (and then no in-band
+clock is read). A spin keeps one thread busy while the rest of the GPU idles,
 which lowers the average power and so raises the SM clock the call under test runs at; as_needed
 keeps the duty cycle closer to a back-to-back benchmark's (triton's do_bench queues flush, call,
 flush, call, ... with no gaps).
@@ -212,27 +214,40 @@ class GpuTimer:
         # spins than the samples runs at a higher duty cycle, so the power-capped clock settled
         # lower in it and then rose during the samples (FP16 at 4096, interleaved with cuBLASLt,
         # whose host cost sets a 100 us spin: in-band 1760 -> 1950 MHz over the samples).
-        host_s = [[] for _ in range(n)]
+        host_s = [[] for _ in range(n)]  # the host's enqueue of the call alone
+        sample_s = [[] for _ in range(n)]  # ... of the whole sample: flush, spin, events, call
+        call_us: List[Optional[float]] = [None] * n  # the call on the GPU (its events), once known
+        ev = [[(cp.cuda.Event(), cp.cuda.Event()) for _ in range(n)] for _ in range(3)]  # per iteration, 3 deep
         spin_us = [m.busy_us] * n
         marks: List = []
+
+        def spins():
+            return [self._spin_us(_median(h), _median(w), flush_us, c) for h, w, c in zip(host_s, sample_s, call_us)]
+
         t0, it = time.perf_counter(), 0
         while it < m.warmup_min_iters or time.perf_counter() - t0 < m.warmup_s:
             for i, fns in enumerate(calls):
-                h = time.perf_counter()
+                w = time.perf_counter()
                 self.flush_l2()
                 self.spin(spin_us[i])
+                ev[it % 3][i][0].record(self.stream)
+                h = time.perf_counter()
                 fns[it % len(fns)]()
                 host_s[i].append(time.perf_counter() - h)
+                ev[it % 3][i][1].record(self.stream)
+                sample_s[i].append(time.perf_counter() - w)
             it += 1
             if it <= SPIN_LEARN_ITERS:
-                spin_us = [self._spin_us(sorted(h)[len(h) // 2], flush_us) for h in host_s]
+                spin_us = spins()
             mark = cp.cuda.Event(disable_timing=True)
             mark.record(self.stream)
             marks.append(mark)
             if len(marks) > 2:
-                marks.pop(0).synchronize()
+                marks.pop(0).synchronize()  # iteration it - 3 is done: its calls' GPU times are known
+                for i, (a, b) in enumerate(ev[(it - 3) % 3]):
+                    call_us[i] = cp.cuda.get_elapsed_time(a, b) * 1e3
         warmup_s = time.perf_counter() - t0
-        busy_us = [self._spin_us(sorted(h)[len(h) // 2], flush_us) for h in host_s]
+        busy_us = spins()
 
         # Samples in rounds (a batch of every call, interleaved); the next round is enqueued
         # before the host waits for the previous one, so the GPU never idles between batches
@@ -332,18 +347,29 @@ class GpuTimer:
     def _clock_slots(self, n_calls: int, batch: int) -> "_ClockSlots":
         return _ClockSlots(self.cupy, self.stream, n_calls, batch)
 
-    def _spin_us(self, host_enqueue_s: float, flush_us: float) -> float:
-        """The spin before a start event: twice the host's cost of enqueuing a whole sample (flush,
-        spin and call; the margin covers the two event records) must be covered by busy GPU work
-        queued ahead of the start event. Covering only the call's enqueue (as until 2026-12-03) let
-        the GPU drain the queue wherever a sample's GPU time (spin + call) was shorter than the
-        host's time to enqueue it: then every sample's spin started on an idle GPU, and a slower host
-        (the H200 host of sessions 9e and 10) put its launch latency between the events in most
-        samples of a 2 us call (median 8-12 us; tests/test_gpu_core.py)."""
-        needed_us = 2e6 * host_enqueue_s + 10.0
+    def _spin_us(self, host_call_s: float, host_sample_s: float, flush_us: float,
+                 call_us: Optional[float]) -> float:
+        """The spin before a start event. Two rules, the larger wins:
+        * twice the host's enqueue of the call, plus a margin, covered by busy GPU work queued ahead
+          of the start event (spin=as_needed: the flush counts as that work);
+        * the GPU must not catch up with the host: a sample's GPU time (flush, spin, call) at least
+          twice the host's time to enqueue the whole sample. Without it (until 2026-12-03) a short
+          call on a slow host drained the queue, every spin started on an idle GPU and launch
+          latency landed between the events in most samples (a 2 us call timed at a median of
+          8-12 us on the H200 of sessions 9e and 10, tests/test_gpu_core.py). Where the call's GPU
+          time is not known yet (a warm-up too short to read it) it counts as nothing.
+        Applying the second rule alone lengthened the spin of long calls too, which only idles the
+        GPU: at N = 4096 the samples then ran 250-350 MHz above do_bench's (ours / do_bench 0.90-0.95,
+        h200-2026-12-03/session10d/fidelity_default)."""
+        call_rule = 2e6 * host_call_s + 10.0
+        queue_rule = 2e6 * host_sample_s + 10.0 - flush_us - (call_us or 0.0)
         if self.spin_policy == "as_needed" and flush_us > 0:
-            return max(0.0, needed_us - flush_us)
-        return max(self.m.busy_us, needed_us)
+            return max(0.0, call_rule - flush_us, queue_rule)
+        return max(self.m.busy_us, call_rule, queue_rule)
+
+
+def _median(xs: Sequence[float]) -> float:
+    return sorted(xs)[len(xs) // 2]
 
 
 class _ClockSlots:
