@@ -40,7 +40,11 @@ def cubin_cache(tmp_path_factory):
     return session_folder(tmp_path_factory.getbasetemp(), "cuda-cache")
 
 
-BUILDS = [(p, m, d) for p in ("bf16", "fp8") for m in (1, 16, 32, 64) for d in (None, "{BLOCKS_SMALL:2}", "{XSHARE:1}")]
+# every n8-tile count at the defaults; two CTAs per SM (128 registers) where the YAML allows it (bf16 up
+# to 16 tokens, fp8 up to 8); XSHARE 1 at the largest tile count (its extra indexing beside 32 accumulators)
+BUILDS = ([(p, m, None) for p in ("bf16", "fp8") for m in (1, 16, 32, 64)]
+          + [("bf16", 1, "{BLOCKS_SMALL:2}"), ("bf16", 16, "{BLOCKS_SMALL:2}"), ("fp8", 1, "{BLOCKS_SMALL:2}")]
+          + [(p, 64, "{XSHARE:1}") for p in ("bf16", "fp8")])
 
 
 @NEEDS_NVCC
