@@ -93,10 +93,11 @@ for stage in "$@"; do case $stage in
   fidelity_default)  # issue 31: the default preset (samples past max_samples where the median needs them)
            # against do_bench at 2048-8192, fp16 / bf16, cuBLAS: each round's "samples" says whether it went
            # on; the ratio's median must stay within 3% of 1
-           # (the verdict is on the first timer, flushing as do_bench does; the defaults' L2 discard beside it,
-           # whose calls run shorter than do_bench's by the flush's write-back: README "How a point is measured")
-           step fidelity_default 240 python3 -m gemmlab.bench.fidelity --rounds 3 --measure default \
-             --sizes 2048 4096 8192 --precisions fp16 bf16 --variants cublas --timers flush_discard=false "" \
+           # (the verdict is on the first timer, doing the GPU work do_bench does: its flush size, no discard, no
+           # spin the flush covers; our own flush and the defaults' L2 discard beside it, whose calls run shorter
+           # than do_bench's by the flush's write-back: README "How a point is measured")
+           step fidelity_default 330 python3 -m gemmlab.bench.fidelity --rounds 3 --measure default \
+             --sizes 2048 4096 8192 --precisions fp16 bf16 --variants cublas \
              --out "$REF/${FID_OUT:-fidelity_default}/fidelity.json" ;;
   # issue 32: stage 12 at layout nt (4096 / 6144 / 8192, BF16; its new tile orders and stream-K beside the
   # default, cuBLAS / cuBLASLt interleaved: pct_of_baseline), then BF16 and FP16 with the libraries also
