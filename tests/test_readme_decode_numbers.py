@@ -11,6 +11,7 @@ import pytest
 from readme_said import assert_said, folder, has, span
 
 S10B, S10C = "h200-2026-12-03/session10b", "h200-2026-12-03/session10c"
+S11 = "h200-2026-12-03/session11"  # the default run at the final spin rule
 pytestmark = pytest.mark.skipif(not has(S10B, S10C), reason="the H200 reference rows of 2026-12-03 are not in this checkout")
 
 
@@ -69,10 +70,10 @@ def read_phrases() -> list:
 
 
 def default_run_phrases() -> list:
-    d = pd.read_csv(folder(f"{S10B}/default_run") / "results.csv")
+    d = pd.read_csv(folder(f"{S11}/default_run") / "results.csv")
     ok = d[d["status"] == "ok"]
     rel = ok["reliable"].astype(str).eq("True")
-    wall = next(l for l in (folder(f"{S10B}/logs") / "default_run.log").read_text().splitlines()
+    wall = next(l for l in (folder(f"{S11}/logs") / "default_run.log").read_text().splitlines()
                 if l.startswith("default_run wall"))
     return [f"{int(rel.sum())} of its {len(ok)} ok rows reliable ({100 * rel.mean():.1f}%)",
             f"in {int(wall.split()[2]) / 1000:.1f} s"]
