@@ -163,6 +163,7 @@ def test_command_line_without_rows_says_so(tmp_path):
 
 
 # -- series: what each figure draws is what the data holds ------------------------------------
+@functools.lru_cache(maxsize=None)
 def stage_of(variant):
     path = ROOT / "conf" / "variant" / f"{variant}.yaml"
     return OmegaConf.load(path).get("stage") if path.exists() else None
