@@ -40,7 +40,9 @@ step() {  # step NAME SECONDS CMD...: run, keep the tail in the log, never stop 
   tail -n "${TAIL:-15}" "$LOGS/$name.log"; echo "=== $name rc=$rc"
   # after every step, so what finished comes back even if the session is cut short
   find outputs/reference -name run.log -delete 2>/dev/null  # logs are not data (nvmath's can be huge)
-  tar czf "$OUT/reference.tgz" outputs/reference 2>/dev/null
+  # this session's folder only: the whole of outputs/reference grew past what comes back from $OUT
+  # (session11c's first decode run came back without its rows)
+  [ -d "$REF" ] && tar czf "$OUT/reference.tgz" "$REF" 2>/dev/null
   tar czf "$OUT/logs.tgz" -C "$LOGS" . 2>/dev/null
 }
 

@@ -12,11 +12,12 @@ from readme_said import assert_said, folder, has, span
 
 S10B, S10C = "h200-2026-12-03/session10b", "h200-2026-12-03/session10c"
 S11 = "h200-2026-12-03/session11"  # the default run at the final spin rule
-pytestmark = pytest.mark.skipif(not has(S10B, S10C), reason="the H200 reference rows of 2026-12-03 are not in this checkout")
+S11C = "h200-2026-12-03/session11c"  # the decode experiment with stage 16 at its default (one CTA per SM)
+pytestmark = pytest.mark.skipif(not has(S10B, S10C, S11, S11C), reason="the H200 reference rows of 2026-12-03 are not in this checkout")
 
 
 def _decode_run(precision: str):
-    d = pd.read_csv(folder(f"{S10C}/decode_rows/{precision}") / "results.csv")
+    d = pd.read_csv(folder(f"{S11C}/decode_rows/{precision}") / "results.csv")
     ok = d[d["status"] == "ok"].copy()
     copy = ok[ok["variant"] == "copy_gpu"].iloc[0]
     copy_gbs = copy["bytes_min"] / copy["time_median_s"] / 1e9
