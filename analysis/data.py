@@ -34,8 +34,9 @@ from gemmlab import devices
 from gemmlab.devices import DeviceConfig
 from analysis.read import *  # noqa: F401,F403  (the reading and evidence rules, one namespace for callers)
 from analysis.read import not_evidence_reasons  # noqa: F401
-from analysis.read import (COPY, CUBLAS_BACKENDS, CUBLAS_VARIANTS, GEMM, POINT_KEYS, SHAPE_COLUMNS, TRANSFER, evidence, gemm,
-                           measured, precision_order, stable, stage_of, variant_order)
+from analysis.read import (COPY, CUBLAS_BACKENDS, CUBLAS_VARIANTS, GEMM, POINT_KEYS, SHAPE_COLUMNS, TRANSFER, evidence,
+                           evidence_mask, gemm, measured, measured_mask, precision_order, stable, stage_of,
+                           variant_order)
 
 # -- datasheets (gemmlab.devices reads conf/device) --------------------------------------------
 FALLBACK_DEVICE_CONFIG = devices.FALLBACK
@@ -211,13 +212,15 @@ class Ceilings:
         return self.device or self.config.name
 
 
-def primary_device(df: pd.DataFrame, kind: str) -> Tuple[Optional[str], Tuple[str, ...]]:
-    """The device with the most measured rows of ``kind`` (ties by name), and the others."""
-    rows = measured(df)
-    rows = rows[(rows["kind"] == kind) & (rows["device"] != "")]
-    if rows.empty:
+def primary_device(df: pd.DataFrame, kind: str, measured: Optional[pd.Series] = None
+                   ) -> Tuple[Optional[str], Tuple[str, ...]]:
+    """The device with the most measured rows of ``kind`` (ties by name), and the others
+    (``measured``: :func:`measured_mask` of ``df`` where the caller has it already)."""
+    mask = (measured_mask(df) if measured is None else measured) & (df["kind"] == kind) & (df["device"] != "")
+    devices = df.loc[mask, "device"]  # one column: filtering the whole frame cost most of this
+    if devices.empty:
         return None, ()
-    counts = rows["device"].value_counts()
+    counts = devices.value_counts()
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     return ranked[0][0], tuple(d for d, _ in ranked[1:])
 
@@ -226,9 +229,12 @@ def device_rows(df: pd.DataFrame, kind: str, rows: str = "evidence") -> pd.DataF
     """Evidence rows of ``kind`` on its primary device (what one roofline can show);
     ``rows="measured"``: every measured row there, evidence or not (figures that draw every
     point draw the others hollow)."""
-    device, _ = primary_device(df, kind)
-    pick = evidence(df) if rows == "evidence" else measured(df)
-    return pick[(pick["kind"] == kind) & (pick["device"] == device)] if device else pick.iloc[:0]
+    meas = measured_mask(df)
+    device, _ = primary_device(df, kind, meas)
+    if not device:
+        return df.iloc[:0]
+    pick = evidence_mask(df, meas) if rows == "evidence" else meas
+    return df[pick & (df["kind"] == kind) & (df["device"] == device)]
 
 
 def problem_text(row, cube: bool = True) -> str:
