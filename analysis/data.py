@@ -212,11 +212,12 @@ class Ceilings:
         return self.device or self.config.name
 
 
-def primary_device(df: pd.DataFrame, kind: str, measured: Optional[pd.Series] = None
+def primary_device(df: pd.DataFrame, kind: str, meas: Optional[pd.Series] = None
                    ) -> Tuple[Optional[str], Tuple[str, ...]]:
     """The device with the most measured rows of ``kind`` (ties by name), and the others
-    (``measured``: :func:`measured_mask` of ``df`` where the caller has it already)."""
-    mask = (measured_mask(df) if measured is None else measured) & (df["kind"] == kind) & (df["device"] != "")
+    (``meas``: :func:`measured_mask` of ``df`` where the caller has it already)."""
+    meas = measured_mask(df) if meas is None else meas
+    mask = meas & (df["kind"] == kind) & (df["device"] != "")
     devices = df.loc[mask, "device"]  # one column: filtering the whole frame cost most of this
     if devices.empty:
         return None, ()

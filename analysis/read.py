@@ -168,18 +168,18 @@ def control_mask(df: pd.DataFrame) -> pd.Series:
     return tags.str.contains("|".join(CONTROL_TAGS), regex=True)
 
 
-def evidence_mask(df: pd.DataFrame, measured: Optional[pd.Series] = None) -> pd.Series:
+def evidence_mask(df: pd.DataFrame, meas: Optional[pd.Series] = None) -> pd.Series:
     """The rows a verdict, a table, a peak or a best may use: measured (:func:`measured_mask`),
     ``reliable`` not false (its stopping rule was met, no clock drift; rows written before the
     column existed lack it and count), ``contended`` not true (no other process on the GPU), and
     inputs drawn as the chapter's data are (``distribution`` not in STUDY_INPUTS: small integers are a
     correctness tool; they toggle fewer bits, draw less power and let the clock stay up, so
     cuBLAS FP16 ran 12 % faster on them on the H200; sparse inputs are a power study).
-    ``measured``: :func:`measured_mask` of ``df`` where the caller has it already."""
+    ``meas``: :func:`measured_mask` of ``df`` where the caller has it already."""
     reliable = _flags(df, "reliable").fillna(True).astype(bool)
     contended = _flags(df, "contended").fillna(False).astype(bool)
-    return ((measured_mask(df) if measured is None else measured) & reliable & ~contended & ~_text(df, "distribution").isin(STUDY_INPUTS)
-            & ~_few_samples(df))
+    meas = measured_mask(df) if meas is None else meas
+    return meas & reliable & ~contended & ~_text(df, "distribution").isin(STUDY_INPUTS) & ~_few_samples(df)
 
 
 def _few_samples(df: pd.DataFrame) -> pd.Series:
