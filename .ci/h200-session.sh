@@ -11,7 +11,7 @@
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation conduct sanitize precompile_default default_run default_run_noguard fidelity_default
-# cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_rows_tests decode_rows decode_rows_sweep pinning multi_gpu
+# cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_tests decode_rows decode_rows_sweep pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # Set GEMMLAB_GIT_COMMIT to the commit being measured: the tree copied to a GPU host may carry a
@@ -78,7 +78,7 @@ decode_sweep() {
 # stage 16's define sweep (one define at a time from the YAML's defaults) and its shapes
 # (the environment may narrow it: DECODE_ROWS_SWEEP="{XSHARE:0},{XSHARE:1}")
 DECODE_ROWS_SWEEP=${DECODE_ROWS_SWEEP:-"{XSHARE:0},{XSHARE:1},{PREFETCH:0},{SWIZZLE:0},{W_HINT:0},{BLOCKS_SMALL:2}"}
-DECODE_ROWS_SHAPES="[[1,6144,4096],[16,6144,4096],[64,6144,4096],[1,8192,8192],[16,8192,8192],[1,57344,8192],[16,57344,8192]]"
+DECODE_ROWS_SHAPES=${DECODE_ROWS_SHAPES:-"[[1,6144,4096],[16,6144,4096],[64,6144,4096],[1,8192,8192],[16,8192,8192],[1,57344,8192],[16,57344,8192]]"}
 
 ds3_fp8_block() {
            step ds3_wgmma_fp8_block 420 python3 run.py "variant=[wgmma_fp8_block,cublaslt]" precision=fp8 "layouts=[nt]" \
@@ -418,6 +418,9 @@ while time.time()-t<45: a@a" &
              measure.max_noise=0.05 measure.warmup_s=0.2 measure.min_time_s=0.1 measure.max_time_s=0.5 \
              "variant.decode_rows.cuda.defines=$DECODE_ROWS_SWEEP" run.fail_on_error=false $Q run.name=decode_rows_sweep \
              hydra.sweep.dir=$REF/decode_rows_sweep ;;
+  decode_trace)  # issue 30: stage 16's warps stamped (TRACE 1): start, first weights, last MMA, end, against the
+           # event time, single / after a memset / back to back, cuBLAS beside it (gemmlab/bench/decode_trace.py)
+           step decode_trace 300 python3 -m gemmlab.bench.decode_trace ${DECODE_TRACE_ARGS:-} --out "$LOGS/decode_trace.jsonl" ;;
   read_patterns)  # issue 30: HBM read bandwidth of the decode access patterns alone (no math): the copy-like
            # read, a warp per row, stage 14's m16-fragment tiles in both work orders (gemmlab/bench/read_patterns.py)
            step read_patterns 240 python3 -m gemmlab.bench.read_patterns --out "$LOGS/read_patterns.jsonl" ;;

@@ -44,7 +44,8 @@ def cubin_cache(tmp_path_factory):
 # to 16 tokens, fp8 up to 8); XSHARE 1 at the largest tile count (its extra indexing beside 32 accumulators)
 BUILDS = ([(p, m, None) for p in ("bf16", "fp8") for m in (1, 16, 32, 64)]
           + [("bf16", 1, "{BLOCKS_SMALL:2}"), ("bf16", 16, "{BLOCKS_SMALL:2}"), ("fp8", 1, "{BLOCKS_SMALL:2}")]
-          + [(p, 64, "{XSHARE:1}") for p in ("bf16", "fp8")])
+          + [(p, 64, "{XSHARE:1}") for p in ("bf16", "fp8")]
+          + [("bf16", 16, "{TRACE:1}")])
 
 
 @NEEDS_NVCC
@@ -141,7 +142,22 @@ def test_prefetch_and_swizzle_switched_off_still_compute_right(tmp_path_factory)
     _assert_right(p, c, res)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("defines", ["{DEFER:0}", "{TRACE:1}"])
+def test_arrival_in_the_stream_and_traced_builds_compute_right(defines, tmp_path_factory):
+    """DEFER 0 (a split first unit arrives at its counter when the warp leaves it, as before DEFER) and
+    TRACE 1 (stamps after the partials: the workspace grows by 32 bytes a warp, which AddressSanitizer
+    holds it to): the shapes whose ranges cross unit boundaries."""
+    folder, rng = tmp_path_factory.mktemp("emu-rows-defer"), np.random.default_rng(15)
+    for m, n, k in [(5, 70, 2056), (16, 100, 8200), (9, 300, 4096)]:
+        p = rows_point(m, n, k, defines=defines)
+        c, res = emulate_decode(p, decode_emulator(p, folder.parent), folder, rng)
+        _assert_right(p, c, res, f"{defines}: ")
+
+
 MUTANTS = [
+    # the deferred first unit never arrives: its counter stays short, nobody writes its rows of C
+    ("lost_deferred_arrival", "!more && pend ? u0 : -1", "-1", 1),
     ("drop_partial", "for (int p = p0; p <= p1; ++p)", "for (int p = p0 + 1; p <= p1; ++p)", 1),
     ("dirty_counter", "if (lane == 0) j.counters[u] = 0;", "", 2),
     ("unswizzled_read", "const U4 a = lds16(tile + g * kStep + swz(g, q) * 16);",

@@ -44,13 +44,22 @@
 //   XSHARE      1: stream-K over CTAs, whose warps take WARPS neighbouring units side by side at the same
 //               step (a step's X, M x 512 bytes, read from L2 once per CTA, then L1); 0: over warps,
 //               each on its own units and steps (X from L2 by every warp: 4x the weight bytes at M = 64)
+//   DEFER       1: a warp's first unit, when another warp holds its start, arrives at its counter at the
+//               end of the warp's range (its partial stored when the warp leaves it; one fence and two
+//               atomics in flight together at the end) instead of when the warp leaves it (a fence and an
+//               atomic round trip in the middle of the stream, the warp's loads waiting behind them).
+//               MIN_BLOCKS 1 builds only: at 128 registers the deferred state spills
+//   TRACE       1: lane 0 of every warp stamps %globaltimer at its start, its first step's weights in
+//               registers, its last MMA and its end, into the workspace after the partials (32 bytes a
+//               warp): gemmlab/bench/decode_trace.py reads them (0: no stamps, the default)
 // NT (n8 tiles of tokens: 1, 2, 4, 8) comes from the point (point_defines): one build per tile count,
 // so M <= 16 is not held to M = 64's registers.
 //
 // Constraints: layout nt; TIN __nv_bfloat16 or __nv_fp8_e4m3 (TOUT bf16; fp8 takes scale_a, scale_b);
 // M <= 8 NT; K * elem_bytes % 16 == 0 (16-byte chunks: a chunk is entirely inside a row or past it);
 // any N; block 32 WARPS; dynamic shared memory WARPS x 8 KB; workspace (last argument): one int
-// counter per unit (rounded to 256 bytes) + 2 slots x NT x 512 bytes per warp of the grid.
+// counter per unit (rounded to 256 bytes) + 2 slots x NT x 512 bytes per warp of the grid (+ TRACE:
+// 4 x 8 bytes per warp).
 //
 // Modeled intensity: the algorithmic one (every weight byte once from DRAM; X from L2/L1).
 // Run it beside the libraries and the copy probe: python run.py +experiment=decode
@@ -87,6 +96,14 @@
 #endif
 #ifndef XSHARE
 #define XSHARE 0
+#endif
+#ifndef DEFER
+#define DEFER 1
+#endif
+// at 128 registers (MIN_BLOCKS 2) the deferred arrival's live state spills: there it stays in the stream
+#define DROWS_DEFER (DEFER && MIN_BLOCKS == 1)
+#ifndef TRACE
+#define TRACE 0
 #endif
 
 // fp8 builds take the per-tensor scales: e4m3 detected from the TIN token (as stage 14 does)
@@ -142,6 +159,7 @@ struct Job {
   float scale;          // scale_a * scale_b (fp8), 1 (bf16)
   int* counters;        // one per unit
   float4* partials;     // [warp][slot 2][NT][32 lanes]
+  unsigned long long* trace;  // TRACE 1: [warp][4] globaltimer ns (after the partials)
 };
 
 __device__ __forceinline__ long long range_start(const Job& j, int p) { return static_cast<long long>(p) * j.len / j.parts; }
@@ -213,28 +231,19 @@ __device__ __forceinline__ void write_c(const float (&v)[NT][4], const Job& j, i
     }
 }
 
-// The end of this warp's segment [first, last] of unit u's steps: C at once if the segment is the
-// whole unit; else its partial into the workspace and, by the arrival that completes the unit, the
-// sum of every warp's partial in warp order.
-__device__ __forceinline__ void finish_unit(float (&acc)[NT][4], const Job& j, int w, int u, int first, int last,
-                                            bool first_unit, int lane) {
-  if (u >= j.units) return;  // XSHARE: a warp past the last block's units
-  const int covered = last - first + 1;
-  if (covered == j.P) {
-    write_c(acc, j, u, lane);
-    return;
-  }
-  float4* mine = j.partials + (static_cast<long long>(w) * 2 + (first_unit ? 0 : 1)) * NT * 32;
+// the slot of warp w's partial of a unit: 0 its first unit, 1 its last
+__device__ __forceinline__ float4* slot_of(const Job& j, int w, bool first_unit) {
+  return j.partials + (static_cast<long long>(w) * 2 + (first_unit ? 0 : 1)) * NT * 32;
+}
+
+__device__ __forceinline__ void store_partial(const float (&acc)[NT][4], float4* mine, int lane) {
 #pragma unroll
   for (int t = 0; t < NT; ++t) st_f4(mine + t * 32 + lane, make_float4(acc[t][0], acc[t][1], acc[t][2], acc[t][3]));
-  __syncwarp();
-  int old = 0;
-  if (lane == 0) {
-    __threadfence();
-    old = atomic_add_acq_rel_gpu(j.counters + u, covered);
-  }
-  old = shfl_idx(old, 0);
-  if (old + covered != j.P) return;
+}
+
+// Unit u complete (this warp's arrival was the last): the sum of every participant's partial in
+// participant order (deterministic), written to C; the counter reset for the next launch.
+__device__ __forceinline__ void reduce_unit(const Job& j, int u, int lane) {
   __threadfence();
   float tot[NT][4] = {};
   const int blk = u / kUnitsPerPos;  // the position block of u's steps
@@ -244,7 +253,7 @@ __device__ __forceinline__ void finish_unit(float (&acc)[NT][4], const Job& j, i
     const long long ps = range_start(j, p);
     if (ps == range_start(j, p + 1)) continue;  // an empty range (more participants than positions)
     const int v = p * kUnitsPerPos + u % kUnitsPerPos;  // the warp of participant p that took unit u
-    const float4* theirs = j.partials + (static_cast<long long>(v) * 2 + (ps / j.P == blk ? 0 : 1)) * NT * 32;
+    const float4* theirs = slot_of(j, v, ps / j.P == blk);
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       const float4 p = ldcg_f4(theirs + t * 32 + lane);
@@ -258,15 +267,59 @@ __device__ __forceinline__ void finish_unit(float (&acc)[NT][4], const Job& j, i
   if (lane == 0) j.counters[u] = 0;  // the next launch finds it zero
 }
 
+// The end of this warp's segment [first, last] of unit u's steps: C at once if the segment is the
+// whole unit; else its partial into the workspace and, by the arrival that completes the unit, the
+// sum of every warp's partial in warp order. With DEFER, the warp's first unit, when split, arrives
+// here too (pend_u, its steps pend_cov; its partial stored when the warp left it): one fence and two
+// atomics in flight together at the end of the range, instead of a fence and an atomic round trip in
+// the middle of the stream (the warp's loads stall behind them).
+__device__ __forceinline__ void finish_unit(float (&acc)[NT][4], const Job& j, int w, int u, int first, int last,
+                                            bool first_unit, int lane, int pend_u = -1, int pend_cov = 0) {
+  const bool own = u < j.units;  // XSHARE: not for a warp past the last block's units
+  const int covered = last - first + 1;
+  const bool split = own && covered != j.P;
+  if (own && !split) write_c(acc, j, u, lane);
+  if (!split && pend_u < 0) return;
+  if (split) store_partial(acc, slot_of(j, w, first_unit), lane);
+  __syncwarp();
+  int old = 0, old_p = 0;
+  if (lane == 0) {
+    __threadfence();
+    if (split) old = atomic_add_acq_rel_gpu(j.counters + u, covered);
+    if (pend_u >= 0) old_p = atomic_add_acq_rel_gpu(j.counters + pend_u, pend_cov);
+  }
+  old = shfl_idx(old, 0);
+  old_p = shfl_idx(old_p, 0);
+  if (split && old + covered == j.P) reduce_unit(j, u, lane);
+  if (pend_u >= 0 && old_p + pend_cov == j.P) reduce_unit(j, pend_u, lane);
+}
+
+#if TRACE
+__device__ __forceinline__ void trace_at(const Job& j, int w, int i, int lane) {
+  const unsigned long long t = globaltimer_ns();
+  if (lane == 0) j.trace[4 * w + i] = t;
+}
+#define DROWS_TRACE_AT(i) trace_at(j, w, i, lane)
+#else
+#define DROWS_TRACE_AT(i)
+#endif
+
 __device__ void run_warp(const Job& j, unsigned char* smem) {
   const int lane = threadIdx.x % 32, wib = threadIdx.x / 32;
   const int w = blockIdx.x * kWarps + wib;
   const int me = XSHARE ? blockIdx.x : w;
   const long long i0 = range_start(j, me), i1 = range_start(j, me + 1);
-  if (i0 >= i1) return;
+  DROWS_TRACE_AT(0);  // TRACE: 0 start, 1 the first step's weights in registers, 2 the last MMA, 3 done
+  if (i0 >= i1) {
+    DROWS_TRACE_AT(1);
+    DROWS_TRACE_AT(2);
+    DROWS_TRACE_AT(3);
+    return;
+  }
   const uint32_t tile = hopper::smem_u32(smem) + wib * kTile;
   int u = static_cast<int>(i0 / j.P) * kUnitsPerPos + (XSHARE ? wib : 0), s = static_cast<int>(i0 % j.P), first = s;
   const int u0 = u;
+  bool pend = false;  // DEFER: the first unit (u0, steps i0 % P .. P - 1), split, waiting for the end of the range
   float acc[NT][4] = {};
   U4 wr[kRows];
   load_step(wr, j, u, s, lane);
@@ -274,13 +327,22 @@ __device__ void run_warp(const Job& j, unsigned char* smem) {
     __syncwarp();  // the previous step's shared-memory reads are done
     store_step(wr, tile, lane);
     __syncwarp();
+#if TRACE
+    if (it == i0) DROWS_TRACE_AT(1);
+#endif
     const bool more = it + 1 < i1;
     const int un = s + 1 == j.P ? u + kUnitsPerPos : u, sn = s + 1 == j.P ? 0 : s + 1;
     if (PREFETCH && more) load_step(wr, j, un, sn, lane);
     mma_step(acc, j, tile, s, lane);
     if (!PREFETCH && more) load_step(wr, j, un, sn, lane);
     if (s == j.P - 1 || !more) {
-      finish_unit(acc, j, w, u, first, s, u == u0, lane);
+      if (!more) DROWS_TRACE_AT(2);
+      if (DROWS_DEFER && more && u == u0 && s - first + 1 != j.P && u < j.units) {
+        store_partial(acc, slot_of(j, w, true), lane);  // its arrival waits for the end of the range
+        pend = true;
+      } else {
+        finish_unit(acc, j, w, u, first, s, u == u0, lane, !more && pend ? u0 : -1, j.P - static_cast<int>(i0 % j.P));
+      }
 #pragma unroll
       for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;
       first = 0;
@@ -288,6 +350,7 @@ __device__ void run_warp(const Job& j, unsigned char* smem) {
     u = un;
     s = sn;
   }
+  DROWS_TRACE_AT(3);
 }
 
 }  // namespace drows
@@ -323,6 +386,7 @@ extern "C" __global__ void __launch_bounds__(drows::kThreads, MIN_BLOCKS)
 #endif
   j.counters = workspace;
   j.partials = reinterpret_cast<float4*>(workspace + ((units + 63) / 64) * 64);  // 256-byte aligned
+  j.trace = reinterpret_cast<unsigned long long*>(j.partials + static_cast<long long>(j.warps) * 2 * NT * 32);
   run_warp(j, smem_raw);
 }
 

@@ -97,6 +97,12 @@ __device__ __forceinline__ int atomic_add_acq_rel_gpu(int* p, int v) {
   return old;
 }
 __device__ __forceinline__ void st_f4(float4* p, float4 v) { *p = v; }
+// the GPU's nanosecond clock (one clock for every SM: stamps of different warps compare)
+__device__ __forceinline__ unsigned long long globaltimer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
 __device__ __forceinline__ void sts16(uint32_t addr, decode::U4 v) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
 }
@@ -117,5 +123,6 @@ float bits_to_float(uint32_t u);
 float4 ldcg_f4(const float4* p);
 int atomic_add_acq_rel_gpu(int* p, int v);
 void st_f4(float4* p, float4 v);
+unsigned long long globaltimer_ns();
 void sts16(uint32_t addr, decode::U4 v);
 #endif

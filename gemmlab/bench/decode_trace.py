@@ -1,0 +1,225 @@
+"""Where a decode kernel's time goes, warp by warp (issue 30): stage 16 (decode_rows) built with
+``TRACE 1`` stamps the GPU's nanosecond clock (``%globaltimer``, one clock for every SM) at four
+points of every warp: 0 its start, 1 its first step's weights in registers, 2 its last MMA, 3 its
+end (the split units' arrival and reduction done). From one launch's stamps:
+
+* ``span``: the last warp's end minus the first warp's start; ``event`` - ``span``: what the CUDA
+  event pair adds around the kernel (the front end's start-up, the launch);
+* ``start_skew``: the last active warp's start after the first's (CTAs placed on the SMs);
+* ``first_data``: a warp's start to its first weights (one cold DRAM round trip, with TLB misses);
+* ``stream_p50``/``stream_max``: the warps' last MMA, median and last, after the first start;
+  ``tail`` = ``span`` - ``stream_p50``: the stragglers' streaming plus the last reductions;
+* ``finish_max``: the longest arrival-and-reduction of a warp after its last MMA.
+
+Each configuration runs three ways: ``single`` (one launch between events, the GPU kept busy before
+them by launches of the same kernel on other copies of the weights: no L2 or carveout change),
+``after_memset`` (a 256 MiB memset before the events, as the harness's L2 flush), and ``b2b`` (R
+launches back to back on rotating copies between one event pair: the events' start-up paid once);
+cuBLAS at the same shape beside it, timed the same ways (no stamps). Every launch reads a copy of
+the weights that is not in the L2 (copies together >= 3x the L2).
+
+    python -m gemmlab.bench.decode_trace [--shapes 1x6144x4096 1x8192x28672] \
+        [--defines "{DEFER:0}" "{DEFER:1}"] [--reps 15] [--out FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from typing import Dict, List, Optional, Sequence
+
+FLUSH_BYTES = 256 << 20
+
+
+def parse_defines(text: str) -> Dict[str, int]:
+    """"{A:1,B:0}" -> {"A": 1, "B": 0} (the Hydra override's form)."""
+    body = text.strip().strip("{}").strip()
+    out = {}
+    for item in filter(None, (x.strip() for x in body.split(","))):
+        key, _, value = item.partition(":")
+        out[key.strip()] = int(value)
+    return out
+
+
+def define_override(defines: Dict[str, int]) -> str:
+    return "{" + ",".join(f"{k}:{v}" for k, v in defines.items()) + "}"
+
+
+def active_warps(units: int, steps: int, warps: int) -> List[bool]:
+    """Which warps get a non-empty stream-K range (stage 16, XSHARE 0): range p is
+    [p * len // warps, (p + 1) * len // warps) of len = units * steps positions."""
+    n = units * steps
+    return [p * n // warps < (p + 1) * n // warps for p in range(warps)]
+
+
+def trace_stats(stamps, active: Sequence[bool]) -> Dict[str, float]:
+    """The summary (microseconds) of one launch's stamps, an array [warp][4] of nanoseconds."""
+    rows = [tuple(int(x) for x in s) for s, a in zip(stamps, active) if a]
+    if not rows:
+        raise ValueError("no active warp")
+    t0 = min(r[0] for r in rows)
+    us = lambda ns: ns / 1e3  # noqa: E731
+    ends = sorted(r[2] - t0 for r in rows)
+    span = max(r[3] for r in rows) - t0
+    p50 = ends[len(ends) // 2]
+    every = sorted({x for r in rows for x in r})
+    steps = [b - a for a, b in zip(every, every[1:]) if b > a]
+    return {
+        "span_us": us(span),
+        "start_skew_us": us(max(r[0] for r in rows) - t0),
+        "first_data_med_us": us(statistics.median(r[1] - r[0] for r in rows)),
+        "first_data_max_us": us(max(r[1] - r[0] for r in rows)),
+        "stream_p10_us": us(ends[len(ends) // 10]),
+        "stream_p50_us": us(p50),
+        "stream_p90_us": us(ends[(9 * len(ends)) // 10]),
+        "stream_max_us": us(ends[-1]),
+        "tail_us": us(span - p50),
+        "finish_med_us": us(statistics.median(r[3] - r[2] for r in rows)),
+        "finish_max_us": us(max(r[3] - r[2] for r in rows)),
+        "clock_step_ns": min(steps) if steps else 0,
+    }
+
+
+def _median_dict(ds: List[Dict[str, float]]) -> Dict[str, float]:
+    return {k: statistics.median(d[k] for d in ds) for k in ds[0]}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m gemmlab.bench.decode_trace", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shapes", nargs="+", default=["1x6144x4096", "1x28672x4096", "1x8192x28672", "16x8192x28672"],
+                    help="M x N x K (tokens x out x in), bf16, layout nt")
+    ap.add_argument("--defines", nargs="+", default=["{DEFER:0}", "{DEFER:1}"],
+                    help="stage 16 define overrides, one configuration each (TRACE 1 is added)")
+    ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--no-cublas", action="store_true")
+    ap.add_argument("--out", default=None, help="JSON lines file (default: stdout only)")
+    a = ap.parse_args(argv)
+
+    import cupy as cp
+    import numpy as np
+
+    from gemmlab import operands
+    from gemmlab.backends.base import backend_class
+    from gemmlab.backends.cuda_kernels import launch_shape
+    from gemmlab.config import compose
+    from gemmlab.gpu import arrays
+    from gemmlab.points import expand
+
+    props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
+    l2 = props["l2CacheSize"]
+    flush = cp.empty(FLUSH_BYTES, dtype=cp.uint8)
+    stream = cp.cuda.get_current_stream()
+    fout = open(a.out, "w") if a.out else None
+    rng = np.random.default_rng(1)
+
+    def emit(row: dict) -> None:
+        line = json.dumps(row)
+        print(line, flush=True)
+        if fout:
+            fout.write(line + "\n")
+            fout.flush()
+
+    def timed(fns, busy, mode: str, reps: int, on_rep=None):
+        """Per rep: (event microseconds, index of the fn timed); b2b: per-launch microseconds.
+        ``on_rep(us, i)`` right after each single launch (before the next one reuses anything)."""
+        e0, e1 = cp.cuda.Event(), cp.cuda.Event()
+        out = []
+        for r in range(reps):
+            i = r % len(fns)
+            if mode == "b2b":
+                busy()
+                e0.record(stream)
+                launches = max(16, 4 * len(fns))
+                for q in range(launches):
+                    fns[(i + q) % len(fns)]()
+                e1.record(stream)
+                e1.synchronize()
+                out.append((cp.cuda.get_elapsed_time(e0, e1) * 1e3 / launches, i))
+                continue
+            if mode == "after_memset":
+                busy()
+                cp.cuda.runtime.memsetAsync(flush.data.ptr, r & 0xFF, FLUSH_BYTES, stream.ptr)
+            else:
+                busy()
+            e0.record(stream)
+            fns[i]()
+            e1.record(stream)
+            e1.synchronize()
+            out.append((cp.cuda.get_elapsed_time(e0, e1) * 1e3, i))
+            if on_rep is not None:
+                on_rep(*out[-1])
+        return out
+
+    for shape in a.shapes:
+        m, n, k = (int(x) for x in shape.lower().split("x"))
+        nbytes = n * k * 2
+        copies = max(3, -(-3 * l2 // nbytes))
+        sa, sb = operands.stored_shapes(m, n, k, "nt")
+        x = arrays.cast(cp, cp.asarray(rng.standard_normal(sa, dtype=np.float32)), "bfloat16")
+        ws = [arrays.cast(cp, cp.asarray(rng.standard_normal(sb, dtype=np.float32)), "bfloat16") for _ in range(copies)]
+        c = arrays.empty(cp, (m, n), "bfloat16")
+        base = ["precision=bf16", "layouts=[nt]", "sizes.square=[]", f"sizes.shapes=[[{m},{n},{k}]]",
+                "measure.baseline=[]"]
+        configs = [("decode_rows", d) for d in a.defines] + ([] if a.no_cublas else [("cublas", None)])
+        for variant, dtext in configs:
+            row = dict(device=props["name"].decode() if isinstance(props["name"], bytes) else props["name"],
+                       m=m, n=n, k=k, bytes=nbytes, copies=copies, variant=variant)
+            try:
+                over = base + [f"variant={variant}"]
+                if dtext is not None:
+                    defines = {**parse_defines(dtext), "TRACE": 1}
+                    row["defines"] = dtext
+                    over.append(f"variant.decode_rows.cuda.defines={define_override(defines)}")
+                cfg = compose(over)
+                (p,) = [q for q in expand(cfg) if q.variant == variant]
+                if p.skip_reason:
+                    raise RuntimeError(p.skip_reason)
+                be = backend_class(p.backend)(cfg)
+                be.prepare([p])
+                launches = [be.make_launch(p, x, w, c) for w in ws]
+                fns = [lc.fn for lc in launches]
+                busy = lambda: (fns[-1](), fns[-2]())  # noqa: E731  the same kernel, other copies
+                for f in fns:  # warm-up: module loaded, clocks up
+                    f()
+                stream.synchronize()
+                if variant == "decode_rows":
+                    shape_l = launch_shape(p)
+                    let = dict(shape_l.let)
+                    nt = dict(p.point_defines())["NT"]
+                    warps = let["G"] * 8
+                    units, steps = let["UNITS"], -(-k * 2 // 512)
+                    active = active_warps(units, steps, warps)
+                    trace_off = 4 * ((units + 63) // 64) * 64 + warps * 2 * nt * 512
+                    row.update(grid=let["G"], warps=warps, active_warps=sum(active), steps=steps, units=units)
+                for mode in ("single", "after_memset", "b2b"):
+                    stats = []
+
+                    def read_stamps(t, i):  # the stamps of the launch this rep timed
+                        wsp = launches[i].fn.keepalive[1]
+                        stamps = wsp[trace_off:trace_off + warps * 32].view(cp.uint64).reshape(warps, 4).get()
+                        st = trace_stats(stamps, active)
+                        st["outside_us"] = t - st["span_us"]
+                        stats.append(st)
+
+                    traced = variant == "decode_rows" and mode != "b2b"
+                    res = timed(fns, busy, mode, a.reps, read_stamps if traced else None)
+                    ev = statistics.median(t for t, _ in res)
+                    out = dict(row, mode=mode, event_us=ev, event_min_us=min(t for t, _ in res),
+                               gbps=nbytes / ev / 1e3)
+                    if stats:
+                        out.update(_median_dict(stats))
+                    emit(out)
+            except Exception as e:  # one configuration's failure never ends the probe
+                emit(dict(row, error=f"{type(e).__name__}: {e}"))
+            finally:
+                cp.get_default_memory_pool().free_all_blocks()
+        del ws
+        cp.get_default_memory_pool().free_all_blocks()
+    if fout:
+        fout.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
