@@ -45,7 +45,8 @@ def cubin_cache(tmp_path_factory):
 BUILDS = ([(p, m, None) for p in ("bf16", "fp8") for m in (1, 16, 32, 64)]
           + [("bf16", 1, "{BLOCKS_SMALL:2}"), ("bf16", 16, "{BLOCKS_SMALL:2}"), ("fp8", 1, "{BLOCKS_SMALL:2}")]
           + [(p, 64, "{XSHARE:1}") for p in ("bf16", "fp8")]
-          + [("bf16", 16, "{TRACE:1}")])
+          + [("bf16", 16, "{TRACE:1}"), ("bf16", 1, "{DEFER:1}")]
+          + [(p, m, "{RING:3}") for p in ("bf16", "fp8") for m in (1, 16, 64)])
 
 
 @NEEDS_NVCC
@@ -143,13 +144,15 @@ def test_prefetch_and_swizzle_switched_off_still_compute_right(tmp_path_factory)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("defines", ["{DEFER:0}", "{TRACE:1}"])
-def test_arrival_in_the_stream_and_traced_builds_compute_right(defines, tmp_path_factory):
-    """DEFER 0 (a split first unit arrives at its counter when the warp leaves it, as before DEFER) and
-    TRACE 1 (stamps after the partials: the workspace grows by 32 bytes a warp, which AddressSanitizer
-    holds it to): the shapes whose ranges cross unit boundaries."""
-    folder, rng = tmp_path_factory.mktemp("emu-rows-defer"), np.random.default_rng(15)
-    for m, n, k in [(5, 70, 2056), (16, 100, 8200), (9, 300, 4096)]:
+@pytest.mark.parametrize("defines", ["{DEFER:1}", "{TRACE:1}", "{RING:2}", "{RING:3,TRACE:1}", "{RING:4,SWIZZLE:0}"])
+def test_deferred_arrival_ring_and_traced_builds_compute_right(defines, tmp_path_factory):
+    """DEFER 1 (a split first unit arrives at its counter at the end of the warp's range), TRACE 1
+    (stamps after the partials: the workspace grows by 32 bytes a warp, which AddressSanitizer holds it
+    to) and the cp.async ring (RING stages per warp; the emulation lands a copy only when
+    cp.async.wait_group retires it, so a tile read too early holds NaN): the shapes whose ranges cross
+    unit boundaries, and ranges shorter than the ring."""
+    folder, rng = tmp_path_factory.mktemp("emu-rows-defines"), np.random.default_rng(15)
+    for m, n, k in [(5, 70, 2056), (16, 100, 8200), (9, 300, 4096), (33, 70, 520)]:
         p = rows_point(m, n, k, defines=defines)
         c, res = emulate_decode(p, decode_emulator(p, folder.parent), folder, rng)
         _assert_right(p, c, res, f"{defines}: ")
@@ -157,19 +160,21 @@ def test_arrival_in_the_stream_and_traced_builds_compute_right(defines, tmp_path
 
 MUTANTS = [
     # the deferred first unit never arrives: its counter stays short, nobody writes its rows of C
-    ("lost_deferred_arrival", "!more && pend ? u0 : -1", "-1", 1),
-    ("drop_partial", "for (int p = p0; p <= p1; ++p)", "for (int p = p0 + 1; p <= p1; ++p)", 1),
-    ("dirty_counter", "if (lane == 0) j.counters[u] = 0;", "", 2),
+    ("lost_deferred_arrival", "!more && pend ? u0 : -1", "-1", 1, "{DEFER:1}"),
+    # the ring multiplies a tile before its copies are waited for (one group too many left in flight)
+    ("ring_early_read", "cp_async_wait<RING - 1>();", "cp_async_wait<RING>();", 1, "{RING:3}"),
+    ("drop_partial", "for (int p = p0; p <= p1; ++p)", "for (int p = p0 + 1; p <= p1; ++p)", 1, None),
+    ("dirty_counter", "if (lane == 0) j.counters[u] = 0;", "", 2, None),
     ("unswizzled_read", "const U4 a = lds16(tile + g * kStep + swz(g, q) * 16);",
-     "const U4 a = lds16(tile + g * kStep + q * 16);", 1),
+     "const U4 a = lds16(tile + g * kStep + q * 16);", 1, None),
 ]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,old,new,launches", MUTANTS, ids=[m[0] for m in MUTANTS])
-def test_emulation_catches_a_broken_kernel(name, old, new, launches, tmp_path_factory):
+@pytest.mark.parametrize("name,old,new,launches,defines", MUTANTS, ids=[m[0] for m in MUTANTS])
+def test_emulation_catches_a_broken_kernel(name, old, new, launches, defines, tmp_path_factory):
     folder = tmp_path_factory.mktemp(f"emu-rows-{name}")
-    p = rows_point(5, 70, 2056)
+    p = rows_point(5, 70, 2056, defines=defines)
     exe = decode_emulator(p, folder.parent, mutant(folder.parent, name, old, new, build_for(p).source))
     c, res = emulate_decode(p, exe, folder, np.random.default_rng(13), launches=launches)
     assert not res.passed, f"the mutant {name} passed the check"

@@ -38,15 +38,19 @@ def test_trace_stats_of_a_known_launch():
     assert st["clock_step_ns"] == 100
     with pytest.raises(ValueError, match="no active warp"):
         dt.trace_stats(stamps, [False] * 4)
+    # the SM column is not a time; the dump is relative to the first active start
+    with_sm = np.concatenate([stamps, np.array([[7], [3], [7], [1]], dtype=np.uint64)], axis=1)
+    assert dt.trace_stats(with_sm, [True, True, True, False]) == st
+    assert dt.dump_warps(with_sm, [True, True, True, False])[1] == [100, 1100, 6000, 6500, 3, 1]
 
 
 @pytest.mark.parametrize("m,n,k", [(1, 6144, 4096), (16, 8192, 28672)])
 def test_stamps_end_the_workspace(m, n, k):
-    """TRACE 1 grows the workspace by 32 bytes a warp, right after the partials, where the probe reads."""
+    """TRACE 1 grows the workspace by 40 bytes a warp, right after the partials, where the probe reads."""
     p0, p1 = rows_point(m, n, k), rows_point(m, n, k, defines="{TRACE:1}")
     s0, s1 = launch_shape(p0, sm_count=132), launch_shape(p1, sm_count=132)
     let, nt = dict(s1.let), dict(p1.point_defines())["NT"]
     warps = let["G"] * 8
     trace_off = 4 * ((let["UNITS"] + 63) // 64) * 64 + warps * 2 * nt * 512
     assert s0.workspace_bytes == trace_off
-    assert s1.workspace_bytes == trace_off + warps * 32
+    assert s1.workspace_bytes == trace_off + warps * 8 * dt.WORDS

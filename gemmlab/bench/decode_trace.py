@@ -1,7 +1,7 @@
 """Where a decode kernel's time goes, warp by warp (issue 30): stage 16 (decode_rows) built with
 ``TRACE 1`` stamps the GPU's nanosecond clock (``%globaltimer``, one clock for every SM) at four
 points of every warp: 0 its start, 1 its first step's weights in registers, 2 its last MMA, 3 its
-end (the split units' arrival and reduction done). From one launch's stamps:
+end (the split units' arrival and reduction done), and writes its SM. From one launch's stamps:
 
 * ``span``: the last warp's end minus the first warp's start; ``event`` - ``span``: what the CUDA
   event pair adds around the kernel (the front end's start-up, the launch);
@@ -16,10 +16,11 @@ them by launches of the same kernel on other copies of the weights: no L2 or car
 ``after_memset`` (a 256 MiB memset before the events, as the harness's L2 flush), and ``b2b`` (R
 launches back to back on rotating copies between one event pair: the events' start-up paid once);
 cuBLAS at the same shape beside it, timed the same ways (no stamps). Every launch reads a copy of
-the weights that is not in the L2 (copies together >= 3x the L2).
+the weights that is not in the L2 (copies together >= 3x the L2). ``--dump`` adds every warp's
+stamps (ns after the first start) and SM of the last ``single`` launch to its row (``warps``).
 
     python -m gemmlab.bench.decode_trace [--shapes 1x6144x4096 1x8192x28672] \
-        [--defines "{DEFER:0}" "{DEFER:1}"] [--reps 15] [--out FILE]
+        [--defines "{RING:0}" "{RING:3}"] [--reps 15] [--dump] [--out FILE]
 """
 from __future__ import annotations
 
@@ -53,9 +54,13 @@ def active_warps(units: int, steps: int, warps: int) -> List[bool]:
     return [p * n // warps < (p + 1) * n // warps for p in range(warps)]
 
 
+WORDS = 5  # per warp: four stamps and the SM
+
+
 def trace_stats(stamps, active: Sequence[bool]) -> Dict[str, float]:
-    """The summary (microseconds) of one launch's stamps, an array [warp][4] of nanoseconds."""
-    rows = [tuple(int(x) for x in s) for s, a in zip(stamps, active) if a]
+    """The summary (microseconds) of one launch's stamps, an array [warp][4 or more] of nanoseconds
+    (a fifth column, the SM, is not a time)."""
+    rows = [tuple(int(x) for x in s[:4]) for s, a in zip(stamps, active) if a]
     if not rows:
         raise ValueError("no active warp")
     t0 = min(r[0] for r in rows)
@@ -81,6 +86,13 @@ def trace_stats(stamps, active: Sequence[bool]) -> Dict[str, float]:
     }
 
 
+def dump_warps(stamps, active: Sequence[bool]) -> List[List[int]]:
+    """Per warp: [start, first data, last MMA, end] in ns after the first active warp's start, the
+    SM, and 1 if its range was not empty."""
+    t0 = min(int(s[0]) for s, a in zip(stamps, active) if a)
+    return [[int(x) - t0 for x in s[:4]] + [int(s[4]), int(a)] for s, a in zip(stamps, active)]
+
+
 def _median_dict(ds: List[Dict[str, float]]) -> Dict[str, float]:
     return {k: statistics.median(d[k] for d in ds) for k in ds[0]}
 
@@ -89,10 +101,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m gemmlab.bench.decode_trace", description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", nargs="+", default=["1x6144x4096", "1x28672x4096", "1x8192x28672", "16x8192x28672"],
                     help="M x N x K (tokens x out x in), bf16, layout nt")
-    ap.add_argument("--defines", nargs="+", default=["{DEFER:0}", "{DEFER:1}"],
+    ap.add_argument("--defines", nargs="+", default=["{RING:0}", "{RING:3}"],
                     help="stage 16 define overrides, one configuration each (TRACE 1 is added)")
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--no-cublas", action="store_true")
+    ap.add_argument("--dump", action="store_true", help="every warp's stamps of the last single launch")
     ap.add_argument("--out", default=None, help="JSON lines file (default: stdout only)")
     a = ap.parse_args(argv)
 
@@ -193,14 +206,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     trace_off = 4 * ((units + 63) // 64) * 64 + warps * 2 * nt * 512
                     row.update(grid=let["G"], warps=warps, active_warps=sum(active), steps=steps, units=units)
                 for mode in ("single", "after_memset", "b2b"):
-                    stats = []
+                    stats, last = [], []
 
                     def read_stamps(t, i):  # the stamps of the launch this rep timed
                         wsp = launches[i].fn.keepalive[1]
-                        stamps = wsp[trace_off:trace_off + warps * 32].view(cp.uint64).reshape(warps, 4).get()
+                        nb = warps * WORDS * 8
+                        stamps = wsp[trace_off:trace_off + nb].view(cp.uint64).reshape(warps, WORDS).get()
                         st = trace_stats(stamps, active)
                         st["outside_us"] = t - st["span_us"]
                         stats.append(st)
+                        last[:] = [stamps]
 
                     traced = variant == "decode_rows" and mode != "b2b"
                     res = timed(fns, busy, mode, a.reps, read_stamps if traced else None)
@@ -209,6 +224,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                gbps=nbytes / ev / 1e3)
                     if stats:
                         out.update(_median_dict(stats))
+                    if a.dump and last and mode == "single":
+                        out["warps"] = dump_warps(last[0], active)
                     emit(out)
             except Exception as e:  # one configuration's failure never ends the probe
                 emit(dict(row, error=f"{type(e).__name__}: {e}"))

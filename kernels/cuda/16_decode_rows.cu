@@ -50,8 +50,8 @@
 //               atomic round trip in the middle of the stream, the warp's loads waiting behind them).
 //               MIN_BLOCKS 1 builds only: at 128 registers the deferred state spills
 //   TRACE       1: lane 0 of every warp stamps %globaltimer at its start, its first step's weights in
-//               registers, its last MMA and its end, into the workspace after the partials (32 bytes a
-//               warp): gemmlab/bench/decode_trace.py reads them (0: no stamps, the default)
+//               registers, its last MMA and its end, and its SM (%smid), into the workspace after the
+//               partials (40 bytes a warp): gemmlab/bench/decode_trace.py reads them (0: none, the default)
 // NT (n8 tiles of tokens: 1, 2, 4, 8) comes from the point (point_defines): one build per tile count,
 // so M <= 16 is not held to M = 64's registers.
 //
@@ -59,7 +59,7 @@
 // M <= 8 NT; K * elem_bytes % 16 == 0 (16-byte chunks: a chunk is entirely inside a row or past it);
 // any N; block 32 WARPS; dynamic shared memory WARPS x 8 KB; workspace (last argument): one int
 // counter per unit (rounded to 256 bytes) + 2 slots x NT x 512 bytes per warp of the grid (+ TRACE:
-// 4 x 8 bytes per warp).
+// 5 x 8 bytes per warp).
 //
 // Modeled intensity: the algorithmic one (every weight byte once from DRAM; X from L2/L1).
 // Run it beside the libraries and the copy probe: python run.py +experiment=decode
@@ -98,12 +98,15 @@
 #define XSHARE 0
 #endif
 #ifndef DEFER
-#define DEFER 1
+#define DEFER 0
 #endif
 // at 128 registers (MIN_BLOCKS 2) the deferred arrival's live state spills: there it stays in the stream
 #define DROWS_DEFER (DEFER && MIN_BLOCKS == 1)
 #ifndef TRACE
 #define TRACE 0
+#endif
+#ifndef RING
+#define RING 0
 #endif
 
 // fp8 builds take the per-tensor scales: e4m3 detected from the TIN token (as stage 14 does)
@@ -134,6 +137,8 @@ constexpr int kStep = 512;                 // bytes of one row per warp load (32
 constexpr int kRows = 16;                  // rows of a unit: one m16 tile
 constexpr int kTile = kRows * kStep;       // a warp's staging tile in shared memory
 static_assert(NT == 1 || NT == 2 || NT == 4 || NT == 8, "NT: 1, 2, 4 or 8 n8 tiles of tokens");
+static_assert(RING == 0 || (RING >= 2 && RING <= 4), "RING: 0 (registers) or 2..4 shared-memory stages");
+constexpr int kStages = RING ? RING : 1;     // a warp's tiles in shared memory
 static_assert(sizeof(TIN) == 2 || DROWS_FP8, "bf16 or e4m3 operands");
 static_assert(sizeof(TOUT) == 2, "the result is bf16");
 
@@ -159,7 +164,7 @@ struct Job {
   float scale;          // scale_a * scale_b (fp8), 1 (bf16)
   int* counters;        // one per unit
   float4* partials;     // [warp][slot 2][NT][32 lanes]
-  unsigned long long* trace;  // TRACE 1: [warp][4] globaltimer ns (after the partials)
+  unsigned long long* trace;  // TRACE 1: [warp][5] globaltimer ns x 4, the SM (after the partials)
 };
 
 __device__ __forceinline__ long long range_start(const Job& j, int p) { return static_cast<long long>(p) * j.len / j.parts; }
@@ -183,6 +188,20 @@ __device__ __forceinline__ void load_step(U4 (&w)[kRows], const Job& j, int u, i
 __device__ __forceinline__ void store_step(const U4 (&w)[kRows], uint32_t tile, int lane) {
 #pragma unroll
   for (int r = 0; r < kRows; ++r) sts16(tile + r * kStep + swz(r, lane) * 16, w[r]);
+}
+
+// RING: the 16 pieces of step s of unit u straight into a tile (cp.async, no registers), where
+// store_step would put them; zeros past N and past the row
+__device__ __forceinline__ void copy_step(uint32_t tile, const Job& j, int u, int s, int lane) {
+  const long long off = static_cast<long long>(s) * kStep + 16 * lane;
+  const bool in_k = off < j.row_bytes;
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const int row = u * kRows + r;
+    const bool ok = in_k && row < j.N;
+    cp_async_16(tile + r * kStep + swz(r, lane) * 16, ok ? j.W + static_cast<long long>(row) * j.row_bytes + off : j.W,
+                ok ? 16 : 0);
+  }
 }
 
 // the MMAs of step s (its 16 rows in the warp's tile) into acc
@@ -297,7 +316,8 @@ __device__ __forceinline__ void finish_unit(float (&acc)[NT][4], const Job& j, i
 #if TRACE
 __device__ __forceinline__ void trace_at(const Job& j, int w, int i, int lane) {
   const unsigned long long t = globaltimer_ns();
-  if (lane == 0) j.trace[4 * w + i] = t;
+  if (lane == 0) j.trace[5 * w + i] = t;
+  if (lane == 0 && i == 0) j.trace[5 * w + 4] = sm_id();
 }
 #define DROWS_TRACE_AT(i) trace_at(j, w, i, lane)
 #else
@@ -316,25 +336,63 @@ __device__ void run_warp(const Job& j, unsigned char* smem) {
     DROWS_TRACE_AT(3);
     return;
   }
-  const uint32_t tile = hopper::smem_u32(smem) + wib * kTile;
+  const uint32_t tiles = hopper::smem_u32(smem) + wib * kStages * kTile;
   int u = static_cast<int>(i0 / j.P) * kUnitsPerPos + (XSHARE ? wib : 0), s = static_cast<int>(i0 % j.P), first = s;
   const int u0 = u;
   bool pend = false;  // DEFER: the first unit (u0, steps i0 % P .. P - 1), split, waiting for the end of the range
   float acc[NT][4] = {};
+#if RING
+  // RING - 1 steps in flight ahead of the one multiplied: step it's tile is stage (it - i0) % RING
+  int iu = u, is = s;  // the next step to copy
+  auto advance = [&](int& uu, int& ss) {
+    if (++ss == j.P) {
+      ss = 0;
+      uu += kUnitsPerPos;
+    }
+  };
+#pragma unroll
+  for (int q = 0; q < RING - 1; ++q) {
+    if (i0 + q < i1) {
+      copy_step(tiles + q * kTile, j, iu, is, lane);
+      advance(iu, is);
+    }
+    cp_async_commit();  // empty groups past the range keep the count uniform
+  }
+  int stage = 0;
+#else
   U4 wr[kRows];
   load_step(wr, j, u, s, lane);
+#endif
   for (long long it = i0; it < i1; ++it) {
     __syncwarp();  // the previous step's shared-memory reads are done
+#if RING
+    const int ahead = stage == 0 ? RING - 1 : stage - 1;  // the stage the previous step was multiplied from
+    if (it + RING - 1 < i1) {
+      copy_step(tiles + ahead * kTile, j, iu, is, lane);
+      advance(iu, is);
+    }
+    cp_async_commit();
+    cp_async_wait<RING - 1>();  // this thread's copies of step it have landed
+    __syncwarp();               // and every lane's
+    const uint32_t tile = tiles + stage * kTile;
+    stage = stage + 1 == RING ? 0 : stage + 1;
+#else
+    const uint32_t tile = tiles;
     store_step(wr, tile, lane);
     __syncwarp();
+#endif
 #if TRACE
     if (it == i0) DROWS_TRACE_AT(1);
 #endif
     const bool more = it + 1 < i1;
     const int un = s + 1 == j.P ? u + kUnitsPerPos : u, sn = s + 1 == j.P ? 0 : s + 1;
+#if RING
+    mma_step(acc, j, tile, s, lane);
+#else
     if (PREFETCH && more) load_step(wr, j, un, sn, lane);
     mma_step(acc, j, tile, s, lane);
     if (!PREFETCH && more) load_step(wr, j, un, sn, lane);
+#endif
     if (s == j.P - 1 || !more) {
       if (!more) DROWS_TRACE_AT(2);
       if (DROWS_DEFER && more && u == u0 && s - first + 1 != j.P && u < j.units) {
@@ -355,7 +413,7 @@ __device__ void run_warp(const Job& j, unsigned char* smem) {
 
 }  // namespace drows
 
-HOPPER_DECLARE_DYNAMIC_SMEM(drows::kWarps * drows::kTile)
+HOPPER_DECLARE_DYNAMIC_SMEM(drows::kWarps * drows::kStages * drows::kTile)
 
 extern "C" __global__ void __launch_bounds__(drows::kThreads, MIN_BLOCKS)
     decode_rows(const TIN* __restrict__ A, const TIN* __restrict__ B, TOUT* __restrict__ C, int M, int N, int K,
@@ -365,7 +423,7 @@ extern "C" __global__ void __launch_bounds__(drows::kThreads, MIN_BLOCKS)
                 int* __restrict__ workspace) {
   using namespace drows;
   HOPPER_DYNAMIC_SMEM(smem_raw);
-  if (M > 8 * NT || dynamic_smem_size() < static_cast<uint32_t>(kWarps * kTile)) __trap();
+  if (M > 8 * NT || dynamic_smem_size() < static_cast<uint32_t>(kWarps * kStages * kTile)) __trap();
   Job j;
   j.X = reinterpret_cast<const unsigned char*>(A);
   j.W = reinterpret_cast<const unsigned char*>(B);

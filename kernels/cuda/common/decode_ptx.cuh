@@ -97,11 +97,30 @@ __device__ __forceinline__ int atomic_add_acq_rel_gpu(int* p, int v) {
   return old;
 }
 __device__ __forceinline__ void st_f4(float4* p, float4 v) { *p = v; }
+// 16 bytes global -> shared without a register round trip (stage 16's RING): L2 only (.cg), the L2 asked
+// for the whole 256-byte line (W_HINT); src_bytes 0 fills the 16 bytes with zeros and reads nothing.
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, int src_bytes) {
+#if W_HINT
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+#else
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int Pending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(Pending) : "memory");
+}
 // the GPU's nanosecond clock (one clock for every SM: stamps of different warps compare)
 __device__ __forceinline__ unsigned long long globaltimer_ns() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
+}
+__device__ __forceinline__ unsigned sm_id() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
+  return r;
 }
 __device__ __forceinline__ void sts16(uint32_t addr, decode::U4 v) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
@@ -124,5 +143,12 @@ float4 ldcg_f4(const float4* p);
 int atomic_add_acq_rel_gpu(int* p, int v);
 void st_f4(float4* p, float4 v);
 unsigned long long globaltimer_ns();
+unsigned sm_id();
+namespace {  // mma_sync_ptx.h's emulation of cp.async (deferred to the wait) is in the unnamed namespace
+void cp_async_16(uint32_t dst, const void* src, int src_bytes);
+void cp_async_commit();
+template <int Pending>
+void cp_async_wait();
+}  // namespace
 void sts16(uint32_t addr, decode::U4 v);
 #endif

@@ -64,6 +64,7 @@ unsigned long long globaltimer_ns() {  // the host's steady clock (TRACE builds)
                                              std::chrono::steady_clock::now().time_since_epoch())
                                              .count());
 }
+unsigned sm_id() { return blockIdx.x; }  // one block per SM, as the grid is sized
 void sts16(uint32_t addr, decode::U4 v) {
   if (addr % 16 || addr + 16 > gemm_host::dynamic_smem_size) gemm_host::fail("st.shared.v4 misaligned or past the dynamic shared memory", gemm_host::dynamic_smem + addr);
   std::memcpy(gemm_host::dynamic_smem + addr, &v, 16);
