@@ -144,7 +144,8 @@ def test_prefetch_and_swizzle_switched_off_still_compute_right(tmp_path_factory)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("defines", ["{DEFER:1}", "{TRACE:1}", "{RING:2}", "{RING:3,TRACE:1}", "{RING:4,SWIZZLE:0}"])
+@pytest.mark.parametrize("defines", ["{DEFER:1}", "{TRACE:1}", "{RING:2}", "{RING:3,TRACE:1}", "{RING:4,WARPS:4,SWIZZLE:0}",
+                                     "{RING:2,XSHARE:1}"])
 def test_deferred_arrival_ring_and_traced_builds_compute_right(defines, tmp_path_factory):
     """DEFER 1 (a split first unit arrives at its counter at the end of the warp's range), TRACE 1
     (stamps after the partials: the workspace grows by 32 bytes a warp, which AddressSanitizer holds it

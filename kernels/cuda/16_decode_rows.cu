@@ -139,6 +139,7 @@ constexpr int kTile = kRows * kStep;       // a warp's staging tile in shared me
 static_assert(NT == 1 || NT == 2 || NT == 4 || NT == 8, "NT: 1, 2, 4 or 8 n8 tiles of tokens");
 static_assert(RING == 0 || (RING >= 2 && RING <= 4), "RING: 0 (registers) or 2..4 shared-memory stages");
 constexpr int kStages = RING ? RING : 1;     // a warp's tiles in shared memory
+static_assert(kWarps * kStages * kTile <= 232448, "WARPS x RING tiles of 8 KB past the H100/H200's 227 KB a block");
 static_assert(sizeof(TIN) == 2 || DROWS_FP8, "bf16 or e4m3 operands");
 static_assert(sizeof(TOUT) == 2, "the result is bf16");
 
