@@ -46,7 +46,8 @@ BUILDS = ([(p, m, None) for p in ("bf16", "fp8") for m in (1, 16, 32, 64)]
           + [("bf16", 1, "{BLOCKS_SMALL:2}"), ("bf16", 16, "{BLOCKS_SMALL:2}"), ("fp8", 1, "{BLOCKS_SMALL:2}")]
           + [(p, 64, "{XSHARE:1}") for p in ("bf16", "fp8")]
           + [("bf16", 16, "{TRACE:1}"), ("bf16", 1, "{DEFER:1}")]
-          + [(p, m, "{RING:3}") for p in ("bf16", "fp8") for m in (1, 16, 64)])
+          + [(p, m, "{RING:3}") for p in ("bf16", "fp8") for m in (1, 16, 64)]
+          + [(p, m, "{BAL:1}") for p in ("bf16", "fp8") for m in (1, 16)])
 
 
 @NEEDS_NVCC
@@ -145,7 +146,7 @@ def test_prefetch_and_swizzle_switched_off_still_compute_right(tmp_path_factory)
 
 @pytest.mark.slow
 @pytest.mark.parametrize("defines", ["{DEFER:1}", "{TRACE:1}", "{RING:2}", "{RING:3,TRACE:1}", "{RING:4,WARPS:4,SWIZZLE:0}",
-                                     "{RING:2,XSHARE:1}"])
+                                     "{RING:2,XSHARE:1}", "{BAL:1}", "{BAL:1,TRACE:1}"])
 def test_deferred_arrival_ring_and_traced_builds_compute_right(defines, tmp_path_factory):
     """DEFER 1 (a split first unit arrives at its counter at the end of the warp's range), TRACE 1
     (stamps after the partials: the workspace grows by 32 bytes a warp, which AddressSanitizer holds it
@@ -159,9 +160,26 @@ def test_deferred_arrival_ring_and_traced_builds_compute_right(defines, tmp_path
         _assert_right(p, c, res, f"{defines}: ")
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("precision,m,n,k", [("bf16", 1, 400, 65536), ("fp8", 16, 200, 65536), ("bf16", 3, 4000, 256)])
+def test_balance_with_long_and_short_ranges(precision, m, n, k, tmp_path_factory):
+    """BALANCE where a CTA's range is long (1600 steps: the guided chunks reach their cap of 64 and the
+    last one takes the rest; 416 in fp8 at 16 tokens) and where it is cut into many one-step units
+    (K = 256: one step a row, 63 units a CTA)."""
+    folder, rng = tmp_path_factory.mktemp("emu-rows-balance"), np.random.default_rng(16)
+    p = rows_point(m, n, k, precision, defines="{BAL:1}")
+    assert dict(build_for(p).point_defines)["BALANCE"] == 1
+    c, res = emulate_decode(p, decode_emulator(p, folder.parent), folder, rng)
+    _assert_right(p, c, res, "BALANCE: ")
+
+
 MUTANTS = [
     # the deferred first unit never arrives: its counter stays short, nobody writes its rows of C
     ("lost_deferred_arrival", "!more && pend ? u0 : -1", "-1", 1, "{DEFER:1}"),
+    # BALANCE: a chunk's last unit written over its first one's slot; a unit shared with the next CTA
+    # written to C from this CTA's part alone
+    ("balance_slot_clash", "2 * q + (first_seg ? 0 : 1)", "2 * q", 1, "{BAL:1}"),
+    ("balance_no_fixup", "if (ua >= c.c0 && ub <= c1) {", "if (true) {", 1, "{BAL:1}"),
     # the ring multiplies a tile before its copies are waited for (one group too many left in flight)
     ("ring_early_read", "cp_async_wait<RING - 1>();", "cp_async_wait<RING>();", 1, "{RING:3}"),
     ("drop_partial", "for (int p = p0; p <= p1; ++p)", "for (int p = p0 + 1; p <= p1; ++p)", 1, None),
@@ -175,7 +193,8 @@ MUTANTS = [
 @pytest.mark.parametrize("name,old,new,launches,defines", MUTANTS, ids=[m[0] for m in MUTANTS])
 def test_emulation_catches_a_broken_kernel(name, old, new, launches, defines, tmp_path_factory):
     folder = tmp_path_factory.mktemp(f"emu-rows-{name}")
-    p = rows_point(5, 70, 2056, defines=defines)
+    # BALANCE's mutants where chunks cross units (16-step units, static chunks of 7 steps)
+    p = rows_point(9, 300, 4096, defines=defines) if "BAL" in (defines or "") else rows_point(5, 70, 2056, defines=defines)
     exe = decode_emulator(p, folder.parent, mutant(folder.parent, name, old, new, build_for(p).source))
     c, res = emulate_decode(p, exe, folder, np.random.default_rng(13), launches=launches)
     assert not res.passed, f"the mutant {name} passed the check"

@@ -202,7 +202,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     nt = dict(p.point_defines())["NT"]
                     warps = let["G"] * 8
                     units, steps = let["UNITS"], -(-k * 2 // 512)
-                    active = active_warps(units, steps, warps)
+                    # BALANCE: every warp of a CTA stamps (chunks are claimed, not assigned)
+                    active = ([True] * warps if dict(p.point_defines()).get("BALANCE")
+                              else active_warps(units, steps, warps))
                     trace_off = 4 * ((units + 63) // 64) * 64 + warps * 2 * nt * 512
                     row.update(grid=let["G"], warps=warps, active_warps=sum(active), steps=steps, units=units)
                 for mode in ("single", "after_memset", "b2b"):

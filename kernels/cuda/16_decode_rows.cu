@@ -52,6 +52,17 @@
 //   TRACE       1: lane 0 of every warp stamps %globaltimer at its start, its first step's weights in
 //               registers, its last MMA and its end, and its SM (%smid), into the workspace after the
 //               partials (40 bytes a warp): gemmlab/bench/decode_trace.py reads them (0: none, the default)
+//   RING        2..4: the weights copied by cp.async.cg straight into a ring of RING tiles per warp (RING - 1
+//               steps in flight, no registers or shared-memory stores for them); 0: through registers.
+//               Measured (session12b/12c): no better at 1 token (the warps' stream ends spread wider:
+//               warps 0-1 of a CTA 14 us behind warps 6-7 at 8192 x 28672), mixed at 16
+//   BALANCE     1 (the YAML's BAL, for at most 16 tokens): stream-K over CTAs; a CTA's range is cut into
+//               WARPS static chunks (3/32 of it each) and guided dynamic ones (1/16 of what remains, down to
+//               one step) that its warps claim from a shared-memory counter as they finish; a chunk's
+//               partials go to shared-memory slots by chunk, summed per unit in position order at the CTA's
+//               end (deterministic), units shared with a neighbouring CTA through the counters as above.
+//               Why: with static ranges the warps of one SM ended 3-6 us apart (session12b's stamps:
+//               within-SM spread 2-3x the spread of the SMs' means)
 // NT (n8 tiles of tokens: 1, 2, 4, 8) comes from the point (point_defines): one build per tile count,
 // so M <= 16 is not held to M = 64's registers.
 //
@@ -108,6 +119,9 @@
 #ifndef RING
 #define RING 0
 #endif
+#ifndef BALANCE
+#define BALANCE 0
+#endif
 
 // fp8 builds take the per-tensor scales: e4m3 detected from the TIN token (as stage 14 does)
 #define DROWS_IS_FP8___nv_fp8_e4m3 1
@@ -139,7 +153,16 @@ constexpr int kTile = kRows * kStep;       // a warp's staging tile in shared me
 static_assert(NT == 1 || NT == 2 || NT == 4 || NT == 8, "NT: 1, 2, 4 or 8 n8 tiles of tokens");
 static_assert(RING == 0 || (RING >= 2 && RING <= 4), "RING: 0 (registers) or 2..4 shared-memory stages");
 constexpr int kStages = RING ? RING : 1;     // a warp's tiles in shared memory
-static_assert(kWarps * kStages * kTile <= 232448, "WARPS x RING tiles of 8 KB past the H100/H200's 227 KB a block");
+static_assert(!BALANCE || (!RING && !XSHARE && NT <= 2), "BALANCE: the register path, XSHARE 0, at most 16 tokens");
+// BALANCE: a CTA's chunks (WARPS static, at most kDynMax claimed) and their partial slots (two each:
+// the chunk's first and last unit) in shared memory after the tiles
+constexpr int kDynMax = 64;
+constexpr int kChunks = kWarps + kDynMax;
+constexpr int kSlots = 2 * kChunks;
+constexpr int kSlotBytes = NT * 32 * 16;
+constexpr int kBalanceBytes = BALANCE ? kSlots * kSlotBytes + kSlots * 4 + 16 : 0;
+constexpr int kSmemBytes = kWarps * kStages * kTile + kBalanceBytes;
+static_assert(kSmemBytes <= 232448, "WARPS x RING tiles of 8 KB (+ BALANCE's slots) past the H100/H200's 227 KB a block");
 static_assert(sizeof(TIN) == 2 || DROWS_FP8, "bf16 or e4m3 operands");
 static_assert(sizeof(TOUT) == 2, "the result is bf16");
 
@@ -412,9 +435,210 @@ __device__ void run_warp(const Job& j, unsigned char* smem) {
   DROWS_TRACE_AT(3);
 }
 
+#if BALANCE
+// A CTA's range [c0, c0 + L) of positions (unit, step), unit-major: WARPS static chunks of F = 3L/32
+// steps (warp w takes chunk w), then the rest, R = L - 8F, in dynamic chunks the warps claim from a
+// shared counter as they finish, guided: each takes 1/16 of what remains (R (15/16)^d left after d of
+// them), down to single steps. The boundaries are a function of the chunk index alone, so each
+// chunk's partial has its place whichever warp computed it, and a unit's partials are summed in
+// position order: deterministic. A warp that finishes early takes more chunks; the last ones are one
+// step long, so the CTA's warps end within about a step of each other (session12b's traces: up to 6 us
+// apart with static ranges, warps 0-1 of every CTA the last).
+struct Chunks {
+  long long c0;  // the CTA's first position
+  int L, F, R;   // its positions, a static chunk's, the dynamic region's
+  int dstar;     // dynamic chunks of the geometric part
+  int gstar;     // positions left after them (< 16): one-step chunks
+  int D;         // dynamic chunks in all (<= kDynMax: the last one takes what remains)
+};
+constexpr float kLog2Keep = -0.0931094044f;  // log2(15/16)
+
+// positions left after d guided chunks of R
+__device__ __forceinline__ int guided_left(int R, int d) {
+  return static_cast<int>(floorf(static_cast<float>(R) * exp2f(static_cast<float>(d) * kLog2Keep)));
+}
+
+__device__ __forceinline__ Chunks make_chunks(const Job& j, int b) {
+  Chunks c;
+  c.c0 = range_start(j, b);
+  c.L = static_cast<int>(range_start(j, b + 1) - c.c0);
+  c.F = 3 * c.L / 32;
+  c.R = c.L - kWarps * c.F;
+  int d = 0;
+  if (c.R >= 16) {  // the first d with fewer than 16 left, from the closed form, then exactly
+    d = max(0, static_cast<int>(ceilf(log2f(16.0f / static_cast<float>(c.R)) / kLog2Keep)));
+    while (d > 0 && guided_left(c.R, d - 1) < 16) --d;
+    while (guided_left(c.R, d) >= 16) ++d;
+  }
+  c.dstar = d;
+  c.gstar = d ? guided_left(c.R, d) : c.R;
+  c.D = min(kDynMax, c.dstar + c.gstar);
+  return c;
+}
+
+// chunk q's first position, relative to c0 (q = WARPS + D: the range's end)
+__device__ __forceinline__ int chunk_start(const Chunks& c, int q) {
+  if (q <= kWarps) return q * c.F;
+  const int d = q - kWarps;
+  if (d >= c.D) return c.L;
+  const int left = d <= c.dstar ? (d ? guided_left(c.R, d) : c.R) : c.gstar - (d - c.dstar);
+  return kWarps * c.F + c.R - left;
+}
+
+__device__ __forceinline__ int claim(int* next, int lane) {
+  int q = 0;
+  if (lane == 0) q = atomicAdd(next, 1);
+  return kWarps + shfl_idx(q, 0);
+}
+
+// a segment's partial (acc) into its slot, the slot's unit recorded
+__device__ __forceinline__ void to_slot(const float (&acc)[NT][4], unsigned char* slots, int* slot_unit, int slot, int u,
+                                        int lane) {
+  float4* dst = reinterpret_cast<float4*>(slots + static_cast<long long>(slot) * kSlotBytes);
+#pragma unroll
+  for (int t = 0; t < NT; ++t) dst[t * 32 + lane] = make_float4(acc[t][0], acc[t][1], acc[t][2], acc[t][3]);
+  if (lane == 0) slot_unit[slot] = u;
+}
+
+__device__ void run_cta_balanced(const Job& j, unsigned char* smem) {
+  const int lane = threadIdx.x % 32, wib = threadIdx.x / 32;
+  const int w = blockIdx.x * kWarps + wib;
+  unsigned char* slots = smem + kWarps * kTile;
+  int* slot_unit = reinterpret_cast<int*>(slots + kSlots * kSlotBytes);
+  int* next = slot_unit + kSlots;
+  DROWS_TRACE_AT(0);
+  for (int i = threadIdx.x; i < kSlots; i += kThreads) slot_unit[i] = -1;
+  if (threadIdx.x == 0) *next = 0;
+  const Chunks c = make_chunks(j, blockIdx.x);
+  __syncthreads();
+  const int total = kWarps + c.D;
+  const uint32_t tile = hopper::smem_u32(smem) + wib * kTile;
+  // the chunk this warp works on, [a, e) relative to c0: its static one, then claimed ones (a chunk
+  // is claimed when the warp needs its first position: nothing is held in reserve)
+  int q = wib, a = chunk_start(c, q), e = chunk_start(c, q + 1);
+  while (a == e && q < total) {  // empty (a static chunk when F = 0; a guided one of 0 steps)
+    q = claim(next, lane);
+    a = q < total ? chunk_start(c, q) : c.L;
+    e = q < total ? chunk_start(c, q + 1) : c.L;
+  }
+  float acc[NT][4] = {};
+  bool traced = false;
+  (void)traced;
+  if (q < total) {
+    long long pos = c.c0 + a;
+    int u = static_cast<int>(pos / j.P), s = static_cast<int>(pos % j.P);
+    int first = s;        // the segment's first step
+    bool first_seg = true;  // the chunk's first segment (slot 2q) or its last (slot 2q + 1)
+    U4 wr[kRows];
+    load_step(wr, j, u, s, lane);
+    while (true) {
+      __syncwarp();
+      store_step(wr, tile, lane);
+      __syncwarp();
+#if TRACE
+      if (!traced) {
+        DROWS_TRACE_AT(1);
+        traced = true;
+      }
+#endif
+      // the next position: in this chunk, or the first of the next non-empty one
+      int nq = q, na = a, ne = e;
+      long long npos = pos + 1;
+      if (npos == c.c0 + e) {
+        do {
+          nq = claim(next, lane);
+          na = nq < total ? chunk_start(c, nq) : c.L;
+          ne = nq < total ? chunk_start(c, nq + 1) : c.L;
+        } while (na == ne && nq < total);
+        npos = c.c0 + na;
+      }
+      const bool more = nq < total;
+      const int un = static_cast<int>(npos / j.P), sn = static_cast<int>(npos % j.P);
+      if (more) load_step(wr, j, un, sn, lane);
+      mma_step(acc, j, tile, s, lane);
+      const bool chunk_end = nq != q || !more;
+      if (s == j.P - 1 || chunk_end) {  // the segment ends: a whole unit to C, else to its slot
+        if (first == 0 && s == j.P - 1) {
+          write_c(acc, j, u, lane);
+        } else {
+          to_slot(acc, slots, slot_unit, 2 * q + (first_seg ? 0 : 1), u, lane);
+        }
+#pragma unroll
+        for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;
+        first = 0;
+        first_seg = false;
+      }
+      if (!more) break;
+      if (chunk_end) {
+        q = nq;
+        a = na;
+        e = ne;
+        first = sn;
+        first_seg = true;
+      }
+      pos = npos;
+      u = un;
+      s = sn;
+    }
+  }
+  if (!traced) DROWS_TRACE_AT(1);
+  DROWS_TRACE_AT(2);
+  __syncthreads();  // every slot written
+  // the slots' units, in position order: each run of one unit is summed in that order; runs are dealt
+  // to the warps in turn. A unit wholly inside [c0, c0 + L) goes to C; the CTA's first or last unit,
+  // shared with a neighbouring CTA, goes to this CTA's partial slot and its counter
+  const long long c1 = c.c0 + c.L;
+  int run = 0;
+  for (int i = 0; i < kSlots;) {
+    const int u = slot_unit[i];
+    if (u < 0) {
+      ++i;
+      continue;
+    }
+    int k = i + 1;  // the run: slots i..k-1 of unit u (unused slots inside it skipped)
+    while (k < kSlots && (slot_unit[k] == u || slot_unit[k] < 0)) ++k;
+    if (run++ % kWarps == wib) {
+      float tot[NT][4] = {};
+      for (int m = i; m < k; ++m) {
+        if (slot_unit[m] != u) continue;
+        const float4* src = reinterpret_cast<const float4*>(slots + static_cast<long long>(m) * kSlotBytes);
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+          const float4 v = src[t * 32 + lane];
+          tot[t][0] += v.x;
+          tot[t][1] += v.y;
+          tot[t][2] += v.z;
+          tot[t][3] += v.w;
+        }
+      }
+      const long long ua = static_cast<long long>(u) * j.P, ub = ua + j.P;  // the unit's positions
+      if (ua >= c.c0 && ub <= c1) {
+        write_c(tot, j, u, lane);
+      } else {  // shared with a neighbour: this CTA's partial, its arrival, the sum by the last one
+        const int covered = static_cast<int>(min(ub, c1) - max(ua, c.c0));
+        float4* mine = slot_of(j, blockIdx.x, c.c0 >= ua);  // slot 0: the range starts in the unit
+#pragma unroll
+        for (int t = 0; t < NT; ++t)
+          st_f4(mine + t * 32 + lane, make_float4(tot[t][0], tot[t][1], tot[t][2], tot[t][3]));
+        __syncwarp();
+        int old = 0;
+        if (lane == 0) {
+          __threadfence();
+          old = atomic_add_acq_rel_gpu(j.counters + u, covered);
+        }
+        old = shfl_idx(old, 0);
+        if (old + covered == j.P) reduce_unit(j, u, lane);
+      }
+    }
+    i = k;
+  }
+  DROWS_TRACE_AT(3);
+}
+#endif
+
 }  // namespace drows
 
-HOPPER_DECLARE_DYNAMIC_SMEM(drows::kWarps * drows::kStages * drows::kTile)
+HOPPER_DECLARE_DYNAMIC_SMEM(drows::kSmemBytes)
 
 extern "C" __global__ void __launch_bounds__(drows::kThreads, MIN_BLOCKS)
     decode_rows(const TIN* __restrict__ A, const TIN* __restrict__ B, TOUT* __restrict__ C, int M, int N, int K,
@@ -424,7 +648,7 @@ extern "C" __global__ void __launch_bounds__(drows::kThreads, MIN_BLOCKS)
                 int* __restrict__ workspace) {
   using namespace drows;
   HOPPER_DYNAMIC_SMEM(smem_raw);
-  if (M > 8 * NT || dynamic_smem_size() < static_cast<uint32_t>(kWarps * kStages * kTile)) __trap();
+  if (M > 8 * NT || dynamic_smem_size() < static_cast<uint32_t>(kSmemBytes)) __trap();
   Job j;
   j.X = reinterpret_cast<const unsigned char*>(A);
   j.W = reinterpret_cast<const unsigned char*>(B);
@@ -436,7 +660,7 @@ extern "C" __global__ void __launch_bounds__(drows::kThreads, MIN_BLOCKS)
   const int units = (N + kRows - 1) / kRows;
   j.units = units;
   j.warps = gridDim.x * kWarps;
-  j.parts = XSHARE ? static_cast<int>(gridDim.x) : j.warps;
+  j.parts = XSHARE || BALANCE ? static_cast<int>(gridDim.x) : j.warps;  // stream-K over CTAs, or warps
   j.len = static_cast<long long>((units + kUnitsPerPos - 1) / kUnitsPerPos) * j.P;
 #if DROWS_FP8
   j.scale = scale_a * scale_b;
@@ -446,7 +670,11 @@ extern "C" __global__ void __launch_bounds__(drows::kThreads, MIN_BLOCKS)
   j.counters = workspace;
   j.partials = reinterpret_cast<float4*>(workspace + ((units + 63) / 64) * 64);  // 256-byte aligned
   j.trace = reinterpret_cast<unsigned long long*>(j.partials + static_cast<long long>(j.warps) * 2 * NT * 32);
+#if BALANCE
+  run_cta_balanced(j, smem_raw);
+#else
   run_warp(j, smem_raw);
+#endif
 }
 
 #if defined(GEMMLAB_HOST_EMULATION)
