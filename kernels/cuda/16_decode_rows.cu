@@ -59,8 +59,9 @@
 //   BALANCE     1 (the YAML's BAL, for at most 16 tokens): stream-K over CTAs; a CTA's range is cut into
 //               WARPS static chunks (3/32 of it each) and guided dynamic ones (1/16 of what remains, down to
 //               one step) that its warps claim from a shared-memory counter as they finish; a chunk's
-//               partials go to shared-memory slots by chunk, summed per unit in position order at the CTA's
-//               end (deterministic), units shared with a neighbouring CTA through the counters as above.
+//               partials go to the CTA's slots in the workspace (two a chunk; in shared memory they took the
+//               L1 that holds X: session12d), summed per unit in chunk order at the CTA's end
+//               (deterministic), units shared with a neighbouring CTA through the counters as above.
 //               Why: with static ranges the warps of one SM ended 3-6 us apart (session12b's stamps:
 //               within-SM spread 2-3x the spread of the SMs' means)
 // NT (n8 tiles of tokens: 1, 2, 4, 8) comes from the point (point_defines): one build per tile count,
@@ -155,12 +156,12 @@ static_assert(RING == 0 || (RING >= 2 && RING <= 4), "RING: 0 (registers) or 2..
 constexpr int kStages = RING ? RING : 1;     // a warp's tiles in shared memory
 static_assert(!BALANCE || (!RING && !XSHARE && NT <= 2), "BALANCE: the register path, XSHARE 0, at most 16 tokens");
 // BALANCE: a CTA's chunks (WARPS static, at most kDynMax claimed) and their partial slots (two each:
-// the chunk's first and last unit) in shared memory after the tiles
+// the chunk's first and last unit) in the workspace, after the trace
 constexpr int kDynMax = 64;
 constexpr int kChunks = kWarps + kDynMax;
 constexpr int kSlots = 2 * kChunks;
 constexpr int kSlotBytes = NT * 32 * 16;
-constexpr int kBalanceBytes = BALANCE ? kSlots * kSlotBytes + kSlots * 4 + 16 : 0;
+constexpr int kBalanceBytes = BALANCE ? 16 : 0;  // the claim counter (the slots are in the workspace)
 constexpr int kSmemBytes = kWarps * kStages * kTile + kBalanceBytes;
 static_assert(kSmemBytes <= 232448, "WARPS x RING tiles of 8 KB (+ BALANCE's slots) past the H100/H200's 227 KB a block");
 static_assert(sizeof(TIN) == 2 || DROWS_FP8, "bf16 or e4m3 operands");
@@ -189,6 +190,7 @@ struct Job {
   int* counters;        // one per unit
   float4* partials;     // [warp][slot 2][NT][32 lanes]
   unsigned long long* trace;  // TRACE 1: [warp][5] globaltimer ns x 4, the SM (after the partials)
+  unsigned char* bslots;      // BALANCE: [CTA][kSlots][NT][32 lanes] float4 (after the trace)
 };
 
 __device__ __forceinline__ long long range_start(const Job& j, int p) { return static_cast<long long>(p) * j.len / j.parts; }
@@ -491,23 +493,31 @@ __device__ __forceinline__ int claim(int* next, int lane) {
   return kWarps + shfl_idx(q, 0);
 }
 
-// a segment's partial (acc) into its slot, the slot's unit recorded
-__device__ __forceinline__ void to_slot(const float (&acc)[NT][4], unsigned char* slots, int* slot_unit, int slot, int u,
-                                        int lane) {
+// a segment's partial (acc) into its slot of the CTA's slots (in the workspace: the L1 stays free for X)
+__device__ __forceinline__ void to_slot(const float (&acc)[NT][4], unsigned char* slots, int slot, int lane) {
   float4* dst = reinterpret_cast<float4*>(slots + static_cast<long long>(slot) * kSlotBytes);
 #pragma unroll
-  for (int t = 0; t < NT; ++t) dst[t * 32 + lane] = make_float4(acc[t][0], acc[t][1], acc[t][2], acc[t][3]);
-  if (lane == 0) slot_unit[slot] = u;
+  for (int t = 0; t < NT; ++t) st_f4(dst + t * 32 + lane, make_float4(acc[t][0], acc[t][1], acc[t][2], acc[t][3]));
+}
+
+// the chunk holding relative position x: the last q < total with chunk_start(q) <= x (empty chunks share
+// their start with the next one, so the one found is never empty)
+__device__ __forceinline__ int chunk_of(const Chunks& c, int total, int x) {
+  int lo = 0, hi = total - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (chunk_start(c, mid) <= x) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
 }
 
 __device__ void run_cta_balanced(const Job& j, unsigned char* smem) {
   const int lane = threadIdx.x % 32, wib = threadIdx.x / 32;
   const int w = blockIdx.x * kWarps + wib;
-  unsigned char* slots = smem + kWarps * kTile;
-  int* slot_unit = reinterpret_cast<int*>(slots + kSlots * kSlotBytes);
-  int* next = slot_unit + kSlots;
+  unsigned char* slots = j.bslots + static_cast<long long>(blockIdx.x) * kSlots * kSlotBytes;
+  int* next = reinterpret_cast<int*>(smem + kWarps * kTile);
   DROWS_TRACE_AT(0);
-  for (int i = threadIdx.x; i < kSlots; i += kThreads) slot_unit[i] = -1;
   if (threadIdx.x == 0) *next = 0;
   const Chunks c = make_chunks(j, blockIdx.x);
   __syncthreads();
@@ -561,7 +571,7 @@ __device__ void run_cta_balanced(const Job& j, unsigned char* smem) {
         if (first == 0 && s == j.P - 1) {
           write_c(acc, j, u, lane);
         } else {
-          to_slot(acc, slots, slot_unit, 2 * q + (first_seg ? 0 : 1), u, lane);
+          to_slot(acc, slots, 2 * q + (first_seg ? 0 : 1), lane);
         }
 #pragma unroll
         for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;
@@ -583,39 +593,38 @@ __device__ void run_cta_balanced(const Job& j, unsigned char* smem) {
   }
   if (!traced) DROWS_TRACE_AT(1);
   DROWS_TRACE_AT(2);
-  __syncthreads();  // every slot written
-  // the slots' units, in position order: each run of one unit is summed in that order; runs are dealt
-  // to the warps in turn. A unit wholly inside [c0, c0 + L) goes to C; the CTA's first or last unit,
+  __syncthreads();  // every slot written (and visible to the CTA: the barrier orders global memory too)
+  // the CTA's units, dealt to its warps in turn: a unit's chunks are found from the chunk boundaries
+  // (a binary search), its partials summed in chunk order. A unit that one chunk covered whole went to
+  // C during the stream; one wholly inside [c0, c0 + L) goes to C here; the CTA's first or last unit,
   // shared with a neighbouring CTA, goes to this CTA's partial slot and its counter
-  const long long c1 = c.c0 + c.L;
-  int run = 0;
-  for (int i = 0; i < kSlots;) {
-    const int u = slot_unit[i];
-    if (u < 0) {
-      ++i;
-      continue;
-    }
-    int k = i + 1;  // the run: slots i..k-1 of unit u (unused slots inside it skipped)
-    while (k < kSlots && (slot_unit[k] == u || slot_unit[k] < 0)) ++k;
-    if (run++ % kWarps == wib) {
+  if (c.L > 0) {
+    const long long c1 = c.c0 + c.L;
+    const int u_first = static_cast<int>(c.c0 / j.P), u_last = static_cast<int>((c1 - 1) / j.P);
+    for (int u = u_first + wib; u <= u_last; u += kWarps) {
+      const long long ua = static_cast<long long>(u) * j.P, ub = ua + j.P;  // the unit's positions
+      const int xa = static_cast<int>(max(ua, c.c0) - c.c0), xb = static_cast<int>(min(ub, c1) - c.c0);  // in the range
+      const int qa = chunk_of(c, total, xa), qb = chunk_of(c, total, xb - 1);
+      if (qa == qb && ua >= c.c0 + chunk_start(c, qa) && ub <= c.c0 + chunk_start(c, qa + 1)) continue;  // done
       float tot[NT][4] = {};
-      for (int m = i; m < k; ++m) {
-        if (slot_unit[m] != u) continue;
-        const float4* src = reinterpret_cast<const float4*>(slots + static_cast<long long>(m) * kSlotBytes);
+      for (int q = qa; q <= qb; ++q) {
+        const int cs = chunk_start(c, q);
+        if (cs == chunk_start(c, q + 1)) continue;  // empty: nothing written
+        const float4* src = reinterpret_cast<const float4*>(
+            slots + static_cast<long long>(2 * q + (c.c0 + cs >= ua ? 0 : 1)) * kSlotBytes);
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
-          const float4 v = src[t * 32 + lane];
+          const float4 v = ldcg_f4(src + t * 32 + lane);
           tot[t][0] += v.x;
           tot[t][1] += v.y;
           tot[t][2] += v.z;
           tot[t][3] += v.w;
         }
       }
-      const long long ua = static_cast<long long>(u) * j.P, ub = ua + j.P;  // the unit's positions
       if (ua >= c.c0 && ub <= c1) {
         write_c(tot, j, u, lane);
       } else {  // shared with a neighbour: this CTA's partial, its arrival, the sum by the last one
-        const int covered = static_cast<int>(min(ub, c1) - max(ua, c.c0));
+        const int covered = xb - xa;
         float4* mine = slot_of(j, blockIdx.x, c.c0 >= ua);  // slot 0: the range starts in the unit
 #pragma unroll
         for (int t = 0; t < NT; ++t)
@@ -630,7 +639,6 @@ __device__ void run_cta_balanced(const Job& j, unsigned char* smem) {
         if (old + covered == j.P) reduce_unit(j, u, lane);
       }
     }
-    i = k;
   }
   DROWS_TRACE_AT(3);
 }
@@ -670,6 +678,7 @@ extern "C" __global__ void __launch_bounds__(drows::kThreads, MIN_BLOCKS)
   j.counters = workspace;
   j.partials = reinterpret_cast<float4*>(workspace + ((units + 63) / 64) * 64);  // 256-byte aligned
   j.trace = reinterpret_cast<unsigned long long*>(j.partials + static_cast<long long>(j.warps) * 2 * NT * 32);
+  j.bslots = reinterpret_cast<unsigned char*>(j.trace) + (TRACE ? static_cast<long long>(j.warps) * 40 : 0);
 #if BALANCE
   run_cta_balanced(j, smem_raw);
 #else
