@@ -80,6 +80,44 @@ def default_run_phrases() -> list:
             f"in {int(wall.split()[2]) / 1000:.1f} s"]
 
 
+S12, S12B = "h200-2026-12-03/session12", "h200-2026-12-03/session12b"  # stage 16's per-warp stamps
+
+
+def _trace(sess: str) -> list:
+    return [json.loads(x) for x in (folder(f"{sess}/logs") / "decode_trace.jsonl").read_text().splitlines() if x]
+
+
+def trace_phrases() -> list:
+    """Where stage 16's time goes: session12's stamps at (1, 8192, 28672) (DEFER 0, one launch between
+    the events), cuBLAS there, every traced launch's time outside the warps, session12b's warps by SM."""
+    import numpy as np
+
+    rows = _trace(S12)
+    r = next(x for x in rows if x["variant"] == "decode_rows" and (x["m"], x["n"], x["k"]) == (1, 8192, 28672)
+             and x["defines"] == "{DEFER:0}" and x["mode"] == "single")
+    lib = next(x for x in rows if x["variant"] == "cublas" and (x["m"], x["n"], x["k"]) == (1, 8192, 28672)
+               and x["mode"] == "single")
+    outside = [x["outside_us"] for x in rows if "outside_us" in x]
+    out = [f"{r['event_us']:.1f} us between the events, of which {r['outside_us']:.1f} us lie outside",
+           f"({span(outside, '.1f')} us in every traced launch",
+           f"the first weights come {r['first_data_med_us']:.1f} us after",
+           f"spread from {r['stream_p10_us']:.1f} us (the first tenth) to {r['stream_max_us']:.1f} us (the last warp)",
+           f"add up to {r['finish_max_us']:.1f} us; cuBLAS takes {lib['event_us']:.1f} us"]
+    w = next(x for x in _trace(S12B) if x.get("defines") == "{RING:0}" and (x["m"], x["n"], x["k"]) == (1, 8192, 28672)
+             and isinstance(x.get("warps"), list))
+    a = np.array(w["warps"])
+    end, sm = a[:, 2] / 1e3, a[:, 4]
+    sms = np.unique(sm)
+    out.append(f"{np.median([np.ptp(end[sm == s]) for s in sms]):.1f} us between an SM's first and last warp")
+    out.append(f"standard deviation of {np.std([end[sm == s].mean() for s in sms]):.1f} us between the SMs'")
+    return out
+
+
+@pytest.mark.skipif(not has(S12, S12B), reason="session12's traces are not in this checkout")
+def test_readme_states_where_stage_16s_time_goes():
+    assert_said(trace_phrases(), "paragraph on where stage 16's time goes")
+
+
 def test_readme_states_the_decode_stages_as_measured():
     assert_said(decode_phrases() + sweep_phrases() + read_phrases(), "decode paragraph")
 
