@@ -80,7 +80,7 @@ def default_run_phrases() -> list:
             f"in {int(wall.split()[2]) / 1000:.1f} s"]
 
 
-S12, S12B = "h200-2026-12-03/session12", "h200-2026-12-03/session12b"  # stage 16's per-warp stamps
+S12, S12B, S12E = "h200-2026-12-03/session12", "h200-2026-12-03/session12b", "h200-2026-12-03/session12e"  # stage 16's stamps
 
 
 def _trace(sess: str) -> list:
@@ -110,10 +110,22 @@ def trace_phrases() -> list:
     sms = np.unique(sm)
     out.append(f"{np.median([np.ptp(end[sm == s]) for s in sms]):.1f} us between an SM's first and last warp")
     out.append(f"standard deviation of {np.std([end[sm == s].mean() for s in sms]):.1f} us between the SMs'")
+    # BALANCE (session12e): its traces at (1, 8192, 28672) and its sweep against cuBLAS at 1 token (bf16)
+    by = {x["defines"]: np.array(x["warps"]) for x in _trace(S12E)
+          if isinstance(x.get("warps"), list) and (x["m"], x["n"], x["k"]) == (1, 8192, 28672)}
+    ptp = {d: np.median([np.ptp(a[a[:, 4] == s, 2]) for s in np.unique(a[:, 4])]) / 1e3 for d, a in by.items()}
+    out.append(f"within {ptp['{BAL:1}']:.1f} us of each other ({ptp['{BAL:0}']:.1f} us without it)")
+    fin = by["{BAL:1}"]
+    out.append(f"(up to {np.max(fin[:, 3] - fin[:, 2]) / 1e3:.1f} us after a warp's")
+    sw = pd.read_csv(folder(f"{S12E}/decode_rows_sweep") / "results.csv")
+    sw = sw[(sw["status"] == "ok") & (sw["precision"] == "bf16") & (sw["m"] == 1)]
+    bal = sw["defines"].map(lambda t: json.loads(t)["BALANCE"])
+    out.append(f"({span(sw[bal == 1]['pct_of_baseline'], '.1f')}% of cuBLAS timed beside it at 1 token, "
+               f"against {span(sw[bal == 0]['pct_of_baseline'], '.1f')}%")
     return out
 
 
-@pytest.mark.skipif(not has(S12, S12B), reason="session12's traces are not in this checkout")
+@pytest.mark.skipif(not has(S12, S12B, S12E), reason="session12's traces are not in this checkout")
 def test_readme_states_where_stage_16s_time_goes():
     assert_said(trace_phrases(), "paragraph on where stage 16's time goes")
 

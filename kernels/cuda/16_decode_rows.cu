@@ -48,7 +48,8 @@
 //               end of the warp's range (its partial stored when the warp leaves it; one fence and two
 //               atomics in flight together at the end) instead of when the warp leaves it (a fence and an
 //               atomic round trip in the middle of the stream, the warp's loads waiting behind them).
-//               MIN_BLOCKS 1 builds only: at 128 registers the deferred state spills
+//               MIN_BLOCKS 1 builds only: at 128 registers the deferred state spills. Measured
+//               (session12): -3.5 to +3.1 points of the faster library, about 1 us slower at 470 MB: off
 //   TRACE       1: lane 0 of every warp stamps %globaltimer at its start, its first step's weights in
 //               registers, its last MMA and its end, and its SM (%smid), into the workspace after the
 //               partials (40 bytes a warp): gemmlab/bench/decode_trace.py reads them (0: none, the default)
@@ -63,7 +64,11 @@
 //               L1 that holds X: session12d), summed per unit in chunk order at the CTA's end
 //               (deterministic), units shared with a neighbouring CTA through the counters as above.
 //               Why: with static ranges the warps of one SM ended 3-6 us apart (session12b's stamps:
-//               within-SM spread 2-3x the spread of the SMs' means)
+//               within-SM spread 2-3x the spread of the SMs' means). Measured (session12e): the SM's warps
+//               end 1.5 us apart instead of 6.3, but a unit cut into ~60 guided chunks is summed one L2
+//               round trip per chunk (up to 21 us at the CTA's end) and 16 tokens stream slower: 69-96%
+//               of cuBLAS at 1 token against 72-100%, off by default. Next: sum a unit's slots spread
+//               over the CTA's warps in a fixed tree, and find why 16 tokens stream slower
 // NT (n8 tiles of tokens: 1, 2, 4, 8) comes from the point (point_defines): one build per tile count,
 // so M <= 16 is not held to M = 64's registers.
 //
