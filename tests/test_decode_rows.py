@@ -93,8 +93,16 @@ def test_launch_rules_on_the_h200():
     assert dict(build_for(p2).point_defines)["MIN_BLOCKS"] == 2
     assert launch_shape(p2, sm_count=132).grid == (264, 1, 1)
     p64 = rows_point(64, 8192, 8192, "fp8")
-    assert dict(build_for(p64).point_defines) == {"NT": 8, "MIN_BLOCKS": 1}
+    assert dict(build_for(p64).point_defines) == {"NT": 8, "MIN_BLOCKS": 1, "BALANCE": 0}
     assert launch_shape(p64, sm_count=132).grid == (132, 1, 1)
+    # BALANCE up to 16 tokens: its claim counter in shared memory, 2 x (8 + 64) slots of NT x 512 bytes
+    # per CTA after the partials; past 16 tokens the define is dropped (and the build is the plain one)
+    pb = rows_point(16, 6144, 4096, defines="{BAL:1}")
+    assert dict(build_for(pb).point_defines)["BALANCE"] == 1
+    sb = launch_shape(pb, sm_count=132)
+    assert sb.smem_bytes == 8 * 8192 + 16
+    assert sb.workspace_bytes == 1536 + 132 * 8 * 2 * 2 * 512 + 132 * 2 * 72 * 2 * 512
+    assert dict(build_for(rows_point(64, 6144, 4096, defines="{BAL:1}")).point_defines)["BALANCE"] == 0
 
 
 # (m, n, k): P steps of 512 bytes per row and 16-row units; with the emulation's 4 SMs the grid has
