@@ -11,7 +11,7 @@
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation conduct sanitize precompile_default default_run default_run_noguard fidelity_default
-# cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_tests decode_rows decode_rows_sweep pinning multi_gpu
+# cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu decode_rows_tests decode_rows decode_rows_sweep pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # Set GEMMLAB_GIT_COMMIT to the commit being measured: the tree copied to a GPU host may carry a
@@ -419,6 +419,15 @@ while time.time()-t<45: a@a" &
              measure.max_noise=0.05 measure.warmup_s=0.2 measure.min_time_s=0.1 measure.max_time_s=0.5 \
              "variant.decode_rows.cuda.defines=$DECODE_ROWS_SWEEP" run.fail_on_error=false $Q run.name=decode_rows_sweep \
              hydra.sweep.dir=$REF/decode_rows_sweep ;;
+  decode_rows_ncu)  # issue 30: why stage 16 streams slower at 16 tokens than at 1 (X's L1 hits, L2 traffic, stalls),
+           # at Llama-3 70B mlp_down (8192 x 28672), beside cuBLAS at 16 tokens; one launch each (past the checked call)
+           for mk in "decode_rows 1 decode_rows" "decode_rows 16 decode_rows" "cublas 16 ^(?!gemmlab).*(gemv|gemm|xmma|cutlass)"; do set -- $mk
+             step ncu_rows_$1_t$2 120 ncu --clock-control none -k "regex:$3" --launch-skip 3 -c 1 \
+               --section SpeedOfLight --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables \
+               --section WarpStateStats --section SchedulerStats --section LaunchStats \
+               python3 run.py variant=$1 precision=bf16 "layouts=[nt]" sizes.square=[] "sizes.shapes=[[$2,8192,28672]]" \
+               measure=quick "measure.baseline=[]" measure.guard_bytes=0 run.isolate=none $Q hydra.run.dir=/tmp/ncu_rows_$1_$2
+           done ;;
   decode_trace)  # issue 30: stage 16's warps stamped (TRACE 1): start, first weights, last MMA, end, against the
            # event time, single / after a memset / back to back, cuBLAS beside it (gemmlab/bench/decode_trace.py)
            step decode_trace 300 python3 -m gemmlab.bench.decode_trace ${DECODE_TRACE_ARGS:-} --out "$LOGS/decode_trace.jsonl" ;;
