@@ -81,6 +81,7 @@ def default_run_phrases() -> list:
 
 
 S12, S12B, S12E = "h200-2026-12-03/session12", "h200-2026-12-03/session12b", "h200-2026-12-03/session12e"  # stage 16's stamps
+S12F = "h200-2026-12-03/session12f"  # stage 16 under ncu
 
 
 def _trace(sess: str) -> list:
@@ -122,10 +123,22 @@ def trace_phrases() -> list:
     bal = sw["defines"].map(lambda t: json.loads(t)["BALANCE"])
     out.append(f"({span(sw[bal == 1]['pct_of_baseline'], '.1f')}% of cuBLAS timed beside it at 1 token, "
                f"against {span(sw[bal == 0]['pct_of_baseline'], '.1f')}%")
+    # session12f: stage 16 under ncu at 1 and 16 tokens
+    def metric(log: str, name: str) -> float:
+        import re
+
+        text = (folder(f"{S12F}/logs") / log).read_text()
+        return float(re.search(rf"^\s*{re.escape(name)}\s+%\s+([\d.]+)", text, re.M).group(1))
+
+    t1, t16 = "ncu_rows_decode_rows_t1.log", "ncu_rows_decode_rows_t16.log"
+    out.append(f"DRAM runs at {metric(t1, 'DRAM Throughput'):.1f}% of its peak at 1 token and "
+               f"{metric(t16, 'DRAM Throughput'):.1f}% at 16")
+    out.append(f"(L1 hit rate {metric(t16, 'L1/TEX Hit Rate'):.1f}%;")
+    out.append(f"the L2 runs at {metric(t16, 'L2 Cache Throughput'):.1f}% of its throughput")
     return out
 
 
-@pytest.mark.skipif(not has(S12, S12B, S12E), reason="session12's traces are not in this checkout")
+@pytest.mark.skipif(not has(S12, S12B, S12E, S12F), reason="session12's traces are not in this checkout")
 def test_readme_states_where_stage_16s_time_goes():
     assert_said(trace_phrases(), "paragraph on where stage 16's time goes")
 
