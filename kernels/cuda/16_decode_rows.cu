@@ -291,6 +291,18 @@ __device__ __forceinline__ void store_partial(const float (&acc)[NT][4], float4*
   for (int t = 0; t < NT; ++t) st_f4(mine + t * 32 + lane, make_float4(acc[t][0], acc[t][1], acc[t][2], acc[t][3]));
 }
 
+// tot += a partial (NT x 32 lanes of float4, from the L2)
+__device__ __forceinline__ void add_partial(float (&tot)[NT][4], const float4* src, int lane) {
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    const float4 v = ldcg_f4(src + t * 32 + lane);
+    tot[t][0] += v.x;
+    tot[t][1] += v.y;
+    tot[t][2] += v.z;
+    tot[t][3] += v.w;
+  }
+}
+
 // Unit u complete (this warp's arrival was the last): the sum of every participant's partial in
 // participant order (deterministic), written to C; the counter reset for the next launch.
 __device__ __forceinline__ void reduce_unit(const Job& j, int u, int lane) {
@@ -303,15 +315,7 @@ __device__ __forceinline__ void reduce_unit(const Job& j, int u, int lane) {
     const long long ps = range_start(j, p);
     if (ps == range_start(j, p + 1)) continue;  // an empty range (more participants than positions)
     const int v = p * kUnitsPerPos + u % kUnitsPerPos;  // the warp of participant p that took unit u
-    const float4* theirs = slot_of(j, v, ps / j.P == blk);
-#pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      const float4 p = ldcg_f4(theirs + t * 32 + lane);
-      tot[t][0] += p.x;
-      tot[t][1] += p.y;
-      tot[t][2] += p.z;
-      tot[t][3] += p.w;
-    }
+    add_partial(tot, slot_of(j, v, ps / j.P == blk), lane);
   }
   write_c(tot, j, u, lane);
   if (lane == 0) j.counters[u] = 0;  // the next launch finds it zero
@@ -615,16 +619,8 @@ __device__ void run_cta_balanced(const Job& j, unsigned char* smem) {
       for (int q = qa; q <= qb; ++q) {
         const int cs = chunk_start(c, q);
         if (cs == chunk_start(c, q + 1)) continue;  // empty: nothing written
-        const float4* src = reinterpret_cast<const float4*>(
-            slots + static_cast<long long>(2 * q + (c.c0 + cs >= ua ? 0 : 1)) * kSlotBytes);
-#pragma unroll
-        for (int t = 0; t < NT; ++t) {
-          const float4 v = ldcg_f4(src + t * 32 + lane);
-          tot[t][0] += v.x;
-          tot[t][1] += v.y;
-          tot[t][2] += v.z;
-          tot[t][3] += v.w;
-        }
+        add_partial(tot, reinterpret_cast<const float4*>(
+                             slots + static_cast<long long>(2 * q + (c.c0 + cs >= ua ? 0 : 1)) * kSlotBytes), lane);
       }
       if (ua >= c.c0 && ub <= c1) {
         write_c(tot, j, u, lane);
