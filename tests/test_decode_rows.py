@@ -47,7 +47,8 @@ BUILDS = ([(p, m, None) for p in ("bf16", "fp8") for m in (1, 16, 32, 64)]
           + [(p, 64, "{XSHARE:1}") for p in ("bf16", "fp8")]
           + [("bf16", 16, "{TRACE:1}"), ("bf16", 1, "{DEFER:1}")]
           + [(p, m, "{RING:3}") for p in ("bf16", "fp8") for m in (1, 16, 64)]
-          + [(p, m, "{BAL:1}") for p in ("bf16", "fp8") for m in (1, 16)])
+          + [(p, m, "{BAL:1}") for p in ("bf16", "fp8") for m in (1, 16)]
+          + [(p, m, "{XS:1}") for p in ("bf16", "fp8") for m in (1, 16)])
 
 
 @NEEDS_NVCC
@@ -154,7 +155,7 @@ def test_prefetch_and_swizzle_switched_off_still_compute_right(tmp_path_factory)
 
 @pytest.mark.slow
 @pytest.mark.parametrize("defines", ["{DEFER:1}", "{TRACE:1}", "{RING:2}", "{RING:3,TRACE:1}", "{RING:4,WARPS:4,SWIZZLE:0}",
-                                     "{RING:2,XSHARE:1}", "{BAL:1}", "{BAL:1,TRACE:1}"])
+                                     "{RING:2,XSHARE:1}", "{BAL:1}", "{BAL:1,TRACE:1}", "{XS:1}", "{XS:1,XSHARE:1}"])
 def test_deferred_arrival_ring_and_traced_builds_compute_right(defines, tmp_path_factory):
     """DEFER 1 (a split first unit arrives at its counter at the end of the warp's range), TRACE 1
     (stamps after the partials: the workspace grows by 32 bytes a warp, which AddressSanitizer holds it
@@ -190,6 +191,10 @@ MUTANTS = [
     ("balance_no_fixup", "if (ua >= c.c0 && ub <= c1) {", "if (true) {", 1, "{BAL:1}"),
     # the ring multiplies a tile before its copies are waited for (one group too many left in flight)
     ("ring_early_read", "cp_async_wait<RING - 1>();", "cp_async_wait<RING>();", 1, "{RING:3}"),
+    # XSTAGE: a step's activations read before their copy is waited for; the next step's copied over them
+    ("xstage_early_read", "cp_async_wait<1>();", "cp_async_wait<2>();", 1, "{XS:1}"),
+    ("xstage_tile_clash", "copy_x(xtiles + ((it - i0 + 1) & 1) * kXTile", "copy_x(xtiles + ((it - i0) & 1) * kXTile", 1,
+     "{XS:1}"),
     ("drop_partial", "for (int p = p0; p <= p1; ++p)", "for (int p = p0 + 1; p <= p1; ++p)", 1, None),
     ("dirty_counter", "if (lane == 0) j.counters[u] = 0;", "", 2, None),
     ("unswizzled_read", "const U4 a = lds16(tile + g * kStep + swz(g, q) * 16);",

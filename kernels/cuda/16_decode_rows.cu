@@ -128,6 +128,9 @@
 #ifndef BALANCE
 #define BALANCE 0
 #endif
+#ifndef XSTAGE
+#define XSTAGE 0
+#endif
 
 // fp8 builds take the per-tensor scales: e4m3 detected from the TIN token (as stage 14 does)
 #define DROWS_IS_FP8___nv_fp8_e4m3 1
@@ -160,6 +163,7 @@ static_assert(NT == 1 || NT == 2 || NT == 4 || NT == 8, "NT: 1, 2, 4 or 8 n8 til
 static_assert(RING == 0 || (RING >= 2 && RING <= 4), "RING: 0 (registers) or 2..4 shared-memory stages");
 constexpr int kStages = RING ? RING : 1;     // a warp's tiles in shared memory
 static_assert(!BALANCE || (!RING && !XSHARE && NT <= 2), "BALANCE: the register path, XSHARE 0, at most 16 tokens");
+static_assert(!XSTAGE || (!RING && !BALANCE && NT <= 2), "XSTAGE: the register path, BALANCE 0, at most 16 tokens");
 // BALANCE: a CTA's chunks (WARPS static, at most kDynMax claimed) and their partial slots (two each:
 // the chunk's first and last unit) in the workspace, after the trace
 constexpr int kDynMax = 64;
@@ -167,7 +171,10 @@ constexpr int kChunks = kWarps + kDynMax;
 constexpr int kSlots = 2 * kChunks;
 constexpr int kSlotBytes = NT * 32 * 16;
 constexpr int kBalanceBytes = BALANCE ? 16 : 0;  // the claim counter (the slots are in the workspace)
-constexpr int kSmemBytes = kWarps * kStages * kTile + kBalanceBytes;
+// XSTAGE: a warp's two tiles of a step's activations (NT x 8 tokens x 512 bytes each), after the weight tiles
+constexpr int kXTile = NT * 8 * kStep;
+constexpr int kXBytes = XSTAGE ? 2 * kXTile : 0;
+constexpr int kSmemBytes = kWarps * (kStages * kTile + kXBytes) + kBalanceBytes;
 static_assert(kSmemBytes <= 232448, "WARPS x RING tiles of 8 KB (+ BALANCE's slots) past the H100/H200's 227 KB a block");
 static_assert(sizeof(TIN) == 2 || DROWS_FP8, "bf16 or e4m3 operands");
 static_assert(sizeof(TOUT) == 2, "the result is bf16");
@@ -235,8 +242,19 @@ __device__ __forceinline__ void copy_step(uint32_t tile, const Job& j, int u, in
   }
 }
 
-// the MMAs of step s (its 16 rows in the warp's tile) into acc
-__device__ __forceinline__ void mma_step(float (&acc)[NT][4], const Job& j, uint32_t tile, int s, int lane) {
+// XSTAGE: step s's activations (tokens below M) copied into the tile xt as the weight tile holds its rows
+// (cp.async.cg, no registers; zeros past the row); tokens past M are never read
+__device__ __forceinline__ void copy_x(uint32_t xt, const Job& j, int s, int lane) {
+  const long long off = static_cast<long long>(s) * kStep + 16 * lane;
+  const bool in_k = off < j.row_bytes;
+#pragma unroll
+  for (int r = 0; r < NT * 8; ++r)
+    if (r < j.M) cp_async_16(xt + r * kStep + swz(r, lane) * 16, in_k ? j.X + r * j.row_bytes + off : j.X, in_k ? 16 : 0);
+}
+
+// the MMAs of step s (its 16 rows in the warp's tile; XSTAGE: its activations in the tile xt) into acc
+__device__ __forceinline__ void mma_step(float (&acc)[NT][4], const Job& j, uint32_t tile, int s, int lane,
+                                         uint32_t xt = 0) {
   const int g = lane / 4, c = lane % 4;
   // unrolled in full up to two n-tiles; at four and eight the compiler would hoist every chunk's X
   // loads (8 x NT x 4 registers) and spill
@@ -251,7 +269,12 @@ __device__ __forceinline__ void mma_step(float (&acc)[NT][4], const Job& j, uint
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       const int token = 8 * t + g;
+#if XSTAGE
+      (void)in_k;
+      const U4 x = token < j.M ? lds16(xt + token * kStep + swz(token, q) * 16) : U4{0, 0, 0, 0};
+#else
       const U4 x = ldg_cached(j.X + static_cast<long long>(token) * j.row_bytes + off, in_k && token < j.M);
+#endif
 #if DROWS_FP8
       const uint32_t aw[4] = {a.x, a.y, a.z, a.w}, bw[4] = {b.x, b.y, b.z, b.w}, xw[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
@@ -372,6 +395,9 @@ __device__ void run_warp(const Job& j, unsigned char* smem) {
     return;
   }
   const uint32_t tiles = hopper::smem_u32(smem) + wib * kStages * kTile;
+  // XSTAGE: step it's activations are in tile (it - i0) % 2, copied one step ahead with the weights' loads
+  const uint32_t xtiles = hopper::smem_u32(smem) + kWarps * kStages * kTile + wib * kXBytes;
+  (void)xtiles;
   int u = static_cast<int>(i0 / j.P) * kUnitsPerPos + (XSHARE ? wib : 0), s = static_cast<int>(i0 % j.P), first = s;
   const int u0 = u;
   bool pend = false;  // DEFER: the first unit (u0, steps i0 % P .. P - 1), split, waiting for the end of the range
@@ -397,6 +423,10 @@ __device__ void run_warp(const Job& j, unsigned char* smem) {
 #else
   U4 wr[kRows];
   load_step(wr, j, u, s, lane);
+#if XSTAGE
+  copy_x(xtiles, j, s, lane);
+  cp_async_commit();
+#endif
 #endif
   for (long long it = i0; it < i1; ++it) {
     __syncwarp();  // the previous step's shared-memory reads are done
@@ -423,6 +453,16 @@ __device__ void run_warp(const Job& j, unsigned char* smem) {
     const int un = s + 1 == j.P ? u + kUnitsPerPos : u, sn = s + 1 == j.P ? 0 : s + 1;
 #if RING
     mma_step(acc, j, tile, s, lane);
+#elif XSTAGE
+    // the next step's weights and activations in flight, then this step's activations waited for
+    if (more) {
+      load_step(wr, j, un, sn, lane);
+      copy_x(xtiles + ((it - i0 + 1) & 1) * kXTile, j, sn, lane);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncwarp();
+    mma_step(acc, j, tile, s, lane, xtiles + ((it - i0) & 1) * kXTile);
 #else
     if (PREFETCH && more) load_step(wr, j, un, sn, lane);
     mma_step(acc, j, tile, s, lane);
