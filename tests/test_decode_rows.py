@@ -48,7 +48,7 @@ BUILDS = ([(p, m, None) for p in ("bf16", "fp8") for m in (1, 16, 32, 64)]
           + [("bf16", 16, "{TRACE:1}"), ("bf16", 1, "{DEFER:1}")]
           + [(p, m, "{RING:3}") for p in ("bf16", "fp8") for m in (1, 16, 64)]
           + [(p, m, "{BAL:1}") for p in ("bf16", "fp8") for m in (1, 16)]
-          + [(p, m, "{XS:1}") for p in ("bf16", "fp8") for m in (1, 16)])
+          + [(p, m, "{XS:0}") for p in ("bf16", "fp8") for m in (1, 16)])
 
 
 @NEEDS_NVCC
@@ -87,14 +87,16 @@ def test_sass_reads_rows_with_no_l1_loads_into_tensor_cores(cubin_cache):
 def test_launch_rules_on_the_h200():
     p = rows_point(1, 6144, 4096)
     s = launch_shape(p, sm_count=132)
-    assert s.grid == (132, 1, 1) and s.block == (256, 1, 1) and s.smem_bytes == 8 * 8192
+    # the weight tile and (XSTAGE) two activation tiles of 8 tokens x 512 bytes per warp
+    assert s.grid == (132, 1, 1) and s.block == (256, 1, 1) and s.smem_bytes == 8 * 8192 + 8 * 2 * 4096
+    assert dict(build_for(p).point_defines)["XSTAGE"] == 1
     # counters: 384 units -> 1536 bytes, to 256: 1536; partials: 132 x 8 warps x 2 slots x NT 1 x 512
     assert s.workspace_bytes == 1536 + 132 * 8 * 2 * 512
     p2 = rows_point(1, 6144, 4096, defines="{BLOCKS_SMALL:2}")  # two CTAs a SM: the grid follows
     assert dict(build_for(p2).point_defines)["MIN_BLOCKS"] == 2
     assert launch_shape(p2, sm_count=132).grid == (264, 1, 1)
     p64 = rows_point(64, 8192, 8192, "fp8")
-    assert dict(build_for(p64).point_defines) == {"NT": 8, "MIN_BLOCKS": 1, "BALANCE": 0}
+    assert dict(build_for(p64).point_defines) == {"NT": 8, "MIN_BLOCKS": 1, "BALANCE": 0, "XSTAGE": 0}
     assert launch_shape(p64, sm_count=132).grid == (132, 1, 1)
     # BALANCE up to 16 tokens: its claim counter in shared memory, 2 x (8 + 64) slots of NT x 512 bytes
     # per CTA after the partials; past 16 tokens the define is dropped (and the build is the plain one)
@@ -102,6 +104,7 @@ def test_launch_rules_on_the_h200():
     assert dict(build_for(pb).point_defines)["BALANCE"] == 1
     sb = launch_shape(pb, sm_count=132)
     assert sb.smem_bytes == 8 * 8192 + 16
+    assert dict(build_for(pb).point_defines)["XSTAGE"] == 0  # BALANCE takes the register path alone
     assert sb.workspace_bytes == 1536 + 132 * 8 * 2 * 2 * 512 + 132 * 2 * 72 * 2 * 512
     assert dict(build_for(rows_point(64, 6144, 4096, defines="{BAL:1}")).point_defines)["BALANCE"] == 0
 
@@ -155,7 +158,7 @@ def test_prefetch_and_swizzle_switched_off_still_compute_right(tmp_path_factory)
 
 @pytest.mark.slow
 @pytest.mark.parametrize("defines", ["{DEFER:1}", "{TRACE:1}", "{RING:2}", "{RING:3,TRACE:1}", "{RING:4,WARPS:4,SWIZZLE:0}",
-                                     "{RING:2,XSHARE:1}", "{BAL:1}", "{BAL:1,TRACE:1}", "{XS:1}", "{XS:1,XSHARE:1}"])
+                                     "{RING:2,XSHARE:1}", "{BAL:1}", "{BAL:1,TRACE:1}", "{XS:0}", "{XS:1,XSHARE:1}"])
 def test_deferred_arrival_ring_and_traced_builds_compute_right(defines, tmp_path_factory):
     """DEFER 1 (a split first unit arrives at its counter at the end of the warp's range), TRACE 1
     (stamps after the partials: the workspace grows by 32 bytes a warp, which AddressSanitizer holds it
@@ -192,9 +195,9 @@ MUTANTS = [
     # the ring multiplies a tile before its copies are waited for (one group too many left in flight)
     ("ring_early_read", "cp_async_wait<RING - 1>();", "cp_async_wait<RING>();", 1, "{RING:3}"),
     # XSTAGE: a step's activations read before their copy is waited for; the next step's copied over them
-    ("xstage_early_read", "cp_async_wait<1>();", "cp_async_wait<2>();", 1, "{XS:1}"),
+    ("xstage_early_read", "cp_async_wait<1>();", "cp_async_wait<2>();", 1, None),
     ("xstage_tile_clash", "copy_x(xtiles + ((it - i0 + 1) & 1) * kXTile", "copy_x(xtiles + ((it - i0) & 1) * kXTile", 1,
-     "{XS:1}"),
+     None),
     ("drop_partial", "for (int p = p0; p <= p1; ++p)", "for (int p = p0 + 1; p <= p1; ++p)", 1, None),
     ("dirty_counter", "if (lane == 0) j.counters[u] = 0;", "", 2, None),
     ("unswizzled_read", "const U4 a = lds16(tile + g * kStep + swz(g, q) * 16);",

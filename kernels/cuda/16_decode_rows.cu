@@ -69,12 +69,20 @@
 //               round trip per chunk (up to 21 us at the CTA's end) and 16 tokens stream slower: 69-96%
 //               of cuBLAS at 1 token against 72-100%, off by default. Next: sum a unit's slots spread
 //               over the CTA's warps in a fixed tree, and find why 16 tokens stream slower
+//   XSTAGE      1 (the YAML's XS, the default, at most 16 tokens, RING 0, PREFETCH 1, MIN_BLOCKS 1): a
+//               step's activations copied by cp.async.cg into one of two shared-memory tiles per warp
+//               (NT x 8 tokens x 512 bytes, swizzled as the weight tile), issued one step ahead with the weights' loads; the
+//               MMAs read them with ld.shared. 0: ld.global.nc inside the step, an L2 round trip on
+//               every step's critical path (session12f's ncu at 16 tokens: L1 hit rate 5.9%, DRAM 68.7%).
+//               Measured (session13, bf16, % of cuBLAS interleaved): 16 tokens 70.3-93.1 against
+//               66.0-89.0 (16 x 57344 x 8192: 93.1 against 81.6), 1 token unchanged (91.9-93.3 against
+//               92.2-93.1); fp8 -0.7 to +7.3% in GB/s. With XSHARE 1: no better
 // NT (n8 tiles of tokens: 1, 2, 4, 8) comes from the point (point_defines): one build per tile count,
 // so M <= 16 is not held to M = 64's registers.
 //
 // Constraints: layout nt; TIN __nv_bfloat16 or __nv_fp8_e4m3 (TOUT bf16; fp8 takes scale_a, scale_b);
 // M <= 8 NT; K * elem_bytes % 16 == 0 (16-byte chunks: a chunk is entirely inside a row or past it);
-// any N; block 32 WARPS; dynamic shared memory WARPS x 8 KB; workspace (last argument): one int
+// any N; block 32 WARPS; dynamic shared memory WARPS x 8 KB (+ XSTAGE: WARPS x 2 x NT x 4 KB); workspace (last argument): one int
 // counter per unit (rounded to 256 bytes) + 2 slots x NT x 512 bytes per warp of the grid (+ TRACE:
 // 5 x 8 bytes per warp).
 //
@@ -163,7 +171,7 @@ static_assert(NT == 1 || NT == 2 || NT == 4 || NT == 8, "NT: 1, 2, 4 or 8 n8 til
 static_assert(RING == 0 || (RING >= 2 && RING <= 4), "RING: 0 (registers) or 2..4 shared-memory stages");
 constexpr int kStages = RING ? RING : 1;     // a warp's tiles in shared memory
 static_assert(!BALANCE || (!RING && !XSHARE && NT <= 2), "BALANCE: the register path, XSHARE 0, at most 16 tokens");
-static_assert(!XSTAGE || (!RING && !BALANCE && NT <= 2), "XSTAGE: the register path, BALANCE 0, at most 16 tokens");
+static_assert(!XSTAGE || (!RING && PREFETCH && !BALANCE && NT <= 2 && MIN_BLOCKS == 1), "XSTAGE: the register path with PREFETCH, BALANCE 0, at most 16 tokens, one CTA a SM");
 // BALANCE: a CTA's chunks (WARPS static, at most kDynMax claimed) and their partial slots (two each:
 // the chunk's first and last unit) in the workspace, after the trace
 constexpr int kDynMax = 64;
