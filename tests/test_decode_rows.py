@@ -44,7 +44,7 @@ def cubin_cache(tmp_path_factory):
 # to 16 tokens, fp8 up to 8); XSHARE 1 at the largest tile count (its extra indexing beside 32 accumulators)
 BUILDS = ([(p, m, None) for p in ("bf16", "fp8") for m in (1, 16, 32, 64)]
           + [("bf16", 1, "{BLOCKS_SMALL:2}"), ("bf16", 16, "{BLOCKS_SMALL:2}"), ("fp8", 1, "{BLOCKS_SMALL:2}")]
-          + [(p, 64, "{XSHARE:1}") for p in ("bf16", "fp8")]
+          + [(p, m, "{XSHARE:1}") for p in ("bf16", "fp8") for m in (16, 64)]
           + [("bf16", 16, "{TRACE:1}"), ("bf16", 1, "{DEFER:1}")]
           + [(p, m, "{RING:3}") for p in ("bf16", "fp8") for m in (1, 16, 64)]
           + [(p, m, "{BAL:1}") for p in ("bf16", "fp8") for m in (1, 16)]
@@ -90,6 +90,8 @@ def test_launch_rules_on_the_h200():
     # the weight tile and (XSTAGE) two activation tiles of 8 tokens x 512 bytes per warp
     assert s.grid == (132, 1, 1) and s.block == (256, 1, 1) and s.smem_bytes == 8 * 8192 + 8 * 2 * 4096
     assert dict(build_for(p).point_defines)["XSTAGE"] == 1
+    # with XSHARE the CTA's warps share two activation tiles (16 tokens: 2 x 16 x 512 bytes)
+    assert launch_shape(rows_point(16, 6144, 4096, defines="{XSHARE:1}"), sm_count=132).smem_bytes == 8 * 8192 + 2 * 8192
     # counters: 384 units -> 1536 bytes, to 256: 1536; partials: 132 x 8 warps x 2 slots x NT 1 x 512
     assert s.workspace_bytes == 1536 + 132 * 8 * 2 * 512
     p2 = rows_point(1, 6144, 4096, defines="{BLOCKS_SMALL:2}")  # two CTAs a SM: the grid follows
@@ -196,6 +198,8 @@ MUTANTS = [
     ("ring_early_read", "cp_async_wait<RING - 1>();", "cp_async_wait<RING>();", 1, "{RING:3}"),
     # XSTAGE: a step's activations read before their copy is waited for; the next step's copied over them
     ("xstage_early_read", "cp_async_wait<1>();", "cp_async_wait<2>();", 1, None),
+    # XSTAGE with XSHARE: the CTA's copies read without the barrier that makes them visible
+    ("xcta_no_barrier", "cp_async_wait<0>();\n    __syncthreads();", "cp_async_wait<0>();", 1, "{XSHARE:1}"),
     ("xstage_tile_clash", "copy_x(xtiles + ((it - i0 + 1) & 1) * kXTile", "copy_x(xtiles + ((it - i0) & 1) * kXTile", 1,
      None),
     ("drop_partial", "for (int p = p0; p <= p1; ++p)", "for (int p = p0 + 1; p <= p1; ++p)", 1, None),

@@ -76,7 +76,10 @@
 //               every step's critical path (session12f's ncu at 16 tokens: L1 hit rate 5.9%, DRAM 68.7%).
 //               Measured (session13, bf16, % of cuBLAS interleaved): 16 tokens 70.3-93.1 against
 //               66.0-89.0 (16 x 57344 x 8192: 93.1 against 81.6), 1 token unchanged (91.9-93.3 against
-//               92.2-93.1); fp8 -0.7 to +7.3% in GB/s. With XSHARE 1: no better
+//               92.2-93.1); fp8 -0.7 to +7.3% in GB/s. With XSHARE 1 (each warp its own copies): no
+//               better. Since then, XSTAGE with XSHARE shares two tiles among the CTA's warps (all at
+//               the same step): its threads copy a step's activations together, a barrier a step
+//               (__syncthreads: the copies visible, the other tile free), the activations' L2 reads / 8
 // NT (n8 tiles of tokens: 1, 2, 4, 8) comes from the point (point_defines): one build per tile count,
 // so M <= 16 is not held to M = 64's registers.
 //
@@ -179,10 +182,12 @@ constexpr int kChunks = kWarps + kDynMax;
 constexpr int kSlots = 2 * kChunks;
 constexpr int kSlotBytes = NT * 32 * 16;
 constexpr int kBalanceBytes = BALANCE ? 16 : 0;  // the claim counter (the slots are in the workspace)
-// XSTAGE: a warp's two tiles of a step's activations (NT x 8 tokens x 512 bytes each), after the weight tiles
+// XSTAGE: two tiles of a step's activations (NT x 8 tokens x 512 bytes each) after the weight tiles: a
+// warp's own, or with XSHARE (the CTA's warps at the same step) the CTA's, each thread copying its part
+#define DROWS_XCTA (XSTAGE && XSHARE)
 constexpr int kXTile = NT * 8 * kStep;
-constexpr int kXBytes = XSTAGE ? 2 * kXTile : 0;
-constexpr int kSmemBytes = kWarps * (kStages * kTile + kXBytes) + kBalanceBytes;
+constexpr int kXBytes = XSTAGE ? 2 * kXTile : 0;  // per warp, or per CTA (DROWS_XCTA)
+constexpr int kSmemBytes = kWarps * kStages * kTile + (DROWS_XCTA ? 1 : kWarps) * kXBytes + kBalanceBytes;
 static_assert(kSmemBytes <= 232448, "WARPS x RING tiles of 8 KB (+ BALANCE's slots) past the H100/H200's 227 KB a block");
 static_assert(sizeof(TIN) == 2 || DROWS_FP8, "bf16 or e4m3 operands");
 static_assert(sizeof(TOUT) == 2, "the result is bf16");
@@ -258,6 +263,18 @@ __device__ __forceinline__ void copy_x(uint32_t xt, const Job& j, int s, int lan
 #pragma unroll
   for (int r = 0; r < NT * 8; ++r)
     if (r < j.M) cp_async_16(xt + r * kStep + swz(r, lane) * 16, in_k ? j.X + r * j.row_bytes + off : j.X, in_k ? 16 : 0);
+}
+
+// XSTAGE with XSHARE: the same, the CTA's threads together, each its 16-byte chunks (a warp a row at a time)
+__device__ __forceinline__ void copy_x_cta(uint32_t xt, const Job& j, int s) {
+  static_assert(NT * 8 * 32 % kThreads == 0, "whole rows of chunks per pass");
+#pragma unroll
+  for (int i = 0; i < NT * 8 * 32 / kThreads; ++i) {
+    const int c = i * kThreads + static_cast<int>(threadIdx.x), r = c / 32, l = c % 32;
+    const long long off = static_cast<long long>(s) * kStep + 16 * l;
+    const bool in_k = off < j.row_bytes;
+    if (r < j.M) cp_async_16(xt + r * kStep + swz(r, l) * 16, in_k ? j.X + r * j.row_bytes + off : j.X, in_k ? 16 : 0);
+  }
 }
 
 // the MMAs of step s (its 16 rows in the warp's tile; XSTAGE: its activations in the tile xt) into acc
@@ -404,7 +421,7 @@ __device__ void run_warp(const Job& j, unsigned char* smem) {
   }
   const uint32_t tiles = hopper::smem_u32(smem) + wib * kStages * kTile;
   // XSTAGE: step it's activations are in tile (it - i0) % 2, copied one step ahead with the weights' loads
-  const uint32_t xtiles = hopper::smem_u32(smem) + kWarps * kStages * kTile + wib * kXBytes;
+  const uint32_t xtiles = hopper::smem_u32(smem) + kWarps * kStages * kTile + (DROWS_XCTA ? 0 : wib * kXBytes);
   (void)xtiles;
   int u = static_cast<int>(i0 / j.P) * kUnitsPerPos + (XSHARE ? wib : 0), s = static_cast<int>(i0 % j.P), first = s;
   const int u0 = u;
@@ -431,7 +448,10 @@ __device__ void run_warp(const Job& j, unsigned char* smem) {
 #else
   U4 wr[kRows];
   load_step(wr, j, u, s, lane);
-#if XSTAGE
+#if DROWS_XCTA
+  copy_x_cta(xtiles, j, s);
+  cp_async_commit();
+#elif XSTAGE
   copy_x(xtiles, j, s, lane);
   cp_async_commit();
 #endif
@@ -461,6 +481,18 @@ __device__ void run_warp(const Job& j, unsigned char* smem) {
     const int un = s + 1 == j.P ? u + kUnitsPerPos : u, sn = s + 1 == j.P ? 0 : s + 1;
 #if RING
     mma_step(acc, j, tile, s, lane);
+#elif DROWS_XCTA
+    // every warp of the CTA at the same position (XSHARE): this step's activations, copied by all of its
+    // threads, waited for and shared by a barrier, which also says every warp is done with the other
+    // tile (step it - 1's), into which the next step's copies go, with the next weights' loads
+    cp_async_wait<0>();
+    __syncthreads();
+    if (more) {
+      load_step(wr, j, un, sn, lane);
+      copy_x_cta(xtiles + ((it - i0 + 1) & 1) * kXTile, j, sn);
+    }
+    cp_async_commit();
+    mma_step(acc, j, tile, s, lane, xtiles + ((it - i0) & 1) * kXTile);
 #elif XSTAGE
     // the next step's weights and activations in flight, then this step's activations waited for
     if (more) {
