@@ -158,17 +158,38 @@ def test_prefetch_and_swizzle_switched_off_still_compute_right(tmp_path_factory)
     _assert_right(p, c, res)
 
 
+# each define at the shapes that show what it changes (one emulator build per n8-tile count it runs at):
+# the range-crossing shapes (16, 100, 8200) and (9, 300, 4096) (NT 2, first and last slots, full and split
+# units), and besides them: (5, 70, 2056) where ranges are a step or two long (DEFER's pending first
+# unit; ranges shorter than the ring; XSTAGE's first copy is also its last), (33, 70, 520) where the
+# define still applies at eight n-tiles (RING)
+CROSS = [(16, 100, 8200), (9, 300, 4096)]
+SHORT, WIDE = (5, 70, 2056), (33, 70, 520)
+DEFINE_SHAPES = {
+    "{DEFER:1}": [SHORT, *CROSS],
+    "{TRACE:1}": CROSS,
+    "{RING:2}": [SHORT, *CROSS, WIDE],
+    "{RING:3,TRACE:1}": [SHORT, CROSS[0], WIDE],
+    "{RING:4,WARPS:4,SWIZZLE:0}": [SHORT, CROSS[1], WIDE],
+    "{RING:2,XSHARE:1}": [SHORT, *CROSS],
+    "{BAL:1}": [SHORT, *CROSS],
+    "{BAL:1,TRACE:1}": CROSS,
+    "{XS:0}": [SHORT, *CROSS],
+    "{XS:0,XSHARE:1}": [SHORT, *CROSS],
+}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("defines", ["{DEFER:1}", "{TRACE:1}", "{RING:2}", "{RING:3,TRACE:1}", "{RING:4,WARPS:4,SWIZZLE:0}",
-                                     "{RING:2,XSHARE:1}", "{BAL:1}", "{BAL:1,TRACE:1}", "{XS:0}", "{XS:1,XSHARE:1}"])
+@pytest.mark.parametrize("defines", list(DEFINE_SHAPES))
 def test_deferred_arrival_ring_and_traced_builds_compute_right(defines, tmp_path_factory):
     """DEFER 1 (a split first unit arrives at its counter at the end of the warp's range), TRACE 1
     (stamps after the partials: the workspace grows by 32 bytes a warp, which AddressSanitizer holds it
-    to) and the cp.async ring (RING stages per warp; the emulation lands a copy only when
-    cp.async.wait_group retires it, so a tile read too early holds NaN): the shapes whose ranges cross
-    unit boundaries, and ranges shorter than the ring."""
+    to), the cp.async ring (RING stages per warp; the emulation lands a copy only when
+    cp.async.wait_group retires it, so a tile read too early holds NaN), BALANCE, and the activations
+    read from global memory inside the step (XS 0, the path before XSTAGE), alone and with XSHARE:
+    the shapes whose ranges cross unit boundaries, and ranges shorter than the ring."""
     folder, rng = tmp_path_factory.mktemp("emu-rows-defines"), np.random.default_rng(15)
-    for m, n, k in [(5, 70, 2056), (16, 100, 8200), (9, 300, 4096), (33, 70, 520)]:
+    for m, n, k in DEFINE_SHAPES[defines]:
         p = rows_point(m, n, k, defines=defines)
         c, res = emulate_decode(p, decode_emulator(p, folder.parent), folder, rng)
         _assert_right(p, c, res, f"{defines}: ")
