@@ -77,7 +77,7 @@ decode_sweep() {
 
 # stage 16's define sweep (one define at a time from the YAML's defaults) and its shapes
 # (the environment may narrow it: DECODE_ROWS_SWEEP="{XSHARE:0},{XSHARE:1}")
-DECODE_ROWS_SWEEP=${DECODE_ROWS_SWEEP:-"{XSHARE:0},{XSHARE:1},{PREFETCH:0},{SWIZZLE:0},{W_HINT:0},{BLOCKS_SMALL:2}"}
+DECODE_ROWS_SWEEP=${DECODE_ROWS_SWEEP:-"{XSHARE:0},{XSHARE:1},{PREFETCH:0},{SWIZZLE:0},{W_HINT:0},{BLOCKS_SMALL:2,XSHARE:0}"}
 DECODE_ROWS_SHAPES=${DECODE_ROWS_SHAPES:-"[[1,6144,4096],[16,6144,4096],[64,6144,4096],[1,8192,8192],[16,8192,8192],[1,57344,8192],[16,57344,8192]]"}
 
 ds3_fp8_block() {

@@ -41,13 +41,13 @@ def cubin_cache(tmp_path_factory):
 
 
 # every n8-tile count at the defaults; two CTAs per SM (128 registers) where the YAML allows it (bf16 up
-# to 16 tokens, fp8 up to 8); XSHARE 1 at the largest tile count (its extra indexing beside 32 accumulators)
+# to 16 tokens, fp8 up to 8); XSHARE 0 (stream-K over warps, each its own activation tiles) beside the default
 BUILDS = ([(p, m, None) for p in ("bf16", "fp8") for m in (1, 16, 32, 64)]
-          + [("bf16", 1, "{BLOCKS_SMALL:2}"), ("bf16", 16, "{BLOCKS_SMALL:2}"), ("fp8", 1, "{BLOCKS_SMALL:2}")]
-          + [(p, m, "{XSHARE:1}") for p in ("bf16", "fp8") for m in (16, 64)]
-          + [("bf16", 16, "{TRACE:1}"), ("bf16", 1, "{DEFER:1}")]
+          + [("bf16", 1, "{BLOCKS_SMALL:2}"), ("bf16", 16, "{BLOCKS_SMALL:2,XSHARE:0}"), ("fp8", 1, "{BLOCKS_SMALL:2}")]
+          + [(p, m, "{XSHARE:0}") for p in ("bf16", "fp8") for m in (16, 64)]
+          + [("bf16", 16, "{TRACE:1}"), ("bf16", 1, "{DEFER:1,XSHARE:0}")]
           + [(p, m, "{RING:3}") for p in ("bf16", "fp8") for m in (1, 16, 64)]
-          + [(p, m, "{BAL:1}") for p in ("bf16", "fp8") for m in (1, 16)]
+          + [(p, m, "{BAL:1,XSHARE:0}") for p in ("bf16", "fp8") for m in (1, 16)]
           + [(p, m, "{XS:0}") for p in ("bf16", "fp8") for m in (1, 16)])
 
 
@@ -87,11 +87,12 @@ def test_sass_reads_rows_with_no_l1_loads_into_tensor_cores(cubin_cache):
 def test_launch_rules_on_the_h200():
     p = rows_point(1, 6144, 4096)
     s = launch_shape(p, sm_count=132)
-    # the weight tile and (XSTAGE) two activation tiles of 8 tokens x 512 bytes per warp
-    assert s.grid == (132, 1, 1) and s.block == (256, 1, 1) and s.smem_bytes == 8 * 8192 + 8 * 2 * 4096
+    # a weight tile per warp and (XSTAGE with XSHARE) the CTA's two activation tiles of 8 tokens x 512 bytes
+    assert s.grid == (132, 1, 1) and s.block == (256, 1, 1) and s.smem_bytes == 8 * 8192 + 2 * 4096
     assert dict(build_for(p).point_defines)["XSTAGE"] == 1
-    # with XSHARE the CTA's warps share two activation tiles (16 tokens: 2 x 16 x 512 bytes)
-    assert launch_shape(rows_point(16, 6144, 4096, defines="{XSHARE:1}"), sm_count=132).smem_bytes == 8 * 8192 + 2 * 8192
+    # 16 tokens: two tiles of 16 x 512 bytes, the CTA's; with XSHARE 0 each warp has its own two
+    assert launch_shape(rows_point(16, 6144, 4096), sm_count=132).smem_bytes == 8 * 8192 + 2 * 8192
+    assert launch_shape(rows_point(16, 6144, 4096, defines="{XSHARE:0}"), sm_count=132).smem_bytes == 8 * 8192 * 3
     # counters: 384 units -> 1536 bytes, to 256: 1536; partials: 132 x 8 warps x 2 slots x NT 1 x 512
     assert s.workspace_bytes == 1536 + 132 * 8 * 2 * 512
     p2 = rows_point(1, 6144, 4096, defines="{BLOCKS_SMALL:2}")  # two CTAs a SM: the grid follows
@@ -102,13 +103,14 @@ def test_launch_rules_on_the_h200():
     assert launch_shape(p64, sm_count=132).grid == (132, 1, 1)
     # BALANCE up to 16 tokens: its claim counter in shared memory, 2 x (8 + 64) slots of NT x 512 bytes
     # per CTA after the partials; past 16 tokens the define is dropped (and the build is the plain one)
-    pb = rows_point(16, 6144, 4096, defines="{BAL:1}")
+    pb = rows_point(16, 6144, 4096, defines="{BAL:1,XSHARE:0}")
     assert dict(build_for(pb).point_defines)["BALANCE"] == 1
     sb = launch_shape(pb, sm_count=132)
     assert sb.smem_bytes == 8 * 8192 + 16
     assert dict(build_for(pb).point_defines)["XSTAGE"] == 0  # BALANCE takes the register path alone
     assert sb.workspace_bytes == 1536 + 132 * 8 * 2 * 2 * 512 + 132 * 2 * 72 * 2 * 512
-    assert dict(build_for(rows_point(64, 6144, 4096, defines="{BAL:1}")).point_defines)["BALANCE"] == 0
+    assert dict(build_for(rows_point(64, 6144, 4096, defines="{BAL:1,XSHARE:0}")).point_defines)["BALANCE"] == 0
+    assert dict(build_for(rows_point(16, 6144, 4096, defines="{BAL:1}")).point_defines)["BALANCE"] == 0  # XSHARE 1
 
 
 # (m, n, k): P steps of 512 bytes per row and 16-row units; with the emulation's 4 SMs the grid has
@@ -137,17 +139,19 @@ def test_decode_rows_computes_x_wt_on_the_cpu(precision, tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("precision", ["bf16", "fp8"])
-def test_xshare_computes_x_wt_on_the_cpu(precision, tmp_path_factory):
-    """XSHARE 1 (stream-K over CTAs, a CTA's warps on neighbouring units at the same step): the same
-    shapes, including a last block with fewer units than warps (37, 70, 100 rows: 3, 5, 7 units)."""
+def test_stream_k_over_warps_computes_x_wt_on_the_cpu(precision, tmp_path_factory):
+    """XSHARE 0 (stream-K over every warp, each on its own units and steps, with its own activation
+    tiles), the default before session13b, at the same shapes as the default (XSHARE 1: a CTA's warps
+    on neighbouring units at the same step, including a last block with fewer units than warps: 37,
+    70, 100 rows are 3, 5, 7 units)."""
     folder, rng = tmp_path_factory.mktemp(f"emu-rows-xshare-{precision}"), np.random.default_rng(14)
     exes = {}
     for m, n, k in SHAPES[precision]:
-        p = rows_point(m, n, k, precision, defines="{XSHARE:1}")
+        p = rows_point(m, n, k, precision, defines="{XSHARE:0}")
         key = tuple(build_for(p).point_defines)
         exes[key] = exes.get(key) or decode_emulator(p, folder.parent)
         c, res = emulate_decode(p, exes[key], folder, rng)
-        _assert_right(p, c, res, "XSHARE 1: ")
+        _assert_right(p, c, res, "XSHARE 0: ")
 
 
 @pytest.mark.slow
@@ -166,16 +170,16 @@ def test_prefetch_and_swizzle_switched_off_still_compute_right(tmp_path_factory)
 CROSS = [(16, 100, 8200), (9, 300, 4096)]
 SHORT, WIDE = (5, 70, 2056), (33, 70, 520)
 DEFINE_SHAPES = {
-    "{DEFER:1}": [SHORT, *CROSS],
+    "{DEFER:1,XSHARE:0}": [SHORT, *CROSS],
     "{TRACE:1}": CROSS,
     "{RING:2}": [SHORT, *CROSS, WIDE],
     "{RING:3,TRACE:1}": [SHORT, CROSS[0], WIDE],
     "{RING:4,WARPS:4,SWIZZLE:0}": [SHORT, CROSS[1], WIDE],
-    "{RING:2,XSHARE:1}": [SHORT, *CROSS],
-    "{BAL:1}": [SHORT, *CROSS],
-    "{BAL:1,TRACE:1}": CROSS,
+    "{RING:2,XSHARE:0}": [SHORT, *CROSS],
+    "{BAL:1,XSHARE:0}": [SHORT, *CROSS],
+    "{BAL:1,TRACE:1,XSHARE:0}": CROSS,
     "{XS:0}": [SHORT, *CROSS],
-    "{XS:0,XSHARE:1}": [SHORT, *CROSS],
+    "{XS:0,XSHARE:0}": [SHORT, *CROSS],
 }
 
 
@@ -202,7 +206,7 @@ def test_balance_with_long_and_short_ranges(precision, m, n, k, tmp_path_factory
     last one takes the rest; 416 in fp8 at 16 tokens) and where it is cut into many one-step units
     (K = 256: one step a row, 63 units a CTA)."""
     folder, rng = tmp_path_factory.mktemp("emu-rows-balance"), np.random.default_rng(16)
-    p = rows_point(m, n, k, precision, defines="{BAL:1}")
+    p = rows_point(m, n, k, precision, defines="{BAL:1,XSHARE:0}")
     assert dict(build_for(p).point_defines)["BALANCE"] == 1
     c, res = emulate_decode(p, decode_emulator(p, folder.parent), folder, rng)
     _assert_right(p, c, res, "BALANCE: ")
@@ -210,19 +214,19 @@ def test_balance_with_long_and_short_ranges(precision, m, n, k, tmp_path_factory
 
 MUTANTS = [
     # the deferred first unit never arrives: its counter stays short, nobody writes its rows of C
-    ("lost_deferred_arrival", "!more && pend ? u0 : -1", "-1", 1, "{DEFER:1}"),
+    ("lost_deferred_arrival", "!more && pend ? u0 : -1", "-1", 1, "{DEFER:1,XSHARE:0}"),
     # BALANCE: a chunk's last unit written over its first one's slot; a unit shared with the next CTA
     # written to C from this CTA's part alone
-    ("balance_slot_clash", "2 * q + (first_seg ? 0 : 1)", "2 * q", 1, "{BAL:1}"),
-    ("balance_no_fixup", "if (ua >= c.c0 && ub <= c1) {", "if (true) {", 1, "{BAL:1}"),
+    ("balance_slot_clash", "2 * q + (first_seg ? 0 : 1)", "2 * q", 1, "{BAL:1,XSHARE:0}"),
+    ("balance_no_fixup", "if (ua >= c.c0 && ub <= c1) {", "if (true) {", 1, "{BAL:1,XSHARE:0}"),
     # the ring multiplies a tile before its copies are waited for (one group too many left in flight)
     ("ring_early_read", "cp_async_wait<RING - 1>();", "cp_async_wait<RING>();", 1, "{RING:3}"),
     # XSTAGE: a step's activations read before their copy is waited for; the next step's copied over them
-    ("xstage_early_read", "cp_async_wait<1>();", "cp_async_wait<2>();", 1, None),
+    ("xstage_early_read", "cp_async_wait<1>();", "cp_async_wait<2>();", 1, "{XSHARE:0}"),
     # XSTAGE with XSHARE: the CTA's copies read without the barrier that makes them visible
-    ("xcta_no_barrier", "cp_async_wait<0>();\n    __syncthreads();", "cp_async_wait<0>();", 1, "{XSHARE:1}"),
+    ("xcta_no_barrier", "cp_async_wait<0>();\n    __syncthreads();", "cp_async_wait<0>();", 1, None),
     ("xstage_tile_clash", "copy_x(xtiles + ((it - i0 + 1) & 1) * kXTile", "copy_x(xtiles + ((it - i0) & 1) * kXTile", 1,
-     None),
+     "{XSHARE:0}"),
     ("drop_partial", "for (int p = p0; p <= p1; ++p)", "for (int p = p0 + 1; p <= p1; ++p)", 1, None),
     ("dirty_counter", "if (lane == 0) j.counters[u] = 0;", "", 2, None),
     ("unswizzled_read", "const U4 a = lds16(tile + g * kStep + swz(g, q) * 16);",

@@ -41,9 +41,12 @@
 //   W_HINT      L1::no_allocate + L2::256B on the weight loads (0: plain ld.global.nc)
 //   SWIZZLE     1: 16-byte chunks XOR (row parity << 2) in the tile (0: 2-way bank conflicts on reads)
 //   PREFETCH    1: the next step's loads before this step's MMAs (0: after them: one step in flight)
-//   XSHARE      1: stream-K over CTAs, whose warps take WARPS neighbouring units side by side at the same
-//               step (a step's X, M x 512 bytes, read from L2 once per CTA, then L1); 0: over warps,
-//               each on its own units and steps (X from L2 by every warp: 4x the weight bytes at M = 64)
+//   XSHARE      1 (the YAML's default since session13b): stream-K over CTAs, whose warps take WARPS
+//               neighbouring units side by side at the same step (a step's X, M x 512 bytes, read from L2
+//               once per CTA: with XSTAGE into the CTA's shared tiles, else through L1); 0: over warps,
+//               each on its own units and steps (X from L2 by every warp: 4x the weight bytes at M = 64).
+//               Measured (session13b, XSTAGE 1, bf16, % of cuBLAS interleaved): 16 tokens 98.1-104.8
+//               against 86.8-94.6 at the large shapes, 1 token 97.0 / 98.2 against 95.4 / 95.7
 //   DEFER       1: a warp's first unit, when another warp holds its start, arrives at its counter at the
 //               end of the warp's range (its partial stored when the warp leaves it; one fence and two
 //               atomics in flight together at the end) instead of when the warp leaves it (a fence and an
