@@ -17,7 +17,11 @@ pytestmark = pytest.mark.skipif(not has(S10B, S10C, S11, S11C), reason="the H200
 
 
 def _decode_run(precision: str):
-    d = pd.read_csv(folder(f"{S11C}/decode_rows/{precision}") / "results.csv")
+    return _decode_run_in(S11C, precision)
+
+
+def _decode_run_in(sess: str, precision: str):
+    d = pd.read_csv(folder(f"{sess}/decode_rows/{precision}") / "results.csv")
     ok = d[d["status"] == "ok"].copy()
     copy = ok[ok["variant"] == "copy_gpu"].iloc[0]
     copy_gbs = copy["bytes_min"] / copy["time_median_s"] / 1e9
@@ -151,6 +155,54 @@ def test_readme_states_the_default_run_on_the_h200():
     assert_said(default_run_phrases(), "default run sentence")
 
 
+S13, S13B, S13C = "h200-2026-12-03/session13", "h200-2026-12-03/session13b", "h200-2026-12-03/session13c"  # XSTAGE, XSHARE
+
+
+def _flag(defines: str, key: str) -> int:
+    return json.loads(defines)[key]
+
+
+def shared_x_phrases() -> list:
+    """What the activations in shared memory bought: session13's XSTAGE sweep, session13b's XSHARE
+    sweep (both against cuBLAS interleaved, bf16), session13c's decode experiment at the new defaults."""
+    out = []
+    a = pd.read_csv(folder(f"{S13}/decode_rows_sweep") / "results.csv")
+    a = a[(a["status"] == "ok") & (a["precision"] == "bf16") & (a["variant"] == "decode_rows")]
+    a = a[a["defines"].map(lambda t: _flag(t, "XSHARE") == 0)]
+    t16 = a[a["m"] == 16].pivot_table(index=["n", "k"], columns=a["defines"].map(lambda t: _flag(t, "XS")),
+                                      values="pct_of_baseline")
+    out.append(f"at 16 tokens {span(t16[1], '.1f')}% of cuBLAS timed beside it, against {span(t16[0], '.1f')}% "
+               f"without (`session13`)")
+    b = pd.read_csv(folder(f"{S13B}/decode_rows_sweep") / "results.csv")
+    b = b[(b["status"] == "ok") & (b["precision"] == "bf16") & (b["variant"] == "decode_rows")]
+    large = b[(b["m"] == 16) & (b["n"] * b["k"] > 100e6)]
+    x = large.pivot_table(index=["n", "k"], columns=large["defines"].map(lambda t: _flag(t, "XSHARE")),
+                          values="pct_of_baseline")
+    out.append(f"{span(x[1], '.1f')}% of cuBLAS at 16 tokens at the four largest shapes, against {span(x[0], '.1f')}%")
+    bf, copy_bf = _decode_run_in(S13C, "bf16")
+    fp, copy_fp = _decode_run_in(S13C, "fp8")
+    rows = bf[bf["variant"] == "decode_rows"].sort_values("pct_copy", ascending=False)
+    top = rows[rows["pct_copy"] >= 90]
+    out.append(f"copy probe {copy_bf:.0f} GB/s): {len(top)} BF16 points at >= 90% of it: "
+               + ", ".join(f"`{r['shape_name']}` {r['pct_copy']:.1f}% ({r['pct_of_baseline']:.1f}% of cuBLAS)"
+                           for _, r in top.iterrows()))
+    by_m = {m: rows[rows["m"] == m] for m in (1, 16, 64)}
+    out.append(f"{span(by_m[1]['pct_copy'], '.1f')}% at 1 token, {span(by_m[16]['pct_copy'], '.1f')}% at 16, "
+               f"{span(by_m[64]['pct_copy'], '.1f')}% at 64 ({span(by_m[64]['pct_of_baseline'], '.1f')}% of cuBLAS)")
+    f16 = fp[fp["variant"] == "decode_rows"]
+    out.append(f"FP8 (copy probe {copy_fp:.0f} GB/s) reaches {f16[f16['m'] == 1]['pct_copy'].max():.1f}% at 1 token, "
+               f"{f16[f16['m'] == 16]['pct_copy'].max():.1f}% at 16 and {f16[f16['m'] == 64]['pct_copy'].max():.1f}% at 64")
+    small = rows[(rows["n"] == 6144) & (rows["k"] == 4096) & rows["m"].isin([1, 64])].sort_values("m")
+    out.append(f"{' and '.join(f'{v:.1f}%' for v in small['pct_of_baseline'])} of cuBLAS at Llama-3 8B's (1, 6144, 4096) "
+               f"and (64, 6144, 4096)")
+    return out
+
+
+@pytest.mark.skipif(not has(S13, S13B, S13C), reason="session13's rows are not in this checkout")
+def test_readme_states_what_the_shared_activations_bought():
+    assert_said(shared_x_phrases(), "paragraph on the activations in shared memory")
+
+
 if __name__ == "__main__":  # print what the README should say
-    for p in decode_phrases() + sweep_phrases() + read_phrases() + default_run_phrases():
+    for p in decode_phrases() + sweep_phrases() + read_phrases() + default_run_phrases() + shared_x_phrases():
         print(p)
