@@ -48,7 +48,8 @@ BUILDS = ([(p, m, None) for p in ("bf16", "fp8") for m in (1, 16, 32, 64)]
           + [("bf16", 16, "{TRACE:1}"), ("bf16", 1, "{DEFER:1,XSHARE:0}")]
           + [(p, m, "{RING:3}") for p in ("bf16", "fp8") for m in (1, 16, 64)]
           + [(p, m, "{BAL:1,XSHARE:0}") for p in ("bf16", "fp8") for m in (1, 16)]
-          + [(p, m, "{XS:0}") for p in ("bf16", "fp8") for m in (1, 16)])
+          + [(p, m, "{XS:0}") for p in ("bf16", "fp8") for m in (1, 16)]
+          + [("fp8", m, "{XF16:1}") for m in (1, 16)])
 
 
 @NEEDS_NVCC
@@ -155,6 +156,19 @@ def test_stream_k_over_warps_computes_x_wt_on_the_cpu(precision, tmp_path_factor
 
 
 @pytest.mark.slow
+def test_fp8_activations_held_as_f16_compute_right(tmp_path_factory):
+    """XF16 (fp8, the CTA's activation tiles): the activations loaded into registers, converted once and
+    stored as f16 with the halves of odd rows swapped: the fp8 shapes (tails in M, N and K; one and two
+    n8 tiles; at eight XF16 does not apply and the build is the default one)."""
+    folder, rng = tmp_path_factory.mktemp("emu-rows-xf16"), np.random.default_rng(17)
+    for m, n, k in SHAPES["fp8"][:3]:
+        p = rows_point(m, n, k, "fp8", defines="{XF16:1}")
+        c, res = emulate_decode(p, decode_emulator(p, folder.parent), folder, rng)
+        _assert_right(p, c, res, "XF16 1: ")
+    assert launch_shape(rows_point(16, 6144, 4096, "fp8", defines="{XF16:1}"), sm_count=132).smem_bytes == 8 * 8192 + 2 * 16384
+
+
+@pytest.mark.slow
 def test_prefetch_and_swizzle_switched_off_still_compute_right(tmp_path_factory):
     folder, rng = tmp_path_factory.mktemp("emu-rows-off"), np.random.default_rng(12)
     p = rows_point(5, 70, 2056, defines="{PREFETCH:0,SWIZZLE:0}")
@@ -224,6 +238,9 @@ MUTANTS = [
     # XSTAGE: a step's activations read before their copy is waited for; the next step's copied over them
     ("xstage_early_read", "cp_async_wait<1>();", "cp_async_wait<2>();", 1, "{XSHARE:0}"),
     # XSTAGE with XSHARE: the CTA's copies read without the barrier that makes them visible
+    # XF16: the f16 activations read without the odd rows' swap they were stored with
+    ("xf16_unswapped_read", "lds16(xt + token * kXRow + xhalf(token, 2 * q) * 16)", "lds16(xt + token * kXRow + 2 * q * 16)", 1,
+     "{XF16:1}"),
     ("xcta_no_barrier", "cp_async_wait<0>();\n    __syncthreads();", "cp_async_wait<0>();", 1, None),
     ("xstage_tile_clash", "copy_x(xtiles + ((it - i0 + 1) & 1) * kXTile", "copy_x(xtiles + ((it - i0) & 1) * kXTile", 1,
      "{XSHARE:0}"),
@@ -239,7 +256,10 @@ MUTANTS = [
 def test_emulation_catches_a_broken_kernel(name, old, new, launches, defines, tmp_path_factory):
     folder = tmp_path_factory.mktemp(f"emu-rows-{name}")
     # BALANCE's mutants where chunks cross units (16-step units, static chunks of 7 steps)
-    p = rows_point(9, 300, 4096, defines=defines) if "BAL" in (defines or "") else rows_point(5, 70, 2056, defines=defines)
+    if "XF16" in (defines or ""):  # an fp8 define
+        p = rows_point(5, 70, 4112, "fp8", defines=defines)
+    else:
+        p = rows_point(9, 300, 4096, defines=defines) if "BAL" in (defines or "") else rows_point(5, 70, 2056, defines=defines)
     exe = decode_emulator(p, folder.parent, mutant(folder.parent, name, old, new, build_for(p).source))
     c, res = emulate_decode(p, exe, folder, np.random.default_rng(13), launches=launches)
     assert not res.passed, f"the mutant {name} passed the check"

@@ -145,6 +145,9 @@
 #ifndef XSTAGE
 #define XSTAGE 0
 #endif
+#ifndef XF16
+#define XF16 0
+#endif
 
 // fp8 builds take the per-tensor scales: e4m3 detected from the TIN token (as stage 14 does)
 #define DROWS_IS_FP8___nv_fp8_e4m3 1
@@ -188,7 +191,11 @@ constexpr int kBalanceBytes = BALANCE ? 16 : 0;  // the claim counter (the slots
 // XSTAGE: two tiles of a step's activations (NT x 8 tokens x 512 bytes each) after the weight tiles: a
 // warp's own, or with XSHARE (the CTA's warps at the same step) the CTA's, each thread copying its part
 #define DROWS_XCTA (XSTAGE && XSHARE)
-constexpr int kXTile = NT * 8 * kStep;
+// XF16 (fp8, the CTA's tiles): a step's activations converted to f16 once, by the thread that loads them,
+// into tiles of twice the bytes; the MMAs read f16 (no conversion of X by every warp at every chunk)
+#define DROWS_XF16 (XF16 && DROWS_FP8 && DROWS_XCTA)
+constexpr int kXRow = DROWS_XF16 ? 2 * kStep : kStep;  // bytes of a token's step in the tile
+constexpr int kXTile = NT * 8 * kXRow;
 constexpr int kXBytes = XSTAGE ? 2 * kXTile : 0;  // per warp, or per CTA (DROWS_XCTA)
 constexpr int kSmemBytes = kWarps * kStages * kTile + (DROWS_XCTA ? 1 : kWarps) * kXBytes + kBalanceBytes;
 static_assert(kSmemBytes <= 232448, "WARPS x RING tiles of 8 KB (+ BALANCE's slots) past the H100/H200's 227 KB a block");
@@ -280,6 +287,38 @@ __device__ __forceinline__ void copy_x_cta(uint32_t xt, const Job& j, int s) {
   }
 }
 
+// XF16: step s's activations, the thread's 16-byte chunks (NT of them), into registers (zeros past M and
+// past the row); then, converted to f16, into the tile xt: chunk l of token r is 32 bytes, the 16-byte
+// halves 2l and 2l + 1 swapped in odd rows (a quarter warp reads rows g, g + 1 conflict-free)
+#if DROWS_XF16
+__device__ __forceinline__ void load_x_regs(U4 (&xr)[NT], const Job& j, int s) {
+  static_assert(NT * 8 * 32 == NT * kThreads, "a chunk per thread per n8 tile (8 warps)");
+#pragma unroll
+  for (int i = 0; i < NT; ++i) {
+    const int c = i * kThreads + static_cast<int>(threadIdx.x), r = c / 32, l = c % 32;
+    const long long off = static_cast<long long>(s) * kStep + 16 * l;
+    xr[i] = ldg_cached(j.X + static_cast<long long>(r) * j.row_bytes + off, off < j.row_bytes && r < j.M);
+  }
+}
+__device__ __forceinline__ int xhalf(int r, int h) { return h ^ (r & 1); }
+__device__ __forceinline__ void store_x_f16(uint32_t xt, const U4 (&xr)[NT], const Job& j) {
+#pragma unroll
+  for (int i = 0; i < NT; ++i) {
+    const int c = i * kThreads + static_cast<int>(threadIdx.x), r = c / 32, l = c % 32;
+    if (r >= j.M) continue;
+    const uint32_t w[4] = {xr[i].x, xr[i].y, xr[i].z, xr[i].w};
+    uint32_t f[8];
+#pragma unroll
+    for (int h = 0; h < 4; ++h) {
+      f[2 * h] = e4m3x2_to_f16x2(w[h] & 0xffffu);
+      f[2 * h + 1] = e4m3x2_to_f16x2(w[h] >> 16);
+    }
+    sts16(xt + r * kXRow + xhalf(r, 2 * l) * 16, U4{f[0], f[1], f[2], f[3]});
+    sts16(xt + r * kXRow + xhalf(r, 2 * l + 1) * 16, U4{f[4], f[5], f[6], f[7]});
+  }
+}
+#endif
+
 // the MMAs of step s (its 16 rows in the warp's tile; XSTAGE: its activations in the tile xt) into acc
 __device__ __forceinline__ void mma_step(float (&acc)[NT][4], const Job& j, uint32_t tile, int s, int lane,
                                          uint32_t xt = 0) {
@@ -297,13 +336,25 @@ __device__ __forceinline__ void mma_step(float (&acc)[NT][4], const Job& j, uint
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       const int token = 8 * t + g;
-#if XSTAGE
+#if DROWS_XF16
+      (void)in_k;
+      const U4 z{0, 0, 0, 0};
+      const U4 xlo = token < j.M ? lds16(xt + token * kXRow + xhalf(token, 2 * q) * 16) : z;
+      const U4 xhi = token < j.M ? lds16(xt + token * kXRow + xhalf(token, 2 * q + 1) * 16) : z;
+      const uint32_t xf[8] = {xlo.x, xlo.y, xlo.z, xlo.w, xhi.x, xhi.y, xhi.z, xhi.w};
+#elif XSTAGE
       (void)in_k;
       const U4 x = token < j.M ? lds16(xt + token * kStep + swz(token, q) * 16) : U4{0, 0, 0, 0};
 #else
       const U4 x = ldg_cached(j.X + static_cast<long long>(token) * j.row_bytes + off, in_k && token < j.M);
 #endif
-#if DROWS_FP8
+#if DROWS_XF16
+      const uint32_t aw[4] = {a.x, a.y, a.z, a.w}, bw[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+      for (int h = 0; h < 4; ++h)  // the weights converted here, the activations already f16
+        mma_f16(acc[t], e4m3x2_to_f16x2(aw[h] & 0xffffu), e4m3x2_to_f16x2(bw[h] & 0xffffu),
+                e4m3x2_to_f16x2(aw[h] >> 16), e4m3x2_to_f16x2(bw[h] >> 16), xf[2 * h], xf[2 * h + 1]);
+#elif DROWS_FP8
       const uint32_t aw[4] = {a.x, a.y, a.z, a.w}, bw[4] = {b.x, b.y, b.z, b.w}, xw[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
       for (int h = 0; h < 4; ++h) {  // 4 e4m3 a word -> two f16x2: one MMA's two k-pairs
@@ -451,7 +502,10 @@ __device__ void run_warp(const Job& j, unsigned char* smem) {
 #else
   U4 wr[kRows];
   load_step(wr, j, u, s, lane);
-#if DROWS_XCTA
+#if DROWS_XF16
+  U4 xr[NT];
+  load_x_regs(xr, j, s);
+#elif DROWS_XCTA
   copy_x_cta(xtiles, j, s);
   cp_async_commit();
 #elif XSTAGE
@@ -484,6 +538,16 @@ __device__ void run_warp(const Job& j, unsigned char* smem) {
     const int un = s + 1 == j.P ? u + kUnitsPerPos : u, sn = s + 1 == j.P ? 0 : s + 1;
 #if RING
     mma_step(acc, j, tile, s, lane);
+#elif DROWS_XF16
+    // as below, the activations through registers: this step's converted into its tile (last read two
+    // steps ago: every warp passed the previous barrier since), the barrier, then the next step's loads
+    store_x_f16(xtiles + ((it - i0) & 1) * kXTile, xr, j);
+    __syncthreads();
+    if (more) {
+      load_step(wr, j, un, sn, lane);
+      load_x_regs(xr, j, sn);
+    }
+    mma_step(acc, j, tile, s, lane, xtiles + ((it - i0) & 1) * kXTile);
 #elif DROWS_XCTA
     // every warp of the CTA at the same position (XSHARE): this step's activations, copied by all of its
     // threads, waited for and shared by a barrier, which also says every warp is done with the other
