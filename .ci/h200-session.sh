@@ -78,6 +78,7 @@ decode_sweep() {
 # stage 16's define sweep (one define at a time from the YAML's defaults) and its shapes
 # (the environment may narrow it: DECODE_ROWS_SWEEP="{XSHARE:0},{XSHARE:1}")
 DECODE_ROWS_SWEEP=${DECODE_ROWS_SWEEP:-"{XSHARE:0},{XSHARE:1},{PREFETCH:0},{SWIZZLE:0},{W_HINT:0},{BLOCKS_SMALL:2,XSHARE:0}"}
+DECODE_ROWS_PRECISIONS=${DECODE_ROWS_PRECISIONS:-"bf16,fp8"}
 DECODE_ROWS_SHAPES=${DECODE_ROWS_SHAPES:-"[[1,6144,4096],[16,6144,4096],[64,6144,4096],[1,8192,8192],[16,8192,8192],[1,57344,8192],[16,57344,8192]]"}
 
 ds3_fp8_block() {
@@ -414,7 +415,7 @@ while time.time()-t<45: a@a" &
            step decode_rows_fp8 240 python3 run.py +experiment=decode "precision=[fp8,fp32]" run.fail_on_error=false $Q \
              ${DECODE_ROWS_OVERRIDES:-} hydra.run.dir=$REF/decode_rows/fp8 ;;
   decode_rows_sweep)  # issue 30: stage 16's defines one at a time at Llama-3 8B qkv, 70B attn_o and mlp_gate_up
-           step decode_rows_sweep 200 python3 run.py -m variant=decode_rows "precision=bf16,fp8" "layouts=[nt]" \
+           step decode_rows_sweep 200 python3 run.py -m variant=decode_rows "precision=$DECODE_ROWS_PRECISIONS" "layouts=[nt]" \
              measure.fp8_scaling=tensor sizes.square=[] "sizes.shapes=$DECODE_ROWS_SHAPES" "measure.baseline=[cublas,cublaslt]" \
              measure.max_noise=0.05 measure.warmup_s=0.2 measure.min_time_s=0.1 measure.max_time_s=0.5 \
              "variant.decode_rows.cuda.defines=$DECODE_ROWS_SWEEP" run.fail_on_error=false $Q run.name=decode_rows_sweep \
