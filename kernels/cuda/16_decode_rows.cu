@@ -83,6 +83,11 @@
 //               better. Since then, XSTAGE with XSHARE shares two tiles among the CTA's warps (all at
 //               the same step): its threads copy a step's activations together, a barrier a step
 //               (__syncthreads: the copies visible, the other tile free), the activations' L2 reads / 8
+//   XF16        1 (fp8, with XSTAGE and XSHARE): the CTA's threads load a step's e4m3 activations into
+//               registers one step ahead, convert them to f16 once and store them in the shared tiles
+//               (twice the bytes; the halves of odd rows swapped); the MMAs then convert only the
+//               weights (0, the default: every warp converts the activations too, 8 of the 24
+//               conversions of a chunk at 16 tokens)
 // NT (n8 tiles of tokens: 1, 2, 4, 8) comes from the point (point_defines): one build per tile count,
 // so M <= 16 is not held to M = 64's registers.
 //
