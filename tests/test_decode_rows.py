@@ -242,7 +242,7 @@ MUTANTS = [
     ("xf16_unswapped_read", "lds16(xt + token * kXRow + xhalf(token, 2 * q) * 16)", "lds16(xt + token * kXRow + 2 * q * 16)", 1,
      "{XF16:1}"),
     ("xcta_no_barrier", "cp_async_wait<0>();\n    __syncthreads();", "cp_async_wait<0>();", 1, None),
-    ("xstage_tile_clash", "copy_x(xtiles + ((it - i0 + 1) & 1) * kXTile", "copy_x(xtiles + ((it - i0) & 1) * kXTile", 1,
+    ("xstage_tile_clash", "copy_x<32>(xtiles + ((it - i0 + 1) & 1) * kXTile", "copy_x<32>(xtiles + ((it - i0) & 1) * kXTile", 1,
      "{XSHARE:0}"),
     ("drop_partial", "for (int p = p0; p <= p1; ++p)", "for (int p = p0 + 1; p <= p1; ++p)", 1, None),
     ("dirty_counter", "if (lane == 0) j.counters[u] = 0;", "", 2, None),

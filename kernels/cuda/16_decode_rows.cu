@@ -273,21 +273,15 @@ __device__ __forceinline__ void copy_step(uint32_t tile, const Job& j, int u, in
 }
 
 // XSTAGE: step s's activations (tokens below M) copied into the tile xt as the weight tile holds its rows
-// (cp.async.cg, no registers; zeros past the row); tokens past M are never read
-__device__ __forceinline__ void copy_x(uint32_t xt, const Job& j, int s, int lane) {
-  const long long off = static_cast<long long>(s) * kStep + 16 * lane;
-  const bool in_k = off < j.row_bytes;
+// (cp.async.cg, no registers; zeros past the row; tokens past M are never read), by `threads` threads
+// together, thread t taking chunks t, t + threads, ... (chunk c: token c / 32, bytes 16 (c % 32)): a warp
+// copying its own tile (t the lane, 32 threads), or the CTA's threads the CTA's (XSHARE)
+template <int kBy>
+__device__ __forceinline__ void copy_x(uint32_t xt, const Job& j, int s, int t) {
+  static_assert(NT * 8 * 32 % kBy == 0, "whole rows of chunks per pass");
 #pragma unroll
-  for (int r = 0; r < NT * 8; ++r)
-    if (r < j.M) cp_async_16(xt + r * kStep + swz(r, lane) * 16, in_k ? j.X + r * j.row_bytes + off : j.X, in_k ? 16 : 0);
-}
-
-// XSTAGE with XSHARE: the same, the CTA's threads together, each its 16-byte chunks (a warp a row at a time)
-__device__ __forceinline__ void copy_x_cta(uint32_t xt, const Job& j, int s) {
-  static_assert(NT * 8 * 32 % kThreads == 0, "whole rows of chunks per pass");
-#pragma unroll
-  for (int i = 0; i < NT * 8 * 32 / kThreads; ++i) {
-    const int c = i * kThreads + static_cast<int>(threadIdx.x), r = c / 32, l = c % 32;
+  for (int i = 0; i < NT * 8 * 32 / kBy; ++i) {
+    const int c = i * kBy + t, r = c / 32, l = c % 32;
     const long long off = static_cast<long long>(s) * kStep + 16 * l;
     const bool in_k = off < j.row_bytes;
     if (r < j.M) cp_async_16(xt + r * kStep + swz(r, l) * 16, in_k ? j.X + r * j.row_bytes + off : j.X, in_k ? 16 : 0);
@@ -513,10 +507,10 @@ __device__ void run_warp(const Job& j, unsigned char* smem) {
   U4 xr[NT];
   load_x_regs(xr, j, s);
 #elif DROWS_XCTA
-  copy_x_cta(xtiles, j, s);
+  copy_x<kThreads>(xtiles, j, s, static_cast<int>(threadIdx.x));
   cp_async_commit();
 #elif XSTAGE
-  copy_x(xtiles, j, s, lane);
+  copy_x<32>(xtiles, j, s, lane);
   cp_async_commit();
 #endif
 #endif
@@ -563,7 +557,7 @@ __device__ void run_warp(const Job& j, unsigned char* smem) {
     __syncthreads();
     if (more) {
       load_step(wr, j, un, sn, lane);
-      copy_x_cta(xtiles + ((it - i0 + 1) & 1) * kXTile, j, sn);
+      copy_x<kThreads>(xtiles + ((it - i0 + 1) & 1) * kXTile, j, sn, static_cast<int>(threadIdx.x));
     }
     cp_async_commit();
     mma_step(acc, j, tile, s, lane, xtiles + ((it - i0) & 1) * kXTile);
@@ -571,7 +565,7 @@ __device__ void run_warp(const Job& j, unsigned char* smem) {
     // the next step's weights and activations in flight, then this step's activations waited for
     if (more) {
       load_step(wr, j, un, sn, lane);
-      copy_x(xtiles + ((it - i0 + 1) & 1) * kXTile, j, sn, lane);
+      copy_x<32>(xtiles + ((it - i0 + 1) & 1) * kXTile, j, sn, lane);
     }
     cp_async_commit();
     cp_async_wait<1>();
