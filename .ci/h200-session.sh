@@ -11,7 +11,7 @@
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation conduct sanitize precompile_default default_run default_run_noguard fidelity_default
-# cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu decode_rows_tests decode_rows decode_rows_sweep pinning multi_gpu
+# cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu decode_rows_tests decode_rows decode_rows_sweep pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # Set GEMMLAB_GIT_COMMIT to the commit being measured: the tree copied to a GPU host may carry a
@@ -428,6 +428,19 @@ while time.time()-t<45: a@a" &
                --section WarpStateStats --section SchedulerStats --section LaunchStats \
                python3 run.py variant=$1 precision=bf16 "layouts=[nt]" sizes.square=[] "sizes.shapes=[[$2,8192,28672]]" \
                measure=quick "measure.baseline=[]" measure.guard_bytes=0 run.isolate=none $Q hydra.run.dir=/tmp/ncu_rows_$1_$2
+           done ;;
+  fp8_ncu)  # issue 30: what limits FP8: stage 16 at 1 and 16 tokens (Llama-3 70B mlp_gate_up; the e4m3 -> f16
+           # conversions, issue slots?) and stage 15 beside cuBLASLt's block-scaled kernel (DeepSeek-V3 4096 x 7168 x
+           # 16384: pipes, stalls); one launch each (past the checked call and the reference), ncu's text report is the log
+           for mk in "decode_rows 1 57344 8192 tensor decode_rows" "decode_rows 16 57344 8192 tensor decode_rows" \
+                     "wgmma_fp8_block 4096 7168 16384 block wgmma_fp8_block" \
+                     "cublaslt 4096 7168 16384 block ^(?!gemmlab).*(gemm|xmma|cutlass|nvjet)"; do set -- $mk
+             step ncu_fp8_$1_m$2 150 ncu --clock-control none -k "regex:$6" --launch-skip 3 -c 1 \
+               --section SpeedOfLight --section ComputeWorkloadAnalysis --section InstructionStats \
+               --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section LaunchStats \
+               python3 run.py variant=$1 precision=fp8 "layouts=[nt]" measure.fp8_scaling=$5 sizes.square=[] \
+               "sizes.shapes=[[$2,$3,$4]]" measure=quick "measure.baseline=[]" measure.guard_bytes=0 run.isolate=none $Q \
+               hydra.run.dir=/tmp/ncu_fp8_$1_$2
            done ;;
   decode_trace)  # issue 30: stage 16's warps stamped (TRACE 1): start, first weights, last MMA, end, against the
            # event time, single / after a memset / back to back, cuBLAS beside it (gemmlab/bench/decode_trace.py)
