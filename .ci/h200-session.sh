@@ -431,15 +431,19 @@ while time.time()-t<45: a@a" &
            done ;;
   fp8_ncu)  # issue 30: what limits FP8: stage 16 at 1 and 16 tokens (Llama-3 70B mlp_gate_up; the e4m3 -> f16
            # conversions, issue slots?) and stage 15 beside cuBLASLt's block-scaled kernel (DeepSeek-V3 4096 x 7168 x
-           # 16384: pipes, stalls); one launch each (past the checked call and the reference), ncu's text report is the log
-           for mk in "decode_rows 1 57344 8192 tensor decode_rows" "decode_rows 16 57344 8192 tensor decode_rows" \
-                     "wgmma_fp8_block 4096 7168 16384 block wgmma_fp8_block" \
-                     "cublaslt 4096 7168 16384 block ^(?!gemmlab).*(gemm|xmma|cutlass|nvjet)"; do set -- $mk
-             step ncu_fp8_$1_m$2 150 ncu --clock-control none -k "regex:$6" --launch-skip 3 -c 1 \
+           # 16384: pipes, stalls); one launch each (past the checked call and the reference), ncu's text report is
+           # the log, with the warps' stall reasons per issued instruction. FP8_NCU: entries "variant m n k scaling
+           # kernel-regex defines" (defines "-": the YAML's), ";" between entries
+           IFS=';' read -ra entries <<< "${FP8_NCU:-decode_rows 1 57344 8192 tensor decode_rows -;decode_rows 16 57344 8192 tensor decode_rows -;wgmma_fp8_block 4096 7168 16384 block wgmma_fp8_block -;cublaslt 4096 7168 16384 block ^(?!gemmlab).*(gemm|xmma|cutlass|nvjet) -}"
+           for e in "${entries[@]}"; do set -- $e
+             D=(); [ "${7:--}" != "-" ] && D=("variant.$1.cuda.defines=$7")
+             S=""; [ "${7:--}" != "-" ] && S="_$(echo "$7" | tr -dc 'A-Za-z0-9_')"
+             step "ncu_fp8_$1_m$2$S" 150 ncu --clock-control none -k "regex:$6" --launch-skip 3 -c 1 \
                --section SpeedOfLight --section ComputeWorkloadAnalysis --section InstructionStats \
                --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section LaunchStats \
+               --metrics 'regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$' \
                python3 run.py variant=$1 precision=fp8 "layouts=[nt]" measure.fp8_scaling=$5 sizes.square=[] \
-               "sizes.shapes=[[$2,$3,$4]]" measure=quick "measure.baseline=[]" measure.guard_bytes=0 run.isolate=none $Q \
+               "sizes.shapes=[[$2,$3,$4]]" "${D[@]}" measure=quick "measure.baseline=[]" measure.guard_bytes=0 run.isolate=none $Q \
                hydra.run.dir=/tmp/ncu_fp8_$1_$2
            done ;;
   decode_trace)  # issue 30: stage 16's warps stamped (TRACE 1): start, first weights, last MMA, end, against the

@@ -278,9 +278,9 @@ __device__ __forceinline__ void copy_step(uint32_t tile, const Job& j, int u, in
 // copying its own tile (t the lane, 32 threads), or the CTA's threads the CTA's (XSHARE)
 template <int kBy>
 __device__ __forceinline__ void copy_x(uint32_t xt, const Job& j, int s, int t) {
-  static_assert(NT * 8 * 32 % kBy == 0, "whole rows of chunks per pass");
+  // (a last pass part-empty where kBy does not divide the chunks: WARPS 12; its chunks' tokens are past M)
 #pragma unroll
-  for (int i = 0; i < NT * 8 * 32 / kBy; ++i) {
+  for (int i = 0; i < (NT * 8 * 32 + kBy - 1) / kBy; ++i) {
     const int c = i * kBy + t, r = c / 32, l = c % 32;
     const long long off = static_cast<long long>(s) * kStep + 16 * l;
     const bool in_k = off < j.row_bytes;
