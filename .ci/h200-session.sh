@@ -410,10 +410,11 @@ while time.time()-t<45: a@a" &
   decode_rows)  # issue 30: the decode experiment (stages 14 and 16 beside cuBLAS / cuBLASLt, also interleaved, and
            # the copy probe; one run per precision)
            # (DECODE_ROWS_OVERRIDES: more overrides, e.g. stage 16's defines)
-           step decode_rows_bf16 300 python3 run.py +experiment=decode "precision=[bf16,fp32]" run.fail_on_error=false $Q \
-             ${DECODE_ROWS_OVERRIDES:-} hydra.run.dir=$REF/decode_rows/bf16
-           step decode_rows_fp8 240 python3 run.py +experiment=decode "precision=[fp8,fp32]" run.fail_on_error=false $Q \
-             ${DECODE_ROWS_OVERRIDES:-} hydra.run.dir=$REF/decode_rows/fp8 ;;
+           # (DECODE_ROWS_RUNS: which of the two runs, "bf16 fp8" by default)
+           for prec in ${DECODE_ROWS_RUNS:-bf16 fp8}; do
+             step decode_rows_$prec 300 python3 run.py +experiment=decode "precision=[$prec,fp32]" run.fail_on_error=false $Q \
+               ${DECODE_ROWS_OVERRIDES:-} hydra.run.dir=$REF/decode_rows/$prec
+           done ;;
   decode_rows_sweep)  # issue 30: stage 16's defines one at a time at Llama-3 8B qkv, 70B attn_o and mlp_gate_up
            step decode_rows_sweep 200 python3 run.py -m variant=decode_rows "precision=$DECODE_ROWS_PRECISIONS" "layouts=[nt]" \
              measure.fp8_scaling=tensor sizes.square=[] "sizes.shapes=$DECODE_ROWS_SHAPES" "measure.baseline=[cublas,cublaslt]" \
