@@ -176,6 +176,11 @@ def test_memory_rung_gives_the_numbers_with_decode_rows_and_not_measured_without
 
 
 # -- the reference data ---------------------------------------------------------------------------
+# The whole of outputs/reference/ (5 CPU-s to read) is read by tests/test_paper_outputs.py's tests on
+# one pytest-xdist worker: these run there too and read it from that process's cache.
+on_the_reference_worker = pytest.mark.xdist_group("reference_paper")
+
+
 @pytest.fixture(scope="module")
 def reference():
     if not HAS_REFERENCE:
@@ -193,6 +198,7 @@ def _plain_decode(df: pd.DataFrame) -> pd.DataFrame:
 
 
 @pytest.mark.slow
+@on_the_reference_worker
 def test_reference_decode_points_and_label(reference):
     rows = evidence(reference.rows)  # conftest's plain-pandas evidence rule
     copies = rows[(rows["op"] == "copy") & (rows["device"] == DEV)]
@@ -221,6 +227,7 @@ def test_reference_decode_points_and_label(reference):
 
 
 @pytest.mark.slow
+@on_the_reference_worker
 def test_readme_quotes_the_reference_decode_numbers(reference):
     """The README's decode paragraph: the copy roof, how many decode points that count lie above it
     and the highest, recomputed from the rows in plain pandas."""
