@@ -79,6 +79,8 @@ decode_sweep() {
 # (the environment may narrow it: DECODE_ROWS_SWEEP="{XSHARE:0},{XSHARE:1}")
 DECODE_ROWS_SWEEP=${DECODE_ROWS_SWEEP:-"{XSHARE:0},{XSHARE:1},{PREFETCH:0},{SWIZZLE:0},{W_HINT:0},{BLOCKS_SMALL:2,XSHARE:0}"}
 DECODE_ROWS_PRECISIONS=${DECODE_ROWS_PRECISIONS:-"bf16,fp8"}
+# stage 15's define sweep (tests/test_hopper_fp8_block.py's FP8_BLOCK_SWEEP builds each); FP8_BLOCK_TUNE: a subset
+FP8_BLOCK_SWEEP='{PROMOTE_OVERLAP:1},{PROMOTE_OVERLAP:0},{STAGES:4},{EPI_TMA:0},{BM:64,CONSUMER_REGS:240},{GROUP_M:16},{BN:64},{STAGES:5},{SCALE_SMEM:1,STAGES:5},{SCALE_SMEM:1,STAGES:5,PROMOTE_OVERLAP:0},{SCALE_SMEM:1,STAGES:4},{SCALE_SMEM:1,STAGES:5,BN:64}'
 DECODE_ROWS_SHAPES=${DECODE_ROWS_SHAPES:-"[[1,6144,4096],[16,6144,4096],[64,6144,4096],[1,8192,8192],[16,8192,8192],[1,57344,8192],[16,57344,8192]]"}
 
 ds3_fp8_block() {
@@ -222,7 +224,7 @@ for stage in "$@"; do case $stage in
   tune_fp8_block) step tune_wgmma_fp8_block 360 python3 run.py -m variant=wgmma_fp8_block precision=fp8 "layouts=[nt]" \
              measure.fp8_scaling=block "sizes.square=[]" "sizes.shapes=[[4096,36864,7168],[4096,7168,16384],[4096,7168,2048],[1024,2112,7168]]" \
              "measure.baseline=[cublaslt]" measure.max_time_s=1.5 run.fail_on_error=false $Q \
-             'variant.wgmma_fp8_block.cuda.defines={PROMOTE_OVERLAP:1},{PROMOTE_OVERLAP:0},{STAGES:4},{EPI_TMA:0},{BM:64,CONSUMER_REGS:240},{GROUP_M:16},{BN:64}' \
+             "variant.wgmma_fp8_block.cuda.defines=${FP8_BLOCK_TUNE:-$FP8_BLOCK_SWEEP}" \
              run.name=tune_wgmma_fp8_block hydra.sweep.dir=$REF/tune_wgmma_fp8_block ;;
   # issue 20: the mma.sync rate alone (stage 10's ceiling) at three occupancies
   mma_peak) step mma_sync_peak 120 python3 run.py -m variant=mma_sync_peak precision=bf16,fp16 sizes=probe \

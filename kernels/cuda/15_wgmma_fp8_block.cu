@@ -34,6 +34,14 @@
 //   BM               128 (two m64 consumer warpgroups) or 64 (one: small M, DeepGEMM's BLOCK_M 64;
 //                    with CONSUMER_REGS 240: at 232 ptxas spills 32 bytes)
 //   BN               128 or 64 columns per tile (wgmma N; 64 doubles the tiles: fuller last waves)
+//   SCALE_SMEM       1: the producer's warp 1 stages each k-block's scales (the tile's BM rows of A's, B's
+//                    one) in the slot beside its tiles and arrives on the slot's full barrier with its 32
+//                    lanes; the consumers read them from shared memory after that wait. 0: the consumers
+//                    load them from global memory one k-block ahead. Why: ncu (session14b, 4096 x 7168 x
+//                    16384) put stage 15 at 43-49% of the tensor pipe, its warps' top stall the long
+//                    scoreboard (3.7 per issue), where stage 13 with the same 128 x 128 x 128 tiles and 6
+//                    stages but no scales reached 87% (1423 TFLOP/s under ncu; cuBLASLt's block-scaled
+//                    nvjet 128x128 kernel 81%). Needs STAGES <= 5 at 128 x 128 (6 + the scales: 228 KB)
 //   GROUP_M          tile rows per group of the persistent grouped raster (L2 reuse)
 // Not done (DeepGEMM has them): TMA multicast across 2-CTA clusters, BLOCK_N that straddles two B
 // scale blocks (112, 144, 160 for better wave quantisation), the TMA-loaded transposed A scales, FP32
@@ -77,6 +85,9 @@
 #ifndef PROMOTE_OVERLAP
 #define PROMOTE_OVERLAP 1
 #endif
+#ifndef SCALE_SMEM
+#define SCALE_SMEM 0
+#endif
 #ifndef PRODUCER_REGS
 #define PRODUCER_REGS 40
 #endif
@@ -96,17 +107,21 @@ constexpr int kOutChunks = BN / 64;               // 64-column boxes of C per co
 constexpr int kCBoxBytes = 64 * 64 * 2;           // one TMA box of C: 64 rows x 64 bf16 columns
 constexpr int kStagingBytes = EPI_TMA ? kOutChunks * kCBoxBytes : 0;  // one consumer's 64 x BN tile
 constexpr int kAccum = BN / 2;
+// SCALE_SMEM: a slot's k-block scales beside its tiles: scale_a of the tile's BM rows, then scale_b
+constexpr int kScaleFloats = BM + 1;
+constexpr int kScaleBytes = SCALE_SMEM ? STAGES * kScaleFloats * 4 : 0;
 
 static_assert(BM == 64 || BM == 128, "one or two consumer warpgroups of m64");
 static_assert(BK == kScaleBlock, "a k-tile is one scale block: one promotion per k-tile");
 static_assert(BN == 64 || BN == 128, "BN divides the 128-column scale block of B: one B scale per k-block");
 static_assert(EPI_TMA == 0 || EPI_TMA == 1, "EPI_TMA is 0 or 1");
 static_assert(PROMOTE_OVERLAP == 0 || PROMOTE_OVERLAP == 1, "PROMOTE_OVERLAP is 0 or 1");
+static_assert(SCALE_SMEM == 0 || SCALE_SMEM == 1, "SCALE_SMEM is 0 or 1");
 static_assert(STAGES >= 2, "a ring needs two slots at least");
 static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * 128 * kConsumers <= 65536, "register file");
 
 // Stages, the consumers' staging tiles, 1 KB to align to the swizzle period, full + empty barriers.
-constexpr int kDynamicSmemBytes = STAGES * kStageBytes + kConsumers * kStagingBytes + 1024 + 2 * STAGES * 8;
+constexpr int kDynamicSmemBytes = STAGES * kStageBytes + kConsumers * kStagingBytes + 1024 + 2 * STAGES * 8 + kScaleBytes;
 static_assert(kDynamicSmemBytes <= 227 * 1024, "more shared memory than one sm_90 block may have");
 
 struct TileCoord {
@@ -131,7 +146,7 @@ __device__ __forceinline__ TileCoord tile_of(int t, int m_tiles, int n_tiles) {
 struct KBlockScales {
   float a0, a1, b;
 };
-__device__ __forceinline__ KBlockScales kblock_scales(const float* __restrict__ scale_a,
+[[maybe_unused]] __device__ __forceinline__ KBlockScales kblock_scales(const float* __restrict__ scale_a,
                                                       const float* __restrict__ scale_b, int r0, int M, int nb,
                                                       int n_blocks, int kb, int k_blocks) {
   KBlockScales s;
@@ -175,6 +190,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   unsigned char* staging = smem + STAGES * kStageBytes;
   uint64_t* full = reinterpret_cast<uint64_t*>(staging + kConsumers * kStagingBytes);
   uint64_t* empty = full + STAGES;
+#if SCALE_SMEM
+  float* slot_scales = reinterpret_cast<float*>(empty + STAGES);  // [STAGES][BM + 1]
+#endif
 
   const int tid = threadIdx.x;
   const int warpgroup = tid / 128;
@@ -186,7 +204,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
-      mbar_init(&full[s], 1);            // the producer's expect_tx arrival
+      mbar_init(&full[s], 1 + 32 * SCALE_SMEM);  // the producer's expect_tx arrival (+ SCALE_SMEM: warp 1's lanes)
       mbar_init(&empty[s], kConsumers);  // one arrival per consumer warpgroup
     }
     fence_mbar_init();
@@ -212,6 +230,32 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
         }
       }
     }
+#if SCALE_SMEM
+    else if (tid / 32 == 1) {
+      // Warp 1 stages each k-block's scales in its slot as the TMA fills the tiles: the tile's BM rows of
+      // scale_a (0 past M) and its scale_b, then every lane arrives on the slot's full barrier (release:
+      // its stores before the consumers' acquiring wait). The global loads' latency is this warp's, up to
+      // STAGES k-blocks ahead of the consumers, not on the consumers' path to the promotion.
+      const int lane = tid % 32;
+      int it = 0;
+      for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        const TileCoord tile = tile_of(t, m_tiles, n_tiles);
+        const int nb = tile.n * BN / kScaleBlock;
+        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+          const int slot = it % STAGES;
+          mbar_wait(&empty[slot], (static_cast<uint32_t>(it / STAGES) & 1u) ^ 1u);
+          float* sc = slot_scales + slot * kScaleFloats;
+#pragma unroll 1
+          for (int r = lane; r < BM; r += 32) {
+            const int row = tile.m * BM + r;
+            sc[r] = row < M ? scale_a[static_cast<size_t>(row) * k_tiles + kt] : 0.0f;
+          }
+          if (lane == 0) sc[BM] = scale_b[static_cast<size_t>(kt) * n_blocks + nb];
+          mbar_arrive(&full[slot]);
+        }
+      }
+    }
+#endif
   } else {
     // ---------------------------------------------------------------- consumer warpgroups
     setmaxnreg_inc<CONSUMER_REGS>();
@@ -241,6 +285,21 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       }
       wgmma_commit();
     };
+    // The scales of ring use `use` (k-block kb of the tile): from its slot (SCALE_SMEM, after issue()'s
+    // wait on the slot's full barrier, before its release) or from global memory
+    auto scales_of = [&](int use, int r0, int nb, int kb) -> KBlockScales {
+#if SCALE_SMEM
+      (void)r0;
+      (void)nb;
+      (void)kb;
+      const float* sc = slot_scales + (use % STAGES) * kScaleFloats;
+      const int lr = consumer * 64 + warp * 16 + lane / 4;
+      return {sc[lr], sc[lr + 8], sc[BM]};
+#else
+      (void)use;
+      return kblock_scales(scale_a, scale_b, r0, M, nb, n_blocks, kb, k_tiles);
+#endif
+    };
     auto release = [&](int use) {
       if (local_tid == 0) mbar_arrive(&empty[use % STAGES]);
     };
@@ -267,12 +326,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       // loaded there, used one step later. The loop's steps always issue and the last one or two are
       // peeled, so that at every wait ptxas knows which partial is in flight (with a conditional issue
       // it serialised the wgmmas: C7514).
-      KBlockScales cur = kblock_scales(scale_a, scale_b, r0, M, nb, n_blocks, 0, k_tiles);
+      KBlockScales cur{};  // k-block 0's, read once it is issued (its slot full)
       auto step = [&](float(&done)[kAccum], float(&next)[kAccum], int kb, bool issue_next) {
         KBlockScales nxt = cur;
         if (issue_next) {
           issue(next, it + 1);
-          nxt = kblock_scales(scale_a, scale_b, r0, M, nb, n_blocks, kb + 1, k_tiles);
+          nxt = scales_of(it + 1, r0, nb, kb + 1);
           wgmma_wait<1>();
         } else {
           wgmma_wait<0>();
@@ -285,6 +344,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       };
       if (k_tiles > 0) {
         issue(part0, it);
+        cur = scales_of(it, r0, nb, 0);
         int kb = 0;
         for (; kb + 2 < k_tiles; kb += 2) {  // part0 in flight at the top of every iteration
           step(part0, part1, kb, true);
@@ -300,7 +360,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 #else
       for (int kb = 0; kb < k_tiles; ++kb, ++it) {
         issue(part0, it);
-        const KBlockScales s = kblock_scales(scale_a, scale_b, r0, M, nb, n_blocks, kb, k_tiles);
+        const KBlockScales s = scales_of(it, r0, nb, kb);
         wgmma_wait<0>();
         fence_accumulators(part0);
         release(it);
