@@ -8,7 +8,7 @@
 # of outputs/reference go). Stages: gpu_all core kernels hopper cutlass_bench cutlass cutlass_n8192
 # cutlass_odd ladder tc tune tune_mma tune_ws tune_ws_fp16 ws_repeat ws_seeds ws_standalone ws_llama ws_nt_tests tune_ws_nt
 # ws_nt_bench fidelity_default hopper_fp8 tune_fp8
-# fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
+# fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block fp8_block_diag mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation conduct sanitize precompile_default default_run default_run_noguard fidelity_default
 # cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu decode_rows_tests decode_rows decode_rows_sweep pinning multi_gpu
@@ -80,7 +80,7 @@ decode_sweep() {
 DECODE_ROWS_SWEEP=${DECODE_ROWS_SWEEP:-"{XSHARE:0},{XSHARE:1},{PREFETCH:0},{SWIZZLE:0},{W_HINT:0},{BLOCKS_SMALL:2,XSHARE:0}"}
 DECODE_ROWS_PRECISIONS=${DECODE_ROWS_PRECISIONS:-"bf16,fp8"}
 # stage 15's define sweep (tests/test_hopper_fp8_block.py's FP8_BLOCK_SWEEP builds each); FP8_BLOCK_TUNE: a subset
-FP8_BLOCK_SWEEP='{PROMOTE_OVERLAP:1},{PROMOTE_OVERLAP:0},{STAGES:4},{EPI_TMA:0},{BM:64,CONSUMER_REGS:240},{GROUP_M:16},{BN:64},{STAGES:5},{SCALE_SMEM:1,STAGES:5},{SCALE_SMEM:1,STAGES:5,PROMOTE_OVERLAP:0},{SCALE_SMEM:1,STAGES:4},{SCALE_SMEM:1,STAGES:5,BN:64}'
+FP8_BLOCK_SWEEP='{PROMOTE_OVERLAP:1},{PROMOTE_OVERLAP:0},{STAGES:4},{EPI_TMA:0},{BM:64,CONSUMER_REGS:240},{GROUP_M:16},{BN:64},{STAGES:5},{SCALE_SMEM:1,STAGES:5},{SCALE_SMEM:1,STAGES:5,PROMOTE_OVERLAP:0},{SCALE_SMEM:1,STAGES:4},{SCALE_SMEM:1,STAGES:5,BN:64},{SCALE_AHEAD:2},{SCALE_AHEAD:2,STAGES:5}'
 DECODE_ROWS_SHAPES=${DECODE_ROWS_SHAPES:-"[[1,6144,4096],[16,6144,4096],[64,6144,4096],[1,8192,8192],[16,8192,8192],[1,57344,8192],[16,57344,8192]]"}
 
 ds3_fp8_block() {
@@ -226,6 +226,13 @@ for stage in "$@"; do case $stage in
              "measure.baseline=[cublaslt]" measure.max_time_s=1.5 run.fail_on_error=false $Q \
              "variant.wgmma_fp8_block.cuda.defines=${FP8_BLOCK_TUNE:-$FP8_BLOCK_SWEEP}" \
              run.name=tune_wgmma_fp8_block hydra.sweep.dir=$REF/tune_wgmma_fp8_block ;;
+  fp8_block_diag)  # issue 30: what stage 15's promotion costs: its DIAG builds (1: no scale loads, 2: no promotion),
+           # wrong by design, so timed with the check off (measure.check=false), cuBLASLt block-scaled interleaved
+           step fp8_block_diag 240 python3 run.py -m variant=wgmma_fp8_block precision=fp8 "layouts=[nt]" \
+             measure.fp8_scaling=block "sizes.square=[]" "sizes.shapes=[[4096,7168,16384],[4096,36864,7168]]" \
+             "measure.baseline=[cublaslt]" measure.max_time_s=1.5 measure.check=false run.fail_on_error=false $Q \
+             'variant.wgmma_fp8_block.cuda.defines={PROMOTE_OVERLAP:1},{PROMOTE_OVERLAP:0},{DIAG:1},{DIAG:1,PROMOTE_OVERLAP:0},{DIAG:2,PROMOTE_OVERLAP:0}' \
+             run.name=fp8_block_diag hydra.sweep.dir=$REF/fp8_block_diag ;;
   # issue 20: the mma.sync rate alone (stage 10's ceiling) at three occupancies
   mma_peak) step mma_sync_peak 120 python3 run.py -m variant=mma_sync_peak precision=bf16,fp16 sizes=probe \
              'variant.mma_sync_peak.probe.params.warps=4,8,16' $Q run.name=mma_sync_peak hydra.sweep.dir=$REF/mma_sync_peak ;;

@@ -35,6 +35,9 @@ FP8_BLOCK_SWEEP = [
     "{SCALE_SMEM:1,STAGES:5,PROMOTE_OVERLAP:0}",
     "{SCALE_SMEM:1,STAGES:4}",
     "{SCALE_SMEM:1,STAGES:5,BN:64}",
+    # the consumers' scale loads two k-blocks ahead of the promotion (one: the default)
+    "{SCALE_AHEAD:2}",
+    "{SCALE_AHEAD:2,STAGES:5}",
 ]
 
 
@@ -242,7 +245,7 @@ EMULATED_SHAPES = [
 ]
 # Other configurations run the first shape only: the builds are most of the time.
 EMULATED_CONFIGS = ["{}", "{PROMOTE_OVERLAP:0}", "{BM:64,BN:64,EPI_TMA:0,STAGES:2}",
-                    "{SCALE_SMEM:1,STAGES:5}", "{SCALE_SMEM:1,BM:64,STAGES:2,PROMOTE_OVERLAP:0}"]
+                    "{SCALE_SMEM:1,STAGES:5}", "{SCALE_SMEM:1,BM:64,STAGES:2,PROMOTE_OVERLAP:0}", "{SCALE_AHEAD:2}"]
 
 
 @pytest.mark.slow

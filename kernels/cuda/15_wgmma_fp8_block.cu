@@ -88,6 +88,17 @@
 #ifndef SCALE_SMEM
 #define SCALE_SMEM 0
 #endif
+// DIAG (timing diagnostics, wrong results by design: run them with measure.check=false): 1 the scales
+// not loaded (all 1); 2 (with PROMOTE_OVERLAP 0) no promotion: the k-blocks chained in one accumulator
+// as stage 13 does, no FFMAs
+#ifndef DIAG
+#define DIAG 0
+#endif
+// SCALE_AHEAD (PROMOTE_OVERLAP 1, SCALE_SMEM 0): the consumers load a k-block's scales this many k-blocks
+// before its promotion (1: one, 2: two, a register pair more)
+#ifndef SCALE_AHEAD
+#define SCALE_AHEAD 1
+#endif
 #ifndef PRODUCER_REGS
 #define PRODUCER_REGS 40
 #endif
@@ -117,6 +128,8 @@ static_assert(BN == 64 || BN == 128, "BN divides the 128-column scale block of B
 static_assert(EPI_TMA == 0 || EPI_TMA == 1, "EPI_TMA is 0 or 1");
 static_assert(PROMOTE_OVERLAP == 0 || PROMOTE_OVERLAP == 1, "PROMOTE_OVERLAP is 0 or 1");
 static_assert(SCALE_SMEM == 0 || SCALE_SMEM == 1, "SCALE_SMEM is 0 or 1");
+static_assert(SCALE_AHEAD == 1 || (SCALE_AHEAD == 2 && PROMOTE_OVERLAP && !SCALE_SMEM), "SCALE_AHEAD: 1, or 2 with PROMOTE_OVERLAP 1 and SCALE_SMEM 0");
+static_assert(DIAG == 0 || DIAG == 1 || (DIAG == 2 && !PROMOTE_OVERLAP && !SCALE_SMEM), "DIAG: 0, 1, 2 (PROMOTE_OVERLAP 0)");
 static_assert(STAGES >= 2, "a ring needs two slots at least");
 static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * 128 * kConsumers <= 65536, "register file");
 
@@ -269,7 +282,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 #endif
 
     // Issue k-block use `use` of the ring into `partial` (fresh: scale-d 0 on the first k32 step).
-    auto issue = [&](float(&partial)[kAccum], int use) {
+    auto issue = [&](float(&partial)[kAccum], int use, bool chain = false) {
       const int slot = use % STAGES;
       mbar_wait(&full[slot], static_cast<uint32_t>(use / STAGES) & 1u);
       const uint32_t a_base = smem_u32(smem + slot * kStageBytes) + consumer * 64 * 128;
@@ -281,7 +294,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
         // Both K-major, 128-byte rows, 8-row swizzle atoms 1024 B apart; k32 = 32 bytes on.
         const uint64_t desc_a = make_desc_sw128(a_base + kk * 32, 16, 1024);
         const uint64_t desc_b = make_desc_sw128(b_base + kk * 32, 16, 1024);
-        wgmma_m64k32<BN, TIN>(partial, desc_a, desc_b, kk > 0 ? 1 : 0);
+        wgmma_m64k32<BN, TIN>(partial, desc_a, desc_b, (kk > 0 || chain) ? 1 : 0);
       }
       wgmma_commit();
     };
@@ -297,6 +310,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       return {sc[lr], sc[lr + 8], sc[BM]};
 #else
       (void)use;
+      if (DIAG == 1) return KBlockScales{1.0f, 1.0f, 1.0f};
       return kblock_scales(scale_a, scale_b, r0, M, nb, n_blocks, kb, k_tiles);
 #endif
     };
@@ -327,11 +341,19 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       // peeled, so that at every wait ptxas knows which partial is in flight (with a conditional issue
       // it serialised the wgmmas: C7514).
       KBlockScales cur{};  // k-block 0's, read once it is issued (its slot full)
+#if SCALE_AHEAD == 2
+      KBlockScales after{};  // k-block kb + 1's (loaded a k-block ahead of nxt)
+#endif
       auto step = [&](float(&done)[kAccum], float(&next)[kAccum], int kb, bool issue_next) {
         KBlockScales nxt = cur;
         if (issue_next) {
           issue(next, it + 1);
+#if SCALE_AHEAD == 2
+          nxt = after;  // kb + 1's, loaded a step ago; kb + 2's now (clamped: past the last, unused)
+          after = scales_of(it + 2, r0, nb, kb + 2 < k_tiles ? kb + 2 : k_tiles - 1);
+#else
           nxt = scales_of(it + 1, r0, nb, kb + 1);
+#endif
           wgmma_wait<1>();
         } else {
           wgmma_wait<0>();
@@ -345,6 +367,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       if (k_tiles > 0) {
         issue(part0, it);
         cur = scales_of(it, r0, nb, 0);
+#if SCALE_AHEAD == 2
+        after = scales_of(it + 1, r0, nb, k_tiles > 1 ? 1 : 0);
+#endif
         int kb = 0;
         for (; kb + 2 < k_tiles; kb += 2) {  // part0 in flight at the top of every iteration
           step(part0, part1, kb, true);
@@ -359,13 +384,17 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       }
 #else
       for (int kb = 0; kb < k_tiles; ++kb, ++it) {
-        issue(part0, it);
+        issue(part0, it, DIAG == 2 && kb > 0);
         const KBlockScales s = scales_of(it, r0, nb, kb);
         wgmma_wait<0>();
         fence_accumulators(part0);
         release(it);
-        promote(acc, part0, s);
+        if (DIAG != 2) promote(acc, part0, s);
       }
+#if DIAG == 2
+#pragma unroll
+      for (int i = 0; i < kAccum; ++i) acc[i] = part0[i];
+#endif
 #endif
 
 #if EPI_TMA
