@@ -221,7 +221,14 @@ def evidence_mask(df: pd.DataFrame, meas: Optional[pd.Series] = None) -> pd.Seri
     reliable = _flags(df, "reliable").fillna(True).astype(bool)
     contended = _flags(df, "contended").fillna(False).astype(bool)
     meas = measured_mask(df) if meas is None else meas
-    return meas & reliable & ~contended & ~_text(df, "distribution").isin(STUDY_INPUTS) & ~_few_samples(df)
+    return (meas & reliable & ~contended & ~_text(df, "distribution").isin(STUDY_INPUTS) & ~_few_samples(df)
+            & ~unchecked_mask(df))
+
+
+def unchecked_mask(df: pd.DataFrame) -> pd.Series:
+    """Rows timed with the check off (``measure.check=false``: their ``extra`` says ``"check": "off"``):
+    a speed nothing vouches for (a diagnostic build that is wrong by design, or a kernel under work)."""
+    return _text(df, "extra").str.contains(r'"check":\s*"off"', regex=True)
 
 
 def _few_samples(df: pd.DataFrame) -> pd.Series:
@@ -256,11 +263,13 @@ def not_evidence_reasons(df: pd.DataFrame) -> pd.Series:
     why = _text(df, "unreliable_reason").str.strip()
     exact = ok_ & ~cupti & _text(df, "distribution").isin(STUDY_INPUTS)
     few = ok_ & ~cupti & ~exact & _few_samples(df)
+    unchecked = ok_ & ~cupti & unchecked_mask(df)
     out[few] = f"fewer than {EVIDENCE_MIN_SAMPLES} samples"
     out[cupti] = "CUPTI-timed"
     out[exact] = [f"{d} inputs" for d in _text(df, "distribution")[exact]]
     out[contended] = "contended"
     out[unreliable] = ["unreliable" + (f" ({w})" if w and w != "nan" else "") for w in why[unreliable]]
+    out[unchecked] = "unchecked (measure.check=false)"
     out[control] = "a control variant"
     return out
 

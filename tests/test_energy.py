@@ -138,6 +138,30 @@ def test_sparse_and_exact_rows_set_no_peak():
     assert list(data.not_evidence_reasons(df))[2:4] == ["exact inputs", "sparse inputs"]
 
 
+def test_rows_timed_with_the_check_off_are_not_evidence(tmp_path):
+    """measure.check=false (a diagnostic build, wrong by design): the CPU run's rows say so in extra, and
+    the analysis leaves them out with that reason; the same points with the check are not left out so."""
+    import json
+
+    import pandas as pd
+    from conftest import run_points
+
+    from analysis import data
+
+    rows = {}
+    for check in ("true", "false"):
+        cfg = compose_cfg(["variant=cpu_blas", "precision=[fp64]", "sizes=smoke", "measure=quick",
+                           f"measure.check={check}", "run.progress=false"], tmp_path)
+        _, got = run_points(cfg, tmp_path / f"run-{check}")
+        assert got and all(r["status"] == "ok" for r in got), [r["reason"] for r in got]
+        rows[check] = data.normalize(pd.DataFrame(got))
+    assert all(json.loads(e).get("check") == "off" for e in rows["false"]["extra"])
+    assert all("check" not in json.loads(e or "{}") for e in rows["true"]["extra"])
+    assert not data.evidence_mask(rows["false"]).any()
+    assert set(data.not_evidence_reasons(rows["false"])) == {"unchecked (measure.check=false)"}
+    assert "unchecked (measure.check=false)" not in set(data.not_evidence_reasons(rows["true"]))
+
+
 def test_the_inputs_experiment_sweeps_distributions_with_energy(tmp_path):
     cfg = compose_cfg(["+experiment=inputs_power", "measure.distribution=sparse"], tmp_path)
     assert cfg.measure.energy and cfg.measure.distribution.value == "sparse"

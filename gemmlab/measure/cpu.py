@@ -103,6 +103,8 @@ class CpuExecutor:
             if why or not res.passed:
                 return {**row, "guard_check": why or ("clean" if zones.on else None), "status": "failed",
                         "reason": why or res.failure()}
+        else:  # timed, never checked (measure.check=false): left out of the analysis's evidence
+            row["extra"] = {**(row.get("extra") or {}), "check": "off"}
 
         self.report(limits, "timed samples")
         t = host_timed(launch.fn, m)

@@ -177,6 +177,8 @@ class GpuExecutor:
                 reference.release()
                 return {**row, "guard_check": why or ("clean" if zones.on else None), "status": "failed",
                         "reason": why or res.failure()}
+        else:  # timed, never checked (measure.check=false): the analysis leaves such rows out of its evidence
+            row["extra"]["check"] = "off"
 
         calls: List[List] = [[l.fn for l in launches]]
         names = [p.variant]
