@@ -229,17 +229,47 @@ def precompiled_shim(folder: str) -> Path:
 
 
 @functools.lru_cache(maxsize=None)
+def emulation_driver(folder: str) -> Path:
+    """driver.cpp (main, the block scheduler, the fibers: no kernel's macros) compiled with
+    HOST_FLAGS into an object that every emulator links, once per session: its standard-library
+    templates were three quarters of each build's CPU time when every build compiled it again.
+    Named by a hash of the command and of the emulation's sources, in the folder the workers share,
+    under a lock, written whole or not at all (as emulator())."""
+    pch = precompiled_shim(folder)
+    cmd = ["g++", f"-I{pch}", *HOST_FLAGS, "-c", str(EMULATION / "driver.cpp")]
+    key = hashlib.sha256("\0".join(cmd).encode())
+    for source in sorted(EMULATION.iterdir()):
+        if source.suffix in (".h", ".cpp"):
+            key.update(b"\0" + source.name.encode() + b"\0" + source.read_bytes())
+    obj = session_folder(Path(folder), "emulators") / f"driver-{key.hexdigest()[:20]}.o"
+    with locked(obj):
+        if not obj.is_file():
+            tmp = obj.with_name(f"{obj.stem}.{os.getpid()}.tmp.o")
+            r = subprocess.run([*cmd, "-o", str(tmp)], capture_output=True, text=True)
+            assert r.returncode == 0, f"host build of driver.cpp failed:\n{r.stderr[-3000:]}"
+            os.replace(tmp, obj)
+    return obj
+
+
+def emulator_command(folder: str, defines: list[str], source: Path, entry: str) -> list[str]:
+    """The g++ command (less -o) of a host-emulation executable: launch.cpp with the kernel's
+    ``source``, ``entry`` and ``defines`` (TIN and TOUT among them, KERNEL_ARGS where the kernel
+    takes more than A, B, C, M, N, K), linked with emulation_driver()."""
+    return ["g++", f"-I{precompiled_shim(folder)}", *HOST_FLAGS, *defines, f'-DKERNEL_SOURCE="{source}"',
+            f"-DKERNEL_ENTRY={entry}", str(EMULATION / "launch.cpp"), str(emulation_driver(folder))]
+
+
+@functools.lru_cache(maxsize=None)
 def emulator(build: KernelBuild, folder: str, kernel_args: str = "") -> Path:
-    """The host-emulation executable of ``build`` (driver.cpp; ``kernel_args``: the driver's
-    KERNEL_ARGS, for kernels that take more than A, B, C, M, N, K). Built once per session: named by
-    a hash of the g++ command, in a folder every xdist worker shares (``folder`` is the worker's
-    basetemp), under a lock, so the launch-rule tests, the negative controls and each Hopper
-    stage's shapes and negative test reuse one build."""
+    """The host-emulation executable of ``build`` (launch.cpp and driver.cpp; ``kernel_args``: the
+    KERNEL_ARGS of launch.cpp, for kernels that take more than A, B, C, M, N, K). Built once per
+    session: named by a hash of the g++ command, in a folder every xdist worker shares (``folder``
+    is the worker's basetemp), under a lock, so the launch-rule tests, the negative controls and
+    each Hopper stage's shapes and negative test reuse one build."""
     defines = sorted(nvcc.define_flags(build.defines))  # the order of -D flags changes nothing
     if kernel_args:
         defines.append(f"-DKERNEL_ARGS={kernel_args}")
-    cmd = ["g++", f"-I{precompiled_shim(folder)}", *HOST_FLAGS, *defines, f'-DKERNEL_SOURCE="{build.source}"',
-           f"-DKERNEL_ENTRY={build.entry}", str(EMULATION / "driver.cpp")]
+    cmd = emulator_command(folder, defines, build.source, build.entry)
     key = hashlib.sha256("\0".join(cmd).encode()).hexdigest()[:20]
     exe = session_folder(Path(folder), "emulators") / f"{build.source.stem}-{key}"
     with locked(exe):

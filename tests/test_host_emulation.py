@@ -59,15 +59,15 @@ __global__ void stuck(const float*, const float*, float* C, int, int, int) {
 
 @NEEDS_GXX
 @pytest.mark.slow
-def test_a_deadlocked_block_aborts_naming_the_waits_instead_of_hanging(tmp_path):
+def test_a_deadlocked_block_aborts_naming_the_waits_instead_of_hanging(tmp_path, tmp_path_factory):
     """The threads are fibers (driver.cpp): a pass over the block in which no thread gets past its
     wait ends the run at once with the waits named, where OS threads would wait forever."""
-    from test_cuda_kernels import HOST_FLAGS
+    from test_cuda_kernels import emulator_command
 
     (tmp_path / "stuck.cu").write_text(DEADLOCK)
     exe = tmp_path / "stuck"
-    subprocess.run(["g++", *HOST_FLAGS, "-DTIN=float", "-DTOUT=float", f'-DKERNEL_SOURCE="{tmp_path / "stuck.cu"}"',
-                    "-DKERNEL_ENTRY=stuck", str(EMULATION / "driver.cpp"), "-o", str(exe)], check=True)
+    cmd = emulator_command(str(tmp_path_factory.getbasetemp()), ["-DTIN=float", "-DTOUT=float"], tmp_path / "stuck.cu", "stuck")
+    subprocess.run([*cmd, "-o", str(exe)], check=True)
     np.zeros(1, dtype=np.float32).tofile(tmp_path / "a.bin")
     run = [str(exe), "1", "1", "1", "1", "1", "1", "64", "1", "1", "0", *(str(tmp_path / f) for f in ("a.bin", "a.bin", "c.bin"))]
     r = subprocess.run(run, capture_output=True, text=True, timeout=60, env={"ASAN_OPTIONS": "detect_leaks=0"})

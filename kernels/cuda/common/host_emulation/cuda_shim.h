@@ -9,7 +9,8 @@
 // emulation's CPU time (perf: 70%, in sched_yield under mma.sync's warp barriers). So a thread only
 // gives way where it waits: a kernel that spins on shared memory without __nanosleep or a barrier
 // in its loop would spin forever here, where the device lets the other threads run (none does).
-// Force-included (g++ -include cuda_shim.h) with -DGEMMLAB_HOST_EMULATION by driver.cpp's build.
+// Force-included (g++ -include cuda_shim.h) with -DGEMMLAB_HOST_EMULATION by the emulators' builds
+// (launch.cpp per kernel, driver.cpp once).
 #pragma once
 
 #include <cmath>

@@ -1,10 +1,12 @@
 // Runs one hand-written kernel on the CPU through the host emulation (cuda_shim.h), for the CPU
-// tests: tests/test_cuda_kernels.py builds it with
+// tests: main, the block scheduler and the fibers, apart from any kernel. tests/test_cuda_kernels.py
+// compiles it once per set of flags,
 //   g++ -std=c++20 -pthread -fsanitize=address -DGEMMLAB_HOST_EMULATION -include cuda_shim.h
-//       -I<this folder> -I<kernels/cuda> -DTIN=.. -DTOUT=.. -D<defines> -DKERNEL_SOURCE='"<file.cu>"'
-//       -DKERNEL_ENTRY=<entry> driver.cpp
-// and runs it as
-//   ./driver M N K grid.x grid.y grid.z block.x block.y block.z smem_bytes A.bin B.bin C.bin
+//       -I<this folder> -c driver.cpp -o driver.o
+// and links driver.o into each kernel's launch.cpp build (its TIN, TOUT, defines, KERNEL_SOURCE,
+// KERNEL_ENTRY and KERNEL_ARGS: driver.h says what launch.cpp defines for this file). The
+// emulator then runs as
+//   ./emulator M N K grid.x grid.y grid.z block.x block.y block.z smem_bytes A.bin B.bin C.bin
 // A.bin and B.bin hold the row-major inputs in TIN; C.bin receives C in TOUT. C starts as NaN
 // (all bits set) and the dynamic shared memory is refilled with NaN before every block, so an
 // output the grid never covers, or a read of shared memory nobody wrote, shows up as NaN.
@@ -17,9 +19,8 @@
 // before each, so a kernel that leaves its workspace dirty for the next launch fails the check.
 // GEMMLAB_EMU_REVERSE_BLOCKS=1: the blocks run last to first, so a kernel whose CTAs meet through
 // global memory (stage 12's stream-K) is seen with the other arrival order too.
-// Hopper stages (hopper_emu.h) take more arguments: the build passes them as -DKERNEL_ARGS=...,
-// e.g. the tensor maps (gemm_host::emu_tensor_maps) and FP8 scales (gemm_host::emu_scale); B.bin
-// then holds B as the stage reads it (N x K for layout nt: the same element count).
+// Hopper stages (hopper_emu.h) take more arguments: launch.cpp passes them (KERNEL_ARGS);
+// B.bin then holds B as the stage reads it (N x K for layout nt: the same element count).
 // The block's threads are fibers (fibers.h) run by this one thread: each in turn until it waits
 // (wait_turn), in passes over the block that alternate direction, so that of two threads that race
 // for a shared word neither always goes first; a block ends when every thread has returned. A pass
@@ -28,14 +29,9 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
 
-#include KERNEL_SOURCE
+#include "driver.h"
 #include "fibers.h"
-
-#ifndef KERNEL_ARGS
-#define KERNEL_ARGS a.data(), b.data(), c.data(), M, N, K
-#endif
 
 uint3 threadIdx, blockIdx, blockDim, gridDim;
 namespace gemm_host {
@@ -57,7 +53,8 @@ std::vector<std::unique_ptr<Barrier>>* warp_barriers = nullptr;
 // The scheduler's state: the block's fibers, the one running, and the kernel call each one makes.
 static std::vector<std::unique_ptr<Fiber>> fibers;
 static std::vector<const char*> waiting_on;  // per thread: the wait it last yielded from
-static std::function<void()> run_kernel;
+static void* kernel_abc[3];  // A, B, C of the kernel call every thread makes (emu_call_kernel)
+static int kernel_mnk[3];
 static unsigned running = 0;
 static bool finished = false;  // the running thread's kernel has returned
 static bool idle = false;      // the running thread only found its wait unsatisfied again
@@ -78,7 +75,7 @@ static void thread_entry() {
     Fiber& self = *fibers[running];
     self.entered();
     const unsigned t = running;
-    run_kernel();
+    emu_call_kernel(kernel_abc[0], kernel_abc[1], kernel_abc[2], kernel_mnk[0], kernel_mnk[1], kernel_mnk[2]);
     // a thread that has returned no longer holds up the barriers, as on the GPU
     block_barrier->arrive_and_drop();
     (*warp_barriers)[t / 32]->arrive_and_drop();
@@ -127,11 +124,11 @@ static void run_block(unsigned threads) {
 // Kernels with dynamic shared memory define it (GEMMLAB_DECLARE_DYNAMIC_SMEM); the others don't.
 extern "C" __attribute__((weak)) int gemmlab_dynamic_smem_bytes;
 
-template <typename T>
-static std::vector<T> read_file(const char* path, std::size_t count) {
-    std::vector<T> v(count);
+// count elements of elem_bytes each (TIN's size), in a heap buffer of exactly their bytes
+static std::vector<unsigned char> read_file(const char* path, std::size_t elem_bytes, std::size_t count) {
+    std::vector<unsigned char> v(elem_bytes * count);
     FILE* f = std::fopen(path, "rb");
-    if (!f || std::fread(v.data(), sizeof(T), count, f) != count) {
+    if (!f || std::fread(v.data(), elem_bytes, count, f) != count) {
         std::fprintf(stderr, "cannot read %zu elements from %s\n", count, path);
         std::exit(2);
     }
@@ -154,10 +151,11 @@ int main(int argc, char** argv) {
         return 3;
     }
     // Exactly sized heap buffers, so AddressSanitizer reports any access past the matrices.
-    std::vector<TIN> a = read_file<TIN>(argv[11], std::size_t(M) * K);
-    std::vector<TIN> b = read_file<TIN>(argv[12], std::size_t(K) * N);
-    std::vector<TOUT> c(std::size_t(M) * N);
-    std::memset(c.data(), 0xff, c.size() * sizeof(TOUT));
+    const std::size_t tin = gemm_host::emu_tin_bytes, tout = gemm_host::emu_tout_bytes;
+    std::vector<unsigned char> a = read_file(argv[11], tin, std::size_t(M) * K);
+    std::vector<unsigned char> b = read_file(argv[12], tin, std::size_t(K) * N);
+    std::vector<unsigned char> c(std::size_t(M) * N * tout);
+    std::memset(c.data(), 0xff, c.size());
     if (const char* ws = std::getenv("GEMMLAB_EMU_WORKSPACE_BYTES"))  // zeroed, 256-byte aligned as CuPy's
         gemm_host::workspace_buffer().assign(std::strtoull(ws, nullptr, 10) + 256, 0);
     const char* launches_env = std::getenv("GEMMLAB_EMU_LAUNCHES");
@@ -178,9 +176,10 @@ int main(int argc, char** argv) {
     gemm_host::warp_barriers = &warp_bars;
     for (unsigned t = 0; t < threads; ++t) gemm_host::fibers.push_back(std::make_unique<gemm_host::Fiber>());
     gemm_host::waiting_on.assign(threads, "");
-    gemm_host::run_kernel = [&] { KERNEL_ENTRY(KERNEL_ARGS); };
+    gemm_host::kernel_abc[0] = a.data(), gemm_host::kernel_abc[1] = b.data(), gemm_host::kernel_abc[2] = c.data();
+    gemm_host::kernel_mnk[0] = M, gemm_host::kernel_mnk[1] = N, gemm_host::kernel_mnk[2] = K;
     for (unsigned long i = 0; i < launches * blocks; ++i) {
-        if (i % blocks == 0) std::memset(c.data(), 0xff, c.size() * sizeof(TOUT));  // each launch poisons C
+        if (i % blocks == 0) std::memset(c.data(), 0xff, c.size());  // each launch poisons C
         const unsigned long j = reverse ? blocks - 1 - i % blocks : i % blocks;
         blockIdx = {unsigned(j % gridDim.x), unsigned((j / gridDim.x) % gridDim.y), unsigned(j / (std::size_t(gridDim.x) * gridDim.y))};
         std::memset(gemm_host::dynamic_smem, 0xff, smem);
@@ -193,14 +192,14 @@ int main(int argc, char** argv) {
     }
 
     FILE* f = std::fopen(argv[13], "wb");
-    if (!f || std::fwrite(c.data(), sizeof(TOUT), c.size(), f) != c.size()) {
+    if (!f || std::fwrite(c.data(), tout, c.size() / tout, f) != c.size() / tout) {
         std::fprintf(stderr, "cannot write %s\n", argv[13]);
         return 2;
     }
     std::fclose(f);
     if (const char* b_out = std::getenv("GEMMLAB_EMU_B_OUT")) {
         FILE* g = std::fopen(b_out, "wb");
-        if (!g || std::fwrite(b.data(), sizeof(TIN), b.size(), g) != b.size()) return 2;
+        if (!g || std::fwrite(b.data(), tin, b.size() / tin, g) != b.size() / tin) return 2;
         std::fclose(g);
     }
     return 0;

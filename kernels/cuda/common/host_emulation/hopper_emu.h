@@ -2,7 +2,7 @@
 // named barriers), so the CPU tests (tests/test_hopper_kernels.py) run a Hopper stage's own code:
 // its tile schedule, descriptors, swizzles, pipeline protocol, epilogue and scaling, checked against
 // FP64 with no GPU. ptx.cuh and wgmma.cuh include this file instead of their PTX when
-// GEMMLAB_HOST_EMULATION is defined (driver.cpp's build, with cuda_shim.h force-included).
+// GEMMLAB_HOST_EMULATION is defined (launch.cpp's build, with cuda_shim.h force-included).
 //
 // What it models, and how strictly:
 // * mbarrier: a table of (expected arrivals, pending arrivals, transaction bytes, phase) per shared
