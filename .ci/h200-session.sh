@@ -80,13 +80,13 @@ decode_sweep() {
 DECODE_ROWS_SWEEP=${DECODE_ROWS_SWEEP:-"{XSHARE:0},{XSHARE:1},{PREFETCH:0},{SWIZZLE:0},{W_HINT:0},{BLOCKS_SMALL:2,XSHARE:0}"}
 DECODE_ROWS_PRECISIONS=${DECODE_ROWS_PRECISIONS:-"bf16,fp8"}
 # stage 15's define sweep (tests/test_hopper_fp8_block.py's FP8_BLOCK_SWEEP builds each); FP8_BLOCK_TUNE: a subset
-FP8_BLOCK_SWEEP='{PROMOTE_OVERLAP:1},{PROMOTE_OVERLAP:0},{STAGES:4},{EPI_TMA:0},{BM:64,CONSUMER_REGS:240},{GROUP_M:16},{BN:64},{STAGES:5},{SCALE_SMEM:1,STAGES:5},{SCALE_SMEM:1,STAGES:5,PROMOTE_OVERLAP:0},{SCALE_SMEM:1,STAGES:4},{SCALE_SMEM:1,STAGES:5,BN:64},{SCALE_AHEAD:2},{SCALE_AHEAD:2,STAGES:5}'
+FP8_BLOCK_SWEEP='{PROMOTE_OVERLAP:1},{PROMOTE_OVERLAP:0},{STAGES:4},{EPI_TMA:0},{BM:64,CONSUMER_REGS:240},{GROUP_M:16},{BN:64},{STAGES:5},{SCALE_AHEAD:2},{SCALE_AHEAD:2,STAGES:5},{SCALE_SMEM:1,STAGES:5,SCALE_WARPS:3,PRODUCER_REGS:48},{SCALE_SMEM:1,STAGES:5,SCALE_WARPS:3,PRODUCER_REGS:48,PROMOTE_OVERLAP:0},{SCALE_SMEM:1,STAGES:5,SCALE_WARPS:2,PRODUCER_REGS:48}'
 DECODE_ROWS_SHAPES=${DECODE_ROWS_SHAPES:-"[[1,6144,4096],[16,6144,4096],[64,6144,4096],[1,8192,8192],[16,8192,8192],[1,57344,8192],[16,57344,8192]]"}
 
 ds3_fp8_block() {
            step ds3_wgmma_fp8_block 420 python3 run.py "variant=[wgmma_fp8_block,cublaslt]" precision=fp8 "layouts=[nt]" \
              measure.fp8_scaling=block sizes=llm "sizes.model_names=[deepseek_v3]" "sizes.tokens=[64,1024,4096]" \
-             "measure.baseline=[cublaslt]" measure.max_time_s=1.5 run.fail_on_error=false $Q \
+             "measure.baseline=[cublaslt]" measure.max_time_s=1.5 run.fail_on_error=false $Q ${FP8_BLOCK_OVERRIDES:-} \
              run.name=ds3_wgmma_fp8_block hydra.run.dir=$REF/ds3_wgmma_fp8_block
 }
 

@@ -99,6 +99,10 @@
 #ifndef SCALE_AHEAD
 #define SCALE_AHEAD 1
 #endif
+// SCALE_WARPS (SCALE_SMEM 1): the producer's warps that stage the scales, taking the k-blocks in turn (1..3)
+#ifndef SCALE_WARPS
+#define SCALE_WARPS 1
+#endif
 #ifndef PRODUCER_REGS
 #define PRODUCER_REGS 40
 #endif
@@ -128,6 +132,7 @@ static_assert(BN == 64 || BN == 128, "BN divides the 128-column scale block of B
 static_assert(EPI_TMA == 0 || EPI_TMA == 1, "EPI_TMA is 0 or 1");
 static_assert(PROMOTE_OVERLAP == 0 || PROMOTE_OVERLAP == 1, "PROMOTE_OVERLAP is 0 or 1");
 static_assert(SCALE_SMEM == 0 || SCALE_SMEM == 1, "SCALE_SMEM is 0 or 1");
+static_assert(SCALE_WARPS >= 1 && SCALE_WARPS <= 3, "SCALE_WARPS: 1..3 of the producer's idle warps");
 static_assert(SCALE_AHEAD == 1 || (SCALE_AHEAD == 2 && PROMOTE_OVERLAP && !SCALE_SMEM), "SCALE_AHEAD: 1, or 2 with PROMOTE_OVERLAP 1 and SCALE_SMEM 0");
 static_assert(DIAG == 0 || DIAG == 1 || (DIAG == 2 && !PROMOTE_OVERLAP && !SCALE_SMEM), "DIAG: 0, 1, 2 (PROMOTE_OVERLAP 0)");
 static_assert(STAGES >= 2, "a ring needs two slots at least");
@@ -244,26 +249,32 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       }
     }
 #if SCALE_SMEM
-    else if (tid / 32 == 1) {
-      // Warp 1 stages each k-block's scales in its slot as the TMA fills the tiles: the tile's BM rows of
-      // scale_a (0 past M) and its scale_b, then every lane arrives on the slot's full barrier (release:
-      // its stores before the consumers' acquiring wait). The global loads' latency is this warp's, up to
-      // STAGES k-blocks ahead of the consumers, not on the consumers' path to the promotion.
-      const int lane = tid % 32;
+    else if (tid / 32 >= 1 && tid / 32 <= SCALE_WARPS) {
+      // Warps 1..SCALE_WARPS stage the k-blocks' scales in their slots as the TMA fills the tiles, warp w
+      // the uses it with it % SCALE_WARPS == w - 1: the tile's BM rows of scale_a (0 past M; all BM / 32
+      // loads of a lane in flight together, then stored) and its scale_b, then every lane arrives on the
+      // slot's full barrier (release: its stores before the consumers' acquiring wait). The loads'
+      // latency is these warps', up to STAGES k-blocks ahead of the consumers; the consumers' own loads
+      // (SCALE_SMEM 0) are pending registers at their next wgmma fence.
+      const int lane = tid % 32, me = tid / 32 - 1;
       int it = 0;
       for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
         const TileCoord tile = tile_of(t, m_tiles, n_tiles);
         const int nb = tile.n * BN / kScaleBlock;
+        const int row0 = tile.m * BM + lane;
+        const float* col = scale_a + static_cast<size_t>(row0) * k_tiles;  // row0's k-blocks
         for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+          if (it % SCALE_WARPS != me) continue;
           const int slot = it % STAGES;
           mbar_wait(&empty[slot], (static_cast<uint32_t>(it / STAGES) & 1u) ^ 1u);
           float* sc = slot_scales + slot * kScaleFloats;
-#pragma unroll 1
-          for (int r = lane; r < BM; r += 32) {
-            const int row = tile.m * BM + r;
-            sc[r] = row < M ? scale_a[static_cast<size_t>(row) * k_tiles + kt] : 0.0f;
-          }
-          if (lane == 0) sc[BM] = scale_b[static_cast<size_t>(kt) * n_blocks + nb];
+          float v[BM / 32];
+#pragma unroll
+          for (int q = 0; q < BM / 32; ++q) v[q] = row0 + 32 * q < M ? col[static_cast<size_t>(32 * q) * k_tiles + kt] : 0.0f;
+          const float b = lane == 0 ? scale_b[static_cast<size_t>(kt) * n_blocks + nb] : 0.0f;
+#pragma unroll
+          for (int q = 0; q < BM / 32; ++q) sc[lane + 32 * q] = v[q];
+          if (lane == 0) sc[BM] = b;
           mbar_arrive(&full[slot]);
         }
       }
