@@ -201,7 +201,10 @@ static_assert(STREAM_K == 0 || STREAM_K == 1, "STREAM_K is 0 or 1");
 static_assert(PRODUCER_SCHEDULES == 0 || PRODUCER_SCHEDULES == 1, "PRODUCER_SCHEDULES is 0 or 1");
 static_assert(!STREAM_K || PRODUCER_SCHEDULES,
               "STREAM_K needs PRODUCER_SCHEDULES 1: a piece's k-range and cut reach the consumers in its first slot");
-static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * 128 * kConsumers <= 65536, "register file");
+// setmaxnreg moves registers inside what the launch gave the CTA (65536 / kThreads a thread, down to a
+// multiple of 8): past it, setmaxnreg.inc waits for registers that never come (stage 15 hung so, session14e)
+static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * 128 * kConsumers <= 65536 / kThreads / 8 * 8 * kThreads,
+              "register file: the warpgroups' setmaxnreg counts past the CTA's launch registers (a hang)");
 
 #if PRODUCER_SCHEDULES
 // What the producer tells the consumers about the work in a slot, at the first k-tile of each piece:

@@ -87,7 +87,10 @@ static_assert(BK == 128, "A and B rows must be exactly one 128-byte swizzle row 
 static_assert(BN == 128 || BN == 256, "wgmma N; TMA boxes have at most 256 rows");
 static_assert(EPI_TMA == 0 || EPI_TMA == 1, "EPI_TMA is 0 or 1");
 static_assert(STAGES >= 2, "a ring needs two slots at least");
-static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * 128 * kConsumers <= 65536, "register file");
+// setmaxnreg moves registers inside what the launch gave the CTA (65536 / kThreads a thread, down to a
+// multiple of 8): past it, setmaxnreg.inc waits for registers that never come (stage 15 hung so, session14e)
+static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * 128 * kConsumers <= 65536 / kThreads / 8 * 8 * kThreads,
+              "register file: the warpgroups' setmaxnreg counts past the CTA's launch registers (a hang)");
 
 // Stages, the consumers' staging tiles, 1 KB to align to the swizzle period, full + empty barriers.
 constexpr int kDynamicSmemBytes = STAGES * kStageBytes + kConsumers * kStagingBytes + 1024 + 2 * STAGES * 8;

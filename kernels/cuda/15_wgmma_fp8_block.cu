@@ -24,8 +24,8 @@
 //   and BN = 256 would need 128 + 2 x 128 of them per thread; BN <= 128 also keeps a tile inside one
 //   128-column block of B, so one B scale per k-block (DeepGEMM's BLOCK_N = 128 case).
 //
-// Techniques, each a define (tune_fp8_block in .ci/h200-session.sh; FP8_BLOCK_SWEEP in
-// tests/test_hopper_fp8_block.py builds every entry without spills). Not yet measured on a GPU.
+// Techniques, each a define (tune_fp8_block in .ci/h200-session.sh runs its FP8_BLOCK_SWEEP;
+// tests/test_hopper_fp8_block.py builds every entry without spills). Measured: session10b, session14c-e.
 //   define           what it does
 //   PROMOTE_OVERLAP  1: two partial accumulators, promotion overlaps the next k-block's wgmma; 0: one,
 //                    wait_group 0 and promote (DeepGEMM's)
@@ -41,7 +41,23 @@
 //                    16384) put stage 15 at 43-49% of the tensor pipe, its warps' top stall the long
 //                    scoreboard (3.7 per issue), where stage 13 with the same 128 x 128 x 128 tiles and 6
 //                    stages but no scales reached 87% (1423 TFLOP/s under ncu; cuBLASLt's block-scaled
-//                    nvjet 128x128 kernel 81%). Needs STAGES <= 5 at 128 x 128 (6 + the scales: 228 KB)
+//                    nvjet 128x128 kernel 81%). Needs STAGES <= 5 at 128 x 128 (6 + the scales: 228 KB).
+//                    Measured with one warp gathering serially (session14c, 89a211d): 34-51% of cuBLASLt
+//                    against the default's 59-78%: the gathers (a row a load, one L2 round trip each) took
+//                    longer than the consumers' k-block, so the consumers waited on the full barrier
+//   SCALE_WARPS      (SCALE_SMEM 1) 1..3 of the producer's idle warps gather, the k-blocks in turn, two loads
+//                    of a lane in flight at a time. Not yet measured: session14e ran it with PRODUCER_REGS
+//                    48, past the CTA's launch registers, and every launch hung in setmaxnreg (each point
+//                    killed by its worker's timeout); the static_assert now refuses such counts
+//   SCALE_AHEAD      2: the consumers load a k-block's scales two k-blocks before its promotion (1: one).
+//                    Measured (session14d, % of cuBLASLt interleaved, 2 against 1): 68.4-83.7 against
+//                    59.3-78.3 at the 4 tune shapes
+//   DIAG             timing diagnostics, wrong results by design (measure.check=false; the rows say
+//                    check off and the analysis leaves them out): 1 the scales not loaded (all 1), 2 no
+//                    promotion. Measured (session14d, 4096 x 7168 x 16384 and 4096 x 36864 x 7168, % of
+//                    cuBLASLt interleaved): DIAG 1 98.1-101.7 (either PROMOTE_OVERLAP), DIAG 2 106.5-110.0 (noisy),
+//                    the real kernel 58.9-75.1: the promotion's FFMAs cost ~8 points, the consumers' scale
+//                    loads 25-40 (they are pending registers when the next k-block's wgmma fence issues)
 //   GROUP_M          tile rows per group of the persistent grouped raster (L2 reuse)
 // Not done (DeepGEMM has them): TMA multicast across 2-CTA clusters, BLOCK_N that straddles two B
 // scale blocks (112, 144, 160 for better wave quantisation), the TMA-loaded transposed A scales, FP32
@@ -136,7 +152,13 @@ static_assert(SCALE_WARPS >= 1 && SCALE_WARPS <= 3, "SCALE_WARPS: 1..3 of the pr
 static_assert(SCALE_AHEAD == 1 || (SCALE_AHEAD == 2 && PROMOTE_OVERLAP && !SCALE_SMEM), "SCALE_AHEAD: 1, or 2 with PROMOTE_OVERLAP 1 and SCALE_SMEM 0");
 static_assert(DIAG == 0 || DIAG == 1 || (DIAG == 2 && !PROMOTE_OVERLAP && !SCALE_SMEM), "DIAG: 0, 1, 2 (PROMOTE_OVERLAP 0)");
 static_assert(STAGES >= 2, "a ring needs two slots at least");
-static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * 128 * kConsumers <= 65536, "register file");
+// setmaxnreg moves registers between the warpgroups inside what the launch gave the CTA: kThreads x the
+// per-thread count __launch_bounds__(kThreads, 1) allows (65536 / kThreads, down to a multiple of 8: 168
+// at 384 threads). Past it, setmaxnreg.inc waits for registers that never come: the kernel hangs (session14e:
+// PRODUCER_REGS 48 with 2 x 232, 65536 > 64512)
+constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
+static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * 128 * kConsumers <= kLaunchRegs * kThreads,
+              "register file: the warpgroups' setmaxnreg counts past the CTA's launch registers (a hang)");
 
 // Stages, the consumers' staging tiles, 1 KB to align to the swizzle period, full + empty barriers.
 constexpr int kDynamicSmemBytes = STAGES * kStageBytes + kConsumers * kStagingBytes + 1024 + 2 * STAGES * 8 + kScaleBytes;
@@ -268,13 +290,20 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
           const int slot = it % STAGES;
           mbar_wait(&empty[slot], (static_cast<uint32_t>(it / STAGES) & 1u) ^ 1u);
           float* sc = slot_scales + slot * kScaleFloats;
-          float v[BM / 32];
+          // two loads of a lane in flight at a time (four spill the producer's 40 registers)
+#pragma unroll 1
+          for (int q0 = 0; q0 < BM / 32; q0 += 2) {
+            float v[2];
 #pragma unroll
-          for (int q = 0; q < BM / 32; ++q) v[q] = row0 + 32 * q < M ? col[static_cast<size_t>(32 * q) * k_tiles + kt] : 0.0f;
-          const float b = lane == 0 ? scale_b[static_cast<size_t>(kt) * n_blocks + nb] : 0.0f;
+            for (int q = 0; q < 2; ++q) {
+              const int r = 32 * (q0 + q);
+              v[q] = r < BM && row0 + r < M ? col[static_cast<size_t>(r) * k_tiles + kt] : 0.0f;
+            }
 #pragma unroll
-          for (int q = 0; q < BM / 32; ++q) sc[lane + 32 * q] = v[q];
-          if (lane == 0) sc[BM] = b;
+            for (int q = 0; q < 2; ++q)
+              if (32 * (q0 + q) < BM) sc[lane + 32 * (q0 + q)] = v[q];
+          }
+          if (lane == 0) sc[BM] = scale_b[static_cast<size_t>(kt) * n_blocks + nb];
           mbar_arrive(&full[slot]);
         }
       }
