@@ -200,8 +200,10 @@ def measured_mask(df: pd.DataFrame) -> pd.Series:
     """Rows that measured something the figures may draw: ``status == ok``, timed between CUDA
     events (or on the host), of a variant that is not a control (CONTROL_TAGS). Rows timed by
     CUPTI's kernel spans (``measure.timer=cupti``) leave out the front end's start-up (about 3.5 us
-    a call on the H200), a different quantity that is never mixed with the rest."""
-    return (_text(df, "status") == "ok") & (_text(df, "timer") != CUPTI_TIMER) & ~control_mask(df)
+    a call on the H200), a different quantity that is never mixed with the rest; rows timed with the
+    check off (:func:`unchecked_mask`) measured a kernel nothing checked."""
+    return ((_text(df, "status") == "ok") & (_text(df, "timer") != CUPTI_TIMER) & ~control_mask(df)
+            & ~unchecked_mask(df))
 
 
 def control_mask(df: pd.DataFrame) -> pd.Series:
@@ -227,7 +229,8 @@ def evidence_mask(df: pd.DataFrame, meas: Optional[pd.Series] = None) -> pd.Seri
 
 def unchecked_mask(df: pd.DataFrame) -> pd.Series:
     """Rows timed with the check off (``measure.check=false``: their ``extra`` says ``"check": "off"``):
-    a speed nothing vouches for (a diagnostic build that is wrong by design, or a kernel under work)."""
+    a speed nothing vouches for (a diagnostic build that is wrong by design, or a kernel under work):
+    neither drawn nor evidence."""
     return _text(df, "extra").str.contains(r'"check":\s*"off"', regex=True)
 
 

@@ -270,14 +270,17 @@ def flags(df, column: str, missing: bool):
 def evidence(df):
     """The rows that count, in plain pandas: ok, not CUPTI-timed, reliable not false, contended
     not true (rows written before those columns lack them), inputs not the exact integers, a
-    timed row has at least 10 samples, and the variant is no control (wrong on purpose)."""
+    timed row has at least 10 samples, the variant is no control (wrong on purpose), and the row was
+    checked (measure.check=false writes "check": "off" into extra)."""
     import pandas as pd
 
+    extra = df["extra"].astype(str) if "extra" in df.columns else pd.Series("", index=df.index)
+    unchecked = extra.str.contains('"check": "off"', regex=False)
     timer = df["timer"].astype(str) if "timer" in df.columns else pd.Series("", index=df.index)
     exact = df["distribution"].astype(str).isin(["exact", "sparse"]) if "distribution" in df.columns else False
     samples = pd.to_numeric(df["samples"], errors="coerce") if "samples" in df.columns else pd.Series(float("nan"), index=df.index)
     return df[(df["status"] == "ok") & (timer != "cupti_kernel") & flags(df, "reliable", True)
-              & ~flags(df, "contended", False) & ~exact & ~(samples < 10) & ~control(df)]
+              & ~flags(df, "contended", False) & ~exact & ~(samples < 10) & ~control(df) & ~unchecked]
 
 
 def control(df):
