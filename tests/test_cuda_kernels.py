@@ -49,8 +49,9 @@ NEEDS_GXX = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not foun
 
 # ---- discovery ---------------------------------------------------------------------------------
 def cuda_variant_names():
-    return [name for name, path in variant_files().items()
-            if str(OmegaConf.load(path).get("backend")) == "cuda"]
+    from gemmlab import variants  # its YAML reads are cached: collection reads each file once
+
+    return [v.name for v in variants.all_info() if v.backend == "cuda"]
 
 
 @functools.lru_cache(maxsize=None)

@@ -34,12 +34,10 @@ QUICK = ["measure=quick", "measure.baseline=[]", "run.progress=false"]
 
 
 def default_cuda_variants():
-    out = []
-    for name, path in variant_files().items():
-        node = OmegaConf.load(path)
-        if str(node.get("backend")) == "cuda" and node.get("in_default_sweep", True):
-            out.append((name, list(node.get("precisions", []))))
-    return out
+    from gemmlab import variants  # its YAML reads are cached: collection reads each file once
+
+    return [(v.name, list(v.precisions)) for v in variants.all_info()
+            if v.backend == "cuda" and v.in_default_sweep]
 
 
 def declared(variant):
