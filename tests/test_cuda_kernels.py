@@ -242,14 +242,19 @@ def emulation_driver(folder: str) -> Path:
     for source in sorted(EMULATION.iterdir()):
         if source.suffix in (".h", ".cpp"):
             key.update(b"\0" + source.name.encode() + b"\0" + source.read_bytes())
-    obj = session_folder(Path(folder), "emulators") / f"driver-{key.hexdigest()[:20]}.o"
-    with locked(obj):
-        if not obj.is_file():
-            tmp = obj.with_name(f"{obj.stem}.{os.getpid()}.tmp.o")
+    return built_once(session_folder(Path(folder), "emulators") / f"driver-{key.hexdigest()[:20]}.o", cmd, "driver.cpp")
+
+
+def built_once(target: Path, cmd: list[str], what: str) -> Path:
+    """``cmd`` (less its -o) run into ``target`` unless a worker has already: under a lock, written to
+    a temporary name and renamed, so the file is whole or absent (another worker may be waiting)."""
+    with locked(target):
+        if not target.is_file():
+            tmp = target.with_name(f"{target.stem}.{os.getpid()}.tmp{target.suffix}")
             r = subprocess.run([*cmd, "-o", str(tmp)], capture_output=True, text=True)
-            assert r.returncode == 0, f"host build of driver.cpp failed:\n{r.stderr[-3000:]}"
-            os.replace(tmp, obj)
-    return obj
+            assert r.returncode == 0, f"host build of {what} failed:\n{r.stderr[-3000:]}"
+            os.replace(tmp, target)
+    return target
 
 
 def emulator_command(folder: str, defines: list[str], source: Path, entry: str) -> list[str]:
@@ -272,14 +277,7 @@ def emulator(build: KernelBuild, folder: str, kernel_args: str = "") -> Path:
         defines.append(f"-DKERNEL_ARGS={kernel_args}")
     cmd = emulator_command(folder, defines, build.source, build.entry)
     key = hashlib.sha256("\0".join(cmd).encode()).hexdigest()[:20]
-    exe = session_folder(Path(folder), "emulators") / f"{build.source.stem}-{key}"
-    with locked(exe):
-        if not exe.is_file():
-            tmp = exe.with_name(f"{exe.name}.{os.getpid()}.tmp")
-            r = subprocess.run([*cmd, "-o", str(tmp)], capture_output=True, text=True)
-            assert r.returncode == 0, f"host build of {build.kernel_name} failed:\n{r.stderr[-3000:]}"
-            os.replace(tmp, exe)  # whole or absent: another worker may be waiting for it
-    return exe
+    return built_once(session_folder(Path(folder), "emulators") / f"{build.source.stem}-{key}", cmd, build.kernel_name)
 
 
 def emulate(build: KernelBuild, point, folder: Path, a: np.ndarray, b: np.ndarray) -> np.ndarray:
