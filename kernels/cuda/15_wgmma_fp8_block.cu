@@ -149,6 +149,10 @@ static_assert(EPI_TMA == 0 || EPI_TMA == 1, "EPI_TMA is 0 or 1");
 static_assert(PROMOTE_OVERLAP == 0 || PROMOTE_OVERLAP == 1, "PROMOTE_OVERLAP is 0 or 1");
 static_assert(SCALE_SMEM == 0 || SCALE_SMEM == 1, "SCALE_SMEM is 0 or 1");
 static_assert(SCALE_WARPS >= 1 && SCALE_WARPS <= 3, "SCALE_WARPS: 1..3 of the producer's idle warps");
+// A scale warp skips the uses of the others, so its parity wait on a slot's empty barrier must never be
+// two phases ahead: its previous use (at most SCALE_WARPS back) waited for a release that, in ring order,
+// comes after the one two phases back as long as SCALE_WARPS <= STAGES
+static_assert(SCALE_WARPS <= STAGES, "SCALE_WARPS <= STAGES: a scale warp's parity wait stays within a phase");
 static_assert(SCALE_AHEAD == 1 || (SCALE_AHEAD == 2 && PROMOTE_OVERLAP && !SCALE_SMEM), "SCALE_AHEAD: 1, or 2 with PROMOTE_OVERLAP 1 and SCALE_SMEM 0");
 static_assert(DIAG == 0 || DIAG == 1 || (DIAG == 2 && !PROMOTE_OVERLAP && !SCALE_SMEM), "DIAG: 0, 1, 2 (PROMOTE_OVERLAP 0)");
 static_assert(STAGES >= 2, "a ring needs two slots at least");
@@ -273,8 +277,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 #if SCALE_SMEM
     else if (tid / 32 >= 1 && tid / 32 <= SCALE_WARPS) {
       // Warps 1..SCALE_WARPS stage the k-blocks' scales in their slots as the TMA fills the tiles, warp w
-      // the uses it with it % SCALE_WARPS == w - 1: the tile's BM rows of scale_a (0 past M; all BM / 32
-      // loads of a lane in flight together, then stored) and its scale_b, then every lane arrives on the
+      // the uses it with it % SCALE_WARPS == w - 1: the tile's BM rows of scale_a (0 past M; a lane's
+      // loads two at a time, then stored) and its scale_b, then every lane arrives on the
       // slot's full barrier (release: its stores before the consumers' acquiring wait). The loads'
       // latency is these warps', up to STAGES k-blocks ahead of the consumers; the consumers' own loads
       // (SCALE_SMEM 0) are pending registers at their next wgmma fence.
