@@ -219,7 +219,7 @@ def quantize_operands(xp, sc: Scales, a32, b32):
             to_fp8_range(xp, b32, sc.b, sc.dtype, sc.block_b))
 
 
-def cublaslt_scale_layout(grid):
+def cublaslt_scale_layout(grid, mode: Optional[str] = None):
     """The grid of a ``block`` or ``rowcol`` operand as cuBLASLt reads it on Hopper, where (row-major
     GEMM on column-major cuBLAS) our B is cuBLAS's A and our A its B, both K-major ("TN"):
 
@@ -229,13 +229,19 @@ def cublaslt_scale_layout(grid):
       k-block-major, padded likewise;
     - ``OUTER_VEC_32F``: a plain vector, m scales for A, n for B.
 
+    ``mode`` (``"block"`` or ``"rowcol"``) says which; without it a grid with a dimension of 1 is taken
+    for a vector, which misplaces a block grid of one row of A (m = 1) or one k-block of B (k <= 128):
+    callers that know the mode pass it.
+
     Returns the contiguous FP32 array to hand over (2-D: rows padded; the padding is 0, never read).
     Source: the cuBLAS docs' scaling-factor layouts (cuBLAS 12.9+), as cuBLASMp's tests index them
     (``scale_layout_offset``: VEC128 ``sc + sr * roundup(cols, 4)``, BLK ``sr + sc * roundup(rows/128, 4)``
     with sr the k-block) and as PyTorch's ``is_blockwise_1x128_scaling`` (strides (1, m)) checks."""
     xp = _xp_of(grid)
     g = xp.asarray(grid, dtype=xp.float32)
-    if 1 in g.shape:  # rowcol: (m, 1) or (1, n)
+    if mode not in (None, "block", "rowcol"):
+        raise ValueError(f"cuBLASLt scale layouts exist for block and rowcol scaling, not {mode!r}")
+    if mode == "rowcol" or (mode is None and 1 in g.shape):  # rowcol: (m, 1) or (1, n)
         return xp.ascontiguousarray(g.reshape(-1))
     t = g.T  # A: (kb, m); B: (nb, kb) -- the fast index last
     out = xp.zeros((t.shape[0], -(-t.shape[1] // 4) * 4), dtype=xp.float32)

@@ -219,10 +219,26 @@ def test_cublaslt_blk128x128_layout_is_k_block_major_with_a_16_byte_padded_colum
             assert flat[j + n * ld] == grid[j, n]  # cuBLAS: sr + sc * roundup(rows / 128, 4)
 
 
+def test_cublaslt_block_layout_of_one_row_or_one_k_block_is_still_padded():
+    """A block grid of one row of A (m = 1: (1, kb)) or one k-block of B (k <= 128: (1, nb)) looks like a
+    rowcol vector; handed the mode, the layout pads it as cuBLASLt's VEC128 / BLK128x128 read it."""
+    a = np.arange(1, 4, dtype=np.float32).reshape(1, 3)  # m = 1, kb = 3
+    lay = fp8.cublaslt_scale_layout(a, "block")
+    assert lay.shape == (3, 4) and np.array_equal(lay[:, 0], a[0]) and not lay[:, 1:].any()
+    b = np.arange(1, 3, dtype=np.float32).reshape(1, 2)  # kb = 1, nb = 2
+    lay = fp8.cublaslt_scale_layout(b, "block")
+    assert lay.shape == (2, 4) and np.array_equal(lay[:, 0], b[0])
+    assert np.array_equal(lay.reshape(-1)[[0, 4]], b[0])  # element (kb 0, nb 1) at 0 + 1 * roundup(1, 4)
+    assert fp8.cublaslt_scale_layout(b).shape == (2,)  # without the mode: read as a vector
+    with pytest.raises(ValueError, match="not 'tensor'"):
+        fp8.cublaslt_scale_layout(b, "tensor")
+
+
 def test_cublaslt_outer_vector_layout_is_the_plain_vector():
     col = np.arange(1, 6, dtype=np.float32).reshape(5, 1)
     assert np.array_equal(fp8.cublaslt_scale_layout(col), col.reshape(-1))
     assert np.array_equal(fp8.cublaslt_scale_layout(col.T), col.reshape(-1))
+    assert np.array_equal(fp8.cublaslt_scale_layout(col, "rowcol"), col.reshape(-1))
 
 
 # -- skips -------------------------------------------------------------------------------------------------------

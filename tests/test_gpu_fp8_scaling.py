@@ -148,8 +148,8 @@ def _misplaced(kind):
 
     right = fp8.cublaslt_scale_layout
 
-    def layout(grid):
-        out = right(grid)
+    def layout(grid, mode=None):
+        out = right(grid, mode)
         if kind == "row_major" and 1 not in grid.shape:
             flat = cupy.zeros(out.size, dtype=cupy.float32)
             flat[: grid.size] = cupy.ascontiguousarray(grid).reshape(-1)

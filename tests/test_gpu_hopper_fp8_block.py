@@ -52,7 +52,8 @@ def _failures(rows):
 
 
 @pytest.mark.parametrize("defines", ["{PROMOTE_OVERLAP:1}", "{PROMOTE_OVERLAP:0,EPI_TMA:0,STAGES:4}", "{SCALE_SMEM:1,STAGES:5,SCALE_WARPS:3}",
-                                     "{SCALE_SMEM:1,STAGES:5,SCALE_WARPS:2,PROMOTE_OVERLAP:0}"])
+                                     "{SCALE_SMEM:1,STAGES:5,SCALE_WARPS:2,PROMOTE_OVERLAP:0}", "{SCALE_SMEM:2,STAGES:5}",
+                                     "{SCALE_SMEM:2,STAGES:6,EPI_TMA:0,PROMOTE_OVERLAP:0}"])
 def test_block_scaled_stage_matches_the_dequantized_fp64_product(tmp_path, defines):
     rows = _run(tmp_path, SQUARE, SHAPES, [f"variant.{VARIANT}.cuda.defines={defines}", DEBUG])
     assert len(rows) == len(SQUARE) + len(SHAPES)
@@ -73,7 +74,8 @@ def test_block_scaled_stage_matches_the_dequantized_fp64_product(tmp_path, defin
 
 def test_the_check_fails_the_stage_handed_scales_one_row_off(tmp_path, monkeypatch):
     """Negative control on the GPU: the launcher hands the kernel A's grid rolled by one row (each
-    row scaled by its neighbour's k-block scales); every such point must fail element-wise."""
+    row scaled by its neighbour's k-block scales; the grid is k-block-major, rows along axis 1); every
+    such point must fail element-wise."""
     from gemmlab.backends import cuda_kernels
 
     real = cuda_kernels._block_grids
@@ -82,7 +84,7 @@ def test_the_check_fails_the_stage_handed_scales_one_row_off(tmp_path, monkeypat
         ga, gb = real(point, sc)
         import cupy
 
-        return cupy.ascontiguousarray(cupy.roll(ga, 1, axis=0)), gb
+        return cupy.ascontiguousarray(cupy.roll(ga, 1, axis=1)), gb
 
     monkeypatch.setattr(cuda_kernels, "_block_grids", rolled)
     # in the runner's process: a worker would not see the patch (the H200 run at cf73b9b, in a

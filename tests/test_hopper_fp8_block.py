@@ -40,6 +40,12 @@ FP8_BLOCK_SWEEP = [
     "{SCALE_SMEM:1,STAGES:5,SCALE_WARPS:3}",
     "{SCALE_SMEM:1,STAGES:5,SCALE_WARPS:3,PROMOTE_OVERLAP:0}",
     "{SCALE_SMEM:1,STAGES:5,SCALE_WARPS:2}",
+    # the scales bulk-copied (cp.async.bulk) into the slot by the producer's TMA thread with the tiles, from
+    # the k-block-major layout cuBLASLt reads (one 512-byte copy of A's a k-block); 6 stages fit without
+    # the TMA-store epilogue's staging tiles
+    "{SCALE_SMEM:2,STAGES:5}",
+    "{SCALE_SMEM:2,STAGES:5,PROMOTE_OVERLAP:0}",
+    "{SCALE_SMEM:2,STAGES:6,EPI_TMA:0}",
 ]
 
 
@@ -107,9 +113,10 @@ def test_the_session_tunes_the_sweep_this_file_builds():
 
 
 def test_the_launcher_passes_the_recorded_grids_and_refuses_others(monkeypatch):
-    """CudaKernels._fp8_args under block: the grids gemmlab.fp8 recorded for the set's addresses, as
-    float32 C-contiguous arrays (A (m, kb), B (kb, nb)), after the tensor maps; a grid of another shape
-    or another block is an error, never a launch; the kernel declares two float pointers there."""
+    """CudaKernels._fp8_args under block: the grids gemmlab.fp8 recorded for the set's addresses, in the
+    layouts cuBLASLt reads (float32 C-contiguous: A (kb, roundup(m, 4)) k-block-major, B (nb, roundup(kb, 4))),
+    after the tensor maps; a grid of another shape or another block is an error, never a launch; the
+    kernel declares two float pointers there."""
     import sys
     import types
 
@@ -132,9 +139,9 @@ def test_the_launcher_passes_the_recorded_grids_and_refuses_others(monkeypatch):
         backend._fp8_args(p, a, b)
     fp8.record(a.data.ptr, b.data.ptr, sc)
     _, _, (ga, gb), extra = backend._fp8_args(p, a, b)
-    assert ga.shape == (m, 9) and gb.shape == (9, 3) and extra["mode"] == "block"
+    assert ga.shape == (9, 200) and gb.shape == (3, 12) and extra["mode"] == "block"
     assert ga.dtype == gb.dtype == np.float32 and ga.flags.c_contiguous and gb.flags.c_contiguous
-    assert np.array_equal(ga, sc.a) and np.array_equal(gb, sc.b)
+    assert np.array_equal(ga, sc.a.T) and np.array_equal(gb[:, :9], sc.b.T) and not gb[:, 9:].any()
     fp8.record(a.data.ptr, b.data.ptr, dataclasses.replace(sc, b=np.ascontiguousarray(sc.b.T)))
     with pytest.raises(ValueError, match="scale_b grid"):
         backend._fp8_args(p, a, b)
@@ -199,7 +206,10 @@ def test_sass_promotes_while_the_next_k_block_runs(block_builds):
         assert any(x.startswith(f"QGMMA.64x{bn}x32.F32.E4M3.E4M3") for x in ops), (defines, "no e4m3 QGMMA")
         assert not [x for x in ops if x.startswith(("LDL", "STL", "HGMMA", "HMMA"))], defines
         assert any(x.startswith("UTMALDG.2D") for x in ops) and any(x.startswith("FFMA") for x in ops), defines
-        assert any(x.startswith("LDG.E.CONSTANT") for x in ops), f"{defines}: scales not read through the read-only path"
+        if "SCALE_SMEM:2" in defines:  # the scales come by bulk copy, no consumer or producer loads them
+            assert any(x.startswith("UBLKCP") for x in ops) and not any(x.startswith("LDG") for x in ops), defines
+        else:
+            assert any(x.startswith("LDG.E.CONSTANT") for x in ops), f"{defines}: scales not read through the read-only path"
         overlapped = "WARPGROUP.DEPBAR.LE gsb0, 0x1" in text
         assert overlapped == ("PROMOTE_OVERLAP:0" not in defines), defines
         assert any(x.startswith("UTMASTG.2D") for x in ops) == ("EPI_TMA:0" not in defines), defines
@@ -227,14 +237,19 @@ def operands(rng, m, n, k):
     return qa, np.ascontiguousarray(qb.T), sc, a64, b64
 
 
-def emulate(point, folder, qa, qb, sa, sb, sm_count=2, source=None):
+def emulate(point, folder, qa, qb, sa, sb, sm_count=2, source=None, laid_out=False):
     """C (float64) of the stage's emulated launch at ``point`` on A (m x k) and B stored (n x k), with
-    the scale grids ``sa`` (m, kb) and ``sb`` (kb, nb) (``source``: another copy of the kernel)."""
+    the scale grids ``sa`` (m, kb) and ``sb`` (kb, nb), handed over in the layouts the launcher gives
+    them (cuBLASLt's; ``laid_out``: the arrays as given; ``source``: another copy of the kernel)."""
     import numpy as np
     from test_cuda_kernels import emulator
     from test_hopper_emulation import run_hopper_emulation
 
+    from gemmlab import fp8
     from gemmlab.backends.cuda_kernels import build_for
+
+    if not laid_out:
+        sa, sb = (fp8.cublaslt_scale_layout(g, "block") for g in (sa, sb))
 
     b = build_for(point)
     if source is not None:
@@ -269,7 +284,8 @@ EMULATED_SHAPES = [
 EMULATED_CONFIGS = ["{}", "{PROMOTE_OVERLAP:0}", "{BM:64,BN:64,EPI_TMA:0,STAGES:2}",
                     "{SCALE_SMEM:1,BM:64,STAGES:2,PROMOTE_OVERLAP:0}", "{SCALE_AHEAD:2}",
                     "{SCALE_SMEM:1,STAGES:5,SCALE_WARPS:3}",
-                    "{SCALE_SMEM:1,STAGES:2,SCALE_WARPS:2,PROMOTE_OVERLAP:0}"]
+                    "{SCALE_SMEM:1,STAGES:2,SCALE_WARPS:2,PROMOTE_OVERLAP:0}",
+                    "{SCALE_SMEM:2,STAGES:5}", "{SCALE_SMEM:2,BM:64,STAGES:3,PROMOTE_OVERLAP:0}"]
 
 
 @pytest.mark.slow
@@ -279,7 +295,7 @@ def test_block_scaled_product_on_the_cpu(defines, tmp_path_factory):
 
     pytest.importorskip("ml_dtypes")
     folder, rng = tmp_path_factory.mktemp("emu-fp8-block"), np.random.default_rng(15)
-    for m, n, k in EMULATED_SHAPES if defines == "{}" else EMULATED_SHAPES[:1]:
+    for m, n, k in EMULATED_SHAPES if defines in ("{}", "{SCALE_SMEM:2,STAGES:5}") else EMULATED_SHAPES[:1]:
         p = _point(m, n, k, defines)
         assert p.skip_reason is None, p.skip_reason
         qa, qb, sc, a64, b64 = operands(rng, m, n, k)
@@ -292,11 +308,12 @@ def test_block_scaled_product_on_the_cpu(defines, tmp_path_factory):
 def test_the_check_fails_a_kernel_that_scales_per_tile_or_reads_the_wrong_row(tmp_path_factory):
     """Negative controls: (1) the kernel patched to take every k-block's scales from the tile's first
     k-block (scales per tile, not per k-block); the right kernel handed (2) A's scales with the rows
-    in another order, (3) B's grid transposed. Each fails element-wise; the right kernel on the same
-    shape passed above."""
+    in another order, (3) B's grid in its row-major order instead of cuBLASLt's n-block-major layout. Each
+    fails element-wise; the right kernel on the same shape passed above."""
     import numpy as np
 
     pytest.importorskip("ml_dtypes")
+    from gemmlab import fp8
     from gemmlab.backends.cuda_kernels import build_for
 
     folder, rng = tmp_path_factory.mktemp("emu-fp8-block-wrong"), np.random.default_rng(16)
@@ -305,7 +322,7 @@ def test_the_check_fails_a_kernel_that_scales_per_tile_or_reads_the_wrong_row(tm
     qa, qb, sc, a64, b64 = operands(rng, m, n, k)
     source = build_for(p).source
     text = source.read_text()
-    marker = "int kb, int k_blocks) {\n"
+    marker = "int kb, int ld_a, int ld_b) {\n"
     assert text.count(marker) == 1, "kblock_scales changed: update the negative control's patch"
     wrong = Path(folder) / "wrong_per_tile.cu"
     wrong.write_text(text.replace(marker, marker + "  kb = 0;  // wrong on purpose: the tile's first scales\n"))
@@ -313,7 +330,11 @@ def test_the_check_fails_a_kernel_that_scales_per_tile_or_reads_the_wrong_row(tm
     assert not res.passed and res.elem_fail > 0
     res = verdict(p, emulate(p, folder, qa, qb, np.roll(sc.a, 1, axis=0), sc.b), a64, b64)
     assert not res.passed and res.elem_fail > 0
-    # B's grid handed over as (n-block, k-block): the same 27 numbers, read as (k-block, n-block)
+    # B's grid handed over in its own row-major (k-block, n-block) order, not n-block-major: the same 27
+    # numbers in an array of the right size (3 n-blocks x 12), read as (n-block, k-block)
     assert sc.b.shape == (9, 3)
-    res = verdict(p, emulate(p, folder, qa, qb, sc.a, np.ascontiguousarray(sc.b.T)), a64, b64)
+    right_a, right_b = (fp8.cublaslt_scale_layout(g, "block") for g in (sc.a, sc.b))
+    flat = np.zeros(right_b.size, np.float32)
+    flat[: sc.b.size] = sc.b.reshape(-1)
+    res = verdict(p, emulate(p, folder, qa, qb, right_a, flat.reshape(right_b.shape), laid_out=True), a64, b64)
     assert not res.passed and res.elem_fail > 0

@@ -110,7 +110,8 @@ def plan(point, sc: fp8.Scales) -> LtPlan:
     return LtPlan(sc.mode, n, m, k,
                   a_layout=(CUDA_R_8F_E4M3, k, n, k), b_layout=(CUDA_R_8F_E4M3, k, m, k),
                   d_layout=(CUDA_R_16BF, n, m, n), desc=desc, preference=pref,
-                  scale_a=fp8.cublaslt_scale_layout(sc.b), scale_b=fp8.cublaslt_scale_layout(sc.a))
+                  scale_a=fp8.cublaslt_scale_layout(sc.b, sc.mode),
+                  scale_b=fp8.cublaslt_scale_layout(sc.a, sc.mode))
 
 
 def _value(lt, v, scale_ptrs):

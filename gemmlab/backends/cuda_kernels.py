@@ -7,7 +7,7 @@ Every kernel has the same ABI (see ``kernels/cuda/common/gemm_common.cuh``)::
 (kernels with TMA tensor maps get ``const TensorMap* maps`` after K, see :mod:`gemmlab.gpu.tma`;
 fp8 points then get ``float scale_a, float scale_b``, the per-tensor scales of ``measure.fp8_scaling``,
 1 and 1 when unscaled, or under ``block`` ``const float* scale_a, const float* scale_b``, the grids of
-:mod:`gemmlab.fp8`; a YAML with ``workspace_bytes`` gives the kernel a zeroed scratch buffer as its
+:mod:`gemmlab.fp8` in cuBLASLt's layouts (:func:`_block_grids`); a YAML with ``workspace_bytes`` gives the kernel a zeroed scratch buffer as its
 last argument, made once per launch object), and its variant YAML (``cuda:`` block, schema ``CudaKernelConf``) says how to build and launch
 it: the source, the defines (passed as ``-D`` flags, with ``-DTIN``/``-DTOUT`` from the point's
 storage types unless the YAML sets them, and the ``point_defines`` the YAML computes from the point,
@@ -300,7 +300,7 @@ class CudaKernels(Backend):
 
         sc = fp8.scales_of(a, b, self._scaling(), point.in_dtype)
         as_bytes = [x if hasattr(x, "data") and hasattr(x.data, "ptr") else _torch_bytes(x) for x in (a, b)]
-        if sc.per_block:  # block: the two grids, as gemmlab.fp8 keeps them (logical orientation, row-major)
+        if sc.per_block:  # block: the two grids, laid out as cuBLASLt reads them
             scale_args = _block_grids(point, sc)
         else:
             scale_args = (np.float32(sc.a), np.float32(sc.b))
@@ -407,8 +407,11 @@ def _check_operands(point, a, b, c) -> None:
 
 
 def _block_grids(point, sc):
-    """The block scales as the block-scaled stage reads them: float32, C-contiguous, scale_a (m,
-    ceil(k/128)) and scale_b (ceil(k/128), ceil(n/128)); any other grid is refused, never passed."""
+    """The block scales as the block-scaled stage reads them: gemmlab.fp8's grids, scale_a (m,
+    ceil(k/128)) and scale_b (ceil(k/128), ceil(n/128)), in the layouts cuBLASLt reads on Hopper
+    (:func:`gemmlab.fp8.cublaslt_scale_layout`: A k-block-major (ceil(k/128), roundup(m, 4)), B n-block-major
+    (ceil(n/128), roundup(ceil(k/128), 4)); float32, C-contiguous): the stage and its baseline get the same
+    input. A grid of another shape or block is refused, never passed."""
     kb, nb = -(-point.k // fp8.BLOCK), -(-point.n // fp8.BLOCK)
     want = {"a": (point.m, kb), "b": (kb, nb)}
     if sc.mode != "block" or tuple(sc.block_a) != (1, fp8.BLOCK) or tuple(sc.block_b) != (fp8.BLOCK, fp8.BLOCK):
@@ -418,8 +421,7 @@ def _block_grids(point, sc):
     for name, grid in (("a", sc.a), ("b", sc.b)):
         if tuple(grid.shape) != want[name]:
             raise ValueError(f"scale_{name} grid has shape {tuple(grid.shape)}, expected {want[name]}")
-        xp = fp8._xp_of(grid)
-        out.append(xp.ascontiguousarray(grid, dtype=xp.float32))
+        out.append(fp8.cublaslt_scale_layout(grid, "block"))
     return tuple(out)
 
 

@@ -3,8 +3,10 @@
 // What changes over stage 13 (wgmma_fp8, one FP32 scale per tensor):
 // * Block scales, as DeepSeek-V3 quantizes (measure.fp8_scaling=block, gemmlab/fp8.py): A (activations,
 //   M x K) has one FP32 scale per row and 128-wide block of K, B (weights, stored N x K) one per 128 x 128
-//   block. The launcher passes them after the tensor maps, as gemmlab/fp8.py's grids in the operands'
-//   logical orientation (float32, row-major): scale_a (M, ceil(K/128)), scale_b (ceil(K/128), ceil(N/128)).
+//   block. The launcher passes them after the tensor maps in the layouts cuBLASLt's block-scaled kernel
+//   reads on Hopper (gemmlab.fp8.cublaslt_scale_layout; DeepGEMM's "TMA-aligned" A scales are the same):
+//   scale_a k-block-major, each k-block's M scales contiguous, rows padded to a multiple of 4 (16 bytes):
+//   scale_a[kb * roundup(M, 4) + m]; scale_b n-block-major: scale_b[nb * roundup(ceil(K/128), 4) + kb].
 // * Promotion every 128 of K, DeepGEMM's recipe: each k-block (BK = 128 = the scale block) is multiplied
 //   into a fresh register accumulator (wgmma with scale-d 0 on its first k32 step), then the consumer
 //   adds scale_a[row, kb] * scale_b[nb, kb] * partial to its FP32 main accumulator with FFMAs. The
@@ -14,12 +16,11 @@
 //   CUDA cores while the wgmma of kb + 1 runs on the tensor cores (wgmma.wait_group 1, not 0). DeepGEMM's
 //   kernel waits for each k-block (wait_group 0) and overlaps across its two consumer warpgroups
 //   instead; PROMOTE_OVERLAP 0 is that.
-// * Scales are plain loads by the consumers from global memory (L2, then L1: a row of A's grid keeps
-//   8 k-blocks' scales in one 32-byte sector), issued one k-block ahead of their use so that the
-//   load latency hides behind a k-block of wgmma. DeepGEMM instead TMA-loads A's scales into shared
-//   memory with each stage from a K-block-major (transposed, M padded to 4) copy, and B's for the
-//   whole tile at its start; from the row-major grid a TMA box of one column would be 4 bytes, below
-//   TMA's 16.
+// * Scales (SCALE_SMEM 0) are plain loads by the consumers from global memory, issued one k-block ahead
+//   of their use so that the load latency hides behind a k-block of wgmma; SCALE_SMEM 2 has the
+//   producer's TMA thread bulk-copy (cp.async.bulk) each k-block's BM scales of A (contiguous in the
+//   k-block-major layout: one 512-byte copy) and the 16 bytes of B's that hold its scale into the slot
+//   beside the tiles, on the slot's full barrier, as DeepGEMM TMA-loads its A scales with each stage.
 // * 128 x 128 tiles by default (stage 13: 128 x 256): the partials double the accumulator registers,
 //   and BN = 256 would need 128 + 2 x 128 of them per thread; BN <= 128 also keeps a tile inside one
 //   128-column block of B, so one B scale per k-block (DeepGEMM's BLOCK_N = 128 case).
@@ -34,10 +35,12 @@
 //   BM               128 (two m64 consumer warpgroups) or 64 (one: small M, DeepGEMM's BLOCK_M 64;
 //                    with CONSUMER_REGS 240: at 232 ptxas spills 32 bytes)
 //   BN               128 or 64 columns per tile (wgmma N; 64 doubles the tiles: fuller last waves)
-//   SCALE_SMEM       1: the producer's warp 1 stages each k-block's scales (the tile's BM rows of A's, B's
-//                    one) in the slot beside its tiles and arrives on the slot's full barrier with its 32
-//                    lanes; the consumers read them from shared memory after that wait. 0: the consumers
-//                    load them from global memory one k-block ahead. Why: ncu (session14b, 4096 x 7168 x
+//   SCALE_SMEM       2: the producer's TMA thread bulk-copies each k-block's scales (BM of A's, 16 bytes of
+//                    B's) into the slot beside its tiles, counted in the slot's expect_tx; the consumers
+//                    read them from shared memory after their wait on the full barrier. 1: the producer's
+//                    warps 1..SCALE_WARPS gather them with loads and stores and arrive on the slot's full
+//                    barrier with their 32 lanes. 0: the consumers load them from global memory one
+//                    k-block ahead. Why: ncu (session14b, 4096 x 7168 x
 //                    16384) put stage 15 at 43-49% of the tensor pipe, its warps' top stall the long
 //                    scoreboard (3.7 per issue), where stage 13 with the same 128 x 128 x 128 tiles and 6
 //                    stages but no scales reached 87% (1423 TFLOP/s under ncu; cuBLASLt's block-scaled
@@ -45,6 +48,8 @@
 //                    Measured with one warp gathering serially (session14c, 89a211d): 34-51% of cuBLASLt
 //                    against the default's 59-78%: the gathers (a row a load, one L2 round trip each) took
 //                    longer than the consumers' k-block, so the consumers waited on the full barrier
+//                    (measured then on the row-major (M, k-blocks) grid: a row a sector; the k-block-major
+//                    layout now makes a warp's 32 rows one 128-byte line)
 //   SCALE_WARPS      (SCALE_SMEM 1) 1..3 of the producer's idle warps gather, the k-blocks in turn, two loads
 //                    of a lane in flight at a time. Not yet measured: session14e ran it with PRODUCER_REGS
 //                    48, past the CTA's launch registers, and every launch hung in setmaxnreg (each point
@@ -60,8 +65,7 @@
 //                    loads 25-40 (they are pending registers when the next k-block's wgmma fence issues)
 //   GROUP_M          tile rows per group of the persistent grouped raster (L2 reuse)
 // Not done (DeepGEMM has them): TMA multicast across 2-CTA clusters, BLOCK_N that straddles two B
-// scale blocks (112, 144, 160 for better wave quantisation), the TMA-loaded transposed A scales, FP32
-// output, grouped / masked MoE layouts, JIT specialisation on the shape (K is a run-time argument).
+// scale blocks (112, 144, 160 for better wave quantisation), FP32 output, grouped / masked MoE layouts, JIT specialisation on the shape (K is a run-time argument).
 //
 // Constraints: TIN = __nv_fp8_e4m3, TOUT = bfloat16; A row-major M x K, B stored row-major N x K
 // (layout nt, `layouts: [nt]`); K % 16 == 0 (TMA: 16-byte row strides of the 1-byte operands; a partial
@@ -138,8 +142,10 @@ constexpr int kOutChunks = BN / 64;               // 64-column boxes of C per co
 constexpr int kCBoxBytes = 64 * 64 * 2;           // one TMA box of C: 64 rows x 64 bf16 columns
 constexpr int kStagingBytes = EPI_TMA ? kOutChunks * kCBoxBytes : 0;  // one consumer's 64 x BN tile
 constexpr int kAccum = BN / 2;
-// SCALE_SMEM: a slot's k-block scales beside its tiles: scale_a of the tile's BM rows, then scale_b
-constexpr int kScaleFloats = BM + 1;
+// SCALE_SMEM: a slot's k-block scales beside its tiles: scale_a of the tile's BM rows, then the 16 bytes
+// of scale_b's n-block row that hold the k-block's scale (SCALE_SMEM 2: one bulk copy, 16-byte aligned;
+// SCALE_SMEM 1 stores the scale itself at its place in them)
+constexpr int kScaleFloats = BM + 4;
 constexpr int kScaleBytes = SCALE_SMEM ? STAGES * kScaleFloats * 4 : 0;
 
 static_assert(BM == 64 || BM == 128, "one or two consumer warpgroups of m64");
@@ -147,7 +153,8 @@ static_assert(BK == kScaleBlock, "a k-tile is one scale block: one promotion per
 static_assert(BN == 64 || BN == 128, "BN divides the 128-column scale block of B: one B scale per k-block");
 static_assert(EPI_TMA == 0 || EPI_TMA == 1, "EPI_TMA is 0 or 1");
 static_assert(PROMOTE_OVERLAP == 0 || PROMOTE_OVERLAP == 1, "PROMOTE_OVERLAP is 0 or 1");
-static_assert(SCALE_SMEM == 0 || SCALE_SMEM == 1, "SCALE_SMEM is 0 or 1");
+static_assert(SCALE_SMEM >= 0 && SCALE_SMEM <= 2, "SCALE_SMEM is 0, 1 or 2");
+static_assert(SCALE_SMEM != 2 || SCALE_WARPS == 1, "SCALE_WARPS is SCALE_SMEM 1's (2 has no gathering warps)");
 static_assert(SCALE_WARPS >= 1 && SCALE_WARPS <= 3, "SCALE_WARPS: 1..3 of the producer's idle warps");
 // A scale warp skips the uses of the others, so its parity wait on a slot's empty barrier must never be
 // two phases ahead: its previous use (at most SCALE_WARPS back) waited for a release that, in ring order,
@@ -184,19 +191,22 @@ __device__ __forceinline__ TileCoord tile_of(int t, int m_tiles, int n_tiles) {
 }
 
 // The scales of one k-block for the two rows a consumer thread holds (accumulator registers 4j, 4j+1:
-// row r0; 4j+2, 4j+3: row r0 + 8): scale_a[row, kb] and scale_b[kb, nb], kept as loaded: their
+// row r0; 4j+2, 4j+3: row r0 + 8): A's of (row, kb) and B's of (kb, nb), kept as loaded: their
 // product is taken only in promote(), a k-block after the loads were issued, so that no instruction
 // waits for them before then. Rows past M read nothing and scale by 0 (their outputs are clipped).
 struct KBlockScales {
   float a0, a1, b;
 };
+// Layouts (cuBLASLt's): scale_a[kb * ld_a + row], scale_b[nb * ld_b + kb], ld_a = roundup(M, 4),
+// ld_b = roundup(k-blocks, 4).
 [[maybe_unused]] __device__ __forceinline__ KBlockScales kblock_scales(const float* __restrict__ scale_a,
                                                       const float* __restrict__ scale_b, int r0, int M, int nb,
-                                                      int n_blocks, int kb, int k_blocks) {
+                                                      int kb, int ld_a, int ld_b) {
   KBlockScales s;
-  s.b = scale_b[static_cast<size_t>(kb) * n_blocks + nb];
-  s.a0 = r0 < M ? scale_a[static_cast<size_t>(r0) * k_blocks + kb] : 0.0f;
-  s.a1 = r0 + 8 < M ? scale_a[static_cast<size_t>(r0 + 8) * k_blocks + kb] : 0.0f;
+  s.b = scale_b[static_cast<size_t>(nb) * ld_b + kb];
+  const float* col = scale_a + static_cast<size_t>(kb) * ld_a;
+  s.a0 = r0 < M ? col[r0] : 0.0f;
+  s.a1 = r0 + 8 < M ? col[r0 + 8] : 0.0f;
   return s;
 }
 
@@ -235,7 +245,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   uint64_t* full = reinterpret_cast<uint64_t*>(staging + kConsumers * kStagingBytes);
   uint64_t* empty = full + STAGES;
 #if SCALE_SMEM
-  float* slot_scales = reinterpret_cast<float*>(empty + STAGES);  // [STAGES][BM + 1]
+  float* slot_scales = reinterpret_cast<float*>(empty + STAGES);  // [STAGES][BM + 4], 16-byte aligned
 #endif
 
   const int tid = threadIdx.x;
@@ -244,11 +254,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   const int n_tiles = (N + BN - 1) / BN;
   const int tiles = m_tiles * n_tiles;
   const int k_tiles = (K + BK - 1) / BK;  // = k-blocks of the scales: ceil(K / 128)
-  const int n_blocks = (N + kScaleBlock - 1) / kScaleBlock;  // columns of B's scale grid
+  const int ld_a = (M + 3) / 4 * 4;            // scale_a: a k-block's M scales, padded to 16 bytes
+  const int ld_b = (k_tiles + 3) / 4 * 4;      // scale_b: an n-block's k-block scales, padded likewise
 
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
-      mbar_init(&full[s], 1 + 32 * SCALE_SMEM);  // the producer's expect_tx arrival (+ SCALE_SMEM: warp 1's lanes)
+      mbar_init(&full[s], 1 + 32 * (SCALE_SMEM == 1));  // the producer's expect_tx arrival (+ SCALE_SMEM 1: a warp's lanes)
       mbar_init(&empty[s], kConsumers);  // one arrival per consumer warpgroup
     }
     fence_mbar_init();
@@ -264,17 +275,32 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       int it = 0;  // stage uses so far, across tiles: slot = it % STAGES, use = it / STAGES
       for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
         const TileCoord tile = tile_of(t, m_tiles, n_tiles);
+#if SCALE_SMEM == 2
+        // the tile's rows of each k-block's A scales: BM, fewer in the last tile row (up to ld_a: the
+        // padding is in the array, so the count stays a multiple of 4 floats); B's n-block row
+        const int a_scales = ld_a - tile.m * BM < BM ? ld_a - tile.m * BM : BM;
+        const float* b_row = scale_b + static_cast<size_t>(tile.n * BN / kScaleBlock) * ld_b;
+#endif
         for (int kt = 0; kt < k_tiles; ++kt, ++it) {
           const int slot = it % STAGES;
           mbar_wait(&empty[slot], (static_cast<uint32_t>(it / STAGES) & 1u) ^ 1u);  // use-1 released
           unsigned char* stage = smem + slot * kStageBytes;
+#if SCALE_SMEM == 2
+          mbar_arrive_expect_tx(&full[slot], kStageBytes + a_scales * 4 + 16);
+#else
           mbar_arrive_expect_tx(&full[slot], kStageBytes);  // out-of-bounds box parts count too (zeros)
+#endif
           tma_load_2d(stage, map_a, &full[slot], kt * BK, tile.m * BM);
           tma_load_2d(stage + kTileABytes, map_b, &full[slot], kt * BK, tile.n * BN);
+#if SCALE_SMEM == 2
+          float* sc = slot_scales + slot * kScaleFloats;
+          bulk_load_1d(sc, scale_a + static_cast<size_t>(kt) * ld_a + tile.m * BM, a_scales * 4, &full[slot]);
+          bulk_load_1d(sc + BM, b_row + (kt & ~3), 16, &full[slot]);  // scale_b[nb, kt] at sc[BM + kt % 4]
+#endif
         }
       }
     }
-#if SCALE_SMEM
+#if SCALE_SMEM == 1
     else if (tid / 32 >= 1 && tid / 32 <= SCALE_WARPS) {
       // Warps 1..SCALE_WARPS stage the k-blocks' scales in their slots as the TMA fills the tiles, warp w
       // the uses it with it % SCALE_WARPS == w - 1: the tile's BM rows of scale_a (0 past M; a lane's
@@ -288,12 +314,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
         const TileCoord tile = tile_of(t, m_tiles, n_tiles);
         const int nb = tile.n * BN / kScaleBlock;
         const int row0 = tile.m * BM + lane;
-        const float* col = scale_a + static_cast<size_t>(row0) * k_tiles;  // row0's k-blocks
         for (int kt = 0; kt < k_tiles; ++kt, ++it) {
           if (it % SCALE_WARPS != me) continue;
           const int slot = it % STAGES;
           mbar_wait(&empty[slot], (static_cast<uint32_t>(it / STAGES) & 1u) ^ 1u);
           float* sc = slot_scales + slot * kScaleFloats;
+          const float* col = scale_a + static_cast<size_t>(kt) * ld_a + row0;  // a warp's 32 rows: one line
           // two loads of a lane in flight at a time (four spill the producer's 40 registers)
 #pragma unroll 1
           for (int q0 = 0; q0 < BM / 32; q0 += 2) {
@@ -301,13 +327,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
             for (int q = 0; q < 2; ++q) {
               const int r = 32 * (q0 + q);
-              v[q] = r < BM && row0 + r < M ? col[static_cast<size_t>(r) * k_tiles + kt] : 0.0f;
+              v[q] = r < BM && row0 + r < M ? col[r] : 0.0f;
             }
 #pragma unroll
             for (int q = 0; q < 2; ++q)
               if (32 * (q0 + q) < BM) sc[lane + 32 * (q0 + q)] = v[q];
           }
-          if (lane == 0) sc[BM] = scale_b[static_cast<size_t>(kt) * n_blocks + nb];
+          if (lane == 0) sc[BM + kt % 4] = scale_b[static_cast<size_t>(nb) * ld_b + kt];
           mbar_arrive(&full[slot]);
         }
       }
@@ -346,16 +372,15 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     // wait on the slot's full barrier, before its release) or from global memory
     auto scales_of = [&](int use, int r0, int nb, int kb) -> KBlockScales {
 #if SCALE_SMEM
-      (void)r0;
       (void)nb;
-      (void)kb;
       const float* sc = slot_scales + (use % STAGES) * kScaleFloats;
       const int lr = consumer * 64 + warp * 16 + lane / 4;
-      return {sc[lr], sc[lr + 8], sc[BM]};
+      // rows past M: 0 (SCALE_SMEM 2 copies no scales for them; their outputs are clipped)
+      return {r0 < M ? sc[lr] : 0.0f, r0 + 8 < M ? sc[lr + 8] : 0.0f, sc[BM + kb % 4]};
 #else
       (void)use;
       if (DIAG == 1) return KBlockScales{1.0f, 1.0f, 1.0f};
-      return kblock_scales(scale_a, scale_b, r0, M, nb, n_blocks, kb, k_tiles);
+      return kblock_scales(scale_a, scale_b, r0, M, nb, kb, ld_a, ld_b);
 #endif
     };
     auto release = [&](int use) {
