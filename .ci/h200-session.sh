@@ -80,7 +80,9 @@ decode_sweep() {
 DECODE_ROWS_SWEEP=${DECODE_ROWS_SWEEP:-"{XSHARE:0},{XSHARE:1},{PREFETCH:0},{SWIZZLE:0},{W_HINT:0},{BLOCKS_SMALL:2,XSHARE:0}"}
 DECODE_ROWS_PRECISIONS=${DECODE_ROWS_PRECISIONS:-"bf16,fp8"}
 # stage 15's define sweep (tests/test_hopper_fp8_block.py's FP8_BLOCK_SWEEP builds each); FP8_BLOCK_TUNE: a subset
-FP8_BLOCK_SWEEP='{PROMOTE_OVERLAP:1},{PROMOTE_OVERLAP:0},{STAGES:4},{EPI_TMA:0},{BM:64,CONSUMER_REGS:240},{GROUP_M:16},{BN:64},{STAGES:5},{SCALE_AHEAD:2},{SCALE_AHEAD:2,STAGES:5},{SCALE_SMEM:1,STAGES:5,SCALE_WARPS:3},{SCALE_SMEM:1,STAGES:5,SCALE_WARPS:3,PROMOTE_OVERLAP:0},{SCALE_SMEM:1,STAGES:5,SCALE_WARPS:2},{SCALE_SMEM:2,STAGES:5},{SCALE_SMEM:2,STAGES:5,PROMOTE_OVERLAP:0},{SCALE_SMEM:2,STAGES:6,EPI_TMA:0}'
+FP8_BLOCK_SWEEP='{PROMOTE_OVERLAP:0},{PROMOTE_OVERLAP:1},{STAGES:4},{STAGES:6,EPI_TMA:0},{BM:64,CONSUMER_REGS:240},{GROUP_M:16},{BN:64},{SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1},{SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1,SCALE_AHEAD:2},{SCALE_SMEM:0,STAGES:6},{SCALE_SMEM:1,SCALE_WARPS:3,PROMOTE_OVERLAP:1},{SCALE_SMEM:1,SCALE_WARPS:3},{SCALE_SMEM:1,SCALE_WARPS:2,PROMOTE_OVERLAP:1}'
+# stage 15's diagnostic builds beside the real ones they strip (FP8_BLOCK_DIAG may replace the list)
+FP8_BLOCK_DIAG_DEFAULT='{PROMOTE_OVERLAP:0},{DIAG:1},{SCALE_SMEM:0,STAGES:6},{SCALE_SMEM:0,STAGES:6,DIAG:1},{SCALE_SMEM:0,STAGES:6,DIAG:2}'
 DECODE_ROWS_SHAPES=${DECODE_ROWS_SHAPES:-"[[1,6144,4096],[16,6144,4096],[64,6144,4096],[1,8192,8192],[16,8192,8192],[1,57344,8192],[16,57344,8192]]"}
 
 ds3_fp8_block() {
@@ -231,7 +233,7 @@ for stage in "$@"; do case $stage in
            step fp8_block_diag 240 python3 run.py -m variant=wgmma_fp8_block precision=fp8 "layouts=[nt]" \
              measure.fp8_scaling=block "sizes.square=[]" "sizes.shapes=[[4096,7168,16384],[4096,36864,7168]]" \
              "measure.baseline=[cublaslt]" measure.max_time_s=1.5 measure.check=false run.fail_on_error=false $Q \
-             'variant.wgmma_fp8_block.cuda.defines={PROMOTE_OVERLAP:1},{PROMOTE_OVERLAP:0},{DIAG:1},{DIAG:1,PROMOTE_OVERLAP:0},{DIAG:2,PROMOTE_OVERLAP:0}' \
+             "variant.wgmma_fp8_block.cuda.defines=${FP8_BLOCK_DIAG:-$FP8_BLOCK_DIAG_DEFAULT}" \
              run.name=fp8_block_diag hydra.sweep.dir=$REF/fp8_block_diag ;;
   # issue 20: the mma.sync rate alone (stage 10's ceiling) at three occupancies
   mma_peak) step mma_sync_peak 120 python3 run.py -m variant=mma_sync_peak precision=bf16,fp16 sizes=probe \

@@ -22,30 +22,24 @@ SCALE_BLOCK = 128  # DeepSeek-V3's (gemmlab.fp8.BLOCK): A per 1 x 128 along K, B
 # The configurations one H200 tuning run compares (deltas from the YAML's defines; the first is the
 # default); tune_fp8_block in .ci/h200-session.sh runs the same list.
 FP8_BLOCK_SWEEP = [
+    "{PROMOTE_OVERLAP:0}",  # the defaults (SCALE_SMEM 2, 5 stages, since session15)
     "{PROMOTE_OVERLAP:1}",
-    "{PROMOTE_OVERLAP:0}",
     "{STAGES:4}",
-    "{EPI_TMA:0}",
+    "{STAGES:6,EPI_TMA:0}",  # 6 stages with the scales fit without the TMA-store epilogue's staging tiles
     "{BM:64,CONSUMER_REGS:240}",  # one consumer: 232 spill 32 bytes, 240 none
     "{GROUP_M:16}",
     "{BN:64}",  # twice the tiles: fuller waves where N / 128 tiles leave SMs idle (attn_qkv_a at 1024 tokens)
-    "{STAGES:5}",  # SCALE_SMEM's stage count without it
-    # the consumers' scale loads two k-blocks ahead of the promotion (one: the default)
-    "{SCALE_AHEAD:2}",
-    "{SCALE_AHEAD:2,STAGES:5}",
-    # the k-blocks' scales staged in their slots (SCALE_SMEM; 6 stages no longer fit 227 KB) by 3 (2) of the
-    # producer's warps, the k-blocks in turn, two loads of a lane in flight at a time. session14c measured
-    # SCALE_SMEM with one warp's serial gathers (89a211d); session14e's runs of these with PRODUCER_REGS 48
-    # hung in setmaxnreg (see test_register_counts_past_the_launch_do_not_build)
-    "{SCALE_SMEM:1,STAGES:5,SCALE_WARPS:3}",
-    "{SCALE_SMEM:1,STAGES:5,SCALE_WARPS:3,PROMOTE_OVERLAP:0}",
-    "{SCALE_SMEM:1,STAGES:5,SCALE_WARPS:2}",
-    # the scales bulk-copied (cp.async.bulk) into the slot by the producer's TMA thread with the tiles, from
-    # the k-block-major layout cuBLASLt reads (one 512-byte copy of A's a k-block); 6 stages fit without
-    # the TMA-store epilogue's staging tiles
-    "{SCALE_SMEM:2,STAGES:5}",
-    "{SCALE_SMEM:2,STAGES:5,PROMOTE_OVERLAP:0}",
-    "{SCALE_SMEM:2,STAGES:6,EPI_TMA:0}",
+    # the consumers' own scale loads from global memory (the defaults before session15), one or two
+    # k-blocks ahead of the promotion
+    "{SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1}",
+    "{SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1,SCALE_AHEAD:2}",
+    "{SCALE_SMEM:0,STAGES:6}",
+    # the scales gathered into the slots by 3 (2) of the producer's warps, the k-blocks in turn, two loads
+    # of a lane in flight at a time (session14e's runs of these with PRODUCER_REGS 48 hung in setmaxnreg:
+    # see test_register_counts_past_the_launch_do_not_build)
+    "{SCALE_SMEM:1,SCALE_WARPS:3,PROMOTE_OVERLAP:1}",
+    "{SCALE_SMEM:1,SCALE_WARPS:3}",
+    "{SCALE_SMEM:1,SCALE_WARPS:2,PROMOTE_OVERLAP:1}",
 ]
 
 
@@ -187,7 +181,7 @@ def test_register_counts_past_the_launch_do_not_build(tmp_path):
 
     if nvcc.find_nvcc() is None:
         pytest.skip("nvcc not found")
-    kb = build_for(_point(4096, 7168, 7168, "{SCALE_SMEM:1,STAGES:5,SCALE_WARPS:3,PRODUCER_REGS:48}"), str(ROOT))
+    kb = build_for(_point(4096, 7168, 7168, "{SCALE_SMEM:1,SCALE_WARPS:3,PRODUCER_REGS:48}"), str(ROOT))
     with pytest.raises(nvcc.CompileError) as e:
         nvcc.compile_cubin(kb.source, kb.flags, tmp_path)
     log = Path(e.value.log_path).read_text() if e.value.log_path else str(e.value)
@@ -202,17 +196,18 @@ def test_sass_promotes_while_the_next_k_block_runs(block_builds):
     for defines, (cubin, _) in block_builds.items():
         text = sass(cubin)
         ops = opcodes(text)
-        bn = 64 if "BN:64" in defines else 128
+        d = _point(4096, 7168, 7168, defines).variant_cfg.cuda.defines  # the YAML's, with the entry's on top
+        bn = d.BN
         assert any(x.startswith(f"QGMMA.64x{bn}x32.F32.E4M3.E4M3") for x in ops), (defines, "no e4m3 QGMMA")
         assert not [x for x in ops if x.startswith(("LDL", "STL", "HGMMA", "HMMA"))], defines
         assert any(x.startswith("UTMALDG.2D") for x in ops) and any(x.startswith("FFMA") for x in ops), defines
-        if "SCALE_SMEM:2" in defines:  # the scales come by bulk copy, no consumer or producer loads them
+        if d.SCALE_SMEM == 2:  # the scales come by bulk copy, no consumer or producer loads them
             assert any(x.startswith("UBLKCP") for x in ops) and not any(x.startswith("LDG") for x in ops), defines
         else:
             assert any(x.startswith("LDG.E.CONSTANT") for x in ops), f"{defines}: scales not read through the read-only path"
         overlapped = "WARPGROUP.DEPBAR.LE gsb0, 0x1" in text
-        assert overlapped == ("PROMOTE_OVERLAP:0" not in defines), defines
-        assert any(x.startswith("UTMASTG.2D") for x in ops) == ("EPI_TMA:0" not in defines), defines
+        assert overlapped == bool(d.PROMOTE_OVERLAP), defines
+        assert any(x.startswith("UTMASTG.2D") for x in ops) == bool(d.EPI_TMA), defines
 
 
 # ---- the kernel on the CPU -------------------------------------------------------------------------
@@ -281,11 +276,12 @@ EMULATED_SHAPES = [
     (1, 8, 128),  # one row, 8 columns, K = one scale block
 ]
 # Other configurations run the first shape only: the builds are most of the time.
-EMULATED_CONFIGS = ["{}", "{PROMOTE_OVERLAP:0}", "{BM:64,BN:64,EPI_TMA:0,STAGES:2}",
-                    "{SCALE_SMEM:1,BM:64,STAGES:2,PROMOTE_OVERLAP:0}", "{SCALE_AHEAD:2}",
-                    "{SCALE_SMEM:1,STAGES:5,SCALE_WARPS:3}",
-                    "{SCALE_SMEM:1,STAGES:2,SCALE_WARPS:2,PROMOTE_OVERLAP:0}",
-                    "{SCALE_SMEM:2,STAGES:5}", "{SCALE_SMEM:2,BM:64,STAGES:3,PROMOTE_OVERLAP:0}"]
+EMULATED_CONFIGS = ["{}", "{PROMOTE_OVERLAP:1}", "{SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1}",
+                    "{BM:64,BN:64,EPI_TMA:0,STAGES:2}", "{BM:64,STAGES:3}", "{SCALE_SMEM:1,BM:64,STAGES:2}",
+                    "{SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1,SCALE_AHEAD:2}",
+                    "{SCALE_SMEM:1,SCALE_WARPS:3,PROMOTE_OVERLAP:1}", "{SCALE_SMEM:1,STAGES:2,SCALE_WARPS:2}"]
+# ... and these every shape: the defaults, the overlapped promotion, the consumers' own loads
+EMULATED_EVERY_SHAPE = EMULATED_CONFIGS[:3]
 
 
 @pytest.mark.slow
@@ -295,7 +291,7 @@ def test_block_scaled_product_on_the_cpu(defines, tmp_path_factory):
 
     pytest.importorskip("ml_dtypes")
     folder, rng = tmp_path_factory.mktemp("emu-fp8-block"), np.random.default_rng(15)
-    for m, n, k in EMULATED_SHAPES if defines in ("{}", "{SCALE_SMEM:2,STAGES:5}") else EMULATED_SHAPES[:1]:
+    for m, n, k in EMULATED_SHAPES if defines in EMULATED_EVERY_SHAPE else EMULATED_SHAPES[:1]:
         p = _point(m, n, k, defines)
         assert p.skip_reason is None, p.skip_reason
         qa, qb, sc, a64, b64 = operands(rng, m, n, k)
@@ -307,7 +303,8 @@ def test_block_scaled_product_on_the_cpu(defines, tmp_path_factory):
 @pytest.mark.slow
 def test_the_check_fails_a_kernel_that_scales_per_tile_or_reads_the_wrong_row(tmp_path_factory):
     """Negative controls: (1) the kernel patched to take every k-block's scales from the tile's first
-    k-block (scales per tile, not per k-block); the right kernel handed (2) A's scales with the rows
+    k-block (scales per tile, not per k-block), where the producer copies them and where the consumers
+    load them; the right kernel handed (2) A's scales with the rows
     in another order, (3) B's grid in its row-major order instead of cuBLASLt's n-block-major layout. Each
     fails element-wise; the right kernel on the same shape passed above."""
     import numpy as np
@@ -320,14 +317,20 @@ def test_the_check_fails_a_kernel_that_scales_per_tile_or_reads_the_wrong_row(tm
     m, n, k = EMULATED_SHAPES[0]
     p = _point(m, n, k)
     qa, qb, sc, a64, b64 = operands(rng, m, n, k)
-    source = build_for(p).source
-    text = source.read_text()
-    marker = "int kb, int ld_a, int ld_b) {\n"
-    assert text.count(marker) == 1, "kblock_scales changed: update the negative control's patch"
-    wrong = Path(folder) / "wrong_per_tile.cu"
-    wrong.write_text(text.replace(marker, marker + "  kb = 0;  // wrong on purpose: the tile's first scales\n"))
-    res = verdict(p, emulate(p, folder, qa, qb, sc.a, sc.b, source=wrong), a64, b64)
-    assert not res.passed and res.elem_fail > 0
+    text = build_for(p).source.read_text()
+    # (1) every k-block scaled by the tile's first k-block's scales: in the producer's bulk copy (the
+    # defaults, SCALE_SMEM 2) and in the consumers' own loads (SCALE_SMEM 0)
+    for name, defines, marker, patch in (
+            ("copy", "{}", "bulk_load_1d(sc, scale_a + static_cast<size_t>(kt) * ld_a",
+             "bulk_load_1d(sc, scale_a + static_cast<size_t>(0) * ld_a"),
+            ("loads", "{SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1}", "int kb, int ld_a, int ld_b) {\n",
+             "int kb, int ld_a, int ld_b) {\n  kb = 0;  // wrong on purpose: the tile's first scales\n")):
+        assert text.count(marker) == 1, f"stage 15 changed: update the negative control's patch ({marker!r})"
+        wrong = Path(folder) / f"wrong_per_tile_{name}.cu"
+        wrong.write_text(text.replace(marker, patch))
+        pw = _point(m, n, k, defines)
+        res = verdict(pw, emulate(pw, folder, qa, qb, sc.a, sc.b, source=wrong), a64, b64)
+        assert not res.passed and res.elem_fail > 0, name
     res = verdict(p, emulate(p, folder, qa, qb, np.roll(sc.a, 1, axis=0), sc.b), a64, b64)
     assert not res.passed and res.elem_fail > 0
     # B's grid handed over in its own row-major (k-block, n-block) order, not n-block-major: the same 27

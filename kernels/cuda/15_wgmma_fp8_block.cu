@@ -26,11 +26,16 @@
 //   128-column block of B, so one B scale per k-block (DeepGEMM's BLOCK_N = 128 case).
 //
 // Techniques, each a define (tune_fp8_block in .ci/h200-session.sh runs its FP8_BLOCK_SWEEP;
-// tests/test_hopper_fp8_block.py builds every entry without spills). Measured: session10b, session14c-e.
+// tests/test_hopper_fp8_block.py builds every entry without spills). Measured: session10b, session14c-e,
+// session15. Defaults (the YAML's, since session15): SCALE_SMEM 2, STAGES 5, PROMOTE_OVERLAP 0:
+// 87.9-94.9% of cuBLASLt's block-scaled kernel interleaved at the 4 tune shapes (SCALE_SMEM 2 with
+// PROMOTE_OVERLAP 1: 86.0-91.5; the consumers' own loads, SCALE_SMEM 0 at 6 stages: 78.6-89.7).
 //   define           what it does
 //   PROMOTE_OVERLAP  1: two partial accumulators, promotion overlaps the next k-block's wgmma; 0: one,
-//                    wait_group 0 and promote (DeepGEMM's)
-//   STAGES           shared-memory ring depth (6 fit with the TMA-store epilogue at 128 x 128)
+//                    wait_group 0 and promote (DeepGEMM's: the two consumer warpgroups overlap each
+//                    other's promotion instead)
+//   STAGES           shared-memory ring depth (6 fit with the TMA-store epilogue at 128 x 128 without
+//                    the scales in the slots; 5 with them)
 //   EPI_TMA          1: stmatrix -> swizzled staging tile -> TMA store (stage 13's); 0: direct stores
 //   BM               128 (two m64 consumer warpgroups) or 64 (one: small M, DeepGEMM's BLOCK_M 64;
 //                    with CONSUMER_REGS 240: at 232 ptxas spills 32 bytes)
@@ -53,16 +58,18 @@
 //   SCALE_WARPS      (SCALE_SMEM 1) 1..3 of the producer's idle warps gather, the k-blocks in turn, two loads
 //                    of a lane in flight at a time. Not yet measured: session14e ran it with PRODUCER_REGS
 //                    48, past the CTA's launch registers, and every launch hung in setmaxnreg (each point
-//                    killed by its worker's timeout); the static_assert now refuses such counts
+//                    killed by its worker's timeout); the static_assert now refuses such counts. Measured
+//                    (session15, 3 warps, k-block-major scales): 72.2-90.2% of cuBLASLt
 //   SCALE_AHEAD      2: the consumers load a k-block's scales two k-blocks before its promotion (1: one).
 //                    Measured (session14d, % of cuBLASLt interleaved, 2 against 1): 68.4-83.7 against
 //                    59.3-78.3 at the 4 tune shapes
 //   DIAG             timing diagnostics, wrong results by design (measure.check=false; the rows say
-//                    check off and the analysis leaves them out): 1 the scales not loaded (all 1), 2 no
-//                    promotion. Measured (session14d, 4096 x 7168 x 16384 and 4096 x 36864 x 7168, % of
+//                    check off and the analysis leaves them out): 1 the scales not read (all 1; SCALE_SMEM
+//                    still copies them), 2 no promotion. Measured (session14d, 4096 x 7168 x 16384 and 4096 x 36864 x 7168, % of
 //                    cuBLASLt interleaved): DIAG 1 98.1-101.7 (either PROMOTE_OVERLAP), DIAG 2 106.5-110.0 (noisy),
 //                    the real kernel 58.9-75.1: the promotion's FFMAs cost ~8 points, the consumers' scale
-//                    loads 25-40 (they are pending registers when the next k-block's wgmma fence issues)
+//                    loads 25-40 (they are pending registers when the next k-block's wgmma fence issues;
+//                    measured then with SCALE_SMEM 0 on the row-major grid)
 //   GROUP_M          tile rows per group of the persistent grouped raster (L2 reuse)
 // Not done (DeepGEMM has them): TMA multicast across 2-CTA clusters, BLOCK_N that straddles two B
 // scale blocks (112, 144, 160 for better wave quantisation), FP32 output, grouped / masked MoE layouts, JIT specialisation on the shape (K is a run-time argument).
@@ -71,8 +78,9 @@
 // (layout nt, `layouts: [nt]`); K % 16 == 0 (TMA: 16-byte row strides of the 1-byte operands; a partial
 // last k-block is zero-filled by TMA and takes its own scale), N % 8 == 0 (16-byte rows of the bf16 C);
 // any M. BK = 128 = the scale block; grid <= SM count (the static persistent schedule assumes every CTA
-// resident). Shared memory: STAGES*(BM + BN)*BK + EPI_TMA*(BM/64)*64*BN*2 + 1 KB alignment + barriers:
-// 225 KB for 6 stages of 128 x 128 with the TMA-store epilogue.
+// resident). Shared memory: STAGES*(BM + BN)*BK + EPI_TMA*(BM/64)*64*BN*2 + 1 KB alignment + barriers
+// (+ SCALE_SMEM: STAGES*(BM + 4)*4): 196 KB for 5 stages of 128 x 128 with the TMA-store epilogue and the
+// scales (6 stages: 228 KB, past the 227 KB a block may have).
 //
 // Modeled intensity (operand bytes per CTA tile, 1-byte elements; the scales add 4*BM + 4 bytes per
 // 128 x (BM + BN) bytes of operands, under 1%): 2*BM*BN / ((BM + BN) * 1 B) = 128 FLOP/B for 128 x 128.
@@ -94,7 +102,7 @@
 #define BK 128
 #endif
 #ifndef STAGES
-#define STAGES 6
+#define STAGES 5
 #endif
 #ifndef EPI_TMA
 #define EPI_TMA 1
@@ -103,10 +111,10 @@
 #define GROUP_M 8
 #endif
 #ifndef PROMOTE_OVERLAP
-#define PROMOTE_OVERLAP 1
+#define PROMOTE_OVERLAP 0
 #endif
 #ifndef SCALE_SMEM
-#define SCALE_SMEM 0
+#define SCALE_SMEM 2
 #endif
 // DIAG (timing diagnostics, wrong results by design: run them with measure.check=false): 1 the scales
 // not loaded (all 1); 2 (with PROMOTE_OVERLAP 0) no promotion: the k-blocks chained in one accumulator
@@ -373,6 +381,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     auto scales_of = [&](int use, int r0, int nb, int kb) -> KBlockScales {
 #if SCALE_SMEM
       (void)nb;
+      if (DIAG == 1) return KBlockScales{1.0f, 1.0f, 1.0f};  // copied, not read
       const float* sc = slot_scales + (use % STAGES) * kScaleFloats;
       const int lr = consumer * 64 + warp * 16 + lane / 4;
       // rows past M: 0 (SCALE_SMEM 2 copies no scales for them; their outputs are clipped)
