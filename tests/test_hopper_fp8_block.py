@@ -29,6 +29,7 @@ FP8_BLOCK_SWEEP = [
     "{BM:64,CONSUMER_REGS:240}",  # one consumer: 232 spill 32 bytes, 240 none
     "{GROUP_M:16}",
     "{BN:64}",  # twice the tiles: fuller waves where N / 128 tiles leave SMs idle (attn_qkv_a at 1024 tokens)
+    "{SCALE_COPY_FIRST:1}",  # the scales' copies issued before the tiles'
     # the consumers' own scale loads from global memory (the defaults before session15), one or two
     # k-blocks ahead of the promotion
     "{SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1}",
@@ -277,7 +278,7 @@ EMULATED_SHAPES = [
 ]
 # Other configurations run the first shape only: the builds are most of the time.
 EMULATED_CONFIGS = ["{}", "{PROMOTE_OVERLAP:1}", "{SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1}",
-                    "{BM:64,BN:64,EPI_TMA:0,STAGES:2}", "{BM:64,STAGES:3}", "{SCALE_SMEM:1,BM:64,STAGES:2}",
+                    "{BM:64,BN:64,EPI_TMA:0,STAGES:2}", "{BM:64,STAGES:3,SCALE_COPY_FIRST:1}", "{SCALE_SMEM:1,BM:64,STAGES:2}",
                     "{SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1,SCALE_AHEAD:2}",
                     "{SCALE_SMEM:1,SCALE_WARPS:3,PROMOTE_OVERLAP:1}", "{SCALE_SMEM:1,STAGES:2,SCALE_WARPS:2}"]
 # ... and these every shape: the defaults, the overlapped promotion, the consumers' own loads
@@ -320,12 +321,12 @@ def test_the_check_fails_a_kernel_that_scales_per_tile_or_reads_the_wrong_row(tm
     text = build_for(p).source.read_text()
     # (1) every k-block scaled by the tile's first k-block's scales: in the producer's bulk copy (the
     # defaults, SCALE_SMEM 2) and in the consumers' own loads (SCALE_SMEM 0)
-    for name, defines, marker, patch in (
+    for name, defines, marker, patch, places in (
             ("copy", "{}", "bulk_load_1d(sc, scale_a + static_cast<size_t>(kt) * ld_a",
-             "bulk_load_1d(sc, scale_a + static_cast<size_t>(0) * ld_a"),
+             "bulk_load_1d(sc, scale_a + static_cast<size_t>(0) * ld_a", 2),  # SCALE_COPY_FIRST 1 and 0
             ("loads", "{SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1}", "int kb, int ld_a, int ld_b) {\n",
-             "int kb, int ld_a, int ld_b) {\n  kb = 0;  // wrong on purpose: the tile's first scales\n")):
-        assert text.count(marker) == 1, f"stage 15 changed: update the negative control's patch ({marker!r})"
+             "int kb, int ld_a, int ld_b) {\n  kb = 0;  // wrong on purpose: the tile's first scales\n", 1)):
+        assert text.count(marker) == places, f"stage 15 changed: update the negative control's patch ({marker!r})"
         wrong = Path(folder) / f"wrong_per_tile_{name}.cu"
         wrong.write_text(text.replace(marker, patch))
         pw = _point(m, n, k, defines)

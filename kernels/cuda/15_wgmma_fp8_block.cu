@@ -55,6 +55,7 @@
 //                    longer than the consumers' k-block, so the consumers waited on the full barrier
 //                    (measured then on the row-major (M, k-blocks) grid: a row a sector; the k-block-major
 //                    layout now makes a warp's 32 rows one 128-byte line)
+//   SCALE_COPY_FIRST (SCALE_SMEM 2) 1: a k-block's scale copies issued before its tiles' loads, 0: after
 //   SCALE_WARPS      (SCALE_SMEM 1) 1..3 of the producer's idle warps gather, the k-blocks in turn, two loads
 //                    of a lane in flight at a time. Not yet measured: session14e ran it with PRODUCER_REGS
 //                    48, past the CTA's launch registers, and every launch hung in setmaxnreg (each point
@@ -127,6 +128,10 @@
 #ifndef SCALE_AHEAD
 #define SCALE_AHEAD 1
 #endif
+// SCALE_COPY_FIRST (SCALE_SMEM 2): the producer issues a k-block's scale copies before its tiles' (0: after)
+#ifndef SCALE_COPY_FIRST
+#define SCALE_COPY_FIRST 0
+#endif
 // SCALE_WARPS (SCALE_SMEM 1): the producer's warps that stage the scales, taking the k-blocks in turn (1..3)
 #ifndef SCALE_WARPS
 #define SCALE_WARPS 1
@@ -162,6 +167,7 @@ static_assert(BN == 64 || BN == 128, "BN divides the 128-column scale block of B
 static_assert(EPI_TMA == 0 || EPI_TMA == 1, "EPI_TMA is 0 or 1");
 static_assert(PROMOTE_OVERLAP == 0 || PROMOTE_OVERLAP == 1, "PROMOTE_OVERLAP is 0 or 1");
 static_assert(SCALE_SMEM >= 0 && SCALE_SMEM <= 2, "SCALE_SMEM is 0, 1 or 2");
+static_assert(SCALE_COPY_FIRST == 0 || (SCALE_COPY_FIRST == 1 && SCALE_SMEM == 2), "SCALE_COPY_FIRST: 0, or 1 with SCALE_SMEM 2");
 static_assert(SCALE_SMEM != 2 || SCALE_WARPS == 1, "SCALE_WARPS is SCALE_SMEM 1's (2 has no gathering warps)");
 static_assert(SCALE_WARPS >= 1 && SCALE_WARPS <= 3, "SCALE_WARPS: 1..3 of the producer's idle warps");
 // A scale warp skips the uses of the others, so its parity wait on a slot's empty barrier must never be
@@ -298,12 +304,20 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 #else
           mbar_arrive_expect_tx(&full[slot], kStageBytes);  // out-of-bounds box parts count too (zeros)
 #endif
+#if SCALE_SMEM == 2
+          float* sc = slot_scales + slot * kScaleFloats;
+          if (SCALE_COPY_FIRST) {  // the scales' small reads ahead of the tiles' (the slot completes on the last)
+            bulk_load_1d(sc, scale_a + static_cast<size_t>(kt) * ld_a + tile.m * BM, a_scales * 4, &full[slot]);
+            bulk_load_1d(sc + BM, b_row + (kt & ~3), 16, &full[slot]);
+          }
+#endif
           tma_load_2d(stage, map_a, &full[slot], kt * BK, tile.m * BM);
           tma_load_2d(stage + kTileABytes, map_b, &full[slot], kt * BK, tile.n * BN);
 #if SCALE_SMEM == 2
-          float* sc = slot_scales + slot * kScaleFloats;
-          bulk_load_1d(sc, scale_a + static_cast<size_t>(kt) * ld_a + tile.m * BM, a_scales * 4, &full[slot]);
-          bulk_load_1d(sc + BM, b_row + (kt & ~3), 16, &full[slot]);  // scale_b[nb, kt] at sc[BM + kt % 4]
+          if (!SCALE_COPY_FIRST) {
+            bulk_load_1d(sc, scale_a + static_cast<size_t>(kt) * ld_a + tile.m * BM, a_scales * 4, &full[slot]);
+            bulk_load_1d(sc + BM, b_row + (kt & ~3), 16, &full[slot]);  // scale_b[nb, kt] at sc[BM + kt % 4]
+          }
 #endif
         }
       }
