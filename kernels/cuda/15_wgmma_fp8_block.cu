@@ -55,7 +55,11 @@
 //                    longer than the consumers' k-block, so the consumers waited on the full barrier
 //                    (measured then on the row-major (M, k-blocks) grid: a row a sector; the k-block-major
 //                    layout now makes a warp's 32 rows one 128-byte line)
-//   SCALE_COPY_FIRST (SCALE_SMEM 2) 1: a k-block's scale copies issued before its tiles' loads, 0: after
+//   SCALE_COPY_FIRST (SCALE_SMEM 2) 1: a k-block's scale copies issued before its tiles' loads, 0: after.
+//                    Measured (session15c): 71.1-82.9% of cuBLASLt against 87.8-95.0: the small copies ahead
+//                    delay the tiles. There too (check off): the defaults 88.6 / 90.1, not reading the copied
+//                    scales (DIAG 1) 92.4 / 95.1, nothing copied or loaded 97.9 / 99.3: the copies cost ~5
+//                    points, reading them ~4; ncu: 70.7% of the tensor pipe (cuBLASLt 81.0%)
 //   SCALE_WARPS      (SCALE_SMEM 1) 1..3 of the producer's idle warps gather, the k-blocks in turn, two loads
 //                    of a lane in flight at a time. Not yet measured: session14e ran it with PRODUCER_REGS
 //                    48, past the CTA's launch registers, and every launch hung in setmaxnreg (each point
