@@ -52,10 +52,12 @@ def _failures(rows):
 
 
 # the defaults (SCALE_SMEM 2: the scales bulk-copied into the slots), the overlapped promotion, the
-# consumers' own loads (the defaults before session15), the gathering warps, 6 stages without staging tiles
+# consumers' own loads (the defaults before session15), the gathering warps, 6 stages without staging tiles,
+# the cp.async copies (SCALE_SMEM 3)
 @pytest.mark.parametrize("defines", ["{PROMOTE_OVERLAP:0}", "{PROMOTE_OVERLAP:1}", "{SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1}",
                                      "{SCALE_SMEM:0,EPI_TMA:0,STAGES:4}", "{SCALE_SMEM:1,SCALE_WARPS:3,PROMOTE_OVERLAP:1}",
-                                     "{SCALE_SMEM:1,SCALE_WARPS:2}", "{STAGES:6,EPI_TMA:0}"])
+                                     "{SCALE_SMEM:1,SCALE_WARPS:2}", "{STAGES:6,EPI_TMA:0}", "{SCALE_SMEM:3}",
+                                     "{SCALE_SMEM:3,SCALE_WARPS:2,PROMOTE_OVERLAP:1}"])
 def test_block_scaled_stage_matches_the_dequantized_fp64_product(tmp_path, defines):
     rows = _run(tmp_path, SQUARE, SHAPES, [f"variant.{VARIANT}.cuda.defines={defines}", DEBUG])
     assert len(rows) == len(SQUARE) + len(SHAPES)

@@ -41,6 +41,9 @@ FP8_BLOCK_SWEEP = [
     "{SCALE_SMEM:1,SCALE_WARPS:3,PROMOTE_OVERLAP:1}",
     "{SCALE_SMEM:1,SCALE_WARPS:3}",
     "{SCALE_SMEM:1,SCALE_WARPS:2,PROMOTE_OVERLAP:1}",
+    # the scales copied by a producer warp's cp.async (16 bytes a lane), off the TMA engine's queue
+    "{SCALE_SMEM:3}",
+    "{SCALE_SMEM:3,SCALE_WARPS:2}",
 ]
 
 
@@ -204,6 +207,8 @@ def test_sass_promotes_while_the_next_k_block_runs(block_builds):
         assert any(x.startswith("UTMALDG.2D") for x in ops) and any(x.startswith("FFMA") for x in ops), defines
         if d.SCALE_SMEM == 2:  # the scales come by bulk copy, no consumer or producer loads them
             assert any(x.startswith("UBLKCP") for x in ops) and not any(x.startswith("LDG") for x in ops), defines
+        elif d.SCALE_SMEM == 3:  # ... by cp.async (LDGSTS), no register loads
+            assert any(x.startswith("LDGSTS") for x in ops) and not any(x.startswith("LDG.") for x in ops), defines
         else:
             assert any(x.startswith("LDG.E.CONSTANT") for x in ops), f"{defines}: scales not read through the read-only path"
         overlapped = "WARPGROUP.DEPBAR.LE gsb0, 0x1" in text
@@ -280,9 +285,10 @@ EMULATED_SHAPES = [
 EMULATED_CONFIGS = ["{}", "{PROMOTE_OVERLAP:1}", "{SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1}",
                     "{BM:64,BN:64,EPI_TMA:0,STAGES:2}", "{BM:64,STAGES:3,SCALE_COPY_FIRST:1}", "{SCALE_SMEM:1,BM:64,STAGES:2}",
                     "{SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1,SCALE_AHEAD:2}",
-                    "{SCALE_SMEM:1,SCALE_WARPS:3,PROMOTE_OVERLAP:1}", "{SCALE_SMEM:1,STAGES:2,SCALE_WARPS:2}"]
-# ... and these every shape: the defaults, the overlapped promotion, the consumers' own loads
-EMULATED_EVERY_SHAPE = EMULATED_CONFIGS[:3]
+                    "{SCALE_SMEM:1,SCALE_WARPS:3,PROMOTE_OVERLAP:1}", "{SCALE_SMEM:1,STAGES:2,SCALE_WARPS:2}",
+                    "{SCALE_SMEM:3}", "{SCALE_SMEM:3,BM:64,STAGES:3,SCALE_WARPS:2,PROMOTE_OVERLAP:1}"]
+# ... and these every shape: the defaults, the overlapped promotion, the consumers' own loads, cp.async
+EMULATED_EVERY_SHAPE = [*EMULATED_CONFIGS[:3], "{SCALE_SMEM:3}"]
 
 
 @pytest.mark.slow
@@ -304,8 +310,8 @@ def test_block_scaled_product_on_the_cpu(defines, tmp_path_factory):
 @pytest.mark.slow
 def test_the_check_fails_a_kernel_that_scales_per_tile_or_reads_the_wrong_row(tmp_path_factory):
     """Negative controls: (1) the kernel patched to take every k-block's scales from the tile's first
-    k-block (scales per tile, not per k-block), where the producer copies them and where the consumers
-    load them; the right kernel handed (2) A's scales with the rows
+    k-block (scales per tile, not per k-block), where the producer copies them (bulk copy, cp.async) and
+    where the consumers load them; the right kernel handed (2) A's scales with the rows
     in another order, (3) B's grid in its row-major order instead of cuBLASLt's n-block-major layout. Each
     fails element-wise; the right kernel on the same shape passed above."""
     import numpy as np
@@ -324,6 +330,8 @@ def test_the_check_fails_a_kernel_that_scales_per_tile_or_reads_the_wrong_row(tm
     for name, defines, marker, patch, places in (
             ("copy", "{}", "bulk_load_1d(sc, scale_a + static_cast<size_t>(kt) * ld_a",
              "bulk_load_1d(sc, scale_a + static_cast<size_t>(0) * ld_a", 2),  # SCALE_COPY_FIRST 1 and 0
+            ("cp_async", "{SCALE_SMEM:3}", "scale_a + static_cast<size_t>(kt) * ld_a + row4",
+             "scale_a + static_cast<size_t>(0) * ld_a + row4", 1),
             ("loads", "{SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1}", "int kb, int ld_a, int ld_b) {\n",
              "int kb, int ld_a, int ld_b) {\n  kb = 0;  // wrong on purpose: the tile's first scales\n", 1)):
         assert text.count(marker) == places, f"stage 15 changed: update the negative control's patch ({marker!r})"

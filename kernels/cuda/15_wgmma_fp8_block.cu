@@ -40,7 +40,11 @@
 //   BM               128 (two m64 consumer warpgroups) or 64 (one: small M, DeepGEMM's BLOCK_M 64;
 //                    with CONSUMER_REGS 240: at 232 ptxas spills 32 bytes)
 //   BN               128 or 64 columns per tile (wgmma N; 64 doubles the tiles: fuller last waves)
-//   SCALE_SMEM       2: the producer's TMA thread bulk-copies each k-block's scales (BM of A's, 16 bytes of
+//   SCALE_SMEM       3: the producer's warps 1..SCALE_WARPS copy each k-block's scales into the slot with
+//                    cp.async (16 bytes a lane: the tile's 128 A scales in one instruction of a warp, by the
+//                    load/store unit, not the TMA engine, whose queue they delayed in SCALE_SMEM 2), then
+//                    arrive on the slot's full barrier when their copies land (cp.async.mbarrier.arrive)
+//                    2: the producer's TMA thread bulk-copies each k-block's scales (BM of A's, 16 bytes of
 //                    B's) into the slot beside its tiles, counted in the slot's expect_tx; the consumers
 //                    read them from shared memory after their wait on the full barrier. 1: the producer's
 //                    warps 1..SCALE_WARPS gather them with loads and stores and arrive on the slot's full
@@ -170,7 +174,7 @@ static_assert(BK == kScaleBlock, "a k-tile is one scale block: one promotion per
 static_assert(BN == 64 || BN == 128, "BN divides the 128-column scale block of B: one B scale per k-block");
 static_assert(EPI_TMA == 0 || EPI_TMA == 1, "EPI_TMA is 0 or 1");
 static_assert(PROMOTE_OVERLAP == 0 || PROMOTE_OVERLAP == 1, "PROMOTE_OVERLAP is 0 or 1");
-static_assert(SCALE_SMEM >= 0 && SCALE_SMEM <= 2, "SCALE_SMEM is 0, 1 or 2");
+static_assert(SCALE_SMEM >= 0 && SCALE_SMEM <= 3, "SCALE_SMEM is 0, 1, 2 or 3");
 static_assert(SCALE_COPY_FIRST == 0 || (SCALE_COPY_FIRST == 1 && SCALE_SMEM == 2), "SCALE_COPY_FIRST: 0, or 1 with SCALE_SMEM 2");
 static_assert(SCALE_SMEM != 2 || SCALE_WARPS == 1, "SCALE_WARPS is SCALE_SMEM 1's (2 has no gathering warps)");
 static_assert(SCALE_WARPS >= 1 && SCALE_WARPS <= 3, "SCALE_WARPS: 1..3 of the producer's idle warps");
@@ -277,7 +281,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
-      mbar_init(&full[s], 1 + 32 * (SCALE_SMEM == 1));  // the producer's expect_tx arrival (+ SCALE_SMEM 1: a warp's lanes)
+      // the producer's expect_tx arrival (+ SCALE_SMEM 1 or 3: the lanes of the warp that stages the scales)
+      mbar_init(&full[s], 1 + 32 * (SCALE_SMEM == 1 || SCALE_SMEM == 3));
       mbar_init(&empty[s], kConsumers);  // one arrival per consumer warpgroup
     }
     fence_mbar_init();
@@ -326,12 +331,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
         }
       }
     }
-#if SCALE_SMEM == 1
+#if SCALE_SMEM == 1 || SCALE_SMEM == 3
     else if (tid / 32 >= 1 && tid / 32 <= SCALE_WARPS) {
       // Warps 1..SCALE_WARPS stage the k-blocks' scales in their slots as the TMA fills the tiles, warp w
-      // the uses it with it % SCALE_WARPS == w - 1: the tile's BM rows of scale_a (0 past M; a lane's
-      // loads two at a time, then stored) and its scale_b, then every lane arrives on the
-      // slot's full barrier (release: its stores before the consumers' acquiring wait). The loads'
+      // the uses it with it % SCALE_WARPS == w - 1: the tile's BM rows of scale_a (SCALE_SMEM 1: 0 past
+      // M, a lane's loads two at a time, then stored; 3: cp.async, 16 bytes a lane) and its scale_b, then
+      // every lane arrives on the slot's full barrier (1: release, its stores before the consumers'
+      // acquiring wait; 3: when its copies have landed). The loads'
       // latency is these warps', up to STAGES k-blocks ahead of the consumers; the consumers' own loads
       // (SCALE_SMEM 0) are pending registers at their next wgmma fence.
       const int lane = tid % 32, me = tid / 32 - 1;
@@ -340,11 +346,24 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
         const TileCoord tile = tile_of(t, m_tiles, n_tiles);
         const int nb = tile.n * BN / kScaleBlock;
         const int row0 = tile.m * BM + lane;
+#if SCALE_SMEM == 3
+        (void)row0;
+        const float* b_row = scale_b + static_cast<size_t>(nb) * ld_b;
+        // lane l copies rows 4l..4l+3 of the tile (BM = 128: all 32 lanes; 64: 16), none past the padded
+        // array (ld_a and the tile's first row are multiples of 4: a chunk is all in or all out)
+        const int row4 = tile.m * BM + 4 * lane;
+        const bool copies = 4 * lane < BM && row4 < ld_a;
+#endif
         for (int kt = 0; kt < k_tiles; ++kt, ++it) {
           if (it % SCALE_WARPS != me) continue;
           const int slot = it % STAGES;
           mbar_wait(&empty[slot], (static_cast<uint32_t>(it / STAGES) & 1u) ^ 1u);
           float* sc = slot_scales + slot * kScaleFloats;
+#if SCALE_SMEM == 3
+          if (copies) cp_async_16(sc + 4 * lane, scale_a + static_cast<size_t>(kt) * ld_a + row4);
+          if (lane == 0) cp_async_16(sc + BM, b_row + (kt & ~3));  // scale_b[nb, kt] at sc[BM + kt % 4]
+          cp_async_mbar_arrive_noinc(&full[slot]);
+#else
           const float* col = scale_a + static_cast<size_t>(kt) * ld_a + row0;  // a warp's 32 rows: one line
           // two loads of a lane in flight at a time (four spill the producer's 40 registers)
 #pragma unroll 1
@@ -361,6 +380,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
           }
           if (lane == 0) sc[BM + kt % 4] = scale_b[static_cast<size_t>(nb) * ld_b + kt];
           mbar_arrive(&full[slot]);
+#endif
         }
       }
     }

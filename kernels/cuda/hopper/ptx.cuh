@@ -202,6 +202,18 @@ __device__ __forceinline__ void bulk_load_1d(void* smem_dst, const void* src, ui
                : "memory");
 }
 
+// Global -> shared, 16 bytes, by the load/store unit (cp.async: no register round trip, not the TMA
+// engine); both addresses 16-byte aligned. Stage 15's SCALE_SMEM 3 copies the scales with it.
+__device__ __forceinline__ void cp_async_16(void* smem_dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_u32(smem_dst)), "l"(src) : "memory");
+}
+
+// An arrival on `bar` once this thread's earlier cp.async copies have landed (.noinc: it counts against
+// the count the barrier was initialised with).
+__device__ __forceinline__ void cp_async_mbar_arrive_noinc(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+
 // Shared -> global; the box parts outside the tensor are not written (partial tiles for free).
 __device__ __forceinline__ void tma_store_2d(const TensorMap* map, const void* smem_src, int col, int row) {
   asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%0, {%1, %2}], [%3];" ::"l"(map),

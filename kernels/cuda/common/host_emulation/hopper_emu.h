@@ -264,6 +264,14 @@ inline void bulk_load_1d(void* smem_dst, const void* src, uint32_t bytes, uint64
   b.tx -= static_cast<int64_t>(bytes);
   emu::maybe_complete(b);
 }
+// cp.async of 16 bytes lands at once here; its mbarrier arrival (after the thread's copies) is then a
+// plain arrival: what the emulation checks is that the barrier counts it and that the slot was free
+inline void cp_async_16(void* smem_dst, const void* src) {
+  if ((reinterpret_cast<uintptr_t>(smem_dst) | reinterpret_cast<uintptr_t>(src)) % 16)
+    gemm_host::fail("cp.async with an address that is not 16-byte aligned", smem_dst);
+  std::memcpy(smem_dst, src, 16);
+}
+inline void cp_async_mbar_arrive_noinc(uint64_t* bar) { mbar_arrive(bar); }
 inline void tma_load_2d_multicast(void*, const TensorMap*, uint64_t* bar, int, int, uint16_t) {
   gemm_host::fail("TMA multicast (clusters) is not emulated", bar);
 }
