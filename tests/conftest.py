@@ -212,6 +212,32 @@ def _hydra_reads_each_file_once() -> None:
 _hydra_reads_each_file_once()
 
 
+# -- the whole reference dataset, for the tests of the reference_paper xdist group -----------------
+# tests/test_paper_outputs.py and tests/test_decode_figure.py both read all of outputs/reference/ (16 s
+# on a 2-core runner) and build the paper's figures from it (a minute): their tests share one
+# pytest-xdist worker (xdist_group "reference_paper"), which reads the rows and writes the paper once.
+@pytest.fixture(scope="session")
+def reference_dataset():
+    """outputs/reference/ as one analysis Dataset (its tests only read it)."""
+    from analysis import data
+
+    reference = ROOT / "outputs" / "reference"
+    if not (reference.is_dir() and any(reference.rglob("results.csv"))):
+        pytest.skip("no reference data under outputs/reference/")
+    return data.Dataset.from_paths([reference])
+
+
+@pytest.fixture(scope="session")
+def reference_paper(reference_dataset, tmp_path_factory):
+    """outputs/paper/ rebuilt from outputs/reference/ once per process: (folder, figures by name),
+    the very figures analysis.paper wrote."""
+    from analysis import paper
+
+    folder, figures = tmp_path_factory.mktemp("paper"), {}
+    paper.write_paper(reference_dataset, folder, figures=figures)
+    return folder, figures
+
+
 @pytest.fixture
 def compose_run():
     return compose_cfg

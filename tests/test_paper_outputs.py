@@ -29,16 +29,13 @@ on_the_reference_worker = pytest.mark.xdist_group("reference_paper")
 
 
 @pytest.fixture(scope="module")
-def reference() -> data.Dataset:
-    return data.Dataset.from_paths([REFERENCE])
+def reference(reference_dataset) -> data.Dataset:
+    """conftest's: read once per process (tests/test_decode_figure.py reads the same)."""
+    return reference_dataset
 
 
-@pytest.fixture(scope="module")
-def reference_paper(reference, tmp_path_factory):
-    """outputs/paper/ rebuilt from outputs/reference/ once for this module: (folder, figures)."""
-    folder, figures = tmp_path_factory.mktemp("paper"), {}
-    paper.write_paper(reference, folder, figures=figures)
-    return folder, figures
+# reference_paper (conftest's): outputs/paper/ rebuilt from outputs/reference/ once per process,
+# (folder, figures); tests/test_decode_figure.py reads its decode and roofline figures
 
 
 # -- the committed outputs ---------------------------------------------------------------------
