@@ -173,7 +173,9 @@ def series(fig, kind):
     return {s.split(":", 1)[1] for s in style.series_of(fig) if s.split(":", 1)[0] == kind}
 
 
-def check_series(path, figs):
+def check_series(path, figs, ds=None):
+    """The series of ``figs`` (build_all of ``path``; ``ds``: the Dataset they were built from, else
+    read again) against the rows of ``path`` as plain pandas reads them."""
     df = raw(path)
     okr = evidence(df).copy()
     okr["gpu"] = ~okr["backend"].isin(["cpu_blas", "cpu_probe"])
@@ -263,7 +265,7 @@ def check_series(path, figs):
     bars = series(lad, "bar")
     assert {b.split(":")[1] for b in bars} == (set(cuda["precision"]) if not cuda.empty
                                                 else set(gpu_sq["precision"]))
-    sizes = tables.ladder_frame(dataset(path)).groupby("precision")["n"].first()
+    sizes = tables.ladder_frame(dataset(path) if ds is None else ds).groupby("precision")["n"].first()
     for p, n in sizes.items():  # every stage that ran at the ladder's size is on it ...
         at = cuda[(cuda["precision"] == p) & (cuda["n"] == n)]
         assert {f"{v}:{p}" for v in at["variant"]} <= bars
@@ -349,8 +351,8 @@ def check_hierarchical_series(okr, fig):
 
 @on_the_cpu_run_worker
 def test_cpu_dataset_series_and_gaps(cpu_results):
-    _, figs = build_all(cpu_results)
-    check_series(cpu_results, figs)
+    ds, figs = build_all(cpu_results)
+    check_series(cpu_results, figs, ds)
     notes = all_notes(figs)
     assert "no GPU rows" in notes  # the roofline says its roofs are the datasheet's only
     assert "no GPU GEMM rows" in notes  # the ladder is empty, and says so
@@ -360,7 +362,7 @@ def test_cpu_dataset_series_and_gaps(cpu_results):
 @on_the_cpu_run_worker
 def test_skipped_gpu_rows_are_not_measurements(skipped_gpu_results):
     ds, figs = build_all(skipped_gpu_results)
-    check_series(skipped_gpu_results, figs)
+    check_series(skipped_gpu_results, figs, ds)
     assert ds.gpu.empty and not ds.measured_rows("cpu").empty  # measured; reliable ones depend on the runner
     assert "no GPU rows" in all_notes(figs)
 
@@ -376,10 +378,10 @@ def test_reference_series(name):
 @on_the_cpu_run_worker
 def test_cpu_dataset_missing_a_precision(cpu_results, tmp_path):
     path = subset(cpu_results, tmp_path, lambda df: df["precision"] != "fp64")
-    _, figs = build_all(path)
+    ds, figs = build_all(path)
     assert set(figs) == set(FIGURES)
     assert "fp64" in style.notes_of(figs["throughput_vs_size"])[0]
-    check_series(path, figs)
+    check_series(path, figs, ds)
     peaks = tables.peak_frame(data.Dataset.from_paths([path]))
     device = raw(path)["device"].iloc[0]
     cpu_fp64 = peaks[(peaks["device"] == device) & (peaks["ceiling"] == "fp64")]
@@ -420,8 +422,8 @@ def test_reference_missing_each_backend(name, tmp_path):
         path = subset(_reference(name), tmp_path / b, lambda df, b=b: df["backend"] != b)
         if raw(path).empty:
             continue
-        _, figs = build_all(path)
-        check_series(path, figs)
+        ds, figs = build_all(path)
+        check_series(path, figs, ds)
         if b.endswith("_probe"):  # probes are named by what they measured: the copy roof
             lost = full[(full["backend"] == b) & (full["status"] == "ok")]
             if b == "gpu_probe" and (lost["op"] == "copy").any():
