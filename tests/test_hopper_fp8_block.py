@@ -326,7 +326,7 @@ def test_the_check_fails_a_kernel_that_scales_per_tile_or_reads_the_wrong_row(tm
     # defaults, SCALE_SMEM 2) and in the consumers' own loads (SCALE_SMEM 0)
     for name, defines, marker, patch, places in (
             ("copy", "{}", "bulk_load_1d(sc, scale_a + static_cast<size_t>(kt) * ld_a",
-             "bulk_load_1d(sc, scale_a + static_cast<size_t>(0) * ld_a", 2),  # SCALE_COPY_FIRST 1 and 0
+             "bulk_load_1d(sc, scale_a + static_cast<size_t>(0) * ld_a", 1),
             ("cp_async", "{SCALE_SMEM:3}", "scale_a + static_cast<size_t>(kt) * ld_a + row4",
              "scale_a + static_cast<size_t>(0) * ld_a + row4", 1),
             ("loads", "{SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1}", "int kb, int ld_a, int ld_b) {\n",

@@ -316,19 +316,19 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
           mbar_arrive_expect_tx(&full[slot], kStageBytes);  // out-of-bounds box parts count too (zeros)
 #endif
 #if SCALE_SMEM == 2
-          float* sc = slot_scales + slot * kScaleFloats;
-          if (SCALE_COPY_FIRST) {  // the scales' small reads ahead of the tiles' (the slot completes on the last)
+          // the k-block's scales into the slot: A's of the tile's rows, the 16 bytes of B's n-block row
+          // that hold its scale (scale_b[nb, kt] at sc[BM + kt % 4])
+          auto copy_scales = [&] {
+            float* sc = slot_scales + slot * kScaleFloats;
             bulk_load_1d(sc, scale_a + static_cast<size_t>(kt) * ld_a + tile.m * BM, a_scales * 4, &full[slot]);
             bulk_load_1d(sc + BM, b_row + (kt & ~3), 16, &full[slot]);
-          }
+          };
+          if (SCALE_COPY_FIRST) copy_scales();  // the small reads ahead of the tiles' (the slot completes on the last)
 #endif
           tma_load_2d(stage, map_a, &full[slot], kt * BK, tile.m * BM);
           tma_load_2d(stage + kTileABytes, map_b, &full[slot], kt * BK, tile.n * BN);
 #if SCALE_SMEM == 2
-          if (!SCALE_COPY_FIRST) {
-            bulk_load_1d(sc, scale_a + static_cast<size_t>(kt) * ld_a + tile.m * BM, a_scales * 4, &full[slot]);
-            bulk_load_1d(sc + BM, b_row + (kt & ~3), 16, &full[slot]);  // scale_b[nb, kt] at sc[BM + kt % 4]
-          }
+          if (!SCALE_COPY_FIRST) copy_scales();
 #endif
         }
       }
@@ -419,16 +419,15 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     // The scales of ring use `use` (k-block kb of the tile): from its slot (SCALE_SMEM, after issue()'s
     // wait on the slot's full barrier, before its release) or from global memory
     auto scales_of = [&](int use, int r0, int nb, int kb) -> KBlockScales {
+      if (DIAG == 1) return KBlockScales{1.0f, 1.0f, 1.0f};  // not read (SCALE_SMEM: still copied)
 #if SCALE_SMEM
       (void)nb;
-      if (DIAG == 1) return KBlockScales{1.0f, 1.0f, 1.0f};  // copied, not read
       const float* sc = slot_scales + (use % STAGES) * kScaleFloats;
       const int lr = consumer * 64 + warp * 16 + lane / 4;
       // rows past M: 0 (SCALE_SMEM 2 copies no scales for them; their outputs are clipped)
       return {r0 < M ? sc[lr] : 0.0f, r0 + 8 < M ? sc[lr + 8] : 0.0f, sc[BM + kb % 4]};
 #else
       (void)use;
-      if (DIAG == 1) return KBlockScales{1.0f, 1.0f, 1.0f};
       return kblock_scales(scale_a, scale_b, r0, M, nb, kb, ld_a, ld_b);
 #endif
     };
