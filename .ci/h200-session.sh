@@ -11,7 +11,7 @@
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block fp8_block_diag mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation conduct sanitize precompile_default default_run default_run_noguard fidelity_default
-# cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu decode_rows_tests decode_rows decode_rows_sweep pinning multi_gpu
+# cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu ws_ncu decode_rows_tests decode_rows decode_rows_sweep pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # Set GEMMLAB_GIT_COMMIT to the commit being measured: the tree copied to a GPU host may carry a
@@ -44,6 +44,26 @@ step() {  # step NAME SECONDS CMD...: run, keep the tail in the log, never stop 
   # (session11c's first decode run came back without its rows)
   [ -d "$REF" ] && tar czf "$OUT/reference.tgz" "$REF" 2>/dev/null
   tar czf "$OUT/logs.tgz" -C "$LOGS" . 2>/dev/null
+}
+
+# ncu_points PRECISION "ENTRIES": one launch of each entry under Nsight Compute (past the checked call and the
+# reference), layout nt; ncu's text report is the log, with the warps' stall reasons per issued instruction.
+# Entries "variant m n k scaling kernel-regex defines" (scaling "-": per-tensor / none; defines "-": the
+# YAML's), ";" between entries
+ncu_points() {
+  local prec=$1 e; local -a entries; IFS=';' read -ra entries <<< "$2"
+  for e in "${entries[@]}"; do set -- $e
+    local -a D=(); local S="" F=()
+    [ "${7:--}" != "-" ] && { D=("variant.$1.cuda.defines=$7"); S="_$(echo "$7" | tr -dc 'A-Za-z0-9_')"; }
+    [ "${5:--}" != "-" ] && F=("measure.fp8_scaling=$5")
+    step "ncu_${prec}_$1_m$2$S" 150 ncu --clock-control none -k "regex:$6" --launch-skip 3 -c 1 \
+      --section SpeedOfLight --section ComputeWorkloadAnalysis --section InstructionStats \
+      --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section LaunchStats \
+      --metrics 'regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$' \
+      python3 run.py variant=$1 precision=$prec "layouts=[nt]" "${F[@]}" sizes.square=[] \
+      "sizes.shapes=[[$2,$3,$4]]" "${D[@]}" measure=quick "measure.baseline=[]" measure.guard_bytes=0 run.isolate=none $Q \
+      hydra.run.dir=/tmp/ncu_${prec}_$1_$2
+  done
 }
 
 # the GPU tests of issue 30's FP8 items, a stage of their own and the first step of their sweep's stage
@@ -443,21 +463,11 @@ while time.time()-t<45: a@a" &
            done ;;
   fp8_ncu)  # issue 30: what limits FP8: stage 16 at 1 and 16 tokens (Llama-3 70B mlp_gate_up; the e4m3 -> f16
            # conversions, issue slots?) and stage 15 beside cuBLASLt's block-scaled kernel (DeepSeek-V3 4096 x 7168 x
-           # 16384: pipes, stalls); one launch each (past the checked call and the reference), ncu's text report is
-           # the log, with the warps' stall reasons per issued instruction. FP8_NCU: entries "variant m n k scaling
-           # kernel-regex defines" (defines "-": the YAML's), ";" between entries
-           IFS=';' read -ra entries <<< "${FP8_NCU:-decode_rows 1 57344 8192 tensor decode_rows -;decode_rows 16 57344 8192 tensor decode_rows -;wgmma_fp8_block 4096 7168 16384 block wgmma_fp8_block -;cublaslt 4096 7168 16384 block ^(?!gemmlab).*(gemm|xmma|cutlass|nvjet) -}"
-           for e in "${entries[@]}"; do set -- $e
-             D=(); [ "${7:--}" != "-" ] && D=("variant.$1.cuda.defines=$7")
-             S=""; [ "${7:--}" != "-" ] && S="_$(echo "$7" | tr -dc 'A-Za-z0-9_')"
-             step "ncu_fp8_$1_m$2$S" 150 ncu --clock-control none -k "regex:$6" --launch-skip 3 -c 1 \
-               --section SpeedOfLight --section ComputeWorkloadAnalysis --section InstructionStats \
-               --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section LaunchStats \
-               --metrics 'regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$' \
-               python3 run.py variant=$1 precision=fp8 "layouts=[nt]" measure.fp8_scaling=$5 sizes.square=[] \
-               "sizes.shapes=[[$2,$3,$4]]" "${D[@]}" measure=quick "measure.baseline=[]" measure.guard_bytes=0 run.isolate=none $Q \
-               hydra.run.dir=/tmp/ncu_fp8_$1_$2
-           done ;;
+           # 16384: pipes, stalls). FP8_NCU: entries "variant m n k scaling kernel-regex defines" (ncu_points)
+           ncu_points fp8 "${FP8_NCU:-decode_rows 1 57344 8192 tensor decode_rows -;decode_rows 16 57344 8192 tensor decode_rows -;wgmma_fp8_block 4096 7168 16384 block wgmma_fp8_block -;cublaslt 4096 7168 16384 block ^(?!gemmlab).*(gemm|xmma|cutlass|nvjet) -}" ;;
+  ws_ncu)  # issue 32: what holds stage 12 at parity: it and cuBLASLt at layout nt, BF16, 4096 and 6144 (tensor pipe,
+           # DRAM and L2 bytes, stalls, the clock ncu saw). WS_NCU: entries as FP8_NCU's (scaling "-")
+           ncu_points bf16 "${WS_NCU:-wgmma_ws 4096 4096 4096 - wgmma_ws -;cublaslt 4096 4096 4096 - ^(?!gemmlab).*(gemm|xmma|cutlass|nvjet) -;wgmma_ws 6144 6144 6144 - wgmma_ws -;cublaslt 6144 6144 6144 - ^(?!gemmlab).*(gemm|xmma|cutlass|nvjet) -}" ;;
   decode_trace)  # issue 30: stage 16's warps stamped (TRACE 1): start, first weights, last MMA, end, against the
            # event time, single / after a memset / back to back, cuBLAS beside it (gemmlab/bench/decode_trace.py)
            step decode_trace 300 python3 -m gemmlab.bench.decode_trace ${DECODE_TRACE_ARGS:-} --out "$LOGS/decode_trace.jsonl" ;;
