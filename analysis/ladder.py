@@ -138,11 +138,14 @@ def _with_ceiling(line: dict, best: pd.Series, probes: pd.DataFrame, notes: list
 def current_configuration(rows: pd.DataFrame, variant: str) -> pd.Series:
     """Which of ``rows`` (one hand-written variant) ran the defines its YAML has now: every
     define a row ran equals the YAML's. A define the row lacks predates it: the row ran the
-    YAML's ``defines_before`` value where one is given, and agrees otherwise. All True where the
-    variant's YAML is not in this checkout or has no defines."""
+    YAML's ``defines_before`` value where one is given, and agrees otherwise. A define the YAML
+    leaves to its point defines (stage 15's BN 0: chosen by waves) agrees at any value a row
+    built. All True where the variant's YAML is not in this checkout or has no defines."""
     yaml = _yaml_defines(variant)
     if not yaml or "defines" not in rows.columns:
         return pd.Series(True, index=rows.index)
+    info = _info(variant)
+    yaml = {k: v for k, v in yaml.items() if not info or k not in info.per_point}
     before = _defines_before(variant)
     ran = ({**before, **data.extra_of(t)} for t in rows["defines"])
     return pd.Series([all(str(d[k]) == str(v) for k, v in yaml.items() if k in d) for d in ran], index=rows.index)

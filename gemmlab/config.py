@@ -93,9 +93,13 @@ class CudaKernelConf:
     entry: str = MISSING  # extern "C" kernel name
     defines: Dict[str, Any] = field(default_factory=dict)  # passed as -DNAME=value
     # defines computed per point: NAME: an expression over the point's names (m, n, k, elem_bytes,
-    # out_bytes, fp8_scaling, layout) and the defines, passed as -D flags beside them (a bool as 0/1)
-    # and seen by every other rule; each distinct value is a build of its own (stage 12's B_KMAJOR:
-    # how B is stored follows the point's layout)
+    # out_bytes, fp8_scaling, layout, sm_count: device.sm_count) and the defines, passed as -D flags
+    # beside them (a bool as 0/1) and seen by every other rule; each distinct value is a build of its
+    # own (stage 12's B_KMAJOR: how B is stored follows the point's layout). A rule named after a
+    # define refines it only if it reads it (stage 15's BN: "BN if BN > 0 else ...": the YAML's 0
+    # means chosen per point, an override's 64 or 128 is kept); its value replaces the define's in
+    # the flags, the kernel name and the row. Any other name a define or a point field already has
+    # is an error.
     point_defines: Dict[str, Any] = field(default_factory=dict)
     # for analysis: what rows measured before a define existed ran with (a row that lacks the
     # define is read as this value, not as the YAML's current one); never passed to nvcc
@@ -340,6 +344,13 @@ class DeviceConf:
     # only to a GPU whose compute capability is ``compute_capability``.
     compute_capability: Optional[str] = None
     sm_flops_per_clock: Dict[str, float] = field(default_factory=dict)
+    # The device's SM count (its datasheet's): what a cuda variant's point_defines read as sm_count
+    # when they choose a build by it (stage 15's tile width by waves), in every process of a run
+    # alike -- the runner, its worker, a CPU machine compiling ahead -- so a build, its cubin and
+    # its row agree; read before any GPU is claimed, so no CUDA starts early. None: read from the
+    # GPU when such a rule is first evaluated. A launch on a GPU with another count says so in the
+    # log and the row (extra.rules_sm_count); the persistent grids always size by the GPU's own.
+    sm_count: Optional[int] = None
 
 
 @dataclass

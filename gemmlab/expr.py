@@ -79,3 +79,16 @@ def _eval(node: ast.AST, env: Mapping[str, Any], src: str) -> Any:
             raise ExprError(f"keyword arguments are not allowed in {src!r}")
         return FUNCTIONS[node.func.id](*[_eval(a, env, src) for a in node.args])
     raise ExprError(f"unsupported syntax {ast.dump(node)[:60]} in {src!r}")
+
+
+def names(expr: Any) -> frozenset:
+    """The names ``expr`` reads (not the functions it calls); none for a number or a string that
+    does not parse (evaluate reports that)."""
+    if not isinstance(expr, str):
+        return frozenset()
+    try:
+        tree = ast.parse(expr, mode="eval")
+    except SyntaxError:
+        return frozenset()
+    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    return frozenset(n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in called)

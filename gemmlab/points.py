@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from omegaconf import DictConfig, OmegaConf
 
 from gemmlab import dtypes, fp8
-from gemmlab.expr import evaluate
+from gemmlab.expr import evaluate, names
 from gemmlab.operands import DEFAULT_LAYOUT
 
 
@@ -38,6 +38,9 @@ class Point:
     layout: str = DEFAULT_LAYOUT
     batch: int = 1
     shape_name: str = ""
+    # the device's SM count as the run's device config gives it (device.sm_count): what a rule that
+    # chooses a build by it reads (cuda.point_defines; None: read from the GPU when first needed)
+    sm_count: Optional[int] = field(compare=False, default=None)
 
     @property
     def flops(self) -> int:
@@ -69,27 +72,45 @@ class Point:
                                "fp8_scaling": (self.method or {}).get("fp8_scaling", "none"),
                                # how A and B are stored (gemmlab/operands.py): 'nn', 'nt', 'tn', 'tt'
                                "layout": self.layout}
+        if self.sm_count is not None:  # the device config's (launch_shape's grids read the GPU's own)
+            env["sm_count"] = self.sm_count
         cuda = self.variant_cfg.get("cuda") if self.variant_cfg is not None else None
         if cuda is not None:
             env.update({str(k): v for k, v in cuda.defines.items()})
         return env
 
+    def _point_rules(self) -> Dict[str, Any]:
+        cuda = self.variant_cfg.get("cuda") if self.variant_cfg is not None else None
+        return dict((cuda.get("point_defines") or {}).items()) if cuda is not None else {}
+
+    def rules_read_sm_count(self) -> bool:
+        """Whether the variant's ``cuda.point_defines`` choose the build by the SM count."""
+        return any("sm_count" in names(rule) for rule in self._point_rules().values())
+
     def point_defines(self, env: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
         """The variant's ``cuda.point_defines`` evaluated for this point, in order, each over the
-        point's fields, the defines and the point defines before it (a bool as 0 or 1): defines the
-        build passes beside the YAML's (stage 12's B_KMAJOR follows the layout)."""
-        cuda = self.variant_cfg.get("cuda") if self.variant_cfg is not None else None
-        rules = (cuda.get("point_defines") or {}) if cuda is not None else {}
+        point's fields, ``sm_count`` (the device config's, :attr:`sm_count`), the defines and the point
+        defines before it (a bool as 0 or 1): defines the build passes beside the YAML's (stage 12's
+        B_KMAJOR follows the layout). A rule named after a define refines it if it reads it (stage
+        15's ``BN: "BN if BN > 0 else ..."``: the YAML's 0 is chosen per point, an override's value
+        kept): its value replaces the define's; any other name already taken is an error."""
+        rules = self._point_rules()
         if not rules:
             return {}
         env = dict(self._defines_env() if env is None else env)
+        if "sm_count" not in env and self.rules_read_sm_count():
+            env["sm_count"] = _gpu_sm_count(self.variant)
+        cuda = self.variant_cfg.get("cuda")
+        defines = {str(k) for k in cuda.defines} if cuda is not None else set()
         out: Dict[str, Any] = {}
         for name, rule in rules.items():
-            if str(name) in env:
+            name = str(name)
+            if name in env and not (name in defines and name in names(rule)):
                 raise ConfigError(f"{self.variant}: cuda.point_defines.{name} would hide the name {name!r} "
-                                 "(a point field or a define)")
+                                  "(a point field or a define; a rule refines a define of its name only "
+                                  "by reading it)")
             value = evaluate(rule, env)
-            out[str(name)] = env[str(name)] = int(value) if isinstance(value, bool) else value
+            out[name] = env[name] = int(value) if isinstance(value, bool) else value
         return out
 
     @property
@@ -134,7 +155,22 @@ class Point:
             payload["batch"] = self.batch
         if self.shape_name:
             payload["shape_name"] = self.shape_name
+        # a build chosen by the SM count (the device config's) is another point on another count
+        # (only such variants: every other key stays as it was)
+        if self.rules_read_sm_count():
+            payload["sm_count"] = self.sm_count
         return hashlib.sha1(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _gpu_sm_count(variant: str) -> int:
+    """The GPU's SM count, for rules that read sm_count where the device config gives none."""
+    from gemmlab.gpu.device import info, no_device_reason
+
+    why = no_device_reason()
+    if why:
+        raise ConfigError(f"{variant}: cuda.point_defines read sm_count, the device config gives none "
+                          f"(device.sm_count) and there is {why}; set device.sm_count")
+    return int(info()["sm_count"])
 
 
 @dataclass(frozen=True)
@@ -233,6 +269,8 @@ def expand(cfg: DictConfig) -> List[Point]:
     method = method_of(cfg.get("measure"))
     layouts = list(cfg.get("layouts") or [DEFAULT_LAYOUT])
     batches = [int(b) for b in (cfg.get("batch") or [1])]
+    device = cfg.get("device")
+    sm_count = device.get("sm_count") if device is not None else None
     for vname, v in cfg.variant.items():
         for pname, p in cfg.precision.items():
             out_dtype = v.out_dtype or p.out_dtype
@@ -249,7 +287,8 @@ def expand(cfg: DictConfig) -> List[Point]:
                                    compute=p.compute, tolerance=float(p.tolerance),
                                    variant_cfg=v, precision_cfg=p, skip_reason=reason,
                                    method=point_method(method, p.compute),
-                                   layout=layout, batch=s.batch or batch, shape_name=s.name)
+                                   layout=layout, batch=s.batch or batch, shape_name=s.name,
+                                   sm_count=None if sm_count is None else int(sm_count))
                         if reason is None:
                             reason = requirement_failure(pt)
                             if reason:

@@ -225,6 +225,9 @@ RULES: Dict[type, Dict[str, Tuple[Rule, ...]]] = {
     C.SizesConf: {
         "max_dim": (integer(lo=1),),
     },
+    C.DeviceConf: {
+        "sm_count": (integer(lo=1, nullable="read from the GPU"),),
+    },
 
     C.GemmlabConf: {
         "layouts": (Each(NamesOf("a layout", lambda: LAYOUTS)),),

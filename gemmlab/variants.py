@@ -38,6 +38,8 @@ class VariantInfo:
     defines_items: Tuple[Tuple[str, str], ...] = ()  # cuda.defines of a hand-written kernel
     defines_before_items: Tuple[Tuple[str, str], ...] = ()  # cuda.defines_before: rows older than a define
     ceiling: Optional[str] = None  # the probe variant that measures this stage's instruction rate
+    # defines a cuda.point_defines rule of the same name chooses per point (stage 15's BN 0: by waves)
+    per_point: Tuple[str, ...] = ()
 
     @property
     def defines_before(self) -> Dict[str, str]:
@@ -70,7 +72,9 @@ def _read(path: Path) -> VariantInfo:
                                            ((node.get("cuda") or {}).get("defines") or {}).items()),
                        defines_before_items=tuple((str(k), str(v)) for k, v in
                                                   ((node.get("cuda") or {}).get("defines_before") or {}).items()),
-                       ceiling=None if node.get("ceiling") is None else str(node.get("ceiling")))
+                       ceiling=None if node.get("ceiling") is None else str(node.get("ceiling")),
+                       per_point=tuple(str(k) for k in ((node.get("cuda") or {}).get("point_defines") or {})
+                                       if str(k) in ((node.get("cuda") or {}).get("defines") or {})))
 
 
 @functools.lru_cache(maxsize=None)

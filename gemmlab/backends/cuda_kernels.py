@@ -11,7 +11,8 @@ fp8 points then get ``float scale_a, float scale_b``, the per-tensor scales of `
 last argument, made once per launch object), and its variant YAML (``cuda:`` block, schema ``CudaKernelConf``) says how to build and launch
 it: the source, the defines (passed as ``-D`` flags, with ``-DTIN``/``-DTOUT`` from the point's
 storage types unless the YAML sets them, and the ``point_defines`` the YAML computes from the point,
-e.g. from its layout), the arch, and ``block``/``grid``/``smem_bytes`` as
+e.g. from its layout, or from the device config's ``sm_count``; one that refines a define replaces its
+value), the arch, and ``block``/``grid``/``smem_bytes`` as
 expressions over m, n, k, the defines, ``sm_count`` and the YAML's named ``let`` expressions. ``prepare`` compiles every distinct build of the run
 with nvcc before anything is timed (cached on disk, see :mod:`gemmlab.backends.nvcc`); a build that fails
 fails only its own points, with the path of nvcc's log in the reason. ``make_launch`` loads the
@@ -63,9 +64,11 @@ class KernelBuild:
     source: Path
     entry: str
     arch: str
-    defines: Tuple[Tuple[str, Any], ...]  # YAML defines first, then TIN/TOUT unless the YAML set them
+    # YAML defines first (a point define that refines one in its place), then the other point
+    # defines, then TIN/TOUT unless the YAML set them: what nvcc gets, each name once
+    defines: Tuple[Tuple[str, Any], ...]
     extra_flags: Tuple[str, ...]
-    yaml_defines: Tuple[Tuple[str, Any], ...]
+    yaml_defines: Tuple[Tuple[str, Any], ...]  # as the YAML (and its overrides) give them
     point_defines: Tuple[Tuple[str, Any], ...] = ()  # cuda.point_defines' values for the point (in defines too)
 
     @property
@@ -112,7 +115,8 @@ def build_for(point, root: Optional[str] = None) -> KernelBuild:
         raise ValueError(f"variant {point.variant} has backend cuda but no `cuda:` block")
     yaml_defines = tuple((str(k), v) for k, v in cuda.defines.items())
     point_defines = tuple(point.point_defines().items())
-    defines = list(yaml_defines + point_defines)
+    # a point define that refines a define (stage 15's BN 0: by waves) replaces its value: one -D each
+    defines = list({**dict(yaml_defines), **dict(point_defines)}.items())
     names = {k for k, _ in defines}
     for name, dtype in (("TIN", point.in_dtype), ("TOUT", point.out_dtype)):
         if name not in names:
@@ -126,7 +130,9 @@ def build_for(point, root: Optional[str] = None) -> KernelBuild:
 
 def launch_shape(point, sm_count: Optional[int] = None) -> LaunchShape:
     """The YAML's block / grid / smem_bytes rules evaluated for this point; ``sm_count`` (the
-    device's multiprocessors, read from the device when not given) sizes persistent grids."""
+    device's multiprocessors, read from the device when not given) sizes persistent grids. The
+    point defines were chosen with the point's own ``sm_count`` (the device config's, as the build
+    was): this one sizes the launch only."""
     cuda = point.variant_cfg.cuda
     env = point.expr_env()
     env["sm_count"] = sm_count if sm_count is not None else _device_sm_count()
@@ -163,6 +169,24 @@ def _device_sm_count() -> int:
     from gemmlab.gpu.device import info
 
     return info()["sm_count"]
+
+
+_warned_sm_counts: set = set()
+
+
+def _rules_sm_count(point) -> Optional[int]:
+    """The SM count the point's build was chosen for, where its point defines read one (the row's
+    extra.rules_sm_count; None otherwise). A GPU with another count is said once in the log: the
+    build is right, its choice was made for the device config's count (device.sm_count)."""
+    if not point.rules_read_sm_count():
+        return None
+    chosen = point.sm_count if point.sm_count is not None else _device_sm_count()
+    gpu = _device_sm_count()
+    if chosen != gpu and (point.variant, chosen, gpu) not in _warned_sm_counts:
+        _warned_sm_counts.add((point.variant, chosen, gpu))
+        log.warning("%s: its point defines chose the build for %d SMs (device.sm_count) but this GPU has %d; "
+                    "run with device.sm_count=%d for builds chosen for it", point.variant, chosen, gpu, gpu)
+    return int(chosen)
 
 
 class CudaKernels(Backend):
@@ -352,6 +376,7 @@ class CudaKernels(Backend):
 
         fn.keepalive = (keep, workspace)
 
+        rules_sm = _rules_sm_count(point)
         first = build not in self._reported_compile
         self._reported_compile.add(build)
         info = {
@@ -368,6 +393,7 @@ class CudaKernels(Backend):
                          if point.variant_cfg.cuda.padding else {}),
                       **({"let": dict(shape.let)} if shape.let else {}),
                       **({"workspace_bytes": shape.workspace_bytes} if shape.workspace_bytes is not None else {}),
+                      **({"rules_sm_count": rules_sm} if rules_sm is not None else {}),
                       **({"fp8_scaling": scaling} if scaling is not None else {})},
         }
         return Launch(fn=fn, info=info)
