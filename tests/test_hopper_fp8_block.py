@@ -1,5 +1,7 @@
 """Stage 15 (wgmma_fp8_block) without a GPU: its rules (block scaling only, layout nt, TMA strides),
-every sweep configuration built for sm_90a without spills and with the SASS it claims, and its own
+its tile width by waves (the YAML's BN 0: 64 where 128-wide tiles fill the persistent grid's waves poorly,
+an override's width kept), every sweep configuration built for sm_90a without spills and with the SASS it
+claims at the widths the tune shapes choose, and its own
 code through the host emulation (TMA, mbarriers, deferred wgmma, stmatrix: hopper_emu.h) on
 block-scaled inputs whose scales differ from block to block, checked element-wise against the FP64
 product of the dequantized inputs; a kernel that scales per tile instead of per k-block fails there.
@@ -8,7 +10,9 @@ On a GPU: tests/test_gpu_hopper_fp8_block.py.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -31,7 +35,8 @@ FP8_BLOCK_SWEEP = [
     "{STAGES:6,EPI_TMA:0}",  # 6 stages with the scales fit without the TMA-store epilogue's staging tiles
     "{BM:64,CONSUMER_REGS:240}",  # one consumer: 232 spill 32 bytes, 240 none
     "{GROUP_M:16}",
-    "{BN:64}",  # twice the tiles: fuller waves where N / 128 tiles leave SMs idle (attn_qkv_a at 1024 tokens)
+    "{BN:64}",  # twice the tiles at every point (the defaults take 64 by waves where 128's waves are poorly
+                # filled: of the tune shapes, attn_qkv_a at 1024 tokens alone)
     # the consumers' own scale loads from global memory (the defaults before session15)
     "{SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1}",
     # the scales gathered into the slots by 3 of the producer's warps, two loads of a lane in flight at a
@@ -44,8 +49,17 @@ FP8_BLOCK_SWEEP = [
 ]
 
 
-def _overrides(defines):
-    return [*BASE[2:], f"variant.{VARIANT}.cuda.defines={defines}"]
+# The tune's shapes (tune_fp8_block): the three large ones take BN 128 by waves, 1024 x 2112 x 7168 (136 tiles
+# of 128 x 128 on 132 SMs: a second wave of 4) BN 64; the sweep is built at one of each
+TUNE_SHAPES = [(4096, 36864, 7168), (4096, 7168, 16384), (4096, 7168, 2048), (1024, 2112, 7168)]
+BUILD_SHAPES = [(4096, 7168, 7168), (1024, 2112, 7168)]
+H200_SMS = 132  # conf/device/h200.yaml's device.sm_count (the default device)
+EMU_SMS = 2  # the emulated device: its grid and its choice of BN
+
+
+def _overrides(defines, shape=BUILD_SHAPES[0]):
+    return [*BASE[2:], "sizes.square=[]", f"sizes.shapes=[[{shape[0]},{shape[1]},{shape[2]}]]",
+            f"variant.{VARIANT}.cuda.defines={defines}"]
 
 
 def _point(m, n, k, defines="{}", extra=()):
@@ -54,6 +68,22 @@ def _point(m, n, k, defines="{}", extra=()):
     (p,) = expand(compose_cfg([*BASE, "sizes.square=[]", f"sizes.shapes=[[{m},{n},{k}]]",
                                f"variant.{VARIANT}.cuda.defines={defines}", *extra]))
     return p
+
+
+def _emu_point(m, n, k, defines="{}"):
+    """The point as the emulation runs it: on EMU_SMS SMs, for its grid and for its tile width by waves."""
+    return _point(m, n, k, defines, extra=(f"device.sm_count={EMU_SMS}",))
+
+
+def _bn(p):
+    return p.expr_env()["BN"]
+
+
+def waves_bn(m, n, sms, bm=128):
+    """The rule in words: a persistent grid takes ceil(tiles / SMs) waves, a 64-wide tile ~0.8 of a
+    128-wide one's time; BN 64 iff its waves cost less (ties: 128)."""
+    waves = {bn: math.ceil(math.ceil(m / bm) * math.ceil(n / bn) / sms) for bn in (64, 128)}
+    return 64 if Fraction(4, 5) * waves[64] < waves[128] else 128
 
 
 # ---- rules -------------------------------------------------------------------------------------------
@@ -105,6 +135,9 @@ def test_the_session_tunes_the_sweep_this_file_builds():
     for words in ("tests/test_gpu_hopper_fp8_block.py", "measure.fp8_scaling=block", "sizes.model_names=[deepseek_v3]",
                   "sizes.tokens=[64,1024,4096]", "measure.baseline=[cublaslt]", '"layouts=[nt]"'):
         assert words in stage, words
+    # the shapes it tunes at are the ones this file reads the widths at (TUNE_SHAPES)
+    shapes = ",".join(f"[{m},{n},{k}]" for m, n, k in TUNE_SHAPES)
+    assert f'"sizes.shapes=[{shapes}]"' in re.search(r"\n  tune_fp8_block\)(.*?);;", text, re.S).group(1), shapes
 
 
 def test_the_launcher_passes_the_recorded_grids_and_refuses_others(monkeypatch):
@@ -148,11 +181,106 @@ def test_the_launcher_passes_the_recorded_grids_and_refuses_others(monkeypatch):
                      r"const float\* __restrict__ scale_b\)", (ROOT / p.variant_cfg.cuda.source).read_text())
 
 
+# ---- the tile width by waves -------------------------------------------------------------------------
+# BN by waves on the H200's 132 SMs (device.sm_count of conf/device/h200.yaml)
+WAVES_CASES = {
+    (1024, 2112, 7168): 64,  # attn_qkv_a at 1024 tokens: 136 tiles of 128 (2 waves, the second of 4); 264 of 64: 2
+    (4096, 256, 7168): 64,  # moe_router at 4096 tokens: 64 tiles of 128 (half the SMs idle); 128 of 64: 1 wave
+    (4096, 7168, 16384): 128,  # 1792 tiles: 14 waves; 64: 28 x 0.8 = 22.4
+    (4096, 36864, 7168): 128,  # 9216 tiles: 70 waves; 64: 140 x 0.8 = 112
+    (1024, 7168, 16384): 128,  # 448 tiles: 4 waves (the last 0.4 full); 64: 7 x 0.8 = 5.6
+}
+
+
+def test_the_tile_width_follows_the_waves_on_the_device_configs_sms():
+    from gemmlab import variants
+
+    assert variants.info(VARIANT).per_point == ("BN",)  # the YAML's BN 0: chosen per point
+    for (m, n, k), bn in WAVES_CASES.items():
+        p = _point(m, n, k)
+        assert p.sm_count == H200_SMS and p.variant_cfg.cuda.defines.BN == 0
+        assert p.point_defines() == {"BN": bn} and _bn(p) == bn == waves_bn(m, n, H200_SMS), (m, n, k)
+    # another device's count, another choice: 136 tiles of 128 on 114 SMs are 2 waves, 264 of 64 are 3
+    p114 = _point(1024, 2112, 7168, extra=("device.sm_count=114",))
+    assert _bn(p114) == 128 and p114.key != _point(1024, 2112, 7168).key
+
+
+def test_the_yaml_rule_is_the_cost_model_in_words():
+    """The YAML's integer rule is waves_bn (0.8 x waves(64) < waves(128)) at every M, N, SM count and BM."""
+    from gemmlab.expr import evaluate
+
+    p = _point(1024, 2112, 7168)
+    rule, env = p.variant_cfg.cuda.point_defines.BN, p._defines_env()
+    ms = [1, 64, 65, 128, 200, 512, 1000, 1024, 2048, 4096, 8192, 16384]
+    ns = [8, 64, 128, 136, 256, 512, 1536, 2112, 3072, 4096, 7168, 16384, 24576, 36864]
+    for sms in (2, 78, 114, 132):
+        for bm in (64, 128):
+            for m in ms:
+                for n in ns:
+                    got = evaluate(rule, {**env, "m": m, "n": n, "sm_count": sms, "BM": bm})
+                    assert got == waves_bn(m, n, sms, bm), (m, n, sms, bm)
+
+
+def test_an_explicit_width_wins_at_every_point():
+    from gemmlab.backends.cuda_kernels import build_for
+
+    for m, n, k in WAVES_CASES:
+        for bn in (64, 128):
+            p = _point(m, n, k, f"{{BN:{bn}}}")
+            assert p.point_defines() == {"BN": bn} and _bn(p) == bn, (m, n, k, bn)
+            b = build_for(p)
+            assert [f for f in b.flags if f.startswith("-DBN=")] == [f"-DBN={bn}"]
+            assert f",BN={bn}," in b.kernel_name
+
+
+def test_the_build_the_kernel_name_and_the_row_carry_the_width_built():
+    from gemmlab.backends.cuda_kernels import build_for, launch_shape
+    from gemmlab.expr import evaluate
+    from gemmlab.runner import variant_fields
+
+    builds = {}
+    for (m, n, k), bn in WAVES_CASES.items():
+        p = _point(m, n, k)
+        b = builds[m, n, k] = build_for(p)
+        assert [f for f in b.flags if f.startswith("-DBN=")] == [f"-DBN={bn}"], b.flags
+        assert b.kernel_name.startswith(f"wgmma_fp8_block_gemm<BM=128,BN={bn},BK=128,"), b.kernel_name
+        assert dict(b.yaml_defines)["BN"] == 0 and dict(b.point_defines) == {"BN": bn}
+        assert variant_fields(p)["defines"]["BN"] == bn  # the row's defines column
+        # every launch rule reads the width built: the persistent grid, shared memory, B's TMA box
+        s = launch_shape(p, sm_count=H200_SMS)
+        assert s.grid == (min(H200_SMS, -(-m // 128) * -(-n // bn)), 1, 1)
+        assert s.smem_bytes == 5 * (128 + bn) * 128 + 2 * 64 * bn * 2 + 1024 + 16 * 5 + 5 * (128 + 4) * 4
+        env = p.expr_env()
+        assert [evaluate(x, env) for x in p.variant_cfg.cuda.tensor_maps[1].box] == [bn, 128]
+    # one build per width: the two BN-64 points share theirs (one cubin); the BN-128 build is the one the
+    # YAML's BN 128 made before (same flags: its cubin stays cached) and {BN:128}'s
+    assert builds[1024, 2112, 7168] == builds[4096, 256, 7168] != builds[4096, 7168, 16384]
+    assert builds[4096, 7168, 16384] == builds[1024, 7168, 16384]
+    assert builds[4096, 7168, 16384].flags == build_for(_point(4096, 7168, 16384, "{BN:128}")).flags
+
+
+def test_the_sweep_entries_build_at_the_tune_shapes_what_they_did_or_by_waves():
+    """An entry that fixes BN builds it at every tune shape; every other entry takes BN by waves, as the
+    defaults do: 128 at the three large shapes (what the entries built there before), 64 at 1024 x 2112 x
+    7168 (the case {BN:64} was measured for), except with BM 64 (272 tiles of 64 x 128: 3 waves; 528 of
+    64 x 64: 4 x 0.8 = 3.2)."""
+    for defines in FP8_BLOCK_SWEEP:
+        for m, n, k in TUNE_SHAPES:
+            p = _point(m, n, k, defines)
+            bm = p.expr_env()["BM"]
+            want = 64 if "BN:64" in defines else waves_bn(m, n, H200_SMS, bm)
+            assert _bn(p) == want, (defines, (m, n, k))
+            if "BN:" not in defines:
+                assert want == (64 if (m, n, k) == (1024, 2112, 7168) and bm == 128 else 128), (defines, (m, n, k))
+
+
 # ---- builds ------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def block_builds(tmp_path_factory):
+    """Every sweep entry built as the tune builds it: at a shape where the waves choose BN 128 and at one
+    where they choose 64 (the same build twice where the entry fixes BN or BM 64 keeps 128: one compile)."""
     out = session_folder(tmp_path_factory.getbasetemp(), "cuda-cache")
-    return {d: build(VARIANT, "fp8", out, _overrides(d)) for d in FP8_BLOCK_SWEEP}
+    return {(d, shape): build(VARIANT, "fp8", out, _overrides(d, shape)) for d in FP8_BLOCK_SWEEP for shape in BUILD_SHAPES}
 
 
 # the tests that read block_builds on one worker (xdist_group): each worker would build the whole sweep
@@ -162,14 +290,15 @@ def block_builds(tmp_path_factory):
 def test_sweep_configurations_build_without_spills_or_warnings(block_builds, defines):
     from gemmlab.expr import evaluate
 
-    p = _point(4096, 7168, 7168, defines)
-    assert p.skip_reason is None, p.skip_reason
-    assert evaluate(p.variant_cfg.cuda.smem_bytes, p.expr_env()) <= SMEM_PER_BLOCK_MAX, defines
-    nums = ptxas_numbers(block_builds[defines][1])
-    assert nums["spill"] == 0 and nums["stack"] == 0 and nums["registers"] <= 255, (defines, nums)
-    # C7514 / C7517: ptxas serialised the wgmmas (an accumulator read it could not prove safe)
-    report = block_builds[defines][1]
-    assert "warning" not in report.lower() and "C7514" not in report and "C7517" not in report, report
+    for shape in BUILD_SHAPES:
+        p = _point(*shape, defines)
+        assert p.skip_reason is None, p.skip_reason
+        assert evaluate(p.variant_cfg.cuda.smem_bytes, p.expr_env()) <= SMEM_PER_BLOCK_MAX, (defines, shape)
+        nums = ptxas_numbers(block_builds[defines, shape][1])
+        assert nums["spill"] == 0 and nums["stack"] == 0 and nums["registers"] <= 255, (defines, shape, nums)
+        # C7514 / C7517: ptxas serialised the wgmmas (an accumulator read it could not prove safe)
+        report = block_builds[defines, shape][1]
+        assert "warning" not in report.lower() and "C7514" not in report and "C7517" not in report, report
 
 
 @pytest.mark.slow
@@ -194,11 +323,12 @@ def test_register_counts_past_the_launch_do_not_build(tmp_path):
 def test_sass_promotes_while_the_next_k_block_runs(block_builds):
     """e4m3 QGMMA fed by TMA; with PROMOTE_OVERLAP 1 the consumer waits for all but the newest wgmma
     group (WARPGROUP.DEPBAR.LE gsb0, 0x1) and then runs the promotion's FFMAs; with 0 it waits for all."""
-    for defines, (cubin, _) in block_builds.items():
+    for (defines, shape), (cubin, _) in block_builds.items():
         text = sass(cubin)
         ops = opcodes(text)
-        d = _point(4096, 7168, 7168, defines).variant_cfg.cuda.defines  # the YAML's, with the entry's on top
-        bn = d.BN
+        p = _point(*shape, defines)
+        d = p.variant_cfg.cuda.defines  # the YAML's, with the entry's on top
+        bn = _bn(p)  # as built: the entry's, or by waves
         assert any(x.startswith(f"QGMMA.64x{bn}x32.F32.E4M3.E4M3") for x in ops), (defines, "no e4m3 QGMMA")
         assert not [x for x in ops if x.startswith(("LDL", "STL", "HGMMA", "HMMA"))], defines
         assert any(x.startswith("UTMALDG.2D") for x in ops) and any(x.startswith("FFMA") for x in ops), defines
@@ -235,7 +365,7 @@ def operands(rng, m, n, k):
     return qa, np.ascontiguousarray(qb.T), sc, a64, b64
 
 
-def emulate(point, folder, qa, qb, sa, sb, sm_count=2, source=None, laid_out=False):
+def emulate(point, folder, qa, qb, sa, sb, sm_count=EMU_SMS, source=None, laid_out=False):
     """C (float64) of the stage's emulated launch at ``point`` on A (m x k) and B stored (n x k), with
     the scale grids ``sa`` (m, kb) and ``sb`` (kb, nb), handed over in the layouts the launcher gives
     them (cuBLASLt's; ``laid_out``: the arrays as given; ``source``: another copy of the kernel)."""
@@ -270,13 +400,14 @@ def verdict(point, c, a64, b64):
     return check.Reference.gemm(np, a64, b64, check.model_of(point), point.tolerance, point.out_dtype).verify(c)
 
 
-# Every edge, for 128 x 128 tiles on 2 CTAs (each walks several tiles: ring slots and phases carry over):
+# Every edge, for 128 x 128 tiles on 2 CTAs (each walks several tiles: ring slots and phases carry over;
+# the tile width by waves on the 2 emulated SMs is 128 at the first three, 64 at the last):
 EMULATED_SHAPES = [
     (200, 264, 1040),  # 2 x 3 tiles, both edges partial (N: 8 columns, a B scale block of 8 rows); 9 k-blocks,
                        # more than the 6 stages, the last of 16 (zero-filled, its own scale), odd: one peeled step
     (130, 128, 512),  # 2 x 1 tiles, the second 2 rows (its second consumer has none); 4 k-blocks: loop + two peeled
     (64, 136, 256),  # M = 64 (half a tile); 2 k-blocks: the two peeled steps alone
-    (1, 8, 128),  # one row, 8 columns, K = one scale block
+    (1, 8, 128),  # one row, 8 columns, K = one scale block (one tile of either width: 64 by waves)
 ]
 # Other configurations run the first shape only: the builds are most of the time.
 EMULATED_CONFIGS = ["{}", "{PROMOTE_OVERLAP:1}", "{SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1}",
@@ -296,8 +427,10 @@ def test_block_scaled_product_on_the_cpu(defines, tmp_path_factory):
     pytest.importorskip("ml_dtypes")
     folder, rng = tmp_path_factory.mktemp("emu-fp8-block"), np.random.default_rng(15)
     for m, n, k in EMULATED_SHAPES if defines in EMULATED_EVERY_SHAPE else EMULATED_SHAPES[:1]:
-        p = _point(m, n, k, defines)
+        p = _emu_point(m, n, k, defines)
         assert p.skip_reason is None, p.skip_reason
+        if "BN:" not in defines:  # by waves on the emulated SMs
+            assert _bn(p) == waves_bn(m, n, EMU_SMS, p.expr_env()["BM"]), (defines, (m, n, k))
         qa, qb, sc, a64, b64 = operands(rng, m, n, k)
         res = verdict(p, emulate(p, folder, qa, qb, sc.a, sc.b), a64, b64)
         assert res.passed, f"{defines} at {m}x{n}x{k}: {res.failure()} (elem_max {res.elem_max:.3g})"
@@ -319,7 +452,7 @@ def test_the_check_fails_a_kernel_that_scales_per_tile_or_reads_the_wrong_row(tm
 
     folder, rng = tmp_path_factory.mktemp("emu-fp8-block-wrong"), np.random.default_rng(16)
     m, n, k = EMULATED_SHAPES[0]
-    p = _point(m, n, k)
+    p = _emu_point(m, n, k)
     qa, qb, sc, a64, b64 = operands(rng, m, n, k)
     text = build_for(p).source.read_text()
     # (1) every k-block scaled by the tile's first k-block's scales: in the producer's bulk copy (the
@@ -334,7 +467,7 @@ def test_the_check_fails_a_kernel_that_scales_per_tile_or_reads_the_wrong_row(tm
         assert text.count(marker) == places, f"stage 15 changed: update the negative control's patch ({marker!r})"
         wrong = Path(folder) / f"wrong_per_tile_{name}.cu"
         wrong.write_text(text.replace(marker, patch))
-        pw = _point(m, n, k, defines)
+        pw = _emu_point(m, n, k, defines)
         res = verdict(pw, emulate(pw, folder, qa, qb, sc.a, sc.b, source=wrong), a64, b64)
         assert not res.passed and res.elem_fail > 0, name
     res = verdict(p, emulate(p, folder, qa, qb, np.roll(sc.a, 1, axis=0), sc.b), a64, b64)

@@ -23,13 +23,16 @@
 //   beside the tiles, on the slot's full barrier, as DeepGEMM TMA-loads its A scales with each stage.
 // * 128 x 128 tiles by default (stage 13: 128 x 256): the partials double the accumulator registers,
 //   and BN = 256 would need 128 + 2 x 128 of them per thread; BN <= 128 also keeps a tile inside one
-//   128-column block of B, so one B scale per k-block (DeepGEMM's BLOCK_N = 128 case).
+//   128-column block of B, so one B scale per k-block (DeepGEMM's BLOCK_N = 128 case). 128 x 64 where
+//   128-wide tiles fill the persistent grid's waves poorly: the YAML's BN 0 is chosen per point (BN below).
 //
 // Techniques, each a define (tune_fp8_block in .ci/h200-session.sh runs its FP8_BLOCK_SWEEP;
 // tests/test_hopper_fp8_block.py builds every entry without spills). Measured: session10b, session14c-e,
 // session15. Defaults (the YAML's, since session15): SCALE_SMEM 2, STAGES 5, PROMOTE_OVERLAP 0:
 // 87.9-94.9% of cuBLASLt's block-scaled kernel interleaved at the 4 tune shapes (SCALE_SMEM 2 with
-// PROMOTE_OVERLAP 1: 86.0-91.5; the consumers' own loads, SCALE_SMEM 0 at 6 stages: 78.6-89.7).
+// PROMOTE_OVERLAP 1: 86.0-91.5; the consumers' own loads, SCALE_SMEM 0 at 6 stages: 78.6-89.7), all
+// measured at BN 128; BN by waves (the YAML's BN 0, after session15e) keeps 128 at three of them and
+// takes 64 at 1024 x 2112 x 7168, where {BN:64} measured 100.1% (session15b; not yet timed as the default).
 //   define           what it does
 //   PROMOTE_OVERLAP  1: two partial accumulators, promotion overlaps the next k-block's wgmma; 0: one,
 //                    wait_group 0 and promote (DeepGEMM's: the two consumer warpgroups overlap each
@@ -39,7 +42,12 @@
 //   EPI_TMA          1: stmatrix -> swizzled staging tile -> TMA store (stage 13's); 0: direct stores
 //   BM               128 (two m64 consumer warpgroups) or 64 (one: small M, DeepGEMM's BLOCK_M 64;
 //                    with CONSUMER_REGS 240: at 232 ptxas spills 32 bytes)
-//   BN               128 or 64 columns per tile (wgmma N; 64 doubles the tiles: fuller last waves)
+//   BN               128 or 64 columns per tile (wgmma N; 64 doubles the tiles: fuller last waves). The
+//                    YAML's BN 0 means by waves: its point_defines pass 64 iff 4 x waves(64) < 5 x waves(128),
+//                    waves = ceil(tiles / device.sm_count) (a 64-wide tile costs ~0.8 of a 128-wide one:
+//                    675-686 against 1028-1056 TFLOP/s at the large tune shapes, session15b; {BN:64} at
+//                    1024 x 2112 x 7168, 264 tiles for 136: 100.1% of cuBLASLt), so nvcc never sees BN 0.
+//                    An override {BN:64} or {BN:128} builds that width at every point
 //   SCALE_SMEM       3: the producer's warps 1..SCALE_WARPS copy each k-block's scales into the slot with
 //                    cp.async (16 bytes a lane: the tile's 128 A scales in one instruction of a warp, by the
 //                    load/store unit, not the TMA engine, whose queue they delayed in SCALE_SMEM 2), then
@@ -173,6 +181,7 @@ constexpr int kScaleBytes = SCALE_SMEM ? STAGES * kScaleFloats * 4 : 0;
 
 static_assert(BM == 64 || BM == 128, "one or two consumer warpgroups of m64");
 static_assert(BK == kScaleBlock, "a k-tile is one scale block: one promotion per k-tile");
+static_assert(BN != 0, "BN 0 (by waves) is the YAML's: its point_defines pass 64 or 128, never 0");
 static_assert(BN == 64 || BN == 128, "BN divides the 128-column scale block of B: one B scale per k-block");
 static_assert(EPI_TMA == 0 || EPI_TMA == 1, "EPI_TMA is 0 or 1");
 static_assert(PROMOTE_OVERLAP == 0 || PROMOTE_OVERLAP == 1, "PROMOTE_OVERLAP is 0 or 1");
