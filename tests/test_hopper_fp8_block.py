@@ -205,6 +205,19 @@ def test_the_tile_width_follows_the_waves_on_the_device_configs_sms():
     assert _bn(p114) == 128 and p114.key != _point(1024, 2112, 7168).key
 
 
+def test_deepseek_v3_projections_take_bn_64_where_128_wide_tiles_fill_the_waves_poorly():
+    """The session's DeepSeek-V3 sweep at 1024 and 4096 tokens on 132 SMs: BN 64 at attn_qkv_a at 1024 tokens
+    (136 tiles of 128: 52% of 2 waves) and moe_router (16 and 64 tiles: 12% and 48% of one wave), 128 at
+    every other projection (its 128-wide tiles fill 82-100% of their waves)."""
+    from gemmlab.points import expand
+
+    pts = expand(compose_cfg([*BASE, "sizes=llm", "sizes.model_names=[deepseek_v3]", "sizes.tokens=[1024,4096]"]))
+    ran = [p for p in pts if p.skip_reason is None and p.batch == 1]  # the routed experts are a batch: skipped
+    assert len(ran) == 2 * 9 and all(_bn(p) == waves_bn(p.m, p.n, H200_SMS) for p in ran)
+    assert {(p.shape_name.split(".")[1], p.m) for p in ran if _bn(p) == 64} == {
+        ("attn_qkv_a", 1024), ("moe_router", 1024), ("moe_router", 4096)}
+
+
 def test_the_yaml_rule_is_the_cost_model_in_words():
     """The YAML's integer rule is waves_bn (0.8 x waves(64) < waves(128)) at every M, N, SM count and BM."""
     from gemmlab.expr import evaluate
