@@ -81,7 +81,10 @@ def _bn(p):
 
 def waves_bn(m, n, sms, bm=128):
     """The rule in words: a persistent grid takes ceil(tiles / SMs) waves, a 64-wide tile ~0.8 of a
-    128-wide one's time; BN 64 iff its waves cost less (ties: 128)."""
+    128-wide one's time; BN 64 iff its waves cost less (ties: 128). Below one row of tiles (m < bm), where
+    B's stream sets the time, BN 64 iff the 128-wide tiles busy at most a quarter of the SMs."""
+    if m < bm:
+        return 64 if 4 * math.ceil(n / 128) <= sms else 128
     waves = {bn: math.ceil(math.ceil(m / bm) * math.ceil(n / bn) / sms) for bn in (64, 128)}
     return 64 if Fraction(4, 5) * waves[64] < waves[128] else 128
 
@@ -216,6 +219,18 @@ def test_deepseek_v3_projections_take_bn_64_where_128_wide_tiles_fill_the_waves_
     assert len(ran) == 2 * 9 and all(_bn(p) == waves_bn(p.m, p.n, H200_SMS) for p in ran)
     assert {(p.shape_name.split(".")[1], p.m) for p in ran if _bn(p) == 64} == {
         ("attn_qkv_a", 1024), ("moe_router", 1024), ("moe_router", 4096)}
+
+
+def test_at_64_tokens_bn_64_only_where_128_wide_tiles_busy_a_quarter_of_the_sms():
+    """Below one row of tiles (64 tokens: m < BM) the width follows how many SMs the 128-wide tiles keep
+    busy, not waves: session16 measured 64 winning at 2-32 tiles (attn_qkv_a, moe_router, shared_gate_up)
+    and losing at 56 (attn_o, dense_down, shared_down) against session15b's 128."""
+    from gemmlab.points import expand
+
+    pts = expand(compose_cfg([*BASE, "sizes=llm", "sizes.model_names=[deepseek_v3]", "sizes.tokens=[64]"]))
+    ran = [p for p in pts if p.skip_reason is None and p.batch == 1]
+    assert len(ran) == 9 and all(_bn(p) == waves_bn(p.m, p.n, H200_SMS) for p in ran)
+    assert {p.shape_name.split(".")[1] for p in ran if _bn(p) == 64} == {"attn_qkv_a", "moe_router", "shared_gate_up"}
 
 
 def test_the_yaml_rule_is_the_cost_model_in_words():
@@ -414,13 +429,13 @@ def verdict(point, c, a64, b64):
 
 
 # Every edge, for 128 x 128 tiles on 2 CTAs (each walks several tiles: ring slots and phases carry over;
-# the tile width by waves on the 2 emulated SMs is 128 at the first three, 64 at the last):
+# the tile width by waves on the 2 emulated SMs is 128 at every one):
 EMULATED_SHAPES = [
     (200, 264, 1040),  # 2 x 3 tiles, both edges partial (N: 8 columns, a B scale block of 8 rows); 9 k-blocks,
                        # more than the 6 stages, the last of 16 (zero-filled, its own scale), odd: one peeled step
     (130, 128, 512),  # 2 x 1 tiles, the second 2 rows (its second consumer has none); 4 k-blocks: loop + two peeled
     (64, 136, 256),  # M = 64 (half a tile); 2 k-blocks: the two peeled steps alone
-    (1, 8, 128),  # one row, 8 columns, K = one scale block (one tile of either width: 64 by waves)
+    (1, 8, 128),  # one row, 8 columns, K = one scale block (one tile of either width: 128, a tile busies half the 2 SMs)
 ]
 # Other configurations run the first shape only: the builds are most of the time.
 EMULATED_CONFIGS = ["{}", "{PROMOTE_OVERLAP:1}", "{SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1}",

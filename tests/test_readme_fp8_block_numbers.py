@@ -16,8 +16,9 @@ from readme_said import assert_said, folder, has, span
 S14, S14B, S14C = "h200-2026-12-03/session14", "h200-2026-12-03/session14b", "h200-2026-12-03/session14c"
 S14D, S14E = "h200-2026-12-03/session14d", "h200-2026-12-03/session14e"
 S15, S15B = "h200-2026-12-03/session15", "h200-2026-12-03/session15b"
-pytestmark = pytest.mark.skipif(not has(S14, S14B, S14C, S14D, S14E, S15, S15B),
-                                reason="sessions 14-15's rows are not in this checkout")
+S16 = "h200-2026-12-03/session16"
+pytestmark = pytest.mark.skipif(not has(S14, S14B, S14C, S14D, S14E, S15, S15B, S16),
+                                reason="sessions 14-16's rows are not in this checkout")
 
 
 def _tensor_pipe(log: str) -> float:
@@ -37,6 +38,33 @@ def _where(rows: pd.DataFrame, **want) -> pd.Series:
     """pct_of_baseline of the rows whose defines hold every ``want`` (absent keys: the old defaults' 0)."""
     keep = rows["d"].map(lambda x: all(x.get(k, 0) == v for k, v in want.items()))
     return rows[keep]["pct_of_baseline"]
+
+
+def waves_phrases() -> list:
+    """session16: the DeepSeek-V3 projections at the width by waves, and the tune's two widths side by side."""
+    raw = pd.read_csv(folder(f"{S16}/ds3_wgmma_fp8_block") / "results.csv")
+    ds3 = _rows(f"{S16}/ds3_wgmma_fp8_block")
+    lib = ds3[ds3["variant"] == "cublaslt"]
+    ds3 = ds3[ds3["variant"] == "wgmma_fp8_block"]
+    assert (raw["status"] != "failed").all()
+    old = _rows(f"{S15B}/ds3_wgmma_fp8_block")
+    old = old[old["variant"] == "wgmma_fp8_block"].set_index("shape_name")["pct_of_baseline"]
+    big = ds3[ds3["m"] >= 1024]
+    pct = big.set_index("shape_name")["pct_of_baseline"]
+    wide = big[big["d"].map(lambda x: x["BN"] == 128) & ~big["shape_name"].str.contains("attn_kv_b")]
+    tune = _rows(f"{S16}/tune_wgmma_fp8_block")
+    at = tune[tune["n"] == 2112]
+    by_bn = {bn: at[at["d"].map(lambda x, bn=bn: x["BN"] == bn)]["pct_of_baseline"].iloc[0] for bn in (64, 128)}
+    err = ds3["rel_error"]
+    q = "deepseek_v3.attn_qkv_a.t1024", "deepseek_v3.moe_router.t1024", "deepseek_v3.moe_router.t4096"
+    return [f"With the width by waves (`session16`, {len(ds3)} + {len(lib)} rows ok, rel. error "
+            f"{err.min():.2e}-{err.max():.2e})".replace("e-03", "e-3"),
+            f"{span(ds3[ds3['m'] == 1024]['pct_of_baseline'], '.1f')}% at 1024 tokens and "
+            f"{span(ds3[ds3['m'] == 4096]['pct_of_baseline'], '.1f')}% at 4096",
+            f"`attn_qkv_a` at 1024 tokens {pct[q[0]]:.1f}% ({old[q[0]]:.1f}% in `session15b`), `moe_router` "
+            f"{pct[q[1]]:.1f}% and {pct[q[2]]:.1f}% ({old[q[1]]:.1f}% and {old[q[2]]:.1f}%)",
+            f"side by side at 1024 x 2112 x 7168, {by_bn[64]:.1f}% against {by_bn[128]:.1f}% for `{{BN:128}}`",
+            f"the 128-wide shapes stay at {span(wide['pct_of_baseline'], '.1f')}% (`attn_kv_b` aside)"]
 
 
 def fp8_block_phrases() -> list:
@@ -91,9 +119,9 @@ def fp8_block_phrases() -> list:
 
 
 def test_readme_states_what_stage_15_costs():
-    assert_said(fp8_block_phrases(), "paragraph on stage 15's block scaling")
+    assert_said(fp8_block_phrases() + waves_phrases(), "paragraph on stage 15's block scaling")
 
 
 if __name__ == "__main__":  # print what the README should say
-    for p in fp8_block_phrases():
+    for p in fp8_block_phrases() + waves_phrases():
         print(p)

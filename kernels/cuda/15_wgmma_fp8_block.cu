@@ -32,7 +32,8 @@
 // 87.9-94.9% of cuBLASLt's block-scaled kernel interleaved at the 4 tune shapes (SCALE_SMEM 2 with
 // PROMOTE_OVERLAP 1: 86.0-91.5; the consumers' own loads, SCALE_SMEM 0 at 6 stages: 78.6-89.7), all
 // measured at BN 128; BN by waves (the YAML's BN 0, after session15e) keeps 128 at three of them and
-// takes 64 at 1024 x 2112 x 7168, where {BN:64} measured 100.1% (session15b; not yet timed as the default).
+// takes 64 at 1024 x 2112 x 7168, where {BN:64} measured 100.1% (session15b); as the default there 99.4%
+// against 87.8% for {BN:128} beside it (session16).
 //   define           what it does
 //   PROMOTE_OVERLAP  1: two partial accumulators, promotion overlaps the next k-block's wgmma; 0: one,
 //                    wait_group 0 and promote (DeepGEMM's: the two consumer warpgroups overlap each
@@ -47,6 +48,8 @@
 //                    waves = ceil(tiles / device.sm_count) (a 64-wide tile costs ~0.8 of a 128-wide one:
 //                    675-686 against 1028-1056 TFLOP/s at the large tune shapes, session15b; {BN:64} at
 //                    1024 x 2112 x 7168, 264 tiles for 136: 100.1% of cuBLASLt), so nvcc never sees BN 0.
+//                    Below one row of tiles (m < BM) 64 iff 4 x tiles(128) <= sm_count: there B's stream sets
+//                    the time, and 64 won at 2-32 tiles of 128 and lost at 56 (session16 against session15b)
 //                    An override {BN:64} or {BN:128} builds that width at every point
 //   SCALE_SMEM       3: the producer's warps 1..SCALE_WARPS copy each k-block's scales into the slot with
 //                    cp.async (16 bytes a lane: the tile's 128 A scales in one instruction of a warp, by the
