@@ -92,20 +92,41 @@
 //                    the real kernel 58.9-75.1: the promotion's FFMAs cost ~8 points, the consumers' scale
 //                    loads 25-40 (they are pending registers when the next k-block's wgmma fence issues;
 //                    measured then with SCALE_SMEM 0 on the row-major grid)
-//   GROUP_M          tile rows per group of the persistent grouped raster (L2 reuse)
-// Not done (DeepGEMM has them): TMA multicast across 2-CTA clusters, BLOCK_N that straddles two B
-// scale blocks (112, 144, 160 for better wave quantisation), FP32 output, grouped / masked MoE layouts, JIT specialisation on the shape (K is a run-time argument).
+//   GROUP_M          tile rows per group of the persistent grouped raster (L2 reuse; with clusters: rows of
+//                    cluster tiles)
+//   CLUSTER_M        2: 2-CTA clusters along M with B multicast, stage 12's technique (its CLUSTER_M). Not yet
+//                    measured (the YAML's 1 is the measured kernel, the same SASS as before the define). Both
+//                    CTAs of a cluster take vertically adjacent tiles (the schedule walks cluster tiles in the
+//                    GROUP_M raster) and need the same BN x 128 tile of B each k-block: each loads BN/2 rows of
+//                    it (the YAML's B box is BN/CLUSTER_M rows) and multicasts them into the same place of both
+//                    CTAs' slots, so each slot's full barrier still expects all of B; A and A's scales stay per
+//                    CTA; B's 16 bytes of scales (the same n-block for both) are copied by each CTA for itself,
+//                    not multicast. A slot is refilled only when the consumers of both CTAs released it (the
+//                    empty barrier counts kConsumers x CLUSTER_M arrivals, the release a plain remote arrive at
+//                    CTA scope: stage 12 measured the cluster-scope one, fenced with MEMBAR.ALL.GPU, at 57-65%
+//                    of cuBLAS). A cluster's second CTA may get a tile wholly past M (M <= BM): it loads zeros,
+//                    copies no A scales, stores nothing, and keeps the barrier protocol. Grid: a multiple of 2,
+//                    <= SMs. Predicted: B's traffic out of L2 halved (operand bytes per CTA tile 128 + 64 instead
+//                    of 128 + 128 at 128 x 128: 171 instead of 128 FLOP/B modeled), a few points at the large
+//                    shapes where stage 15 runs at 87-98% of cuBLASLt, whose block-scaled kernel (nvjet 128x128)
+//                    runs its 128 x 128 tiles in 2-CTA clusters with TMA multicast. Builds for every SCALE_SMEM
+//                    mode, BN 64 and BM 64; not emulated on the CPU (hopper_emu.h: clusters of one CTA),
+//                    checked on the H200 by tests/test_gpu_hopper_fp8_block.py
+// Not done (DeepGEMM has them): BLOCK_N that straddles two B scale blocks (112, 144, 160 for better wave
+// quantisation), FP32 output, grouped / masked MoE layouts, JIT specialisation on the shape (K is a run-time argument).
 //
 // Constraints: TIN = __nv_fp8_e4m3, TOUT = bfloat16; A row-major M x K, B stored row-major N x K
 // (layout nt, `layouts: [nt]`); K % 16 == 0 (TMA: 16-byte row strides of the 1-byte operands; a partial
 // last k-block is zero-filled by TMA and takes its own scale), N % 8 == 0 (16-byte rows of the bf16 C);
 // any M. BK = 128 = the scale block; grid <= SM count (the static persistent schedule assumes every CTA
-// resident). Shared memory: STAGES*(BM + BN)*BK + EPI_TMA*(BM/64)*64*BN*2 + 1 KB alignment + barriers
-// (+ SCALE_SMEM: STAGES*(BM + 4)*4): 196 KB for 5 stages of 128 x 128 with the TMA-store epilogue and the
-// scales (6 stages: 228 KB, past the 227 KB a block may have).
+// resident), a multiple of CLUSTER_M. Shared memory (the same with clusters): STAGES*(BM + BN)*BK +
+// EPI_TMA*(BM/64)*64*BN*2 + 1 KB alignment + barriers (+ SCALE_SMEM: STAGES*(BM + 4)*4): 196 KB for 5
+// stages of 128 x 128 with the TMA-store epilogue and the scales (6 stages: 228 KB, past the 227 KB a block
+// may have).
 //
 // Modeled intensity (operand bytes per CTA tile, 1-byte elements; the scales add 4*BM + 4 bytes per
-// 128 x (BM + BN) bytes of operands, under 1%): 2*BM*BN / ((BM + BN) * 1 B) = 128 FLOP/B for 128 x 128.
+// 128 x (BM + BN) bytes of operands, under 1%): 2*BM*BN / ((BM + BN/CLUSTER_M) * 1 B) = 128 FLOP/B for 128 x 128
+// (171 with CLUSTER_M 2: B multicast).
 //
 // Run it alone (cuBLASLt's block-scaled fp8 row is the baseline):
 //   python run.py variant=[cublaslt,wgmma_fp8_block] precision=fp8 layouts=[nt] measure.fp8_scaling=block
@@ -163,6 +184,10 @@
 #ifndef CONSUMER_REGS
 #define CONSUMER_REGS 232
 #endif
+// CLUSTER_M: 1 no clusters (the measured kernel); 2: 2-CTA clusters along M, B's tile multicast to both
+#ifndef CLUSTER_M
+#define CLUSTER_M 1
+#endif
 
 namespace {
 
@@ -181,6 +206,10 @@ constexpr int kAccum = BN / 2;
 // SCALE_SMEM 1 stores the scale itself at its place in them)
 constexpr int kScaleFloats = BM + 4;
 constexpr int kScaleBytes = SCALE_SMEM ? STAGES * kScaleFloats * 4 : 0;
+// CLUSTER_M 2: each CTA of the cluster loads BN / CLUSTER_M rows of the slot's B tile (one TMA box, the YAML's
+// B map) and multicasts them to the same place in every CTA's slot
+constexpr int kBShareRows = BN / CLUSTER_M;
+[[maybe_unused]] constexpr int kBShareBytes = kBShareRows * BK;
 
 static_assert(BM == 64 || BM == 128, "one or two consumer warpgroups of m64");
 static_assert(BK == kScaleBlock, "a k-tile is one scale block: one promotion per k-tile");
@@ -199,6 +228,10 @@ static_assert(SCALE_WARPS <= STAGES, "SCALE_WARPS <= STAGES: a scale warp's pari
 static_assert(SCALE_AHEAD == 1 || (SCALE_AHEAD == 2 && PROMOTE_OVERLAP && !SCALE_SMEM), "SCALE_AHEAD: 1, or 2 with PROMOTE_OVERLAP 1 and SCALE_SMEM 0");
 static_assert(DIAG == 0 || DIAG == 1 || (DIAG == 2 && !PROMOTE_OVERLAP && !SCALE_SMEM), "DIAG: 0, 1, 2 (PROMOTE_OVERLAP 0)");
 static_assert(STAGES >= 2, "a ring needs two slots at least");
+static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "CLUSTER_M: 1 (no clusters) or 2 CTAs along M");
+// a CTA's share of B starts on a 1024-byte swizzle atom (8 rows of 128 bytes): the 128B swizzle TMA writes there
+// is the one the wgmma descriptor of the whole tile reads
+static_assert(kBShareRows % 8 == 0, "B's tile splits across the cluster in whole 8-row swizzle atoms");
 // setmaxnreg moves registers between the warpgroups inside what the launch gave the CTA: kThreads x the
 // per-thread count __launch_bounds__(kThreads, 1) allows (65536 / kThreads, down to a multiple of 8: 168
 // at 384 threads). Past it, setmaxnreg.inc waits for registers that never come: the kernel hangs (session14e:
@@ -224,6 +257,29 @@ __device__ __forceinline__ TileCoord tile_of(int t, int m_tiles, int n_tiles) {
   const int rows = m_tiles - first_m < GROUP_M ? m_tiles - first_m : GROUP_M;
   const int local = t - group * group_tiles;
   return {first_m + local % rows, local / rows};
+}
+
+// What a role of the CTA walks: schedule indices first, first + stride, ... (the cluster's, of all clusters;
+// CLUSTER_M 1: the CTA's, of the grid), and the CTA's rank in its cluster. Read by each role where its walk
+// begins (after setmaxnreg), as the kernel without clusters read blockIdx.x and gridDim.x there.
+struct ClusterWalk {
+  int rank, first, stride;
+};
+__device__ __forceinline__ ClusterWalk cluster_walk() {
+#if CLUSTER_M > 1
+  using namespace hopper;
+  return {static_cast<int>(cluster_cta_rank()), static_cast<int>(cluster_id_x()), static_cast<int>(cluster_count_x())};
+#else
+  return {0, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x)};
+#endif
+}
+
+// This CTA's tile at schedule index t. With clusters t counts cluster tiles (CLUSTER_M vertically adjacent
+// tiles: m_rows rows of them, in the same grouped order) and the CTA of rank r takes the r-th, which may lie
+// wholly past M (it loads zeros, copies no A scales, stores nothing, but keeps the ring's protocol).
+__device__ __forceinline__ TileCoord cta_tile(int t, int m_rows, int n_tiles, int cta_rank) {
+  const TileCoord c = tile_of(t, m_rows, n_tiles);
+  return {c.m * CLUSTER_M + cta_rank, c.n};
 }
 
 // The scales of one k-block for the two rows a consumer thread holds (accumulator registers 4j, 4j+1:
@@ -259,6 +315,9 @@ __device__ __forceinline__ void promote(float (&acc)[kAccum], const float (&part
 HOPPER_DECLARE_DYNAMIC_SMEM(kDynamicSmemBytes)
 
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
+#if CLUSTER_M > 1
+    __cluster_dims__(CLUSTER_M, 1, 1)
+#endif
     wgmma_fp8_block_gemm(const TIN* __restrict__ A, const TIN* __restrict__ B, TOUT* __restrict__ C, int M, int N,
                          int K, const hopper::TensorMap* __restrict__ maps, const float* __restrict__ scale_a,
                          const float* __restrict__ scale_b) {
@@ -286,7 +345,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 
   const int tid = threadIdx.x;
   const int warpgroup = tid / 128;
-  const int m_tiles = (M + BM - 1) / BM;
+  // rows of (cluster) tiles: with CLUSTER_M 2 each schedule index is a pair of vertically adjacent tiles
+  const int m_tiles = (M + BM * CLUSTER_M - 1) / (BM * CLUSTER_M);
   const int n_tiles = (N + BN - 1) / BN;
   const int tiles = m_tiles * n_tiles;
   const int k_tiles = (K + BK - 1) / BK;  // = k-blocks of the scales: ceil(K / 128)
@@ -297,11 +357,16 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     for (int s = 0; s < STAGES; ++s) {
       // the producer's expect_tx arrival (+ SCALE_SMEM 1 or 3: the lanes of the warp that stages the scales)
       mbar_init(&full[s], 1 + 32 * (SCALE_SMEM == 1 || SCALE_SMEM == 3));
-      mbar_init(&empty[s], kConsumers);  // one arrival per consumer warpgroup
+      mbar_init(&empty[s], kConsumers * CLUSTER_M);  // one arrival per consumer warpgroup of every CTA of the cluster
     }
     fence_mbar_init();
   }
+  // CLUSTER_M 2: the peer multicasts into our slots and arrives on our empty barriers: all initialised first
+#if CLUSTER_M > 1
+  cluster_sync();
+#else
   __syncthreads();
+#endif
 
   if (warpgroup == 0) {
     // ---------------------------------------------------------------- producer warpgroup (stage 13's)
@@ -310,12 +375,19 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       tensormap_acquire(map_a);
       tensormap_acquire(map_b);
       int it = 0;  // stage uses so far, across tiles: slot = it % STAGES, use = it / STAGES
-      for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-        const TileCoord tile = tile_of(t, m_tiles, n_tiles);
+      const ClusterWalk walk = cluster_walk();
+      for (int t = walk.first; t < tiles; t += walk.stride) {
+        const TileCoord tile = cta_tile(t, m_tiles, n_tiles, walk.rank);
 #if SCALE_SMEM == 2
         // the tile's rows of each k-block's A scales: BM, fewer in the last tile row (up to ld_a: the
         // padding is in the array, so the count stays a multiple of 4 floats); B's n-block row
+#if CLUSTER_M > 1
+        // (none for a cluster's CTA whose tile lies wholly past M: no copy, no bytes expected)
+        const int a_rest = ld_a - tile.m * BM;
+        const int a_scales = a_rest < BM ? (a_rest > 0 ? a_rest : 0) : BM;
+#else
         const int a_scales = ld_a - tile.m * BM < BM ? ld_a - tile.m * BM : BM;
+#endif
         const float* b_row = scale_b + static_cast<size_t>(tile.n * BN / kScaleBlock) * ld_b;
 #endif
         for (int kt = 0; kt < k_tiles; ++kt, ++it) {
@@ -332,13 +404,22 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
           // that hold its scale (scale_b[nb, kt] at sc[BM + kt % 4])
           auto copy_scales = [&] {
             float* sc = slot_scales + slot * kScaleFloats;
-            bulk_load_1d(sc, scale_a + static_cast<size_t>(kt) * ld_a + tile.m * BM, a_scales * 4, &full[slot]);
+            if (CLUSTER_M == 1 || a_scales > 0)
+              bulk_load_1d(sc, scale_a + static_cast<size_t>(kt) * ld_a + tile.m * BM, a_scales * 4, &full[slot]);
+            // B's scale: the same for the cluster's CTAs (same n-block); each copies its own 16 bytes
             bulk_load_1d(sc + BM, b_row + (kt & ~3), 16, &full[slot]);
           };
           if (SCALE_COPY_FIRST) copy_scales();  // the small reads ahead of the tiles' (the slot completes on the last)
 #endif
           tma_load_2d(stage, map_a, &full[slot], kt * BK, tile.m * BM);
+#if CLUSTER_M > 1
+          // this CTA's BN / CLUSTER_M rows of B's tile, into the same place of every CTA's slot; each slot's
+          // expect_tx counts all of B, whichever CTA sends it
+          tma_load_2d_multicast(stage + kTileABytes + walk.rank * kBShareBytes, map_b, &full[slot], kt * BK,
+                                tile.n * BN + walk.rank * kBShareRows, static_cast<uint16_t>((1u << CLUSTER_M) - 1u));
+#else
           tma_load_2d(stage + kTileABytes, map_b, &full[slot], kt * BK, tile.n * BN);
+#endif
 #if SCALE_SMEM == 2
           if (!SCALE_COPY_FIRST) copy_scales();
 #endif
@@ -356,8 +437,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       // (SCALE_SMEM 0) are pending registers at their next wgmma fence.
       const int lane = tid % 32, me = tid / 32 - 1;
       int it = 0;
-      for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-        const TileCoord tile = tile_of(t, m_tiles, n_tiles);
+      const ClusterWalk walk = cluster_walk();
+      for (int t = walk.first; t < tiles; t += walk.stride) {
+        const TileCoord tile = cta_tile(t, m_tiles, n_tiles, walk.rank);
         const int nb = tile.n * BN / kScaleBlock;
         const int row0 = tile.m * BM + lane;
 #if SCALE_SMEM == 3
@@ -443,8 +525,18 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       return kblock_scales(scale_a, scale_b, r0, M, nb, kb, ld_a, ld_b);
 #endif
     };
+    // CLUSTER_M 2: to the slot's empty barrier in every CTA of the cluster (the peer multicast into ours,
+    // we into theirs), a plain remote arrive (release at CTA scope, as stage 12: at cluster scope ptxas
+    // fences each with MEMBAR.ALL.GPU); the reads released are wgmma's, complete at wgmma.wait_group
     auto release = [&](int use) {
+#if CLUSTER_M > 1
+      if (local_tid == 0) {
+#pragma unroll
+        for (int r = 0; r < CLUSTER_M; ++r) mbar_arrive_remote(&empty[use % STAGES], static_cast<uint32_t>(r));
+      }
+#else
       if (local_tid == 0) mbar_arrive(&empty[use % STAGES]);
+#endif
     };
 
     float acc[kAccum];  // the FP32 main accumulator: sum over k-blocks of scale * partial
@@ -453,8 +545,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     float part1[kAccum];
 #endif
     int it = 0;  // ring uses so far, across tiles (as the producer counts them)
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-      const TileCoord tile = tile_of(t, m_tiles, n_tiles);
+    const ClusterWalk walk = cluster_walk();
+    for (int t = walk.first; t < tiles; t += walk.stride) {
+      const TileCoord tile = cta_tile(t, m_tiles, n_tiles, walk.rank);
       const int m0 = tile.m * BM + consumer * 64;
       const int n0 = tile.n * BN;
       const int r0 = m0 + warp * 16 + lane / 4;  // this thread's first accumulator row
@@ -567,4 +660,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     if (local_tid == 0) bulk_wait_group0();
 #endif
   }
+
+#if CLUSTER_M > 1
+  // The peer may still arrive on our empty barriers: no CTA leaves before the whole cluster is done.
+  cluster_sync();
+#endif
 }
