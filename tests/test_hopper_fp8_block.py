@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, compose_cfg, session_folder
-from test_hopper_kernels import SMEM_PER_BLOCK_MAX, build, opcodes, ptxas_numbers, sass
+from test_hopper_kernels import SMEM_PER_BLOCK_MAX, build, opcodes, ptxas_numbers, remote_arrives_fenced, sass
 
 VARIANT = "wgmma_fp8_block"
 BASE = [f"variant={VARIANT}", "precision=fp8", "layouts=[nt]", "measure.fp8_scaling=block"]
@@ -46,6 +46,10 @@ FP8_BLOCK_SWEEP = [
     # the scales copied by a producer warp's cp.async (16 bytes a lane), off the TMA engine's queue: on
     # par with the defaults when the promotion overlaps (session15d)
     "{SCALE_SMEM:3,PROMOTE_OVERLAP:1}",
+    # 2-CTA clusters along M, B multicast to both (stage 12's CLUSTER_M; not yet measured): at the width the
+    # waves choose, and at 64 (each CTA multicasts 32 rows of B)
+    "{CLUSTER_M:2}",
+    "{CLUSTER_M:2,BN:64}",
 ]
 
 
@@ -371,6 +375,94 @@ def test_sass_promotes_while_the_next_k_block_runs(block_builds):
         assert any(x.startswith("UTMASTG.2D") for x in ops) == bool(d.EPI_TMA), defines
 
 
+# The default kernel as session16 measured it (ac04635; the kernel's code unchanged up to 15ea3c7, before
+# CLUSTER_M): sha256 of its SASS instructions (test_wgmma_ws_nt.sass_digest) at each width the waves choose,
+# from nvcc 13.0.88 (cuobjdump 13.x).
+MEASURED_NVCC = "13.0.88"
+MEASURED_DEFAULT_SASS = {
+    128: "9d0a35726a13095e34b0c72f585a01b92f076fa070622e026cc648fe21aa9f9d",
+    64: "f9f90c257efe36f20be59f0276a450f425e9b4797e0c900ab5ac18e3987bae6c",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("fp8_block_builds")
+def test_the_default_kernel_is_the_measured_code(block_builds):
+    """CLUSTER_M (the YAML's 1) leaves the default build, at either width, the SASS session16 measured; a
+    change to it is measured (tune_fp8_block) before it becomes the default, and this digest with it."""
+    from test_wgmma_ws_nt import sass_digest
+
+    from gemmlab.backends import nvcc
+
+    found = nvcc.find_nvcc()
+    if found is None or nvcc.nvcc_version(found) != MEASURED_NVCC:
+        pytest.skip(f"the recorded SASS is nvcc {MEASURED_NVCC}'s (here: {found and nvcc.nvcc_version(found)})")
+    default = FP8_BLOCK_SWEEP[0]
+    for shape in BUILD_SHAPES:
+        bn = _bn(_point(*shape, default))
+        assert sass_digest(sass(block_builds[default, shape][0])) == MEASURED_DEFAULT_SASS[bn], (
+            f"stage 15's default kernel at BN {bn} is no longer the measured code (or cuobjdump prints it otherwise)")
+        # the check can fail: the clustered build at the same width is other code
+        assert sass_digest(sass(block_builds["{CLUSTER_M:2}", shape][0])) != MEASURED_DEFAULT_SASS[bn]
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("fp8_block_builds")
+def test_clusters_multicast_b_and_release_slots_with_unfenced_remote_arrives(block_builds, tmp_path):
+    """CLUSTER_M 2: B's share multicast (UTMALDG.2D.MULTICAST), the cluster barrier at start and end (UCGABAR),
+    and each slot released to both CTAs with a CTA-scope remote arrive, which ptxas does not fence with
+    MEMBAR.ALL.GPU (stage 12's clusters ran at 57-65% of cuBLAS with those fences: test_hopper_kernels);
+    without clusters none of it. Control: the release at cluster scope is fenced, and the count sees it."""
+    from gemmlab.backends import nvcc
+    from gemmlab.backends.cuda_kernels import build_for
+
+    for (defines, shape), (cubin, _) in block_builds.items():
+        ops = opcodes(sass(cubin))
+        clustered = "CLUSTER_M:2" in defines
+        assert any(x.startswith("UTMALDG.2D.MULTICAST") for x in ops) == clustered, defines
+        assert any(x.startswith("UCGABAR") for x in ops) == clustered, defines
+        fenced, arrives = remote_arrives_fenced(ops)
+        # the release's arrive to each of the 2 CTAs, at its one place (PROMOTE_OVERLAP 0, the defaults)
+        assert (fenced, arrives) == ((0, 2) if clustered else (0, 0)), (defines, fenced, arrives)
+    kb = build_for(_point(*BUILD_SHAPES[0], "{CLUSTER_M:2}"), str(ROOT))
+    text = kb.source.read_text()
+    marker = "mbar_arrive_remote(&empty[use % STAGES]"
+    assert text.count(marker) == 1, "stage 15 changed: update the control's patch"
+    wrong = tmp_path / kb.source.name
+    wrong.write_text(text.replace(marker, "mbar_arrive_remote<true>(&empty[use % STAGES]"))
+    # its headers from the kernel's folder (hopper/ptx.cuh)
+    ops = opcodes(sass(nvcc.compile_cubin(wrong, [*kb.flags, f"-I{kb.source.parent}"], tmp_path).path))
+    assert remote_arrives_fenced(ops) == (2, 2), "the cluster-scope control lost its fences"
+
+
+def test_clusters_launch_a_multiple_of_two_ctas_and_multicast_half_of_b_each():
+    """The YAML's rules at CLUSTER_M 2: the persistent grid a multiple of 2, at most the SMs (an odd count
+    leaves one idle), never more than the CTAs of the cluster tiles (cdiv(m, 2 BM) rows of them); B's box
+    half the tile's rows; the same shared memory as without clusters; the modeled intensity counts half
+    of B."""
+    from gemmlab.backends.cuda_kernels import build_for, launch_shape
+    from gemmlab.expr import evaluate
+
+    for (m, n, k), sms in [((4096, 7168, 7168), 132), ((4096, 7168, 7168), 133), ((1, 2112, 7168), 132),
+                           ((130, 264, 1040), 132), ((300, 1032, 4096), 132), ((1024, 2112, 7168), 132)]:
+        for defines in ("{CLUSTER_M:2}", "{CLUSTER_M:2,BN:64}", "{CLUSTER_M:2,BM:64,CONSUMER_REGS:240}"):
+            p = _point(m, n, k, defines, extra=(f"device.sm_count={sms}",))
+            env = p.expr_env()
+            bm, bn = env["BM"], env["BN"]
+            s = launch_shape(p, sm_count=sms)
+            cluster_tiles = -(-m // (2 * bm)) * -(-n // bn)
+            assert s.grid == (min(sms - sms % 2, 2 * cluster_tiles), 1, 1), (defines, (m, n, k), sms, s.grid)
+            assert s.grid[0] % 2 == 0 and s.grid[0] <= sms
+            assert [evaluate(x, env) for x in p.variant_cfg.cuda.tensor_maps[1].box] == [bn // 2, 128]
+            plain = _point(m, n, k, defines.replace("CLUSTER_M:2", "CLUSTER_M:1"), extra=(f"device.sm_count={sms}",))
+            assert s.smem_bytes == launch_shape(plain, sm_count=sms).smem_bytes
+            assert evaluate(p.variant_cfg.intensity_model, env) == pytest.approx(2 * bm * bn / (bm + bn / 2))
+            assert "-DCLUSTER_M=2" in build_for(p).flags
+    # the YAML's default is no clusters: the grid and the box as before the define
+    p = _point(130, 264, 1040)
+    assert p.variant_cfg.cuda.defines.CLUSTER_M == 1 and "-DCLUSTER_M=1" in build_for(p).flags
+
+
 # ---- the kernel on the CPU -------------------------------------------------------------------------
 def operands(rng, m, n, k):
     """Block-scaled operands as gemmlab.fp8 makes them for measure.fp8_scaling=block, from FP32
@@ -437,7 +529,8 @@ EMULATED_SHAPES = [
     (64, 136, 256),  # M = 64 (half a tile); 2 k-blocks: the two peeled steps alone
     (1, 8, 128),  # one row, 8 columns, K = one scale block (one tile of either width: 128, a tile busies half the 2 SMs)
 ]
-# Other configurations run the first shape only: the builds are most of the time.
+# Other configurations run the first shape only: the builds are most of the time. Clusters are not emulated
+# (hopper_emu.h runs clusters of one CTA): CLUSTER_M 2 runs on the H200 (tests/test_gpu_hopper_fp8_block.py).
 EMULATED_CONFIGS = ["{}", "{PROMOTE_OVERLAP:1}", "{SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1}",
                     "{BM:64,BN:64,EPI_TMA:0,STAGES:2}", "{BM:64,STAGES:3,SCALE_COPY_FIRST:1}", "{SCALE_SMEM:1,BM:64,STAGES:2}",
                     "{SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1,SCALE_AHEAD:2}",
