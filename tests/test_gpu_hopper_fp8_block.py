@@ -2,7 +2,8 @@
 (measure.fp8_scaling=block: A per 1 x 128, B per 128 x 128) against the FP64 product of the
 dequantized inputs through the real runner, at every edge (partial tiles and scale blocks in M, N and
 K, K of one block, more k-blocks than stages, M = 1, DeepSeek-V3 shapes), in the default
-configuration and DeepGEMM's non-overlapped promotion; the same check failing the stage handed A's
+configuration and DeepGEMM's non-overlapped promotion, and with 2-CTA clusters (CLUSTER_M 2) at the edges a
+cluster adds; the same check failing the stage handed A's
 scales one row off; and cuBLASLt's block-scaled kernel timed as the baseline where it runs.
 
 The correctness runs use GEMMLAB_DEBUG=1 (a hung barrier traps with a printf instead of hanging the
@@ -53,15 +54,18 @@ def _failures(rows):
 
 # the defaults (SCALE_SMEM 2: the scales bulk-copied into the slots), the overlapped promotion, the
 # consumers' own loads (the defaults before session15), the gathering warps, 6 stages without staging tiles,
-# the cp.async copies (SCALE_SMEM 3)
+# the cp.async copies (SCALE_SMEM 3); 2-CTA clusters with B multicast (CLUSTER_M 2, not emulated on the CPU:
+# first run here) at the width the waves choose and at 64
 @pytest.mark.parametrize("defines", ["{PROMOTE_OVERLAP:0}", "{PROMOTE_OVERLAP:1}", "{SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1}",
                                      "{SCALE_SMEM:0,EPI_TMA:0,STAGES:4}", "{SCALE_SMEM:1,SCALE_WARPS:3,PROMOTE_OVERLAP:1}",
                                      "{SCALE_SMEM:1,SCALE_WARPS:2}", "{STAGES:6,EPI_TMA:0}", "{SCALE_SMEM:3}",
-                                     "{SCALE_SMEM:3,SCALE_WARPS:2,PROMOTE_OVERLAP:1}"])
+                                     "{SCALE_SMEM:3,SCALE_WARPS:2,PROMOTE_OVERLAP:1}", "{CLUSTER_M:2}", "{CLUSTER_M:2,BN:64}"])
 def test_block_scaled_stage_matches_the_dequantized_fp64_product(tmp_path, defines):
     rows = _run(tmp_path, SQUARE, SHAPES, [f"variant.{VARIANT}.cuda.defines={defines}", DEBUG])
     assert len(rows) == len(SQUARE) + len(SHAPES)
     assert not _failures(rows), _failures(rows)
+    ran = [r for r in rows if r["status"] == "ok"]
+    assert ran and all(("CLUSTER_M=2" in r["kernel_name"]) == ("CLUSTER_M:2" in defines) for r in ran), defines
     for r in rows:
         m, n, k = _shape(r)
         should_skip = k % 16 != 0 or n % 8 != 0
@@ -74,6 +78,28 @@ def test_block_scaled_stage_matches_the_dequantized_fp64_product(tmp_path, defin
             assert scaling["mode"] == "block" and scaling["scale_a_shape"] == [m, kb], scaling
             assert scaling["scale_b_shape"] == [kb, nb], scaling
             assert float(r["check_elem_max"]) <= 1.0, r
+
+
+# The edges a 2-CTA cluster adds (stage 12's clustered test): the second CTA's tile wholly past M (M = 1, 128:
+# one tile row) or partly (M = 129: one row of it), a second cluster row whose second CTA is past M (300),
+# one tile column with about two cluster tiles per cluster (32768 x 128), one cluster row of many columns
+# (256 x 8192), many tiles per cluster (4096); with each way the scales reach the consumers (the bulk copy
+# that skips a CTA's A scales past M, the consumers' loads, the gathering warps, cp.async) and BM 64
+CLUSTER_SHAPES = [[1, 8, 128], [129, 264, 1040], [300, 1032, 4096], [32768, 128, 256], [256, 8192, 256]]
+CLUSTER_SQUARE = [128, 4096]
+
+
+@pytest.mark.parametrize("defines", ["{CLUSTER_M:2}", "{CLUSTER_M:2,BM:64,CONSUMER_REGS:240}",
+                                     "{CLUSTER_M:2,SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1}",
+                                     "{CLUSTER_M:2,SCALE_SMEM:1,SCALE_WARPS:3,PROMOTE_OVERLAP:1}",
+                                     "{CLUSTER_M:2,SCALE_SMEM:3,PROMOTE_OVERLAP:1}"])
+def test_clusters_match_the_dequantized_fp64_product_at_the_edges_a_cluster_adds(tmp_path, defines):
+    rows = _run(tmp_path, CLUSTER_SQUARE, CLUSTER_SHAPES, [f"variant.{VARIANT}.cuda.defines={defines}", DEBUG])
+    assert len(rows) == len(CLUSTER_SQUARE) + len(CLUSTER_SHAPES)
+    assert not _failures(rows), _failures(rows)
+    assert all(r["status"] == "ok" and "CLUSTER_M=2" in r["kernel_name"] for r in rows), [
+        (_shape(r), r["status"], r["reason"]) for r in rows]
+    assert all(float(r["check_elem_max"]) <= 1.0 for r in rows), [(_shape(r), r["check_elem_max"]) for r in rows]
 
 
 def test_the_check_fails_the_stage_handed_scales_one_row_off(tmp_path, monkeypatch):
