@@ -105,11 +105,13 @@ FP8_BLOCK_SWEEP='{PROMOTE_OVERLAP:0},{PROMOTE_OVERLAP:1},{STAGES:4},{STAGES:6,EP
 FP8_BLOCK_DIAG_DEFAULT='{PROMOTE_OVERLAP:0},{DIAG:1},{SCALE_SMEM:0,STAGES:6},{SCALE_SMEM:0,STAGES:6,DIAG:1},{SCALE_SMEM:0,STAGES:6,DIAG:2}'
 DECODE_ROWS_SHAPES=${DECODE_ROWS_SHAPES:-"[[1,6144,4096],[16,6144,4096],[64,6144,4096],[1,8192,8192],[16,8192,8192],[1,57344,8192],[16,57344,8192]]"}
 
+# DS3_NAME: the run's folder and log name (a second run with FP8_BLOCK_OVERRIDES beside the defaults' own)
 ds3_fp8_block() {
-           step ds3_wgmma_fp8_block 420 python3 run.py "variant=[wgmma_fp8_block,cublaslt]" precision=fp8 "layouts=[nt]" \
+           local name="${DS3_NAME:-ds3_wgmma_fp8_block}"
+           step $name 420 python3 run.py "variant=[wgmma_fp8_block,cublaslt]" precision=fp8 "layouts=[nt]" \
              measure.fp8_scaling=block sizes=llm "sizes.model_names=[deepseek_v3]" "sizes.tokens=[64,1024,4096]" \
              "measure.baseline=[cublaslt]" measure.max_time_s=1.5 run.fail_on_error=false $Q ${FP8_BLOCK_OVERRIDES:-} \
-             run.name=ds3_wgmma_fp8_block hydra.run.dir=$REF/ds3_wgmma_fp8_block
+             run.name=$name hydra.run.dir=$REF/$name
 }
 
 for stage in "$@"; do case $stage in
