@@ -16,8 +16,8 @@ from readme_said import assert_said, folder, has, span
 S14, S14B, S14C = "h200-2026-12-03/session14", "h200-2026-12-03/session14b", "h200-2026-12-03/session14c"
 S14D, S14E = "h200-2026-12-03/session14d", "h200-2026-12-03/session14e"
 S15, S15B = "h200-2026-12-03/session15", "h200-2026-12-03/session15b"
-S16 = "h200-2026-12-03/session16"
-pytestmark = pytest.mark.skipif(not has(S14, S14B, S14C, S14D, S14E, S15, S15B, S16),
+S16, S16B = "h200-2026-12-03/session16", "h200-2026-12-03/session16b"
+pytestmark = pytest.mark.skipif(not has(S14, S14B, S14C, S14D, S14E, S15, S15B, S16, S16B),
                                 reason="sessions 14-16's rows are not in this checkout")
 
 
@@ -65,6 +65,22 @@ def waves_phrases() -> list:
             f"{pct[q[1]]:.1f}% and {pct[q[2]]:.1f}% ({old[q[1]]:.1f}% and {old[q[2]]:.1f}%)",
             f"side by side at 1024 x 2112 x 7168, {by_bn[64]:.1f}% against {by_bn[128]:.1f}% for `{{BN:128}}`",
             f"the 128-wide shapes stay at {span(wide['pct_of_baseline'], '.1f')}% (`attn_kv_b` aside)"]
+
+
+def cluster_phrases() -> list:
+    """session16b: CLUSTER_M 2 beside the defaults in the tune, and the defaults' DeepSeek-V3 run."""
+    tune = _rows(f"{S16B}/tune_wgmma_fp8_block")
+    large = tune[tune["n"] != 2112]
+    cl = large[large["d"].map(lambda x: x["CLUSTER_M"] == 2 and x["BN"] == 128)]["pct_of_baseline"]
+    default = large[large["d"].map(lambda x: x["CLUSTER_M"] == 1)]["pct_of_baseline"]
+    ds3 = _rows(f"{S16B}/ds3_wgmma_fp8_block")
+    ds3 = ds3[ds3["variant"] == "wgmma_fp8_block"]
+    t64 = _rows(f"{S16}/ds3_wgmma_fp8_block")
+    t64 = t64[(t64["variant"] == "wgmma_fp8_block") & (t64["m"] == 64)]["pct_of_baseline"]
+    return [f"{span(cl, '.1f')}% of cuBLASLt at the three large tune shapes against the defaults' "
+            f"{span(default, '.1f')}% beside them",
+            f"the defaults reached {span(ds3[ds3['m'] >= 1024]['pct_of_baseline'], '.1f')}% at M >= 1024",
+            f"{span(ds3[ds3['m'] == 64]['pct_of_baseline'], '.1f')}% at 64 tokens (`session16`: {span(t64, '.1f')}%)"]
 
 
 def fp8_block_phrases() -> list:
@@ -119,9 +135,9 @@ def fp8_block_phrases() -> list:
 
 
 def test_readme_states_what_stage_15_costs():
-    assert_said(fp8_block_phrases() + waves_phrases(), "paragraph on stage 15's block scaling")
+    assert_said(fp8_block_phrases() + waves_phrases() + cluster_phrases(), "paragraph on stage 15's block scaling")
 
 
 if __name__ == "__main__":  # print what the README should say
-    for p in fp8_block_phrases() + waves_phrases():
+    for p in fp8_block_phrases() + waves_phrases() + cluster_phrases():
         print(p)

@@ -94,8 +94,12 @@
 //                    measured then with SCALE_SMEM 0 on the row-major grid)
 //   GROUP_M          tile rows per group of the persistent grouped raster (L2 reuse; with clusters: rows of
 //                    cluster tiles)
-//   CLUSTER_M        2: 2-CTA clusters along M with B multicast, stage 12's technique (its CLUSTER_M). Not yet
-//                    measured (the YAML's 1 is the measured kernel, the same SASS as before the define). Both
+//   CLUSTER_M        2: 2-CTA clusters along M with B multicast, stage 12's technique (its CLUSTER_M).
+//                    Measured (session16b, correct at every edge of its GPU test, % of cuBLASLt interleaved):
+//                    70.0-80.9% at the three large tune shapes against the defaults' 88.3-94.8, 94.3 against
+//                    99.2 at 1024 x 2112 x 7168; on DeepSeek-V3's projections 3-30 points under the defaults
+//                    at every one: not taken (the YAML's 1 is the measured kernel, the same SASS as before
+//                    the define; why the clusters cost here and not in stage 12 is not yet measured). Both
 //                    CTAs of a cluster take vertically adjacent tiles (the schedule walks cluster tiles in the
 //                    GROUP_M raster) and need the same BN x 128 tile of B each k-block: each loads BN/2 rows of
 //                    it (the YAML's B box is BN/CLUSTER_M rows) and multicasts them into the same place of both
