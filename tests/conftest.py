@@ -124,6 +124,11 @@ def _composed(overrides: tuple) -> bytes:
     key = (overrides, _config_files_state())
     if key in _COMPOSED:
         return _COMPOSED[key]
+    if os.environ.get("GEMMLAB_LOG_COMPOSE"):  # the override lists tests/compose_equivalence.py replays
+        import json
+
+        with open(os.environ["GEMMLAB_LOG_COMPOSE"], "a") as log:
+            log.write(json.dumps(list(overrides)) + "\n")
     folder = _shared_composed_folder()
     path = folder / f"{hashlib.sha256(repr(key).encode()).hexdigest()[:32]}.pickle" if folder else None
     if path is not None and path.is_file():
@@ -210,6 +215,58 @@ def _hydra_reads_each_file_once() -> None:
 
 
 _hydra_reads_each_file_once()
+
+
+def _hydra_merges_each_defaults_list_once() -> None:
+    """The two steps of a compose that the settings (`key=value`) do not change, done once per process
+    for each choice of config groups: Hydra builds the defaults list (which file of each group, in what
+    order) from every override, though only the group choices (`variant=...`, `+experiment=...`) shape
+    it, and then merges the files of that list, though the same list merges to the same config. Here
+    the list is built from the group choices alone (the settings are classified as Hydra does, by its
+    own `Overrides`, and handed back to it as the list's config overrides) and the merged config is
+    kept pickled by its list and the config files' state; every compose still applies its settings with
+    Hydra's own `_apply_overrides_to_config` and fills the Hydra node as before. A list Hydra refuses is
+    refused by Hydra's own code with every override, for its own error. The suite's distinct configs
+    compose to the same nodes, flags and values with and without this (tests/compose_equivalence.py)."""
+    import pickle
+
+    from hydra._internal import config_loader_impl
+    from hydra._internal import defaults_list as dl
+
+    create = dl.create_defaults_list
+    lists: dict = {}
+
+    def create_defaults_list(repo, config_name, overrides_list, prepend_hydra, skip_missing):
+        settings = dl.Overrides(repo=repo, overrides_list=overrides_list).config_overrides
+        ids = {id(o) for o in settings}
+        groups = [o for o in overrides_list if id(o) not in ids]
+        key = (config_name, tuple(o.input_line for o in groups), prepend_hydra, skip_missing, _config_files_state())
+        if key not in lists:
+            try:
+                lists[key] = create(repo, config_name, groups, prepend_hydra, skip_missing)
+            except Exception:
+                return create(repo, config_name, overrides_list, prepend_hydra, skip_missing)
+        made = lists[key]
+        return dl.DefaultsList(defaults=copy.deepcopy(made.defaults), config_overrides=settings,
+                               defaults_tree=made.defaults_tree, overrides=made.overrides)
+
+    loader = config_loader_impl.ConfigLoaderImpl
+    merge = loader._compose_config_from_defaults_list
+    merged: dict = {}
+
+    def compose_config_from_defaults_list(self, defaults, repo):
+        key = (tuple((d.config_path, d.parent, d.package, d.is_self, d.primary, d.override_key) for d in defaults),
+               _config_files_state())
+        if key not in merged:
+            merged[key] = pickle.dumps(merge(self, defaults, repo), protocol=pickle.HIGHEST_PROTOCOL)
+        return pickle.loads(merged[key])
+
+    config_loader_impl.create_defaults_list = create_defaults_list
+    loader._compose_config_from_defaults_list = compose_config_from_defaults_list
+
+
+if not os.environ.get("GEMMLAB_COMPOSE_AS_HYDRA"):  # tests/compose_equivalence.py compares both ways
+    _hydra_merges_each_defaults_list_once()
 
 
 # -- the whole reference dataset, for the tests of the reference_paper xdist group -----------------
