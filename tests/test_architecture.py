@@ -300,3 +300,18 @@ print("FIG", any("{NEW}" in t for t in labels) or any("{NEW}" in str(h.get_label
     assert NEW in order, order
     assert order.index(NEW) > order.index("register_blocked")  # stage 13 after stage 3
     assert "FIG True" in out, out[-2000:]
+
+
+# -- the suite's own scheduling (issue 31) -------------------------------------------------------
+def test_auto_workers_are_one_more_than_the_cores_unless_the_environment_says(monkeypatch):
+    """`-n auto` (the Quick start's and CI's command) gives a worker more than the cores, to fill the
+    waits of the tests that wait (tests/conftest.py); PYTEST_XDIST_AUTO_NUM_WORKERS still decides."""
+    import os
+
+    import conftest
+
+    monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert conftest.pytest_xdist_auto_num_workers(None) == 3
+    monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "5")
+    assert conftest.pytest_xdist_auto_num_workers(None) == 5
