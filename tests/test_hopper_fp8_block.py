@@ -186,8 +186,10 @@ def test_the_launcher_passes_the_recorded_grids_and_refuses_others(monkeypatch):
     with pytest.raises(ValueError, match="block scales of 1 x 128"):
         backend._fp8_args(p, a, b)
     backend.release()
+    # ... and the launcher's workspace last (cuda.workspace_bytes: read by split-K only)
     assert re.search(r"const hopper::TensorMap\* __restrict__ maps,\s+const float\* __restrict__ scale_a,\s+"
-                     r"const float\* __restrict__ scale_b\)", (ROOT / p.variant_cfg.cuda.source).read_text())
+                     r"const float\* __restrict__ scale_b, int\* __restrict__ workspace\)",
+                     (ROOT / p.variant_cfg.cuda.source).read_text())
 
 
 # ---- the tile width by waves -------------------------------------------------------------------------
@@ -492,16 +494,20 @@ def operands(rng, m, n, k):
     return qa, np.ascontiguousarray(qb.T), sc, a64, b64
 
 
-def emulate(point, folder, qa, qb, sa, sb, sm_count=EMU_SMS, source=None, laid_out=False):
+def emulate(point, folder, qa, qb, sa, sb, sm_count=EMU_SMS, source=None, laid_out=False, launches=1,
+            reverse=False):
     """C (float64) of the stage's emulated launch at ``point`` on A (m x k) and B stored (n x k), with
     the scale grids ``sa`` (m, kb) and ``sb`` (kb, nb), handed over in the layouts the launcher gives
-    them (cuBLASLt's; ``laid_out``: the arrays as given; ``source``: another copy of the kernel)."""
+    them (cuBLASLt's; ``laid_out``: the arrays as given; ``source``: another copy of the kernel), and the
+    zeroed workspace the launcher gives (cuda.workspace_bytes). ``launches``: the grid run that many times
+    on the same workspace (C poisoned before each: a kernel that leaves its counters dirty fails);
+    ``reverse``: the blocks run last to first (split-K's other arrival order)."""
     import numpy as np
     from test_cuda_kernels import emulator
     from test_hopper_emulation import run_hopper_emulation
 
     from gemmlab import fp8
-    from gemmlab.backends.cuda_kernels import build_for
+    from gemmlab.backends.cuda_kernels import build_for, launch_shape
 
     if not laid_out:
         sa, sb = (fp8.cublaslt_scale_layout(g, "block") for g in (sa, sb))
@@ -510,11 +516,15 @@ def emulate(point, folder, qa, qb, sa, sb, sm_count=EMU_SMS, source=None, laid_o
     if source is not None:
         b = dataclasses.replace(b, source=source)
     args = ("a.data(), b.data(), c.data(), M, N, K, gemm_host::emu_tensor_maps(a.data(), b.data(), c.data()), "
-            "gemm_host::emu_scale_array(0), gemm_host::emu_scale_array(1)")
+            "gemm_host::emu_scale_array(0), gemm_host::emu_scale_array(1), gemm_host::emu_workspace()")
     exe = emulator(b, str(folder.parent), args)
     np.ascontiguousarray(sa, np.float32).tofile(folder / "sa.bin")
     np.ascontiguousarray(sb, np.float32).tofile(folder / "sb.bin")
-    env = {"GEMMLAB_EMU_SCALE_FILES": f"{folder / 'sa.bin'};{folder / 'sb.bin'}"}
+    env = {"GEMMLAB_EMU_SCALE_FILES": f"{folder / 'sa.bin'};{folder / 'sb.bin'}",
+           "GEMMLAB_EMU_WORKSPACE_BYTES": str(launch_shape(point, sm_count=sm_count).workspace_bytes),
+           "GEMMLAB_EMU_LAUNCHES": str(launches)}
+    if reverse:
+        env["GEMMLAB_EMU_REVERSE_BLOCKS"] = "1"
     return run_hopper_emulation(point, exe, folder, qa.view(np.uint8), qb.view(np.uint8), sm_count, env)
 
 

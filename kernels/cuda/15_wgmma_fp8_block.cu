@@ -116,6 +116,21 @@
 //                    runs its 128 x 128 tiles in 2-CTA clusters with TMA multicast. Builds for every SCALE_SMEM
 //                    mode, BN 64 and BM 64; not emulated on the CPU (hopper_emu.h: clusters of one CTA),
 //                    checked on the H200 by tests/test_gpu_hopper_fp8_block.py
+//   SPLIT_K          S > 1: split-K. Not yet measured on the H200. Each tile's k-blocks are cut into S contiguous
+//                    runs (balanced to one k-block; fewer runs where K has fewer k-blocks), one work unit each;
+//                    the persistent schedule walks (tile, split) units, a tile's splits on neighbouring CTAs,
+//                    each unit promoting its own k-blocks every 128 of K into its FP32 accumulator as before
+//                    (the producer loads the tiles and copies the scales of those k-blocks only). Deterministic
+//                    reduction, stage 14's protocol (stage 12's stream-K fixup, for S parts): each consumer
+//                    warpgroup stores its FP32 partial (64 x BN) to the launcher's workspace (the YAML's
+//                    workspace_bytes, zeroed once; last argument) and counts on its slice's counter (named
+//                    barrier, then one acq_rel atomic at GPU scope, as CUTLASS's split-K semaphore); the split
+//                    that arrives last sums the S stored partials in split order 0..S-1 (C's bits do not depend
+//                    on the arrival order), resets the counter to 0 for the next launch and writes C through
+//                    the epilogue. A slice wholly past M skips the workspace (its C rows are clipped). Grid:
+//                    tiles x S units, at most the SMs; 16 bytes of static shared memory (each consumer's
+//                    arrival word), the dynamic layout unchanged. Refused with CLUSTER_M 2 (static_assert).
+//                    SPLIT_K 1 is the measured kernel (the same SASS; the workspace argument unread)
 // Not done (DeepGEMM has them): BLOCK_N that straddles two B scale blocks (112, 144, 160 for better wave
 // quantisation), FP32 output, grouped / masked MoE layouts, JIT specialisation on the shape (K is a run-time argument).
 //
@@ -123,7 +138,8 @@
 // (layout nt, `layouts: [nt]`); K % 16 == 0 (TMA: 16-byte row strides of the 1-byte operands; a partial
 // last k-block is zero-filled by TMA and takes its own scale), N % 8 == 0 (16-byte rows of the bf16 C);
 // any M. BK = 128 = the scale block; grid <= SM count (the static persistent schedule assumes every CTA
-// resident), a multiple of CLUSTER_M. Shared memory (the same with clusters): STAGES*(BM + BN)*BK +
+// resident), a multiple of CLUSTER_M. Last argument: the launcher's workspace (read with SPLIT_K > 1 only:
+// counters + partials, the YAML's workspace_bytes; the kernel leaves the counters at zero). Shared memory (the same with clusters): STAGES*(BM + BN)*BK +
 // EPI_TMA*(BM/64)*64*BN*2 + 1 KB alignment + barriers (+ SCALE_SMEM: STAGES*(BM + 4)*4): 196 KB for 5
 // stages of 128 x 128 with the TMA-store epilogue and the scales (6 stages: 228 KB, past the 227 KB a block
 // may have).
@@ -192,6 +208,11 @@
 #ifndef CLUSTER_M
 #define CLUSTER_M 1
 #endif
+// SPLIT_K: 1 a work unit is a whole output tile (the measured kernel); S > 1: each tile's k-blocks cut into
+// S contiguous runs, one unit each, the partials summed in split order by the tile's last split to arrive
+#ifndef SPLIT_K
+#define SPLIT_K 1
+#endif
 
 namespace {
 
@@ -233,6 +254,11 @@ static_assert(SCALE_AHEAD == 1 || (SCALE_AHEAD == 2 && PROMOTE_OVERLAP && !SCALE
 static_assert(DIAG == 0 || DIAG == 1 || (DIAG == 2 && !PROMOTE_OVERLAP && !SCALE_SMEM), "DIAG: 0, 1, 2 (PROMOTE_OVERLAP 0)");
 static_assert(STAGES >= 2, "a ring needs two slots at least");
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "CLUSTER_M: 1 (no clusters) or 2 CTAs along M");
+static_assert(SPLIT_K != 0, "SPLIT_K 0 (by rule) is the YAML's: its point_defines pass 1 or more, never 0");
+static_assert(SPLIT_K >= 1 && SPLIT_K <= 16, "SPLIT_K: 1 (no split) to 16 runs of k-blocks per tile");
+// not written: a cluster's two CTAs would share the unit (B multicast: the same k-blocks), the second
+// possibly past M; refused rather than left unchecked (the emulation runs clusters of one CTA)
+static_assert(SPLIT_K == 1 || CLUSTER_M == 1, "SPLIT_K > 1 with CLUSTER_M 2 is not written");
 // a CTA's share of B starts on a 1024-byte swizzle atom (8 rows of 128 bytes): the 128B swizzle TMA writes there
 // is the one the wgmma descriptor of the whole tile reads
 static_assert(kBShareRows % 8 == 0, "B's tile splits across the cluster in whole 8-row swizzle atoms");
@@ -286,6 +312,35 @@ __device__ __forceinline__ TileCoord cta_tile(int t, int m_rows, int n_tiles, in
   return {c.m * CLUSTER_M + cta_rank, c.n};
 }
 
+// A unit of work: the tile at schedule index `tile_index` (cta_tile), k-blocks [kb_begin, kb_end) of it
+// (split `split`). SPLIT_K 1: unit t is tile t, all its k-blocks. SPLIT_K > 1: unit t is split t % splits of
+// tile t / splits (a tile's splits are consecutive units: neighbouring CTAs, the same wave), split s taking
+// k-blocks [s k / splits, (s + 1) k / splits): contiguous, balanced to one, none empty (splits <= k-blocks).
+// The producer, the scale warps and the consumers all walk units through this one function.
+struct Unit {
+  TileCoord tile;
+  int tile_index, split, kb_begin, kb_end;
+};
+__device__ __forceinline__ Unit unit_of(int t, int splits, int m_rows, int n_tiles, int k_tiles, int cta_rank) {
+#if SPLIT_K > 1
+  const int tile_index = t / splits, split = t - tile_index * splits;
+  return {cta_tile(tile_index, m_rows, n_tiles, cta_rank), tile_index, split, split * k_tiles / splits,
+          (split + 1) * k_tiles / splits};
+#else
+  (void)splits;
+  return {cta_tile(t, m_rows, n_tiles, cta_rank), t, 0, 0, k_tiles};
+#endif
+}
+
+#if SPLIT_K > 1
+// Split-K workspace (the launcher's cuda.workspace_bytes, zeroed once when the launch is made; the kernel
+// leaves its counters at zero for the next launch): a counter per (tile, consumer warpgroup), padded to
+// 256 bytes, then each (tile, consumer)'s SPLIT_K fp32 partials of 64 x BN, in the accumulators' register
+// order (a thread's float4s 128 x 16 bytes apart: coalesced), split s at s x kPartialFloat4s
+__device__ __forceinline__ int counter_bytes(int tiles) { return (tiles * kConsumers * 4 + 255) / 256 * 256; }
+constexpr int kPartialFloat4s = 64 * BN / 4;
+#endif
+
 // The scales of one k-block for the two rows a consumer thread holds (accumulator registers 4j, 4j+1:
 // row r0; 4j+2, 4j+3: row r0 + 8): A's of (row, kb) and B's of (kb, nb), kept as loaded: their
 // product is taken only in promote(), a k-block after the loads were issued, so that no instruction
@@ -324,12 +379,15 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 #endif
     wgmma_fp8_block_gemm(const TIN* __restrict__ A, const TIN* __restrict__ B, TOUT* __restrict__ C, int M, int N,
                          int K, const hopper::TensorMap* __restrict__ maps, const float* __restrict__ scale_a,
-                         const float* __restrict__ scale_b) {
+                         const float* __restrict__ scale_b, int* __restrict__ workspace) {
   using namespace hopper;
   static_assert(sizeof(TIN) == 1, "8-bit inputs (e4m3 or e5m2)");
   static_assert(std::is_same<TOUT, __nv_bfloat16>::value, "the fp8 rows write bfloat16, as cuBLASLt's");
   (void)A;
   (void)B;
+#if SPLIT_K == 1
+  (void)workspace;  // read only by split-K (the launcher passes one either way: cuda.workspace_bytes)
+#endif
   const TensorMap* map_a = maps + 0;
   const TensorMap* map_b = maps + 1;
 #if EPI_TMA
@@ -356,6 +414,14 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   const int k_tiles = (K + BK - 1) / BK;  // = k-blocks of the scales: ceil(K / 128)
   const int ld_a = (M + 3) / 4 * 4;            // scale_a: a k-block's M scales, padded to 16 bytes
   const int ld_b = (k_tiles + 3) / 4 * 4;      // scale_b: an n-block's k-block scales, padded likewise
+#if SPLIT_K > 1
+  // a tile's splits: SPLIT_K, fewer where K has fewer k-blocks (the YAML's grid counts the same units)
+  const int splits = k_tiles < SPLIT_K ? (k_tiles > 0 ? k_tiles : 1) : SPLIT_K;
+  const int units = tiles * splits;
+#else
+  constexpr int splits = 1;
+  const int units = tiles;
+#endif
 
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -380,8 +446,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       tensormap_acquire(map_b);
       int it = 0;  // stage uses so far, across tiles: slot = it % STAGES, use = it / STAGES
       const ClusterWalk walk = cluster_walk();
-      for (int t = walk.first; t < tiles; t += walk.stride) {
-        const TileCoord tile = cta_tile(t, m_tiles, n_tiles, walk.rank);
+      for (int t = walk.first; t < units; t += walk.stride) {
+        const Unit unit = unit_of(t, splits, m_tiles, n_tiles, k_tiles, walk.rank);
+        const TileCoord tile = unit.tile;
 #if SCALE_SMEM == 2
         // the tile's rows of each k-block's A scales: BM, fewer in the last tile row (up to ld_a: the
         // padding is in the array, so the count stays a multiple of 4 floats); B's n-block row
@@ -394,7 +461,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 #endif
         const float* b_row = scale_b + static_cast<size_t>(tile.n * BN / kScaleBlock) * ld_b;
 #endif
-        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+        for (int kt = unit.kb_begin; kt < unit.kb_end; ++kt, ++it) {  // the unit's k-blocks and their scales
           const int slot = it % STAGES;
           mbar_wait(&empty[slot], (static_cast<uint32_t>(it / STAGES) & 1u) ^ 1u);  // use-1 released
           unsigned char* stage = smem + slot * kStageBytes;
@@ -442,8 +509,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       const int lane = tid % 32, me = tid / 32 - 1;
       int it = 0;
       const ClusterWalk walk = cluster_walk();
-      for (int t = walk.first; t < tiles; t += walk.stride) {
-        const TileCoord tile = cta_tile(t, m_tiles, n_tiles, walk.rank);
+      for (int t = walk.first; t < units; t += walk.stride) {
+        const Unit unit = unit_of(t, splits, m_tiles, n_tiles, k_tiles, walk.rank);
+        const TileCoord tile = unit.tile;
         const int nb = tile.n * BN / kScaleBlock;
         const int row0 = tile.m * BM + lane;
 #if SCALE_SMEM == 3
@@ -454,7 +522,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
         const int row4 = tile.m * BM + 4 * lane;
         const bool copies = 4 * lane < BM && row4 < ld_a;
 #endif
-        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+        for (int kt = unit.kb_begin; kt < unit.kb_end; ++kt, ++it) {
           if (it % SCALE_WARPS != me) continue;
           const int slot = it % STAGES;
           mbar_wait(&empty[slot], (static_cast<uint32_t>(it / STAGES) & 1u) ^ 1u);
@@ -548,10 +616,51 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 #if PROMOTE_OVERLAP
     float part1[kAccum];
 #endif
+#if SPLIT_K > 1
+    // Deterministic split-K (stage 12's stream-K fixup and stage 14's reduction, for S parts): every split
+    // of the tile stores this warpgroup's fp32 partial (acc) to the workspace and counts on the slice's
+    // counter (CUTLASS's split-K semaphore: the warpgroup's stores ordered before thread 0's acq_rel atomic
+    // by the named barrier; its acquire before the others' reads by the second); the split that arrives
+    // last (count splits - 1) sums all the stored partials, its own too, in split order 0..S-1 (the bits of
+    // C do not depend on which split came last), resets the counter for the next launch and goes on to
+    // the epilogue. No CTA waits for another, no float atomics.
+    __shared__ int arrived[kConsumers];
+    auto holds_the_sum = [&](int tile_index, int split) -> bool {
+      const int who = tile_index * kConsumers + consumer;  // this slice's counter
+      float4* const partials = reinterpret_cast<float4*>(reinterpret_cast<unsigned char*>(workspace) + counter_bytes(tiles));
+      float4* const slice = partials + static_cast<size_t>(who) * SPLIT_K * kPartialFloat4s + local_tid;
+      float4* const mine = slice + split * kPartialFloat4s;
+#pragma unroll
+      for (int j = 0; j < kAccum / 4; ++j)
+        mine[j * 128] = make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+      named_barrier_sync(1 + consumer, 128);  // every thread's partial before the release
+      if (local_tid == 0) arrived[consumer] = atom_add_acq_rel_gpu(workspace + who, 1);
+      named_barrier_sync(1 + consumer, 128);  // the acquire before every thread's reads
+      if (arrived[consumer] != splits - 1) return false;  // another split finishes the slice
+#pragma unroll
+      for (int i = 0; i < kAccum; ++i) acc[i] = 0.0f;
+      for (int s = 0; s < splits; ++s) {  // in split order, whichever split this is
+#pragma unroll
+        for (int j = 0; j < kAccum / 4; ++j) {
+          const float4 v = ld_cg_f4(slice + s * kPartialFloat4s + j * 128);
+          acc[4 * j] += v.x;
+          acc[4 * j + 1] += v.y;
+          acc[4 * j + 2] += v.z;
+          acc[4 * j + 3] += v.w;
+          if (j % 8 == 7) asm volatile("" ::: "memory");  // at most 8 loads in flight (stage 12's)
+        }
+      }
+      if (local_tid == 0) workspace[who] = 0;  // every split has arrived: ready for the next launch
+      return true;
+    };
+#endif
+
     int it = 0;  // ring uses so far, across tiles (as the producer counts them)
     const ClusterWalk walk = cluster_walk();
-    for (int t = walk.first; t < tiles; t += walk.stride) {
-      const TileCoord tile = cta_tile(t, m_tiles, n_tiles, walk.rank);
+    for (int t = walk.first; t < units; t += walk.stride) {
+      const Unit unit = unit_of(t, splits, m_tiles, n_tiles, k_tiles, walk.rank);
+      const TileCoord tile = unit.tile;
+      const int kb_begin = unit.kb_begin, kb_end = unit.kb_end;  // the unit's k-blocks (SPLIT_K 1: all)
       const int m0 = tile.m * BM + consumer * 64;
       const int n0 = tile.n * BN;
       const int r0 = m0 + warp * 16 + lane / 4;  // this thread's first accumulator row
@@ -576,7 +685,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
           issue(next, it + 1);
 #if SCALE_AHEAD == 2
           nxt = after;  // kb + 1's, loaded a step ago; kb + 2's now (clamped: past the last, unused)
-          after = scales_of(it + 2, r0, nb, kb + 2 < k_tiles ? kb + 2 : k_tiles - 1);
+          after = scales_of(it + 2, r0, nb, kb + 2 < kb_end ? kb + 2 : kb_end - 1);
 #else
           nxt = scales_of(it + 1, r0, nb, kb + 1);
 #endif
@@ -590,18 +699,18 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
         cur = nxt;
         ++it;
       };
-      if (k_tiles > 0) {
+      if (kb_end > kb_begin) {
         issue(part0, it);
-        cur = scales_of(it, r0, nb, 0);
+        cur = scales_of(it, r0, nb, kb_begin);
 #if SCALE_AHEAD == 2
-        after = scales_of(it + 1, r0, nb, k_tiles > 1 ? 1 : 0);
+        after = scales_of(it + 1, r0, nb, kb_end - kb_begin > 1 ? kb_begin + 1 : kb_begin);
 #endif
-        int kb = 0;
-        for (; kb + 2 < k_tiles; kb += 2) {  // part0 in flight at the top of every iteration
+        int kb = kb_begin;
+        for (; kb + 2 < kb_end; kb += 2) {  // part0 in flight at the top of every iteration
           step(part0, part1, kb, true);
           step(part1, part0, kb + 1, true);
         }
-        if (kb + 1 < k_tiles) {  // two k-blocks left
+        if (kb + 1 < kb_end) {  // two k-blocks left
           step(part0, part1, kb, true);
           step(part1, part0, kb + 1, false);
         } else {
@@ -609,8 +718,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
         }
       }
 #else
-      for (int kb = 0; kb < k_tiles; ++kb, ++it) {
-        issue(part0, it, DIAG == 2 && kb > 0);
+      for (int kb = kb_begin; kb < kb_end; ++kb, ++it) {
+        issue(part0, it, DIAG == 2 && kb > kb_begin);
         const KBlockScales s = scales_of(it, r0, nb, kb);
         wgmma_wait<0>();
         fence_accumulators(part0);
@@ -621,6 +730,11 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int i = 0; i < kAccum; ++i) acc[i] = part0[i];
 #endif
+#endif
+#if SPLIT_K > 1
+      // A slice wholly past M stores nothing to C (clipped): it skips the workspace, at every split alike.
+      // The others hand their partial over; only the tile's last split goes on to the epilogue.
+      if (splits > 1 && m0 < M && !holds_the_sum(unit.tile_index, unit.split)) continue;
 #endif
 
 #if EPI_TMA
