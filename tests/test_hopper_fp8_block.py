@@ -85,14 +85,28 @@ def _bn(p):
     return p.expr_env()["BN"]
 
 
-def waves_bn(m, n, sms, bm=128):
-    """The rule in words: a persistent grid takes ceil(tiles / SMs) waves, a 64-wide tile ~0.8 of a
-    128-wide one's time; BN 64 iff its waves cost less (ties: 128). Below one row of tiles (m < bm), where
-    B's stream sets the time, BN 64 iff the 128-wide tiles busy at most a quarter of the SMs."""
-    if m < bm:
+def _split(p):
+    return p.expr_env()["SPLIT_K"]
+
+
+def waves_bn(m, n, sms, bm=128, split=1):
+    """The rule in words: a persistent grid takes ceil(units / SMs) waves (units: tiles x the split), a
+    64-wide tile ~0.8 of a 128-wide one's time; BN 64 iff its waves cost less (ties: 128). Below one row of
+    tiles (m < bm) unsplit, where B's stream sets the time, BN 64 iff the 128-wide tiles busy at most a
+    quarter of the SMs."""
+    if m < bm and split == 1:
         return 64 if 4 * math.ceil(n / 128) <= sms else 128
-    waves = {bn: math.ceil(math.ceil(m / bm) * math.ceil(n / bn) / sms) for bn in (64, 128)}
+    waves = {bn: math.ceil(math.ceil(m / bm) * math.ceil(n / bn) * split / sms) for bn in (64, 128)}
     return 64 if Fraction(4, 5) * waves[64] < waves[128] else 128
+
+
+def split_k(m, n, k, sms, bm=128, bn=0, cluster_m=1):
+    """The split rule in words (a prediction, not yet measured): split a tile's k-blocks only where its
+    tiles (BM x 128, or the override's width) leave SMs idle in one wave, into the most of 4, 3, 2 runs
+    that keep every unit in that one wave with 4 k-blocks a run at least; never with clusters."""
+    tiles = math.ceil(m / bm) * math.ceil(n / (bn or 128))
+    fits = [s for s in (2, 3, 4) if tiles * s <= sms and math.ceil(k / 128) >= 4 * s]
+    return max(fits) if fits and cluster_m == 1 else 1
 
 
 # ---- rules -------------------------------------------------------------------------------------------
@@ -193,24 +207,30 @@ def test_the_launcher_passes_the_recorded_grids_and_refuses_others(monkeypatch):
 
 
 # ---- the tile width by waves -------------------------------------------------------------------------
-# BN by waves on the H200's 132 SMs (device.sm_count of conf/device/h200.yaml)
+# BN by waves on the H200's 132 SMs (device.sm_count of conf/device/h200.yaml), of the units: tiles x the split
 WAVES_CASES = {
     (1024, 2112, 7168): 64,  # attn_qkv_a at 1024 tokens: 136 tiles of 128 (2 waves, the second of 4); 264 of 64: 2
-    (4096, 256, 7168): 64,  # moe_router at 4096 tokens: 64 tiles of 128 (half the SMs idle); 128 of 64: 1 wave
+    # moe_router at 4096 tokens: 64 tiles of 128 (half the SMs idle) split in 2 (the split rule): 128 units, 1 wave;
+    # 64 wide 256 units, 2 waves (unsplit, session16's build: 128 tiles of 64, 1 wave, against 64 of 128)
+    (4096, 256, 7168): 128,
     (4096, 7168, 16384): 128,  # 1792 tiles: 14 waves; 64: 28 x 0.8 = 22.4
     (4096, 36864, 7168): 128,  # 9216 tiles: 70 waves; 64: 140 x 0.8 = 112
     (1024, 7168, 16384): 128,  # 448 tiles: 4 waves (the last 0.4 full); 64: 7 x 0.8 = 5.6
 }
+WAVES_SPLITS = {(4096, 256, 7168): 2}  # the split rule's S where it is not 1
 
 
 def test_the_tile_width_follows_the_waves_on_the_device_configs_sms():
     from gemmlab import variants
 
-    assert variants.info(VARIANT).per_point == ("BN",)  # the YAML's BN 0: chosen per point
+    # the YAML's SPLIT_K 0 and BN 0: chosen per point, the split first (the width reads it)
+    assert variants.info(VARIANT).per_point == ("SPLIT_K", "BN")
     for (m, n, k), bn in WAVES_CASES.items():
         p = _point(m, n, k)
-        assert p.sm_count == H200_SMS and p.variant_cfg.cuda.defines.BN == 0
-        assert p.point_defines() == {"BN": bn} and _bn(p) == bn == waves_bn(m, n, H200_SMS), (m, n, k)
+        s = WAVES_SPLITS.get((m, n, k), 1)
+        assert p.sm_count == H200_SMS and p.variant_cfg.cuda.defines.BN == 0 and p.variant_cfg.cuda.defines.SPLIT_K == 0
+        assert s == split_k(m, n, k, H200_SMS), (m, n, k)
+        assert p.point_defines() == {"SPLIT_K": s, "BN": bn} and _bn(p) == bn == waves_bn(m, n, H200_SMS, split=s), (m, n, k)
     # another device's count, another choice: 136 tiles of 128 on 114 SMs are 2 waves, 264 of 64 are 3
     p114 = _point(1024, 2112, 7168, extra=("device.sm_count=114",))
     assert _bn(p114) == 128 and p114.key != _point(1024, 2112, 7168).key
@@ -218,31 +238,39 @@ def test_the_tile_width_follows_the_waves_on_the_device_configs_sms():
 
 def test_deepseek_v3_projections_take_bn_64_where_128_wide_tiles_fill_the_waves_poorly():
     """The session's DeepSeek-V3 sweep at 1024 and 4096 tokens on 132 SMs: BN 64 at attn_qkv_a at 1024 tokens
-    (136 tiles of 128: 52% of 2 waves) and moe_router (16 and 64 tiles: 12% and 48% of one wave), 128 at
-    every other projection (its 128-wide tiles fill 82-100% of their waves)."""
+    (136 tiles of 128: 52% of 2 waves) and moe_router at 1024 tokens (16 tiles of 128, split in 4: 64 units, 48%
+    of one wave; 128 units of 64), 128 at every other projection (its 128-wide tiles fill 82-100% of their
+    waves) and at moe_router at 4096 tokens (64 tiles of 128 split in 2: 128 units, one wave; 64 wide: two)."""
     from gemmlab.points import expand
 
     pts = expand(compose_cfg([*BASE, "sizes=llm", "sizes.model_names=[deepseek_v3]", "sizes.tokens=[1024,4096]"]))
     ran = [p for p in pts if p.skip_reason is None and p.batch == 1]  # the routed experts are a batch: skipped
-    assert len(ran) == 2 * 9 and all(_bn(p) == waves_bn(p.m, p.n, H200_SMS) for p in ran)
+    assert len(ran) == 2 * 9 and all(_bn(p) == waves_bn(p.m, p.n, H200_SMS, split=_split(p)) for p in ran)
     assert {(p.shape_name.split(".")[1], p.m) for p in ran if _bn(p) == 64} == {
-        ("attn_qkv_a", 1024), ("moe_router", 1024), ("moe_router", 4096)}
+        ("attn_qkv_a", 1024), ("moe_router", 1024)}
 
 
 def test_at_64_tokens_bn_64_only_where_128_wide_tiles_busy_a_quarter_of_the_sms():
-    """Below one row of tiles (64 tokens: m < BM) the width follows how many SMs the 128-wide tiles keep
-    busy, not waves: session16 measured 64 winning at 2-32 tiles (attn_qkv_a, moe_router, shared_gate_up)
-    and losing at 56 (attn_o, dense_down, shared_down) against session15b's 128."""
+    """Below one row of tiles (64 tokens: m < BM) the width of an unsplit grid follows how many SMs the
+    128-wide tiles keep busy, not waves: session16 measured 64 winning at 2-32 tiles (attn_qkv_a, moe_router,
+    shared_gate_up) and losing at 56 (attn_o, dense_down, shared_down) against session15b's 128. Those
+    split now (the split rule: at most 66 tiles of 128), and a split grid's width follows its units' waves:
+    64 where the 64-wide units still fit one wave (attn_qkv_a: 33 x 4 = 132, moe_router: 4 x 4), 128 where
+    they would not (shared_gate_up: 64 x 4 = 256; 32 x 4 of 128)."""
     from gemmlab.points import expand
 
     pts = expand(compose_cfg([*BASE, "sizes=llm", "sizes.model_names=[deepseek_v3]", "sizes.tokens=[64]"]))
     ran = [p for p in pts if p.skip_reason is None and p.batch == 1]
-    assert len(ran) == 9 and all(_bn(p) == waves_bn(p.m, p.n, H200_SMS) for p in ran)
-    assert {p.shape_name.split(".")[1] for p in ran if _bn(p) == 64} == {"attn_qkv_a", "moe_router", "shared_gate_up"}
+    assert len(ran) == 9 and all(_bn(p) == waves_bn(p.m, p.n, H200_SMS, split=_split(p)) for p in ran)
+    assert {p.shape_name.split(".")[1] for p in ran if _bn(p) == 64} == {"attn_qkv_a", "moe_router"}
+    # unsplit, the measured rule's widths (shared_gate_up's 64 among them)
+    assert {p.shape_name.split(".")[1] for p in ran if waves_bn(p.m, p.n, H200_SMS) == 64} == {
+        "attn_qkv_a", "moe_router", "shared_gate_up"}
 
 
 def test_the_yaml_rule_is_the_cost_model_in_words():
-    """The YAML's integer rule is waves_bn (0.8 x waves(64) < waves(128)) at every M, N, SM count and BM."""
+    """The YAML's integer rule is waves_bn (0.8 x waves(64) < waves(128), of the units) at every M, N, SM
+    count, BM and split."""
     from gemmlab.expr import evaluate
 
     p = _point(1024, 2112, 7168)
@@ -251,10 +279,71 @@ def test_the_yaml_rule_is_the_cost_model_in_words():
     ns = [8, 64, 128, 136, 256, 512, 1536, 2112, 3072, 4096, 7168, 16384, 24576, 36864]
     for sms in (2, 78, 114, 132):
         for bm in (64, 128):
-            for m in ms:
-                for n in ns:
-                    got = evaluate(rule, {**env, "m": m, "n": n, "sm_count": sms, "BM": bm})
-                    assert got == waves_bn(m, n, sms, bm), (m, n, sms, bm)
+            for split in (1, 2, 3, 4):
+                for m in ms:
+                    for n in ns:
+                        got = evaluate(rule, {**env, "m": m, "n": n, "sm_count": sms, "BM": bm, "SPLIT_K": split})
+                        assert got == waves_bn(m, n, sms, bm, split), (m, n, sms, bm, split)
+
+
+def test_the_yaml_split_rule_is_the_prediction_in_words():
+    """The YAML's SPLIT_K rule is split_k at every M, N, K, SM count, BM, width override and cluster size;
+    an explicit split is kept."""
+    from gemmlab.expr import evaluate
+
+    p = _point(1024, 2112, 7168)
+    rule, env = p.variant_cfg.cuda.point_defines.SPLIT_K, p._defines_env()
+    assert env["SPLIT_K"] == 0
+    ms = [1, 64, 128, 129, 512, 1024, 2048, 4096, 8192]
+    ns = [8, 64, 128, 256, 264, 1024, 2112, 4096, 7168]
+    ks = [16, 128, 512, 1024, 1040, 1536, 2048, 7168]
+    for sms in (2, 78, 132):
+        for bm in (64, 128):
+            for bn in (0, 64, 128):
+                for cluster_m in (1, 2):
+                    for m in ms:
+                        for n in ns:
+                            for k in ks:
+                                e = {**env, "m": m, "n": n, "k": k, "sm_count": sms, "BM": bm, "BN": bn,
+                                     "CLUSTER_M": cluster_m}
+                                assert evaluate(rule, e) == split_k(m, n, k, sms, bm, bn, cluster_m), (e,)
+                                assert evaluate(rule, {**e, "SPLIT_K": 2}) == 2
+
+
+def test_the_split_rule_splits_moe_router_alone_at_1024_and_4096_tokens():
+    """On the H200's 132 SMs: moe_router (N = 256: 8 x 2 / 32 x 2 tiles of 128 x 128 for 132 SMs, each
+    walking all 56 k-blocks) splits at 1024 and 4096 tokens, no other DeepSeek-V3 projection there and none
+    of the four tune shapes (their defaults stay the measured build). At 64 tokens (one row of tiles) every
+    projection whose 128-wide tiles leave at least half the SMs idle splits. The build carries the split
+    (-DSPLIT_K, the kernel name, the row's defines) and the launch counts its units and sizes the workspace."""
+    from gemmlab.backends.cuda_kernels import build_for, launch_shape
+    from gemmlab.points import expand
+    from gemmlab.runner import variant_fields
+
+    pts = expand(compose_cfg([*BASE, "sizes=llm", "sizes.model_names=[deepseek_v3]", "sizes.tokens=[64,1024,4096]"]))
+    ran = [p for p in pts if p.skip_reason is None and p.batch == 1]
+    assert len(ran) == 3 * 9 and all(_split(p) == split_k(p.m, p.n, p.k, H200_SMS) for p in ran)
+    split = {(p.shape_name.split(".")[1], p.m): (_split(p), _bn(p)) for p in ran if _split(p) > 1}
+    assert {key: s for key, s in split.items() if key[1] > 64} == {("moe_router", 1024): (4, 64),
+                                                                   ("moe_router", 4096): (2, 128)}
+    assert {key: s for key, s in split.items() if key[1] == 64} == {
+        ("attn_qkv_a", 64): (4, 64), ("attn_o", 64): (2, 128), ("dense_down", 64): (2, 128),
+        ("moe_router", 64): (4, 64), ("shared_gate_up", 64): (4, 128), ("shared_down", 64): (2, 128)}
+    for m, n, k in TUNE_SHAPES:
+        p = _point(m, n, k)
+        assert _split(p) == 1 and "-DSPLIT_K=1" in build_for(p).flags, (m, n, k)
+    for p in ran:
+        s, bn = _split(p), _bn(p)
+        b = build_for(p)
+        assert [f for f in b.flags if f.startswith("-DSPLIT_K=")] == [f"-DSPLIT_K={s}"]
+        assert f"SPLIT_K={s}" in b.kernel_name and variant_fields(p)["defines"]["SPLIT_K"] == s
+        tiles = -(-p.m // 128) * -(-p.n // bn)
+        shape = launch_shape(p, sm_count=H200_SMS)
+        assert shape.grid == (min(H200_SMS, tiles * s), 1, 1) and (s == 1 or tiles * s <= H200_SMS), p.shape_name
+        # counters (one a tile and consumer warpgroup) to 256 bytes + S partials of 128 x BN floats a tile
+        assert shape.workspace_bytes == (256 * -(-tiles * 2 // 64) + tiles * s * 128 * bn * 4 if s > 1 else 0)
+        if s > 1:
+            assert -(-p.k // 128) >= 4 * s  # 4 k-blocks a split at least
 
 
 def test_an_explicit_width_wins_at_every_point():
@@ -263,7 +352,7 @@ def test_an_explicit_width_wins_at_every_point():
     for m, n, k in WAVES_CASES:
         for bn in (64, 128):
             p = _point(m, n, k, f"{{BN:{bn}}}")
-            assert p.point_defines() == {"BN": bn} and _bn(p) == bn, (m, n, k, bn)
+            assert p.point_defines()["BN"] == bn and _bn(p) == bn, (m, n, k, bn)
             b = build_for(p)
             assert [f for f in b.flags if f.startswith("-DBN=")] == [f"-DBN={bn}"]
             assert f",BN={bn}," in b.kernel_name
@@ -280,18 +369,19 @@ def test_the_build_the_kernel_name_and_the_row_carry_the_width_built():
         b = builds[m, n, k] = build_for(p)
         assert [f for f in b.flags if f.startswith("-DBN=")] == [f"-DBN={bn}"], b.flags
         assert b.kernel_name.startswith(f"wgmma_fp8_block_gemm<BM=128,BN={bn},BK=128,"), b.kernel_name
-        assert dict(b.yaml_defines)["BN"] == 0 and dict(b.point_defines) == {"BN": bn}
+        s = WAVES_SPLITS.get((m, n, k), 1)
+        assert dict(b.yaml_defines)["BN"] == 0 and dict(b.point_defines) == {"SPLIT_K": s, "BN": bn}
         assert variant_fields(p)["defines"]["BN"] == bn  # the row's defines column
         # every launch rule reads the width built: the persistent grid, shared memory, B's TMA box
         s = launch_shape(p, sm_count=H200_SMS)
-        assert s.grid == (min(H200_SMS, -(-m // 128) * -(-n // bn)), 1, 1)
+        assert s.grid == (min(H200_SMS, -(-m // 128) * -(-n // bn) * WAVES_SPLITS.get((m, n, k), 1)), 1, 1)
         assert s.smem_bytes == 5 * (128 + bn) * 128 + 2 * 64 * bn * 2 + 1024 + 16 * 5 + 5 * (128 + 4) * 4
         env = p.expr_env()
         assert [evaluate(x, env) for x in p.variant_cfg.cuda.tensor_maps[1].box] == [bn, 128]
-    # one build per width: the two BN-64 points share theirs (one cubin); the BN-128 build is the one the
-    # YAML's BN 128 made before (same flags: its cubin stays cached) and {BN:128}'s
-    assert builds[1024, 2112, 7168] == builds[4096, 256, 7168] != builds[4096, 7168, 16384]
-    assert builds[4096, 7168, 16384] == builds[1024, 7168, 16384]
+    # one build per width and split: the unsplit BN-128 points share theirs, the one the YAML's BN 128 made
+    # before (same flags: its cubin stays cached) and {BN:128}'s; the split one (moe_router) its own
+    assert builds[1024, 2112, 7168] != builds[4096, 7168, 16384] != builds[4096, 256, 7168] != builds[1024, 2112, 7168]
+    assert builds[4096, 7168, 16384] == builds[1024, 7168, 16384] == builds[4096, 36864, 7168]
     assert builds[4096, 7168, 16384].flags == build_for(_point(4096, 7168, 16384, "{BN:128}")).flags
 
 
@@ -463,7 +553,10 @@ def test_clusters_launch_a_multiple_of_two_ctas_and_multicast_half_of_b_each():
             assert s.grid == (min(sms - sms % 2, 2 * cluster_tiles), 1, 1), (defines, (m, n, k), sms, s.grid)
             assert s.grid[0] % 2 == 0 and s.grid[0] <= sms
             assert [evaluate(x, env) for x in p.variant_cfg.cuda.tensor_maps[1].box] == [bn // 2, 128]
-            plain = _point(m, n, k, defines.replace("CLUSTER_M:2", "CLUSTER_M:1"), extra=(f"device.sm_count={sms}",))
+            # (unsplit: the clusters are: the split rule gives 1 with CLUSTER_M 2)
+            assert env["SPLIT_K"] == 1 and "-DSPLIT_K=1" in build_for(p).flags
+            plain = _point(m, n, k, defines.replace("CLUSTER_M:2", "CLUSTER_M:1,SPLIT_K:1"),
+                           extra=(f"device.sm_count={sms}",))
             assert s.smem_bytes == launch_shape(plain, sm_count=sms).smem_bytes
             assert evaluate(p.variant_cfg.intensity_model, env) == pytest.approx(2 * bm * bn / (bm + bn / 2))
             assert "-DCLUSTER_M=2" in build_for(p).flags

@@ -130,7 +130,12 @@
 //                    the epilogue. A slice wholly past M skips the workspace (its C rows are clipped). Grid:
 //                    tiles x S units, at most the SMs; 16 bytes of static shared memory (each consumer's
 //                    arrival word), the dynamic layout unchanged. Refused with CLUSTER_M 2 (static_assert).
-//                    SPLIT_K 1 is the measured kernel (the same SASS; the workspace argument unread)
+//                    SPLIT_K 1 is the measured kernel (the same SASS; the workspace argument unread). The
+//                    YAML's 0 chooses S per point: > 1 only where the tiles leave SMs idle in a single wave
+//                    (of DeepSeek-V3's projections at 1024 and 4096 tokens moe_router alone: 16 / 64 tiles of
+//                    128 x 128, now 32 x 4 units of 128 x 64 / 64 x 2 of 128 x 128 for 132 SMs). Predicted
+//                    there (waves model, before the fixup's stores and reads): the grid's time ~1/4 / ~0.6 of
+//                    the unsplit kernel's (81-83% of cuBLASLt's block-scaled kernel, session16)
 // Not done (DeepGEMM has them): BLOCK_N that straddles two B scale blocks (112, 144, 160 for better wave
 // quantisation), FP32 output, grouped / masked MoE layouts, JIT specialisation on the shape (K is a run-time argument).
 //
