@@ -711,3 +711,90 @@ def test_the_check_fails_a_kernel_that_scales_per_tile_or_reads_the_wrong_row(tm
     flat[: sc.b.size] = sc.b.reshape(-1)
     res = verdict(p, emulate(p, folder, qa, qb, right_a, flat.reshape(right_b.shape), laid_out=True), a64, b64)
     assert not res.passed and res.elem_fail > 0
+
+
+# ---- split-K (SPLIT_K) on the CPU ------------------------------------------------------------------------
+# (defines, shapes, the split the point takes) on the 2 emulated SMs (2 CTAs: CTA 0 walks the even units, CTA
+# 1 the odd, so a tile's splits meet across CTAs), each checked element-wise twice on one workspace (the
+# counters must be back at zero for the second launch) and again with the blocks run last to first (another
+# split arrives last at every tile), with the same bits. EMULATED_SHAPES with 2 and 4 splits: 9 k-blocks cut
+# 4 + 5 / 2 + 2 + 2 + 3 (the partial last k-block in the last split), a second tile row whose second slice
+# holds 8 rows (200 x 264) or none (130 x 128: that slice skips the workspace), N's last 8 columns, 2 k-blocks
+# for 4 splits (64 x 136 x 256: the kernel and the grid take 2), one k-block (1 x 8 x 128: no split); at the
+# first shape the other ways the consumers walk the k-blocks (the overlapped promotion, the scales loaded two
+# ahead: clamped at the split's last) and the scales arrive (gathering warps, cp.async), BM 64 and BN 64; the
+# YAML's rule splitting a lone tile (100 x 72 x 1040 on 2 SMs: 1 tile, 9 k-blocks: S = 2; all three tails).
+SPLIT_CASES = [
+    ("{SPLIT_K:2}", EMULATED_SHAPES, 2),
+    ("{SPLIT_K:4}", EMULATED_SHAPES, 4),
+    ("{SPLIT_K:2,PROMOTE_OVERLAP:1}", EMULATED_SHAPES[:1], 2),
+    ("{SPLIT_K:3,SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1,SCALE_AHEAD:2}", EMULATED_SHAPES[:1], 3),
+    ("{SPLIT_K:2,SCALE_SMEM:1,STAGES:2,SCALE_WARPS:2}", EMULATED_SHAPES[:1], 2),
+    ("{SPLIT_K:4,SCALE_SMEM:3}", EMULATED_SHAPES[:1], 4),
+    ("{SPLIT_K:2,BM:64,BN:64,EPI_TMA:0,STAGES:2}", EMULATED_SHAPES[:1], 2),
+    ("{SPLIT_K:2,BN:64}", EMULATED_SHAPES[:1], 2),
+    ("{}", [(100, 72, 1040)], 2),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("defines,shapes,split", SPLIT_CASES, ids=[c[0] for c in SPLIT_CASES])
+def test_split_k_sums_the_splits_at_every_edge_on_the_cpu(defines, shapes, split, tmp_path_factory):
+    import numpy as np
+
+    pytest.importorskip("ml_dtypes")
+    from gemmlab.backends.cuda_kernels import launch_shape
+
+    folder, rng = tmp_path_factory.mktemp("emu-fp8-block-splitk"), np.random.default_rng(17)
+    for m, n, k in shapes:
+        p = _emu_point(m, n, k, defines)
+        assert p.skip_reason is None, p.skip_reason
+        assert _split(p) == split, (defines, (m, n, k))
+        bm, bn = p.expr_env()["BM"], _bn(p)
+        if "BN:" not in defines:
+            assert bn == waves_bn(m, n, EMU_SMS, bm, split), (defines, (m, n, k))
+        taken = min(split, -(-k // 128))  # the splits the kernel takes: at most the k-blocks
+        s = launch_shape(p, sm_count=EMU_SMS)
+        assert s.grid == (min(EMU_SMS, -(-m // bm) * -(-n // bn) * taken), 1, 1), (defines, (m, n, k), s.grid)
+        qa, qb, sc, a64, b64 = operands(rng, m, n, k)
+        c = emulate(p, folder, qa, qb, sc.a, sc.b, launches=2)
+        res = verdict(p, c, a64, b64)
+        assert res.passed, f"{defines} at {m}x{n}x{k}: {res.failure()} (elem_max {res.elem_max:.3g})"
+        assert res.elem_max < 0.5, f"{defines} at {m}x{n}x{k}: error {res.elem_max:.2f} of the bound"
+        if taken > 1:  # deterministic: the partials summed in split order, whichever split came last
+            reverse = emulate(p, folder, qa, qb, sc.a, sc.b, launches=2, reverse=True)
+            assert np.array_equal(c, reverse), f"{defines} at {m}x{n}x{k}: C depends on the arrival order"
+
+
+@pytest.mark.slow
+def test_the_check_fails_a_split_that_skips_its_last_k_block_or_leaves_its_counters(tmp_path_factory):
+    """Negative controls of split-K (SPLIT_K 4 at 200 x 264 x 1040: splits of 2, 2, 2, 3 k-blocks): the kernel
+    patched so that (1) the last split skips its last k-block (the partial one: K's last 16), (2) the first
+    split skips its last (k-block 1 of 9: a whole one inside K): producer and consumers walk the same
+    shortened range, so the ring stays consistent and only the sum is wrong: the check fails element-wise;
+    (3) the last split does not reset its counter: the first launch is right, the second finds every count
+    past its last arrival and no split writes C (left poisoned: the emulation's launches=2 sees it)."""
+    import numpy as np
+
+    pytest.importorskip("ml_dtypes")
+    from gemmlab.backends.cuda_kernels import build_for
+
+    folder, rng = tmp_path_factory.mktemp("emu-fp8-block-splitk-wrong"), np.random.default_rng(18)
+    m, n, k = EMULATED_SHAPES[0]
+    p = _emu_point(m, n, k, "{SPLIT_K:4}")
+    qa, qb, sc, a64, b64 = operands(rng, m, n, k)
+    text = build_for(p).source.read_text()
+    marker = "(split + 1) * k_tiles / splits}"
+    assert text.count(marker) == 1, f"stage 15 changed: update the negative control's patch ({marker!r})"
+    for name, which in (("last", "splits - 1"), ("first", "0")):
+        wrong = Path(folder) / f"wrong_split_skips_{name}.cu"
+        wrong.write_text(text.replace(marker, f"(split + 1) * k_tiles / splits - (split == {which})}}"))
+        res = verdict(p, emulate(p, folder, qa, qb, sc.a, sc.b, source=wrong), a64, b64)
+        assert not res.passed and res.elem_fail > 0, name
+    marker = "if (local_tid == 0) workspace[who] = 0;"
+    assert text.count(marker) == 1, f"stage 15 changed: update the negative control's patch ({marker!r})"
+    wrong = Path(folder) / "wrong_split_keeps_counters.cu"
+    wrong.write_text(text.replace(marker, ""))
+    assert verdict(p, emulate(p, folder, qa, qb, sc.a, sc.b, source=wrong), a64, b64).passed
+    c = emulate(p, folder, qa, qb, sc.a, sc.b, source=wrong, launches=2)
+    assert np.isnan(c).all(), "a second launch on counters left dirty still wrote C"
