@@ -49,6 +49,13 @@ FP8_BLOCK_SWEEP = [
     # 2-CTA clusters along M, B multicast to both (stage 12's CLUSTER_M): 3-30 points under the defaults
     # (session16b), kept in the sweep for the SASS checks below ({CLUSTER_M:2,BN:64}, 49-61%, left it)
     "{CLUSTER_M:2}",
+    # split-K, not yet measured: at the tune shapes, where the YAML's rule does not split (their tiles fill
+    # the waves), the entries show what the split's fixup costs a full grid (the workspace: up to 2.4 GB at
+    # 4096 x 36864 x 7168 with 4 splits); where it does split (moe_router) ds3_fp8_block measures the defaults.
+    # Width by the waves of the units (tiles x S): 128 at every tune shape; {SPLIT_K:2,BN:64} the other width
+    "{SPLIT_K:2}",
+    "{SPLIT_K:4}",
+    "{SPLIT_K:2,BN:64}",
 ]
 # The entries built at both widths (BUILD_SHAPES[1], where the waves choose 64, too): the defaults (their
 # measured SASS at each width) and the clusters (other code at each width); the others at 128 only
@@ -389,15 +396,18 @@ def test_the_sweep_entries_build_at_the_tune_shapes_what_they_did_or_by_waves():
     """An entry that fixes BN builds it at every tune shape; every other entry takes BN by waves, as the
     defaults do: 128 at the three large shapes (what the entries built there before), 64 at 1024 x 2112 x
     7168 (the case {BN:64} was measured for), except with BM 64 (272 tiles of 64 x 128: 3 waves; 528 of
-    64 x 64: 4 x 0.8 = 3.2)."""
+    64 x 64: 4 x 0.8 = 3.2) and with a split (the waves of its units: 128 there too)."""
     for defines in FP8_BLOCK_SWEEP:
         for m, n, k in TUNE_SHAPES:
             p = _point(m, n, k, defines)
-            bm = p.expr_env()["BM"]
-            want = 64 if "BN:64" in defines else waves_bn(m, n, H200_SMS, bm)
+            bm, split = p.expr_env()["BM"], _split(p)
+            # the rule splits none of them: only an entry's own split
+            assert split == (int(re.search(r"SPLIT_K:(\d+)", defines).group(1)) if "SPLIT_K:" in defines else 1)
+            want = 64 if "BN:64" in defines else waves_bn(m, n, H200_SMS, bm, split)
             assert _bn(p) == want, (defines, (m, n, k))
-            if "BN:" not in defines:
-                assert want == (64 if (m, n, k) == (1024, 2112, 7168) and bm == 128 else 128), (defines, (m, n, k))
+            if "BN:" not in defines:  # split: 272 units of 128 at 1024 x 2112 (3 waves) against 528 of 64 (4)
+                assert want == (64 if (m, n, k) == (1024, 2112, 7168) and bm == 128 and split == 1 else 128), (
+                    defines, (m, n, k))
 
 
 # ---- builds ------------------------------------------------------------------------------------------
@@ -463,10 +473,18 @@ def test_sass_promotes_while_the_next_k_block_runs(block_builds):
         assert any(x.startswith(f"QGMMA.64x{bn}x32.F32.E4M3.E4M3") for x in ops), (defines, "no e4m3 QGMMA")
         assert not [x for x in ops if x.startswith(("LDL", "STL", "HGMMA", "HMMA"))], defines
         assert any(x.startswith("UTMALDG.2D") for x in ops) and any(x.startswith("FFMA") for x in ops), defines
+        # split-K: the count on the slice's counter (an acq_rel atomic at GPU scope) and the partials' 16-byte
+        # stores and loads past L1 (ld.global.cg); none of it unsplit
+        partials = "LDG.E.128.STRONG.GPU"
+        split = p.expr_env()["SPLIT_K"] > 1
+        assert any(x.startswith("ATOMG.E.ADD.S32.STRONG.GPU") for x in ops) == split, defines
+        assert any(x.startswith(partials) for x in ops) == split, defines
+        assert any(x.startswith("STG.E.128") for x in ops) == split, defines
+        loads = [x for x in ops if x.startswith("LDG") and not (split and x.startswith(partials))]
         if d.SCALE_SMEM == 2:  # the scales come by bulk copy, no consumer or producer loads them
-            assert any(x.startswith("UBLKCP") for x in ops) and not any(x.startswith("LDG") for x in ops), defines
+            assert any(x.startswith("UBLKCP") for x in ops) and not loads, defines
         elif d.SCALE_SMEM == 3:  # ... by cp.async (LDGSTS), no register loads
-            assert any(x.startswith("LDGSTS") for x in ops) and not any(x.startswith("LDG.") for x in ops), defines
+            assert any(x.startswith("LDGSTS") for x in ops) and not [x for x in loads if x.startswith("LDG.")], defines
         else:
             assert any(x.startswith("LDG.E.CONSTANT") for x in ops), f"{defines}: scales not read through the read-only path"
         overlapped = "WARPGROUP.DEPBAR.LE gsb0, 0x1" in text
