@@ -2,8 +2,9 @@
 (measure.fp8_scaling=block: A per 1 x 128, B per 128 x 128) against the FP64 product of the
 dequantized inputs through the real runner, at every edge (partial tiles and scale blocks in M, N and
 K, K of one block, more k-blocks than stages, M = 1, DeepSeek-V3 shapes), in the default
-configuration and DeepGEMM's non-overlapped promotion, and with 2-CTA clusters (CLUSTER_M 2) at the edges a
-cluster adds; the same check failing the stage handed A's
+configuration and DeepGEMM's non-overlapped promotion, with 2-CTA clusters (CLUSTER_M 2) at the edges a
+cluster adds, and with split-K (SPLIT_K 2-4, and the YAML's rule where it splits) at the edges a split adds,
+every call's C the same; the same check failing the stage handed A's
 scales one row off; and cuBLASLt's block-scaled kernel timed as the baseline where it runs.
 
 The correctness runs use GEMMLAB_DEBUG=1 (a hung barrier traps with a printf instead of hanging the
@@ -141,3 +142,48 @@ def test_cublaslt_block_scaled_is_timed_as_the_baseline_on_the_stage_inputs(tmp_
     assert r.get("pct_of_baseline") not in (None, ""), r
     print(f"{VARIANT} at 4096: {float(r['tflops']):.0f} TFLOP/s, {float(r['pct_of_baseline']):.1f}% of "
           "cuBLASLt block-scaled fp8")
+
+
+# Split-K (SPLIT_K; on the CPU the emulation runs the blocks one after another, here a tile's splits race for
+# its counter on different SMs): the emulated edges (9 k-blocks with the partial last one in the last split,
+# M tails with a slice wholly past M, N's last 8 columns, fewer k-blocks than splits, one k-block), M = 1 with
+# 17 tiles of 128, 300 x 1032 x 4096, moe_router at 1024 and 4096 tokens and shared_down at 64 (where the
+# YAML's rule splits: the defaults' entry, {}, takes its split), and 2 squares; each point's checked call made
+# 3 times on freshly poisoned C (measure.check_repeats: the second call finds the counters the first left,
+# which must be zero again) with the same error each time (the same bits whichever split arrives last)
+SPLIT_SHAPES = [[8, 8, 16], [1, 2112, 7168], [64, 136, 256], [130, 264, 1040], [200, 264, 1040], [300, 1032, 4096],
+                [1024, 256, 7168], [4096, 256, 7168], [64, 7168, 2048]]
+SPLIT_SQUARE = [128, 1024]
+
+
+@pytest.mark.parametrize("defines", ["{SPLIT_K:2}", "{SPLIT_K:4}", "{SPLIT_K:2,BN:64}", "{SPLIT_K:4,PROMOTE_OVERLAP:1}",
+                                     "{SPLIT_K:3,SCALE_SMEM:3}", "{SPLIT_K:2,SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1}",
+                                     "{}"])
+def test_split_k_matches_the_dequantized_fp64_product_with_the_same_bits_every_call(tmp_path, defines):
+    import re
+
+    from test_hopper_fp8_block import H200_SMS, split_k
+
+    rows = _run(tmp_path, SPLIT_SQUARE, SPLIT_SHAPES,
+                [f"variant.{VARIANT}.cuda.defines={defines}", DEBUG, "measure.check_repeats=3"])
+    assert len(rows) == len(SPLIT_SQUARE) + len(SPLIT_SHAPES)
+    assert not _failures(rows), _failures(rows)
+    assert all(r["status"] == "ok" for r in rows), [(_shape(r), r["status"], r["reason"]) for r in rows]
+    given = re.search(r"SPLIT_K:(\d+)", defines)
+    split_seen = False
+    for r in rows:
+        m, n, k = _shape(r)
+        extra = json.loads(r["extra"])
+        built = int(re.search(r"SPLIT_K=(\d+)", r["kernel_name"]).group(1))
+        bn = int(re.search(r"BN=(\d+)", r["kernel_name"]).group(1))
+        bn_given = re.search(r"BN:(\d+)", defines)
+        # the defines' split, or the YAML's rule on the device config's SMs (conf/device/h200.yaml)
+        want = int(given.group(1)) if given else split_k(m, n, k, H200_SMS, bn=int(bn_given.group(1)) if bn_given else 0)
+        assert built == want, ((m, n, k), r["kernel_name"])
+        taken = min(built, -(-k // 128))
+        split_seen |= taken > 1
+        # the units, tiles x the splits taken (at most the k-blocks), on the H200's SMs
+        assert extra["grid"][0] == min(H200_SMS, -(-m // 128) * -(-n // bn) * taken), ((m, n, k), extra["grid"])
+        assert extra["check_repeats"] == 3 and extra["rel_error_distinct"] == 1, ((m, n, k), extra)
+        assert float(r["check_elem_max"]) <= 1.0, ((m, n, k), r["check_elem_max"])
+    assert split_seen, defines  # the defaults split where the rule says (moe_router, shared_down at 64 tokens)
