@@ -147,8 +147,9 @@ def test_cublaslt_block_scaled_is_timed_as_the_baseline_on_the_stage_inputs(tmp_
 # Split-K (SPLIT_K; on the CPU the emulation runs the blocks one after another, here a tile's splits race for
 # its counter on different SMs): the emulated edges (9 k-blocks with the partial last one in the last split,
 # M tails with a slice wholly past M, N's last 8 columns, fewer k-blocks than splits, one k-block), M = 1 with
-# 17 tiles of 128, 300 x 1032 x 4096, moe_router at 1024 and 4096 tokens and shared_down at 64 (where the
-# YAML's rule splits: the defaults' entry, {}, takes its split), and 2 squares; each point's checked call made
+# 17 tiles of 128, 300 x 1032 x 4096, moe_router at 1024 and 4096 tokens (where the YAML's rule
+# splits: the defaults' entry, {}, takes its split) and shared_down at 64 (split by the first rule, 8 k-blocks
+# a split, not by the measured one), and 2 squares; each point's checked call made
 # 3 times on freshly poisoned C (measure.check_repeats: the second call finds the counters the first left,
 # which must be zero again) with the same error each time (the same bits whichever split arrives last)
 SPLIT_SHAPES = [[8, 8, 16], [1, 2112, 7168], [64, 136, 256], [130, 264, 1040], [200, 264, 1040], [300, 1032, 4096],
@@ -186,4 +187,4 @@ def test_split_k_matches_the_dequantized_fp64_product_with_the_same_bits_every_c
         assert extra["grid"][0] == min(H200_SMS, -(-m // 128) * -(-n // bn) * taken), ((m, n, k), extra["grid"])
         assert extra["check_repeats"] == 3 and extra["rel_error_distinct"] == 1, ((m, n, k), extra)
         assert float(r["check_elem_max"]) <= 1.0, ((m, n, k), r["check_elem_max"])
-    assert split_seen, defines  # the defaults split where the rule says (moe_router, shared_down at 64 tokens)
+    assert split_seen, defines  # the defaults split where the rule says (moe_router)

@@ -116,7 +116,7 @@
 //                    runs its 128 x 128 tiles in 2-CTA clusters with TMA multicast. Builds for every SCALE_SMEM
 //                    mode, BN 64 and BM 64; not emulated on the CPU (hopper_emu.h: clusters of one CTA),
 //                    checked on the H200 by tests/test_gpu_hopper_fp8_block.py
-//   SPLIT_K          S > 1: split-K. Not yet measured on the H200. Each tile's k-blocks are cut into S contiguous
+//   SPLIT_K          S > 1: split-K. Each tile's k-blocks are cut into S contiguous
 //                    runs (balanced to one k-block; fewer runs where K has fewer k-blocks), one work unit each;
 //                    the persistent schedule walks (tile, split) units, a tile's splits on neighbouring CTAs,
 //                    each unit promoting its own k-blocks every 128 of K into its FP32 accumulator as before
@@ -133,9 +133,11 @@
 //                    SPLIT_K 1 is the measured kernel (the same SASS; the workspace argument unread). The
 //                    YAML's 0 chooses S per point: > 1 only where the tiles leave SMs idle in a single wave
 //                    (of DeepSeek-V3's projections at 1024 and 4096 tokens moe_router alone: 16 / 64 tiles of
-//                    128 x 128, now 32 x 4 units of 128 x 64 / 64 x 2 of 128 x 128 for 132 SMs). Predicted
-//                    there (waves model, before the fixup's stores and reads): the grid's time ~1/4 / ~0.6 of
-//                    the unsplit kernel's (81-83% of cuBLASLt's block-scaled kernel, session16)
+//                    128 x 128, now 32 x 4 units of 128 x 64 / 64 x 2 of 128 x 128 for 132 SMs), 12 k-blocks a
+//                    split at least. Measured (session17, % of cuBLASLt's block-scaled kernel, interleaved,
+//                    against {SPLIT_K:1} in the run after it): moe_router 123.8 against 77.5 at 1024 tokens,
+//                    87.9 against 84.9 at 4096; at 64 tokens +7 to +60 points at four projections, -0.7 at
+//                    attn_o, and -8 at shared_down with 8 k-blocks a split (hence the 12)
 // Not done (DeepGEMM has them): BLOCK_N that straddles two B scale blocks (112, 144, 160 for better wave
 // quantisation), FP32 output, grouped / masked MoE layouts, JIT specialisation on the shape (K is a run-time argument).
 //
