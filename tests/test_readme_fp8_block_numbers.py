@@ -16,9 +16,9 @@ from readme_said import assert_said, folder, has, span
 S14, S14B, S14C = "h200-2026-12-03/session14", "h200-2026-12-03/session14b", "h200-2026-12-03/session14c"
 S14D, S14E = "h200-2026-12-03/session14d", "h200-2026-12-03/session14e"
 S15, S15B = "h200-2026-12-03/session15", "h200-2026-12-03/session15b"
-S16, S16B = "h200-2026-12-03/session16", "h200-2026-12-03/session16b"
-pytestmark = pytest.mark.skipif(not has(S14, S14B, S14C, S14D, S14E, S15, S15B, S16, S16B),
-                                reason="sessions 14-16's rows are not in this checkout")
+S16, S16B, S17 = "h200-2026-12-03/session16", "h200-2026-12-03/session16b", "h200-2026-12-03/session17"
+pytestmark = pytest.mark.skipif(not has(S14, S14B, S14C, S14D, S14E, S15, S15B, S16, S16B, S17),
+                                reason="sessions 14-17's rows are not in this checkout")
 
 
 def _tensor_pipe(log: str) -> float:
@@ -83,6 +83,43 @@ def cluster_phrases() -> list:
             f"{span(ds3[ds3['m'] == 64]['pct_of_baseline'], '.1f')}% at 64 tokens (`session16`: {span(t64, '.1f')}%)"]
 
 
+def split_phrases() -> list:
+    """session17: the defaults (split by the rule) and {SPLIT_K:1} in the run after them, point by point."""
+    runs = {}
+    for name in ("ds3_wgmma_fp8_block", "ds3_nosplit"):
+        raw = pd.read_csv(folder(f"{S17}/{name}") / "results.csv")
+        assert (raw["status"] != "failed").all()
+        rows = _rows(f"{S17}/{name}")
+        runs[name] = rows
+    lib = [(r["variant"] == "cublaslt").sum() for r in runs.values()]
+    mine = {k: r[r["variant"] == "wgmma_fp8_block"].set_index("shape_name") for k, r in runs.items()}
+    split, flat = mine["ds3_wgmma_fp8_block"], mine["ds3_nosplit"]
+    assert flat["d"].map(lambda x: x["SPLIT_K"] == 1).all()
+    s = split["d"].map(lambda x: x["SPLIT_K"])
+    diff = (split["pct_of_baseline"] - flat["pct_of_baseline"]).reindex(split.index)
+    t64 = split["m"] == 64
+    won = diff[t64 & (s > 1) & (diff > 1)]
+    pct = split["pct_of_baseline"]
+    err = pd.concat([m["rel_error"] for m in mine.values()])
+    big = split[split["m"] >= 1024]
+    at_par = big[big["pct_of_baseline"] >= 100].index
+    rest = big[(big["pct_of_baseline"] < 100) & ~(big.index == "deepseek_v3.attn_qkv_a.t1024")]
+    r = "deepseek_v3.moe_router.t"
+    return [f"(`session17`, {len(split)} + {lib[0]} rows ok\neach, rel. error {err.min():.2e}-{err.max():.2e})"
+            .replace("e-03", "e-3").replace("\n", " "),
+            f"`moe_router` {pct[r + '1024']:.1f}% of cuBLASLt against {flat['pct_of_baseline'][r + '1024']:.1f}% at 1024 "
+            f"tokens and {pct[r + '4096']:.1f}% against {flat['pct_of_baseline'][r + '4096']:.1f}% at 4096",
+            f"at 64 tokens the split won {span(won, '.1f')} points at {len(won)} projections".replace(" 4 ", " four "),
+            f"`attn_o` ({diff['deepseek_v3.attn_o.t64']:.1f})",
+            f"lost {-diff['deepseek_v3.shared_down.t64']:.1f} at `shared_down`",
+            f"every unsplit point within {diff[s == 1].abs().max():.1f} points of its twin",
+            f"defaults now run at {span(big['pct_of_baseline'], '.1f')}% of cuBLASLt",
+            f"at or above 100% at `attn_kv_b` and `moe_router` at 1024" if sorted(at_par) == [
+                "deepseek_v3.attn_kv_b.t1024", "deepseek_v3.attn_kv_b.t4096", r + "1024"] else "(at par: changed)",
+            f"{pct['deepseek_v3.attn_qkv_a.t1024']:.1f}% at `attn_qkv_a` at 1024",
+            f"at {span(rest['pct_of_baseline'], '.1f')}%:"]
+
+
 def fp8_block_phrases() -> list:
     ds3 = _rows(f"{S15B}/ds3_wgmma_fp8_block")
     ds3 = ds3[ds3["variant"] == "wgmma_fp8_block"]
@@ -135,9 +172,10 @@ def fp8_block_phrases() -> list:
 
 
 def test_readme_states_what_stage_15_costs():
-    assert_said(fp8_block_phrases() + waves_phrases() + cluster_phrases(), "paragraph on stage 15's block scaling")
+    assert_said(fp8_block_phrases() + waves_phrases() + cluster_phrases() + split_phrases(),
+                "paragraph on stage 15's block scaling")
 
 
 if __name__ == "__main__":  # print what the README should say
-    for p in fp8_block_phrases() + waves_phrases() + cluster_phrases():
+    for p in fp8_block_phrases() + waves_phrases() + cluster_phrases() + split_phrases():
         print(p)
