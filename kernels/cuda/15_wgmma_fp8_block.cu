@@ -637,13 +637,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       float4* const partials = reinterpret_cast<float4*>(reinterpret_cast<unsigned char*>(workspace) + counter_bytes(tiles));
       float4* const slice = partials + static_cast<size_t>(who) * SPLIT_K * kPartialFloat4s + local_tid;
       float4* const mine = slice + split * kPartialFloat4s;
-#pragma unroll
-      for (int j = 0; j < kAccum / 4; ++j)
-        mine[j * 128] = make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
-      named_barrier_sync(1 + consumer, 128);  // every thread's partial before the release
-      if (local_tid == 0) arrived[consumer] = atom_add_acq_rel_gpu(workspace + who, 1);
-      named_barrier_sync(1 + consumer, 128);  // the acquire before every thread's reads
-      if (arrived[consumer] != splits - 1) return false;  // another split finishes the slice
+      if (hand_over_partial(mine, acc, workspace + who, 1 + consumer, local_tid, &arrived[consumer]) != splits - 1)
+        return false;  // another split finishes the slice
 #pragma unroll
       for (int i = 0; i < kAccum; ++i) acc[i] = 0.0f;
       for (int s = 0; s < splits; ++s) {  // in split order, whichever split this is

@@ -332,3 +332,22 @@ __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
 
 }  // namespace hopper
 #endif  // GEMMLAB_HOST_EMULATION
+
+namespace hopper {
+// The split-K / stream-K fixup's hand-over (stages 12 and 15; on the device and in the host emulation):
+// this thread's FP32 accumulators stored to its float4s of the warpgroup's partial (`mine`: 128 x 16 bytes
+// apart, coalesced), the warpgroup's stores ordered before thread 0's acq_rel arrival on `counter` by a
+// named barrier (CUTLASS's split-K semaphore), that acquire before every thread's later reads by a second.
+// Returns the arrivals before this one, the same in every thread of the warpgroup (`arrived`: its shared word).
+template <int kAccum>
+__device__ __forceinline__ int hand_over_partial(float4* mine, const float (&acc)[kAccum], int* counter,
+                                                 int barrier_id, int local_tid, int* arrived) {
+#pragma unroll
+  for (int j = 0; j < kAccum / 4; ++j)
+    mine[j * 128] = make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+  named_barrier_sync(barrier_id, 128);  // every thread's partial before the release
+  if (local_tid == 0) *arrived = atom_add_acq_rel_gpu(counter, 1);
+  named_barrier_sync(barrier_id, 128);  // the acquire before every thread's reads
+  return *arrived;
+}
+}  // namespace hopper
