@@ -304,8 +304,9 @@ def test_the_yaml_split_rule_is_the_prediction_in_words():
     assert env["SPLIT_K"] == 0
     ms = [1, 64, 128, 129, 512, 1024, 2048, 4096, 8192]
     ns = [8, 64, 128, 256, 264, 1024, 2112, 4096, 7168]
-    ks = [16, 128, 512, 1024, 1040, 1536, 2048, 7168]
-    for sms in (2, 78, 132):
+    # either side of each split's minimum (12 k-blocks a run: 24, 36, 48) and of one k-block
+    ks = [16, 128, 2944, 3072, 4480, 4608, 6016, 6144, 7168]
+    for sms in (2, 132):
         for bm in (64, 128):
             for bn in (0, 64, 128):
                 for cluster_m in (1, 2):
