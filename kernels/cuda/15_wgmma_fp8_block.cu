@@ -99,7 +99,9 @@
 //                    70.0-80.9% at the three large tune shapes against the defaults' 88.3-94.8, 94.3 against
 //                    99.2 at 1024 x 2112 x 7168; on DeepSeek-V3's projections 3-30 points under the defaults
 //                    at every one: not taken (the YAML's 1 is the measured kernel, the same SASS as before
-//                    the define; why the clusters cost here and not in stage 12 is not yet measured). Both
+//                    the define; ncu, session17b, 4096 x 7168 x 16384: 932 against 807 us at a higher clock, 1.71 against
+//                    1.56 GHz, with less L2 traffic, 59 against 76% of its throughput, and barrier stalls 3.86
+//                    against 1.05 per issue: they lose to waiting for both CTAs' consumers to release a slot). Both
 //                    CTAs of a cluster take vertically adjacent tiles (the schedule walks cluster tiles in the
 //                    GROUP_M raster) and need the same BN x 128 tile of B each k-block: each loads BN/2 rows of
 //                    it (the YAML's B box is BN/CLUSTER_M rows) and multicasts them into the same place of both
