@@ -49,7 +49,8 @@ FP8_BLOCK_SWEEP = [
     # 2-CTA clusters along M, B multicast to both (stage 12's CLUSTER_M): 3-30 points under the defaults
     # (session16b), kept in the sweep for the SASS checks below ({CLUSTER_M:2,BN:64}, 49-61%, left it)
     "{CLUSTER_M:2}",
-    # split-K, not yet measured: at the tune shapes, where the YAML's rule does not split (their tiles fill
+    # split-K (measured where the rule splits, session17; these entries not yet run): at the tune shapes, where
+    # the YAML's rule does not split (their tiles fill
     # the waves), the entries show what the split's fixup costs a full grid (the workspace: up to 2.4 GB at
     # 4096 x 36864 x 7168 with 4 splits); where it does split (moe_router) ds3_fp8_block measures the defaults.
     # Width by the waves of the units (tiles x S): 128 at every tune shape; {SPLIT_K:2,BN:64} the other width
@@ -262,7 +263,7 @@ def test_at_64_tokens_bn_64_only_where_128_wide_tiles_busy_a_quarter_of_the_sms(
     """Below one row of tiles (64 tokens: m < BM) the width of an unsplit grid follows how many SMs the
     128-wide tiles keep busy, not waves: session16 measured 64 winning at 2-32 tiles (attn_qkv_a, moe_router,
     shared_gate_up) and losing at 56 (attn_o, dense_down, shared_down) against session15b's 128. Those
-    split now (the split rule: at most 66 tiles of 128), and a split grid's width follows its units' waves:
+    split now where K holds 24 k-blocks (the split rule: at most 66 tiles of 128; shared_down's 16 do not), and a split grid's width follows its units' waves:
     64 where the 64-wide units still fit one wave (attn_qkv_a: 33 x 4 = 132, moe_router: 4 x 4), 128 where
     they would not (shared_gate_up: 64 x 4 = 256; 32 x 4 of 128)."""
     from gemmlab.points import expand
@@ -323,7 +324,7 @@ def test_the_split_rule_splits_moe_router_alone_at_1024_and_4096_tokens():
     """On the H200's 132 SMs: moe_router (N = 256: 8 x 2 / 32 x 2 tiles of 128 x 128 for 132 SMs, each
     walking all 56 k-blocks) splits at 1024 and 4096 tokens, no other DeepSeek-V3 projection there and none
     of the four tune shapes (their defaults stay the measured build). At 64 tokens (one row of tiles) every
-    projection whose 128-wide tiles leave at least half the SMs idle splits. The build carries the split
+    projection whose 128-wide tiles leave at least half the SMs idle and whose K holds 24 k-blocks splits. The build carries the split
     (-DSPLIT_K, the kernel name, the row's defines) and the launch counts its units and sizes the workspace."""
     from gemmlab.backends.cuda_kernels import build_for, launch_shape
     from gemmlab.points import expand
