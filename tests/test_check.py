@@ -398,7 +398,7 @@ def test_two_sweeps_started_at_once_into_one_folder_one_refuses(tmp_path):
     sweep = tmp_path / "sweep"
     args = ["-m", "variant=cpu_blas", "precision=fp32,fp64", "sizes.shapes=[]", "sizes.square=[256]",
             "measure=quick", "measure.min_time_s=1.5", "measure.max_time_s=2", "run.progress=false",
-            f"hydra.sweep.dir={sweep}"]
+            "run.report=false", f"hydra.sweep.dir={sweep}"]  # the sweep's page: tests/test_cpu_run.py
     procs = [_run_py(args, tmp_path) for _ in range(2)]
     outs = [p.communicate(timeout=300) for p in procs]
     codes = sorted(p.returncode for p in procs)

@@ -101,7 +101,7 @@ def test_per_gpu_launcher_runs_one_job_per_gpu_at_a_time(tmp_path, lock_dir):
            "variant=cpu_blas", "precision=fp32,fp64", "sizes=smoke", "sizes.shapes=[]",
            "sizes.square=[64],[80]", "measure=quick", "measure.threads=1", "measure.warmup_s=0.05",
            "measure.min_time_s=0.5", "measure.max_time_s=0.5", "measure.max_samples=100000000",
-           "run.progress=false"]
+           "run.progress=false", "run.report=false"]  # the sweep's page: tests/test_cpu_run.py
     held = gpu_pinning.claim_gpu(["0"])
     try:
         r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)

@@ -17,7 +17,7 @@ from gemmlab.sweep import merge as merge_cmd
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK = ["variant=cpu_blas", "sizes=smoke", "sizes.shapes=[]", "measure=quick", "measure.threads=1",
-         "measure.warmup_s=0", "run.progress=false"]
+         "measure.warmup_s=0", "run.progress=false", "run.report=false"]  # the sweep's page: tests/test_cpu_run.py
 
 
 def read_rows(path: Path):

@@ -51,7 +51,7 @@ def sweep_command(sweep_dir: Path):
             f"sizes.square={','.join(SIZES)}", "measure=quick", "measure.threads=1",
             "measure.warmup_s=0.1", "measure.min_time_s=2.0", "measure.max_time_s=2.0",
             "measure.max_samples=100000000",
-            "run.progress=false"]
+            "run.progress=false", "run.report=false"]  # the sweep's page: tests/test_cpu_run.py
 
 
 def job_env():
