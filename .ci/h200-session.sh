@@ -11,7 +11,7 @@
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block fp8_block_diag mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation conduct sanitize precompile_default default_run default_run_noguard fidelity_default
-# cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu ws_ncu decode_rows_tests decode_rows decode_rows_sweep pinning multi_gpu
+# cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu ws_ncu decode_rows_tests decode_rows decode_rows_sweep pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # Set GEMMLAB_GIT_COMMIT to the commit being measured: the tree copied to a GPU host may carry a
@@ -396,6 +396,15 @@ while time.time()-t<45: a@a" &
              hydra.run.dir=$REF/decode/bf16
            step decode_fp8 420 python3 run.py +experiment=decode "precision=[fp8,fp32]" run.fail_on_error=false $Q \
              hydra.run.dir=$REF/decode/fp8 ;;
+  decode_cupti)  # issue 30's 1.3x at Llama-3 8B: the decode run at its four projections timed by CUPTI's kernel
+           # records (no event start-up; needs cupti-python in .whl), then by events right after, and the
+           # CUPTI timer's own GPU tests first
+           step gpu_cupti 180 python3 -m pytest -m gpu tests/test_gpu_core.py -k cupti -q -rA -p no:cacheprovider
+           step decode_cupti_bf16 240 python3 run.py +experiment=decode "precision=[bf16,fp32]" \
+             "sizes.model_names=[llama3_8b]" measure.timer=cupti run.fail_on_error=false $Q \
+             hydra.run.dir=$REF/decode_cupti/bf16_cupti
+           step decode_events_bf16 240 python3 run.py +experiment=decode "precision=[bf16,fp32]" \
+             "sizes.model_names=[llama3_8b]" run.fail_on_error=false $Q hydra.run.dir=$REF/decode_cupti/bf16_events ;;
   decode_ablation)  # issue 30: stage 14's defines one at a time (DECODE_SWEEP in tests/test_decode_emulation.py,
            # the YAML's header), no baselines, at Llama-3 8B qkv and 70B mlp_down for 1 / 16 / 64 tokens;
            # the 18 builds compiled first, all at once (the sweep's jobs would compile them one by one)
