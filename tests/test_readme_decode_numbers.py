@@ -151,6 +151,33 @@ def test_readme_states_the_decode_stages_as_measured():
     assert_said(decode_phrases() + sweep_phrases() + read_phrases(), "decode paragraph")
 
 
+S18C = "h200-2026-12-04/session18c"  # Llama-3 8B's decode points timed by CUPTI, then by events
+
+
+def cupti_phrases() -> list:
+    """cuBLAS at Llama-3 8B's 50 MB shapes by CUPTI's kernel records, against the copy probe of the
+    same run: the time a kernel reading W, X and C once at the copy probe's rate would take, and so
+    the most any kernel could gain on cuBLAS there."""
+    d = pd.read_csv(folder(f"{S18C}/decode_cupti/bf16_cupti") / "results.csv")
+    ok = d[d["status"] == "ok"]
+    assert set(ok["timer"]) == {"cupti_kernel"}
+    copy = ok[ok["variant"] == "copy_gpu"].iloc[0]
+    copy_gbs = copy["bytes_min"] / copy["time_median_s"] / 1e9
+    lib = ok[(ok["variant"] == "cublas") & (ok["n"] == 6144) & (ok["k"] == 4096)].set_index("m")
+    t1, t64 = lib.loc[1, "time_median_s"], lib.loc[64, "time_median_s"]
+    pct = 100 * lib.loc[[1, 64], "bytes_min"] / lib.loc[[1, 64], "time_median_s"] / 1e9 / copy_gbs
+    at_copy = lib.loc[[1, 64], "bytes_min"] / (copy_gbs * 1e9)  # bytes_min: W, X and C once each
+    gain = lib.loc[[1, 64], "time_median_s"] / at_copy
+    return [f"cuBLAS's kernel takes {t1 * 1e6:.2f} us at (1, 6144, 4096) and {t64 * 1e6:.2f} us at (64, 6144, 4096)",
+            f"{span(pct, '.1f')}% of the copy probe ({copy_gbs:.0f} GB/s)",
+            f"would take {span(at_copy * 1e6, '.1f')} us there, at most {span(gain, '.2f')}x cuBLAS"]
+
+
+@pytest.mark.skipif(not has(S18C), reason="session18c's CUPTI rows are not in this checkout")
+def test_readme_states_what_cuptis_kernel_times_say_of_the_1_3x_bar():
+    assert_said(cupti_phrases(), "decode paragraph (CUPTI)")
+
+
 def test_readme_states_the_default_run_on_the_h200():
     assert_said(default_run_phrases(), "default run sentence")
 
