@@ -173,14 +173,15 @@ def decode_note(best) -> str:
 
 
 def _label_best_decode(ax, best) -> None:
-    """Ring the decode point closest to its copy roof and write its % of that roof left of it,
-    above the memory roof where no point can be (nothing without decode rows)."""
+    """Ring the decode point closest to its copy roof and write its % of that roof left of it, at its
+    height: above the memory roof, where no point can be, and below the roofs' labels, which sit
+    above the ridge points (nothing without decode rows)."""
     if best is None:
         return
     x, y = float(best["intensity"]), float(best["tflops"])
     ax.scatter([x], [y], s=55, facecolors="none", edgecolors=ROOF_COLOR, linewidths=0.6, zorder=6,
                gid=style.gid("decode-best", best["variant"], best["precision"]))
-    ax.text(x / 1.3, y * 1.5, decode_label(best), ha="right", va="bottom", fontsize=5.5, color=ROOF_COLOR, zorder=6,
+    ax.text(x / 1.4, y, decode_label(best), ha="right", va="center", fontsize=5.5, color=ROOF_COLOR, zorder=6,
             gid=style.gid("label", "decode-best"), bbox=dict(boxstyle="square,pad=0.05", fc="white", ec="none",
                                                               alpha=0.7))
 
