@@ -123,7 +123,10 @@ def test_cupti_timer_measures_a_kernel_of_known_duration():
                 busy((1,), (1,), (np.uint64(int(us * 1000)),))
         (t,) = timer.measure([[fn]])
         assert len(t.times_s) == len(t.event_times_s) >= 20
-        assert t.summary.median_s == pytest.approx(us * 1e-6, rel=0.02), (us, t.summary)
+        # the kernel's span is its spin plus its own start and end: never shorter than the spin (the
+        # GPU's and CUPTI's clocks may differ by 0.5%), at most ~1 us longer (session19 on the H200:
+        # 30.62 us for a 30 us spin, past a plain 2%)
+        assert us * 1e-6 * 0.995 <= t.summary.median_s <= us * 1e-6 * 1.01 + 1e-6, (us, t.summary)
         ev = sorted(t.event_times_s)[len(t.event_times_s) // 2]
         assert ev >= t.summary.median_s, (ev, t.summary.median_s)
 
