@@ -6,6 +6,7 @@
 // hopper_emu.h's.
 #pragma once
 #if defined(GEMMLAB_HOST_EMULATION)
+#include <array>
 #include <chrono>
 
 #include "mma_sync_ptx.h"
@@ -35,10 +36,13 @@ void mma_f16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, 
   const uint32_t a[4] = {a0, a1, a2, a3};
   mma_m16n8k16<__half>(d, a, b0, b1);
 }
-uint32_t e4m3x2_to_f16x2(uint32_t two) {  // exact: every e4m3 value is an f16 value
-  const uint32_t lo = __float2half_rn(gemm_host_e4m3_to_float(static_cast<uint8_t>(two))).bits;
-  const uint32_t hi = __float2half_rn(gemm_host_e4m3_to_float(static_cast<uint8_t>(two >> 8))).bits;
-  return lo | (hi << 16);
+uint32_t e4m3x2_to_f16x2(uint32_t two) {  // exact: every e4m3 value is an f16 value (a table of all 256)
+  static const std::array<uint16_t, 256> f16 = [] {
+    std::array<uint16_t, 256> t{};
+    for (int i = 0; i < 256; ++i) t[i] = __float2half_rn(gemm_host_e4m3_to_float(static_cast<uint8_t>(i))).bits;
+    return t;
+  }();
+  return static_cast<uint32_t>(f16[two & 0xFF]) | (static_cast<uint32_t>(f16[(two >> 8) & 0xFF]) << 16);
 }
 float bits_to_float(uint32_t u) {
   float f;

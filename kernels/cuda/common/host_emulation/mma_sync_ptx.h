@@ -23,23 +23,35 @@ inline int next_buffer() {  // which of the two tables this thread's next collec
   static int collectives[gemm_host::kMaxThreads];
   return collectives[gemm_host::linear_tid()]++ & 1;
 }
-inline uint32_t* published(int buffer, int lane) {  // six words per lane, one table per warp (<= 32 warps)
+inline uint32_t (*warp_table(int buffer))[6] {  // six words per lane, one table per warp (<= 32 warps)
   static uint32_t table[2][32][32][6];
-  return table[buffer][gemm_host::linear_tid() / 32][lane];
+  return table[buffer][gemm_host::linear_tid() / 32];
 }
+inline uint32_t* published(int buffer, int lane) { return warp_table(buffer)[lane]; }
 inline uint16_t smem_half(uint32_t addr) {
   uint16_t v;
   std::memcpy(&v, gemm_host::dynamic_smem + addr, 2);
   return v;
 }
+inline const float* half_table() {  // all 65536 halves as floats (__half2float's, exact): one load each
+  static const std::vector<float> table = [] {
+    std::vector<float> v(65536);
+    for (uint32_t i = 0; i < 65536; ++i) v[i] = __half2float(__half{static_cast<uint16_t>(i)});
+    return v;
+  }();
+  return table.data();
+}
+// A 16-bit operand as a float: f16 through ``halves`` (half_table()), bf16 as the top half of a float
 template <class T>
-inline float to_float(uint16_t bits) {
-  T x;
-  std::memcpy(&x, &bits, 2);
-  if constexpr (std::is_same<T, __half>::value)
-    return __half2float(x);
-  else
-    return __bfloat162float(x);
+__attribute__((always_inline)) inline float to_float(uint16_t bits, const float* halves) {
+  if constexpr (std::is_same<T, __half>::value) {
+    return halves[bits];
+  } else {
+    const uint32_t u = static_cast<uint32_t>(bits) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
 }
 struct Copy {
   unsigned char* dst;
@@ -107,51 +119,65 @@ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) { emu::ldmatrix<true>(r,
 
 // A fragment: a[(row/8) + 2*(k/8)] of lane (row%8)*4 + (k%8)/2, half k%2. B: b[k/8] of lane
 // n*4 + (k%8)/2, half k%2. D: d[2*(row/8) + col%2] of lane (row%8)*4 + (col%8)/2.
+// Each lane decodes the 32 A and 32 B operands its four outputs read once (not once per product:
+// the MMAs were 80% of a decode emulation's time), then sums in the same order as before.
+// The MMAs read only the warp's exchange table and their own arrays (the kernel's loads and stores are
+// checked where the kernel makes them): uninstrumented, they run at twice the speed.
+#define GEMMLAB_EMU_HOT __attribute__((no_sanitize_address))
 template <class T>
-void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+GEMMLAB_EMU_HOT void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   const int l = emu::lane(), t = emu::next_buffer();
-  uint32_t* mine = emu::published(t, l);
-  for (int q = 0; q < 4; ++q) mine[q] = a[q];
-  mine[4] = b0;
-  mine[5] = b1;
+  uint32_t (*table)[6] = emu::warp_table(t);
+  for (int q = 0; q < 4; ++q) table[l][q] = a[q];
+  table[l][4] = b0;
+  table[l][5] = b1;
   __syncwarp();
-  auto half_of = [](uint32_t w, int k) { return static_cast<uint16_t>(w >> (16 * (k % 2))); };
-  float out[4];
-  for (int e = 0; e < 4; ++e) {
-    const int row = l / 4 + 8 * (e / 2), col = 2 * (l % 4) + e % 2;
-    float s = d[e];
-    for (int k = 0; k < 16; ++k) {
-      const float x = emu::to_float<T>(half_of(emu::published(t, (row % 8) * 4 + (k % 8) / 2)[row / 8 + 2 * (k / 8)], k));
-      const float y = emu::to_float<T>(half_of(emu::published(t, col * 4 + (k % 8) / 2)[4 + k / 8], k));
-      s += x * y;
+  const float* halves = std::is_same<T, __half>::value ? emu::half_table() : nullptr;
+  float x[2][16], y[2][16];  // rows l/4 and l/4 + 8; columns 2(l%4) and 2(l%4) + 1
+  for (int i = 0; i < 2; ++i) {
+    const int row = l / 4 + 8 * i, col = 2 * (l % 4) + i;
+    for (int k = 0; k < 16; ++k) {  // half k%2 of each word
+      const uint32_t wa = table[(row % 8) * 4 + (k % 8) / 2][row / 8 + 2 * (k / 8)];
+      const uint32_t wb = table[col * 4 + (k % 8) / 2][4 + k / 8];
+      x[i][k] = emu::to_float<T>(static_cast<uint16_t>(wa >> (16 * (k % 2))), halves);
+      y[i][k] = emu::to_float<T>(static_cast<uint16_t>(wb >> (16 * (k % 2))), halves);
     }
-    out[e] = s;
   }
-  for (int e = 0; e < 4; ++e) d[e] = out[e];
+  for (int e = 0; e < 4; ++e) {
+    const float* xr = x[e / 2];
+    const float* yc = y[e % 2];
+    float s = d[e];
+    for (int k = 0; k < 16; ++k) s += xr[k] * yc[k];
+    d[e] = s;
+  }
 }
 
 // e4m3 m16n8k32 (stage 14's fp8 MMA): A fragment byte k%4 of a[(row/8) + 2*(k/16)] of lane
 // (row%8)*4 + (k%16)/4; B: byte k%4 of b[k/16] of lane n*4 + (k%16)/4; D as m16n8k16's.
-void mma_m16n8k32_e4m3(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+GEMMLAB_EMU_HOT void mma_m16n8k32_e4m3(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   const int l = emu::lane(), t = emu::next_buffer();
-  uint32_t* mine = emu::published(t, l);
-  for (int q = 0; q < 4; ++q) mine[q] = a[q];
-  mine[4] = b0;
-  mine[5] = b1;
+  uint32_t (*table)[6] = emu::warp_table(t);
+  for (int q = 0; q < 4; ++q) table[l][q] = a[q];
+  table[l][4] = b0;
+  table[l][5] = b1;
   __syncwarp();
-  auto byte_of = [](uint32_t w, int k) { return static_cast<uint8_t>(w >> (8 * (k % 4))); };
-  float out[4];
-  for (int e = 0; e < 4; ++e) {
-    const int row = l / 4 + 8 * (e / 2), col = 2 * (l % 4) + e % 2;
-    float s = d[e];
-    for (int k = 0; k < 32; ++k) {
-      const float x = gemm_host_e4m3_to_float(byte_of(emu::published(t, (row % 8) * 4 + (k % 16) / 4)[row / 8 + 2 * (k / 16)], k));
-      const float y = gemm_host_e4m3_to_float(byte_of(emu::published(t, col * 4 + (k % 16) / 4)[4 + k / 16], k));
-      s += x * y;
+  float x[2][32], y[2][32];
+  for (int i = 0; i < 2; ++i) {
+    const int row = l / 4 + 8 * i, col = 2 * (l % 4) + i;
+    for (int k = 0; k < 32; ++k) {  // byte k%4 of each word
+      const uint32_t wa = table[(row % 8) * 4 + (k % 16) / 4][row / 8 + 2 * (k / 16)];
+      const uint32_t wb = table[col * 4 + (k % 16) / 4][4 + k / 16];
+      x[i][k] = gemm_host_e4m3_to_float(static_cast<uint8_t>(wa >> (8 * (k % 4))));
+      y[i][k] = gemm_host_e4m3_to_float(static_cast<uint8_t>(wb >> (8 * (k % 4))));
     }
-    out[e] = s;
   }
-  for (int e = 0; e < 4; ++e) d[e] = out[e];
+  for (int e = 0; e < 4; ++e) {
+    const float* xr = x[e / 2];
+    const float* yc = y[e % 2];
+    float s = d[e];
+    for (int k = 0; k < 32; ++k) s += xr[k] * yc[k];
+    d[e] = s;
+  }
 }
 
 // __shfl_xor_sync / __shfl_sync(..., 0) over the whole warp, through the same exchange table.
