@@ -99,7 +99,7 @@ class Point:
             return {}
         env = dict(self._defines_env() if env is None else env)
         if "sm_count" not in env and self.rules_read_sm_count():
-            env["sm_count"] = _gpu_sm_count(self.variant)
+            env["sm_count"] = gpu_sm_count(self.variant)
         cuda = self.variant_cfg.get("cuda")
         defines = {str(k) for k in cuda.defines} if cuda is not None else set()
         out: Dict[str, Any] = {}
@@ -162,8 +162,9 @@ class Point:
         return hashlib.sha1(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def _gpu_sm_count(variant: str) -> int:
-    """The GPU's SM count, for rules that read sm_count where the device config gives none."""
+def gpu_sm_count(variant: str) -> int:
+    """The GPU's SM count: for rules that read sm_count where the device config gives none, and for the
+    launches (persistent grids, the count a build was chosen for); without a GPU, a clear error."""
     from gemmlab.gpu.device import info, no_device_reason
 
     why = no_device_reason()

@@ -108,9 +108,9 @@ def test_the_launch_records_the_count_the_build_was_chosen_for(monkeypatch, capl
     from gemmlab.backends import cuda_kernels
 
     p = _ws({"GROUPS": "sm_count // 4"})
-    monkeypatch.setattr(cuda_kernels, "_device_sm_count", lambda: 132)
+    monkeypatch.setattr(cuda_kernels, "gpu_sm_count", lambda variant: 132)
     assert cuda_kernels._rules_sm_count(p) == 132 and not caplog.records
-    monkeypatch.setattr(cuda_kernels, "_device_sm_count", lambda: 114)
+    monkeypatch.setattr(cuda_kernels, "gpu_sm_count", lambda variant: 114)
     with caplog.at_level(logging.WARNING, logger="gemmlab"):
         assert cuda_kernels._rules_sm_count(p) == 132
     assert "device.sm_count=114" in caplog.text

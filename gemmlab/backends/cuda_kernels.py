@@ -38,6 +38,7 @@ from gemmlab.backends.base import Backend, Launch
 from gemmlab.cache import cache_dir
 from gemmlab.config import ROOT
 from gemmlab.expr import evaluate
+from gemmlab.points import gpu_sm_count
 
 log = logging.getLogger("gemmlab")
 
@@ -135,7 +136,7 @@ def launch_shape(point, sm_count: Optional[int] = None) -> LaunchShape:
     was): this one sizes the launch only."""
     cuda = point.variant_cfg.cuda
     env = point.expr_env()
-    env["sm_count"] = sm_count if sm_count is not None else _device_sm_count()
+    env["sm_count"] = sm_count if sm_count is not None else gpu_sm_count(point.variant)
     let = []
     for name, rule in (cuda.get("let") or {}).items():  # in order: each may use the ones before
         if name in env:
@@ -165,12 +166,6 @@ def launch_shape(point, sm_count: Optional[int] = None) -> LaunchShape:
                        let=tuple(let))
 
 
-def _device_sm_count() -> int:
-    from gemmlab.gpu.device import info
-
-    return info()["sm_count"]
-
-
 _warned_sm_counts: set = set()
 
 
@@ -180,8 +175,8 @@ def _rules_sm_count(point) -> Optional[int]:
     build is right, its choice was made for the device config's count (device.sm_count)."""
     if not point.rules_read_sm_count():
         return None
-    chosen = point.sm_count if point.sm_count is not None else _device_sm_count()
-    gpu = _device_sm_count()
+    gpu = gpu_sm_count(point.variant)
+    chosen = point.sm_count if point.sm_count is not None else gpu
     if chosen != gpu and (point.variant, chosen, gpu) not in _warned_sm_counts:
         _warned_sm_counts.add((point.variant, chosen, gpu))
         log.warning("%s: its point defines chose the build for %d SMs (device.sm_count) but this GPU has %d; "
