@@ -229,20 +229,27 @@ def precompiled_shim(folder: str) -> Path:
     return pch
 
 
+# Compiled once per session and linked into every emulator: no kernel's macros reach them.
+# driver.cpp: main, the block scheduler, the fibers (its standard-library templates were three
+# quarters of each build's CPU time when every build compiled it again); hopper_emu.cpp: the Hopper
+# emulation's mbarriers, TMA, stmatrix, wgmma queues and named barriers (two thirds of the code a
+# Hopper stage's build generated; stages without them link it and use none of it).
+EMULATION_OBJECTS = ("driver.cpp", "hopper_emu.cpp")
+
+
 @functools.lru_cache(maxsize=None)
-def emulation_driver(folder: str) -> Path:
-    """driver.cpp (main, the block scheduler, the fibers: no kernel's macros) compiled with
-    HOST_FLAGS into an object that every emulator links, once per session: its standard-library
-    templates were three quarters of each build's CPU time when every build compiled it again.
-    Named by a hash of the command and of the emulation's sources, in the folder the workers share,
-    under a lock, written whole or not at all (as emulator())."""
+def emulation_object(folder: str, source: str) -> Path:
+    """``source`` (one of EMULATION_OBJECTS) compiled with HOST_FLAGS into an object, once per
+    session. Named by a hash of the command and of the emulation's sources, in the folder the workers
+    share, under a lock, written whole or not at all (as emulator())."""
     pch = precompiled_shim(folder)
-    cmd = ["g++", f"-I{pch}", *HOST_FLAGS, "-c", str(EMULATION / "driver.cpp")]
+    cmd = ["g++", f"-I{pch}", *HOST_FLAGS, "-c", str(EMULATION / source)]
     key = hashlib.sha256("\0".join(cmd).encode())
-    for source in sorted(EMULATION.iterdir()):
-        if source.suffix in (".h", ".cpp"):
-            key.update(b"\0" + source.name.encode() + b"\0" + source.read_bytes())
-    return built_once(session_folder(Path(folder), "emulators") / f"driver-{key.hexdigest()[:20]}.o", cmd, "driver.cpp")
+    for file in sorted(EMULATION.iterdir()):
+        if file.suffix in (".h", ".cpp"):
+            key.update(b"\0" + file.name.encode() + b"\0" + file.read_bytes())
+    stem = Path(source).stem
+    return built_once(session_folder(Path(folder), "emulators") / f"{stem}-{key.hexdigest()[:20]}.o", cmd, source)
 
 
 def built_once(target: Path, cmd: list[str], what: str) -> Path:
@@ -260,9 +267,10 @@ def built_once(target: Path, cmd: list[str], what: str) -> Path:
 def emulator_command(folder: str, defines: list[str], source: Path, entry: str) -> list[str]:
     """The g++ command (less -o) of a host-emulation executable: launch.cpp with the kernel's
     ``source``, ``entry`` and ``defines`` (TIN and TOUT among them, KERNEL_ARGS where the kernel
-    takes more than A, B, C, M, N, K), linked with emulation_driver()."""
+    takes more than A, B, C, M, N, K), linked with the EMULATION_OBJECTS."""
     return ["g++", f"-I{precompiled_shim(folder)}", *HOST_FLAGS, *defines, f'-DKERNEL_SOURCE="{source}"',
-            f"-DKERNEL_ENTRY={entry}", str(EMULATION / "launch.cpp"), str(emulation_driver(folder))]
+            f"-DKERNEL_ENTRY={entry}", str(EMULATION / "launch.cpp"),
+            *(str(emulation_object(folder, o)) for o in EMULATION_OBJECTS)]
 
 
 @functools.lru_cache(maxsize=None)

@@ -3,7 +3,7 @@
 // compiles it once per set of flags,
 //   g++ -std=c++20 -pthread -fsanitize=address -DGEMMLAB_HOST_EMULATION -include cuda_shim.h
 //       -I<this folder> -c driver.cpp -o driver.o
-// and links driver.o into each kernel's launch.cpp build (its TIN, TOUT, defines, KERNEL_SOURCE,
+// and links driver.o (with hopper_emu.o, the Hopper emulation's out-of-line part) into each kernel's launch.cpp build (its TIN, TOUT, defines, KERNEL_SOURCE,
 // KERNEL_ENTRY and KERNEL_ARGS: driver.h says what launch.cpp defines for this file). The
 // emulator then runs as
 //   ./emulator M N K grid.x grid.y grid.z block.x block.y block.z smem_bytes A.bin B.bin C.bin

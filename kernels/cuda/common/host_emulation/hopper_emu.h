@@ -66,35 +66,14 @@ struct Bar {
   uint32_t expected = 0, pending = 0, phase = 0;
   int64_t tx = 0;
 };
-inline std::mutex& lock() {
-  static std::mutex m;
-  return m;
-}
-inline std::unordered_map<uint32_t, Bar>& bars() {
-  static std::unordered_map<uint32_t, Bar> b;
-  return b;
-}
-inline Bar& bar_at(uint32_t addr) {
-  auto it = bars().find(addr);
-  if (it == bars().end()) gemm_host::fail("mbarrier used before mbarrier.init", smem(addr));
-  return it->second;
-}
-inline void maybe_complete(Bar& b) {  // with lock() held
-  if (b.pending == 0 && b.tx == 0) {
-    b.phase += 1;
-    b.pending = b.expected;
-  }
-}
-inline double wait_limit_s() {
-  const char* s = std::getenv("GEMMLAB_EMU_WAIT_S");
-  return s ? std::atof(s) : 60.0;
-}
+std::mutex& lock();
+std::unordered_map<uint32_t, Bar>& bars();
+Bar& bar_at(uint32_t addr);
+void maybe_complete(Bar& b);  // with lock() held
+double wait_limit_s();
 
 // Warp-collective exchange (stmatrix): one row address per lane, one table per warp.
-inline uint32_t* published(unsigned lane) {
-  static uint32_t table[32][32];
-  return &table[tid() / 32][lane];
-}
+uint32_t* published(unsigned lane);
 
 template <class T>
 inline float to_float(const unsigned char* p) {
@@ -152,14 +131,9 @@ inline void wgmma_now(float* d, uint64_t desc_a, uint64_t desc_b, int scale_d, i
   }
 }
 using Group = std::vector<std::function<void()>>;
-inline Group& open_group() {  // per thread
-  static Group g[gemm_host::kMaxThreads];
-  return g[tid()];
-}
-inline std::deque<Group>& committed() {
-  static std::deque<Group> q[gemm_host::kMaxThreads];
-  return q[tid()];
-}
+Group& open_group();  // per thread
+std::deque<Group>& committed();
+void retire_groups(size_t pending);  // runs the oldest committed groups until `pending` are left
 }  // namespace emu
 
 inline uint32_t smem_u32(const void* p) {
@@ -180,129 +154,39 @@ inline uint32_t pack2(float lo, float hi) {
 }
 
 // ---- mbarrier --------------------------------------------------------------------------------------
-inline void mbar_init(uint64_t* bar, uint32_t arrivals) {
-  std::lock_guard<std::mutex> g(emu::lock());
-  emu::bars()[smem_u32(bar)] = emu::Bar{arrivals, arrivals, 0, 0};
-}
+void mbar_init(uint64_t* bar, uint32_t arrivals);
 inline void fence_mbar_init() {}
-inline void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
-  std::lock_guard<std::mutex> g(emu::lock());
-  emu::Bar& b = emu::bar_at(smem_u32(bar));
-  b.tx += bytes;
-  b.pending -= 1;
-  emu::maybe_complete(b);
-}
-inline void mbar_arrive(uint64_t* bar) {
-  std::lock_guard<std::mutex> g(emu::lock());
-  emu::Bar& b = emu::bar_at(smem_u32(bar));
-  if (b.pending == 0) gemm_host::fail("mbarrier arrival beyond its expected count", bar);
-  b.pending -= 1;
-  emu::maybe_complete(b);
-}
+void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes);
+void mbar_arrive(uint64_t* bar);
 template <bool ClusterScope = false>
 inline void mbar_arrive_remote(uint64_t* bar, uint32_t cta_rank) {
   if (cta_rank != 0) gemm_host::fail("clusters of more than one CTA are not emulated", bar);
   mbar_arrive(bar);
 }
-inline void mbar_wait(uint64_t* bar, uint32_t parity) {
-  const uint32_t addr = smem_u32(bar);
-  std::chrono::steady_clock::time_point since;
-  for (unsigned polls = 0;; ++polls) {
-    {
-      // done when the phase of that parity has completed: the current phase has the other parity
-      std::lock_guard<std::mutex> g(emu::lock());
-      if ((emu::bar_at(addr).phase & 1u) != (parity & 1u)) return;
-    }
-    if (polls == 0)
-      since = std::chrono::steady_clock::now();
-    else if (polls % 1024 == 0 &&
-             std::chrono::steady_clock::now() - since > std::chrono::duration<double>(emu::wait_limit_s()))
-      break;
-    gemm_host::wait_turn("an mbarrier (mbar_wait)", polls > 0);
-  }
-  {
-    std::lock_guard<std::mutex> g(emu::lock());
-    std::fprintf(stderr, "host emulation: block %u thread %u waited too long on the mbarrier at smem 0x%x for "
-                 "parity %u; barriers (smem: phase, pending arrivals, pending bytes):\n", blockIdx.x, emu::tid(),
-                 addr, parity);
-    for (const auto& [a, b] : emu::bars())
-      std::fprintf(stderr, "  0x%x: %u, %u, %lld\n", a, b.phase, b.pending, static_cast<long long>(b.tx));
-    std::abort();
-  }
-}
+void mbar_wait(uint64_t* bar, uint32_t parity);
 inline void mbar_wait_cluster(uint64_t* bar, uint32_t parity) { mbar_wait(bar, parity); }
 
 // ---- TMA ---------------------------------------------------------------------------------------------
 inline void tensormap_acquire(const TensorMap*) {}
 
-template <bool kLoad>
-inline void tma_box(unsigned char* tile, const TensorMap* map, int col, int row) {
-  const auto* f = map->opaque;
-  unsigned char* base = reinterpret_cast<unsigned char*>(f[0]);
-  const long rows = f[1], cols = f[2], stride = f[3], box_rows = f[4], box_cols = f[5], eb = f[6], sw = f[7];
-  const uint32_t tile_addr = smem_u32(tile);
-  if (tile_addr % (sw == 128 ? 1024 : 128)) gemm_host::fail("TMA shared-memory box misaligned for its swizzle", tile);
-  if (sw && box_cols * eb != sw) gemm_host::fail("emulated TMA swizzle needs rows of exactly the swizzle width", tile);
-  for (long r = 0; r < box_rows; ++r)
-    for (long c = 0; c < box_cols; ++c) {
-      const uint32_t off = static_cast<uint32_t>(r * box_cols * eb + c * eb);
-      unsigned char* s = emu::smem(sw == 128 ? emu::swizzle128(tile_addr + off) : tile_addr + off);
-      const long gr = row + r, gc = col + c;
-      const bool inside = gr >= 0 && gr < rows && gc >= 0 && gc < cols;
-      if (kLoad) {
-        if (inside) std::memcpy(s, base + gr * stride + gc * eb, eb);
-        else std::memset(s, 0, eb);
-      } else if (inside) {
-        std::memcpy(base + gr * stride + gc * eb, s, eb);
-      }
-    }
-}
-inline void tma_load_2d(void* smem_dst, const TensorMap* map, uint64_t* bar, int col, int row) {
-  tma_box<true>(static_cast<unsigned char*>(smem_dst), map, col, row);
-  std::lock_guard<std::mutex> g(emu::lock());
-  emu::Bar& b = emu::bar_at(smem_u32(bar));
-  b.tx -= static_cast<int64_t>(map->opaque[4] * map->opaque[5] * map->opaque[6]);  // the whole box, OOB too
-  emu::maybe_complete(b);
-}
+void tma_load_2d(void* smem_dst, const TensorMap* map, uint64_t* bar, int col, int row);
 // 1D bulk copy: synchronous, its bytes completed on the barrier (the hardware's alignment rules checked).
-inline void bulk_load_1d(void* smem_dst, const void* src, uint32_t bytes, uint64_t* bar) {
-  if ((reinterpret_cast<uintptr_t>(smem_dst) | reinterpret_cast<uintptr_t>(src) | bytes) % 16)
-    gemm_host::fail("cp.async.bulk with an address or size that is not a multiple of 16 bytes", smem_dst);
-  std::memcpy(smem_dst, src, bytes);
-  std::lock_guard<std::mutex> g(emu::lock());
-  emu::Bar& b = emu::bar_at(smem_u32(bar));
-  b.tx -= static_cast<int64_t>(bytes);
-  emu::maybe_complete(b);
-}
+void bulk_load_1d(void* smem_dst, const void* src, uint32_t bytes, uint64_t* bar);
 // cp.async of 16 bytes lands at once here; its mbarrier arrival (after the thread's copies) is then a
 // plain arrival: what the emulation checks is that the barrier counts it and that the slot was free
-inline void cp_async_16(void* smem_dst, const void* src) {
-  if ((reinterpret_cast<uintptr_t>(smem_dst) | reinterpret_cast<uintptr_t>(src)) % 16)
-    gemm_host::fail("cp.async with an address that is not 16-byte aligned", smem_dst);
-  std::memcpy(smem_dst, src, 16);
-}
+void cp_async_16(void* smem_dst, const void* src);
 inline void cp_async_mbar_arrive_noinc(uint64_t* bar) { mbar_arrive(bar); }
 inline void tma_load_2d_multicast(void*, const TensorMap*, uint64_t* bar, int, int, uint16_t) {
   gemm_host::fail("TMA multicast (clusters) is not emulated", bar);
 }
-inline void tma_store_2d(const TensorMap* map, const void* smem_src, int col, int row) {
-  tma_box<false>(static_cast<unsigned char*>(const_cast<void*>(smem_src)), const_cast<TensorMap*>(map), col, row);
-}
+void tma_store_2d(const TensorMap* map, const void* smem_src, int col, int row);
 inline void bulk_commit_group() {}
 inline void bulk_wait_group_read0() {}
 inline void bulk_wait_group0() {}
 inline void fence_proxy_async_smem() {}
 
 // ---- stmatrix ------------------------------------------------------------------------------------------
-inline void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
-  if (addr % 16) gemm_host::fail("stmatrix row address not 16-byte aligned", emu::smem(addr));
-  const unsigned l = emu::tid() % 32;
-  *emu::published(l) = addr;
-  __syncwarp();
-  const uint32_t regs[4] = {r0, r1, r2, r3};
-  for (int q = 0; q < 4; ++q) std::memcpy(emu::smem(*emu::published(8 * q + l / 4) + 4 * (l % 4)), &regs[q], 4);
-  __syncwarp();
-}
+void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3);
 
 // ---- wgmma ---------------------------------------------------------------------------------------------
 inline uint64_t make_desc_sw128(uint32_t smem_addr, uint32_t lbo_bytes, uint32_t sbo_bytes) {
@@ -314,27 +198,14 @@ inline uint64_t make_desc_sw128(uint32_t smem_addr, uint32_t lbo_bytes, uint32_t
   return desc;
 }
 inline void wgmma_fence() {}
-inline void wgmma_commit() {
-  emu::committed().push_back(std::move(emu::open_group()));
-  emu::open_group().clear();
-}
+void wgmma_commit();
 // wait_group is .sync.aligned: the warpgroup's 128 threads pass it together, and a retired group's
 // shared-memory reads are done for all of them; the emulation's threads each retire their own
 // fragment's share, then meet, so one thread cannot release a slot another still has to read.
-inline void warpgroup_sync() {
-  static std::unique_ptr<gemm_host::Barrier> wg[8];
-  static std::once_flag once;
-  std::call_once(once, [] {
-    for (auto& b : wg) b = std::make_unique<gemm_host::Barrier>(128, "wgmma.wait_group (its warpgroup)");
-  });
-  wg[(emu::tid() / 128) % 8]->arrive_and_wait();
-}
+void warpgroup_sync();
 template <int Pending>
 inline void wgmma_wait() {
-  while (emu::committed().size() > static_cast<size_t>(Pending)) {
-    for (auto& op : emu::committed().front()) op();
-    emu::committed().pop_front();
-  }
+  emu::retire_groups(static_cast<size_t>(Pending));
   warpgroup_sync();
 }
 template <int N>
@@ -367,17 +238,7 @@ inline uint32_t cluster_cta_rank() { return 0; }
 inline uint32_t cluster_id_x() { return blockIdx.x; }
 inline uint32_t cluster_count_x() { return gridDim.x; }
 inline void cluster_sync() { __syncthreads(); }
-inline void named_barrier_sync(int id, int threads) {
-  gemm_host::Barrier* b;
-  {
-    static std::map<std::pair<int, int>, std::unique_ptr<gemm_host::Barrier>> table;
-    std::lock_guard<std::mutex> g(emu::lock());
-    auto& slot = table[{id, threads}];
-    if (!slot) slot = std::make_unique<gemm_host::Barrier>(threads, "a named barrier (bar.sync)");
-    b = slot.get();
-  }
-  b->arrive_and_wait();
-}
+void named_barrier_sync(int id, int threads);
 
 }  // namespace hopper
 
@@ -385,62 +246,11 @@ namespace gemm_host {
 // The tensor maps of the launch, from GEMMLAB_EMU_MAPS ("A|B|C,rows,cols,row_stride_bytes,box_rows,
 // box_cols,elem_bytes,swizzle_bytes" per map, ';' between maps, in the YAML's order): what
 // gemmlab.gpu.tma.resolve makes of the variant's tensor_maps for the point.
-inline const hopper::TensorMap* emu_tensor_maps(const void* a, const void* b, void* c) {
-  static std::vector<hopper::TensorMap> maps;
-  static std::once_flag once;
-  std::call_once(once, [&] {
-    const char* env = std::getenv("GEMMLAB_EMU_MAPS");
-    if (!env) fail("GEMMLAB_EMU_MAPS is not set (the tensor maps of a TMA kernel)", nullptr);
-    std::string s(env);
-    size_t pos = 0;
-    while (pos < s.size()) {
-      size_t end = s.find(';', pos);
-      if (end == std::string::npos) end = s.size();
-      const std::string one = s.substr(pos, end - pos);
-      hopper::TensorMap m{};
-      const char op = one[0];
-      m.opaque[0] = reinterpret_cast<unsigned long long>(op == 'A' ? a : op == 'B' ? b : c);
-      if (std::sscanf(one.c_str() + 2, "%llu,%llu,%llu,%llu,%llu,%llu,%llu", &m.opaque[1], &m.opaque[2],
-                      &m.opaque[3], &m.opaque[4], &m.opaque[5], &m.opaque[6], &m.opaque[7]) != 7)
-        fail("cannot parse GEMMLAB_EMU_MAPS", nullptr);
-      maps.push_back(m);
-      pos = end + 1;
-    }
-  });
-  return maps.data();
-}
+const hopper::TensorMap* emu_tensor_maps(const void* a, const void* b, void* c);
 // The scale arrays of a block-scaled FP8 launch (stage 15): scale_a (i = 0) and scale_b (i = 1), float32
 // files named by GEMMLAB_EMU_SCALE_FILES ("a.bin;b.bin"), each read whole into a heap buffer of exactly
 // its size, so that AddressSanitizer reports a read past either array.
-inline const float* emu_scale_array(int i) {
-  static std::vector<float> arrays[2];
-  static std::once_flag once;
-  std::call_once(once, [] {
-    const char* env = std::getenv("GEMMLAB_EMU_SCALE_FILES");
-    if (!env) fail("GEMMLAB_EMU_SCALE_FILES is not set (the scale arrays of a block-scaled launch)", nullptr);
-    const std::string s(env);
-    const size_t sep = s.find(';');
-    if (sep == std::string::npos) fail("GEMMLAB_EMU_SCALE_FILES needs two paths: a;b", nullptr);
-    const std::string paths[2] = {s.substr(0, sep), s.substr(sep + 1)};
-    for (int j = 0; j < 2; ++j) {
-      FILE* f = std::fopen(paths[j].c_str(), "rb");
-      if (!f) fail("cannot open a scale file of GEMMLAB_EMU_SCALE_FILES", nullptr);
-      std::fseek(f, 0, SEEK_END);
-      const long bytes = std::ftell(f);
-      std::fseek(f, 0, SEEK_SET);
-      arrays[j].resize(static_cast<size_t>(bytes) / sizeof(float));
-      if (std::fread(arrays[j].data(), sizeof(float), arrays[j].size(), f) != arrays[j].size())
-        fail("cannot read a scale file of GEMMLAB_EMU_SCALE_FILES", nullptr);
-      std::fclose(f);
-    }
-  });
-  return arrays[i].data();
-}
+const float* emu_scale_array(int i);
 // scale_a (i = 0) and scale_b (i = 1) of an FP8 launch, from GEMMLAB_EMU_SCALES ("sa,sb"; default 1,1).
-inline float emu_scale(int i) {
-  const char* env = std::getenv("GEMMLAB_EMU_SCALES");
-  float s[2] = {1.0f, 1.0f};
-  if (env) std::sscanf(env, "%f,%f", &s[0], &s[1]);
-  return s[i];
-}
+float emu_scale(int i);
 }  // namespace gemm_host
