@@ -233,8 +233,9 @@ def precompiled_shim(folder: str) -> Path:
 # driver.cpp: main, the block scheduler, the fibers (its standard-library templates were three
 # quarters of each build's CPU time when every build compiled it again); hopper_emu.cpp: the Hopper
 # emulation's mbarriers, TMA, stmatrix, wgmma queues and named barriers (two thirds of the code a
-# Hopper stage's build generated; stages without them link it and use none of it).
-EMULATION_OBJECTS = ("driver.cpp", "hopper_emu.cpp")
+# Hopper stage's build generated; stages without them link it and use none of it); cp_async_emu.cpp:
+# mma_sync_ptx.h's cp.async queues (stages 10, 14, 16).
+EMULATION_OBJECTS = ("driver.cpp", "hopper_emu.cpp", "cp_async_emu.cpp")
 
 
 @functools.lru_cache(maxsize=None)

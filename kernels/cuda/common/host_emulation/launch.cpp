@@ -1,10 +1,10 @@
-// The per-kernel half of an emulator (driver.cpp and hopper_emu.cpp are the rest, compiled once and
-// linked in): the kernel's source and its call. tests/test_cuda_kernels.py builds it with
+// The per-kernel half of an emulator (driver.cpp, hopper_emu.cpp and cp_async_emu.cpp are the rest,
+// compiled once and linked in): the kernel's source and its call. tests/test_cuda_kernels.py builds it with
 //   g++ -std=c++20 -pthread -fsanitize=address -DGEMMLAB_HOST_EMULATION -include cuda_shim.h
 //       -I<this folder> -I<kernels/cuda> -DTIN=.. -DTOUT=.. -D<defines> -DKERNEL_SOURCE='"<file.cu>"'
-//       -DKERNEL_ENTRY=<entry> launch.cpp driver.o hopper_emu.o
-// where driver.o and hopper_emu.o are driver.cpp and hopper_emu.cpp compiled with the same flags (no
-// kernel's defines: they have none of its macros). See driver.cpp for how the result is run.
+//       -DKERNEL_ENTRY=<entry> launch.cpp driver.o hopper_emu.o cp_async_emu.o
+// where the objects are those .cpp files compiled with the same flags (no kernel's defines: they
+// have none of its macros). See driver.cpp for how the result is run.
 // Hopper stages (hopper_emu.h) take more arguments: the build passes them as -DKERNEL_ARGS=...,
 // e.g. the tensor maps (gemm_host::emu_tensor_maps) and FP8 scales (gemm_host::emu_scale), in
 // terms of a, b, c (whose data() are the TIN, TIN and TOUT arrays) and M, N, K.

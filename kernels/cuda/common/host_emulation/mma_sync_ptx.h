@@ -16,6 +16,13 @@
 #ifndef GEMMLAB_EMU_EAGER_COPIES
 #define GEMMLAB_EMU_EAGER_COPIES 0
 #endif
+// The per-thread cp.async queues live in cp_async_emu.cpp (compiled once, linked into every
+// emulator: their std::deque code was a quarter of what a stage-16 emulation build generated).
+namespace gemm_host {
+void emu_cp_async_16(uint32_t dst, const void* src, int src_bytes, bool eager);  // queued, or landed now
+void emu_cp_async_commit();
+void emu_cp_async_wait(size_t pending);  // lands the oldest groups until `pending` are left
+}  // namespace gemm_host
 namespace {
 namespace emu {
 inline int lane() { return static_cast<int>(gemm_host::linear_tid() % 32); }
@@ -53,23 +60,6 @@ __attribute__((always_inline)) inline float to_float(uint16_t bits, const float*
     return f;
   }
 }
-struct Copy {
-  unsigned char* dst;
-  const void* src;
-  int bytes;
-};
-inline void land(const Copy& c) {
-  if (c.bytes) std::memcpy(c.dst, c.src, c.bytes);
-  std::memset(c.dst + c.bytes, 0, 16 - c.bytes);
-}
-inline std::vector<Copy>& open_group() {  // per thread
-  static std::vector<Copy> group[gemm_host::kMaxThreads];
-  return group[gemm_host::linear_tid()];
-}
-inline std::deque<std::vector<Copy>>& committed() {
-  static std::deque<std::vector<Copy>> groups[gemm_host::kMaxThreads];
-  return groups[gemm_host::linear_tid()];
-}
 template <bool kTrans>
 inline void ldmatrix(uint32_t (&r)[4], uint32_t addr) {
   if (addr % 16) gemm_host::fail("ldmatrix row address not 16-byte aligned", gemm_host::dynamic_smem + addr);
@@ -95,24 +85,12 @@ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(static_cast<const unsigned char*>(p) - gemm_host::dynamic_smem);
 }
 void cp_async_16(uint32_t dst, const void* src, int src_bytes) {
-  if (dst % 16 || (src_bytes && reinterpret_cast<uintptr_t>(src) % 16))
-    gemm_host::fail("cp.async with a misaligned address", gemm_host::dynamic_smem + dst);
-  const emu::Copy c{gemm_host::dynamic_smem + dst, src, src_bytes};
-  if (GEMMLAB_EMU_EAGER_COPIES)
-    emu::land(c);
-  else
-    emu::open_group().push_back(c);
+  gemm_host::emu_cp_async_16(dst, src, src_bytes, GEMMLAB_EMU_EAGER_COPIES);
 }
-void cp_async_commit() {
-  emu::committed().push_back(std::move(emu::open_group()));
-  emu::open_group().clear();
-}
+void cp_async_commit() { gemm_host::emu_cp_async_commit(); }
 template <int Pending>
 void cp_async_wait() {
-  while (emu::committed().size() > static_cast<size_t>(Pending)) {
-    for (const emu::Copy& c : emu::committed().front()) emu::land(c);
-    emu::committed().pop_front();
-  }
+  gemm_host::emu_cp_async_wait(static_cast<size_t>(Pending));
 }
 void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) { emu::ldmatrix<false>(r, addr); }
 void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) { emu::ldmatrix<true>(r, addr); }
