@@ -2,7 +2,8 @@
 // named barriers), so the CPU tests (tests/test_hopper_kernels.py) run a Hopper stage's own code:
 // its tile schedule, descriptors, swizzles, pipeline protocol, epilogue and scaling, checked against
 // FP64 with no GPU. ptx.cuh and wgmma.cuh include this file instead of their PTX when
-// GEMMLAB_HOST_EMULATION is defined (launch.cpp's build, with cuda_shim.h force-included).
+// GEMMLAB_HOST_EMULATION is defined (launch.cpp's build, with cuda_shim.h force-included). The
+// functions declared without a body here are defined in hopper_emu.cpp, compiled once and linked in.
 //
 // What it models, and how strictly:
 // * mbarrier: a table of (expected arrivals, pending arrivals, transaction bytes, phase) per shared

@@ -99,8 +99,8 @@ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) { emu::ldmatrix<true>(r,
 // n*4 + (k%8)/2, half k%2. D: d[2*(row/8) + col%2] of lane (row%8)*4 + (col%8)/2.
 // Each lane decodes the 32 A and 32 B operands its four outputs read once (not once per product:
 // the MMAs were 80% of a decode emulation's time), then sums in the same order as before.
-// The MMAs read only the warp's exchange table and their own arrays (the kernel's loads and stores are
-// checked where the kernel makes them): uninstrumented, they run at twice the speed.
+// The MMAs read only the warp's exchange table and their own arrays, nothing of the kernel's (its loads
+// and stores are checked where the kernel makes them), so AddressSanitizer is left out of them.
 #define GEMMLAB_EMU_HOT __attribute__((no_sanitize_address))
 template <class T>
 GEMMLAB_EMU_HOT void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
