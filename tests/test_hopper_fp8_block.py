@@ -57,6 +57,10 @@ FP8_BLOCK_SWEEP = [
     "{SPLIT_K:2}",
     "{SPLIT_K:4}",
     "{SPLIT_K:2,BN:64}",
+    # the two consumer warpgroups issue each k-block's wgmmas in turn (named barriers), so that one's
+    # promotion runs while the other's wgmmas do, instead of both waiting and promoting together
+    "{WG_ORDER:1}",
+    "{WG_ORDER:1,PROMOTE_OVERLAP:1}",
 ]
 # The entries built at both widths (BUILD_SHAPES[1], where the waves choose 64, too): the defaults (their
 # measured SASS at each width) and the clusters (other code at each width); the others at 128 only
@@ -666,7 +670,8 @@ EMULATED_CONFIGS = ["{}", "{PROMOTE_OVERLAP:1}", "{SCALE_SMEM:0,STAGES:6,PROMOTE
                     "{BM:64,BN:64,EPI_TMA:0,STAGES:2}", "{BM:64,STAGES:3,SCALE_COPY_FIRST:1}", "{SCALE_SMEM:1,BM:64,STAGES:2}",
                     "{SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1,SCALE_AHEAD:2}",
                     "{SCALE_SMEM:1,SCALE_WARPS:3,PROMOTE_OVERLAP:1}", "{SCALE_SMEM:1,STAGES:2,SCALE_WARPS:2}",
-                    "{SCALE_SMEM:3}", "{SCALE_SMEM:3,BM:64,STAGES:3,SCALE_WARPS:2,PROMOTE_OVERLAP:1}"]
+                    "{SCALE_SMEM:3}", "{SCALE_SMEM:3,BM:64,STAGES:3,SCALE_WARPS:2,PROMOTE_OVERLAP:1}",
+                    "{WG_ORDER:1}", "{WG_ORDER:1,PROMOTE_OVERLAP:1,STAGES:2}"]
 # ... and these every shape: the defaults, the overlapped promotion, the consumers' own loads, cp.async
 EMULATED_EVERY_SHAPE = [*EMULATED_CONFIGS[:3], "{SCALE_SMEM:3}"]
 

@@ -140,6 +140,14 @@
 //                    against {SPLIT_K:1} in the run after it): moe_router 123.8 against 77.5 at 1024 tokens,
 //                    87.9 against 84.9 at 4096; at 64 tokens +7 to +60 points at four projections, -0.7 at
 //                    attn_o, and -8 at shared_down with 8 k-blocks a split (hence the 12)
+//   WG_ORDER         1 (BM 128: two consumer warpgroups): they take turns issuing each k-block's wgmmas, by two
+//                    named barriers (bar.sync before the issue, bar.arrive after it; FlashAttention-3's ping-pong
+//                    between warpgroups): consumer 1 issues k-block use u after consumer 0 has, consumer 0 issues
+//                    u + 1 after consumer 1 has issued u. Why: with PROMOTE_OVERLAP 0 each consumer waits for its
+//                    k-block's wgmmas and then promotes; both wait on the same full barrier and issue together,
+//                    so the tensor pipe, taking their wgmmas interleaved, finishes both at once and then idles
+//                    while both promote (the promotion's ~8 points, DIAG 2). In turn, one promotes while the
+//                    other's wgmmas run. Not yet measured (tune_fp8_block's sweep)
 // Not done (DeepGEMM has them): BLOCK_N that straddles two B scale blocks (112, 144, 160 for better wave
 // quantisation), FP32 output, grouped / masked MoE layouts, JIT specialisation on the shape (K is a run-time argument).
 //
@@ -217,6 +225,10 @@
 #ifndef CLUSTER_M
 #define CLUSTER_M 1
 #endif
+// WG_ORDER (two consumer warpgroups): 1 they take turns issuing each k-block's wgmmas, consumer 0 first
+#ifndef WG_ORDER
+#define WG_ORDER 0
+#endif
 // SPLIT_K: 1 a work unit is a whole output tile (the measured kernel); S > 1: each tile's k-blocks cut into
 // S contiguous runs, one unit each, the partials summed in split order by the tile's last split to arrive
 #ifndef SPLIT_K
@@ -262,6 +274,11 @@ static_assert(SCALE_WARPS <= STAGES, "SCALE_WARPS <= STAGES: a scale warp's pari
 static_assert(SCALE_AHEAD == 1 || (SCALE_AHEAD == 2 && PROMOTE_OVERLAP && !SCALE_SMEM), "SCALE_AHEAD: 1, or 2 with PROMOTE_OVERLAP 1 and SCALE_SMEM 0");
 static_assert(DIAG == 0 || DIAG == 1 || (DIAG == 2 && !PROMOTE_OVERLAP && !SCALE_SMEM), "DIAG: 0, 1, 2 (PROMOTE_OVERLAP 0)");
 static_assert(STAGES >= 2, "a ring needs two slots at least");
+static_assert(WG_ORDER == 0 || WG_ORDER == 1, "WG_ORDER is 0 or 1");
+// WG_ORDER's two named barriers (1 and 2 are the consumers' own: the epilogue's and split-K's hand-over)
+constexpr bool kOrdered = WG_ORDER && kConsumers == 2;
+constexpr int kIssuedBar0 = 3;  // consumer 0 has issued its wgmmas of the current k-block
+constexpr int kIssuedBar1 = 4;  // consumer 1 has issued its wgmmas of the current k-block
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "CLUSTER_M: 1 (no clusters) or 2 CTAs along M");
 static_assert(SPLIT_K != 0, "SPLIT_K 0 (by rule) is the YAML's: its point_defines pass 1 or more, never 0");
 static_assert(SPLIT_K >= 1 && SPLIT_K <= 16, "SPLIT_K: 1 (no split) to 16 runs of k-blocks per tile");
@@ -577,6 +594,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     // Issue k-block use `use` of the ring into `partial` (fresh: scale-d 0 on the first k32 step).
     auto issue = [&](float(&partial)[kAccum], int use, bool chain = false) {
       const int slot = use % STAGES;
+      // WG_ORDER: consumer 1 issues use `use` after consumer 0 has, consumer 0 issues it after consumer 1
+      // has issued use - 1, so the tensor pipe gets them in turn, not interleaved (see WG_ORDER above)
+      if (kOrdered && (consumer == 1 || use > 0)) named_barrier_sync(consumer == 1 ? kIssuedBar0 : kIssuedBar1, 256);
       mbar_wait(&full[slot], static_cast<uint32_t>(use / STAGES) & 1u);
       const uint32_t a_base = smem_u32(smem + slot * kStageBytes) + consumer * 64 * 128;
       const uint32_t b_base = smem_u32(smem + slot * kStageBytes + kTileABytes);
@@ -590,6 +610,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
         wgmma_m64k32<BN, TIN>(partial, desc_a, desc_b, (kk > 0 || chain) ? 1 : 0);
       }
       wgmma_commit();
+      if (kOrdered) named_barrier_arrive(consumer == 0 ? kIssuedBar0 : kIssuedBar1, 256);
     };
     // The scales of ring use `use` (k-block kb of the tile): from its slot (SCALE_SMEM, after issue()'s
     // wait on the slot's full barrier, before its release) or from global memory
@@ -778,6 +799,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       }
 #endif
     }
+    // WG_ORDER: consumer 1 arrived after every use it issued, consumer 0 waited before all but the first:
+    // the last arrival is taken here, so that no phase of the barrier is left open when the CTA ends
+    if (kOrdered && consumer == 0 && it > 0) named_barrier_sync(kIssuedBar1, 256);
 #if EPI_TMA
     if (local_tid == 0) bulk_wait_group0();
 #endif

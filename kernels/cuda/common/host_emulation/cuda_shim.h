@@ -80,6 +80,7 @@ class Barrier {
     if (arrive()) return;
     for (bool again = false; phase_ == phase; again = true) wait_turn(what_, again);
   }
+  void arrive_only() { arrive(); }  // bar.arrive: counts in the phase, does not wait for it
   void arrive_and_drop() {  // arrives, and is not expected in later phases (a thread that has returned)
     --expected_;
     arrive();

@@ -181,17 +181,16 @@ void warpgroup_sync() {
   wg[(emu::tid() / 128) % 8]->arrive_and_wait();
 }
 
-void named_barrier_sync(int id, int threads) {
-  gemm_host::Barrier* b;
-  {
-    static std::map<std::pair<int, int>, std::unique_ptr<gemm_host::Barrier>> table;
-    std::lock_guard<std::mutex> g(emu::lock());
-    auto& slot = table[{id, threads}];
-    if (!slot) slot = std::make_unique<gemm_host::Barrier>(threads, "a named barrier (bar.sync)");
-    b = slot.get();
-  }
-  b->arrive_and_wait();
+// Named barriers by (id, thread count): bar.sync arrives and waits for its phase, bar.arrive only arrives.
+static gemm_host::Barrier* named_barrier(int id, int threads) {
+  static std::map<std::pair<int, int>, std::unique_ptr<gemm_host::Barrier>> table;
+  std::lock_guard<std::mutex> g(emu::lock());
+  auto& slot = table[{id, threads}];
+  if (!slot) slot = std::make_unique<gemm_host::Barrier>(threads, "a named barrier (bar.sync)");
+  return slot.get();
 }
+void named_barrier_sync(int id, int threads) { named_barrier(id, threads)->arrive_and_wait(); }
+void named_barrier_arrive(int id, int threads) { named_barrier(id, threads)->arrive_only(); }
 }  // namespace hopper
 
 namespace gemm_host {

@@ -240,6 +240,7 @@ inline uint32_t cluster_id_x() { return blockIdx.x; }
 inline uint32_t cluster_count_x() { return gridDim.x; }
 inline void cluster_sync() { __syncthreads(); }
 void named_barrier_sync(int id, int threads);
+void named_barrier_arrive(int id, int threads);
 
 }  // namespace hopper
 
