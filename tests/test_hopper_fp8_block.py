@@ -61,6 +61,11 @@ FP8_BLOCK_SWEEP = [
     # promotion runs while the other's wgmmas do, instead of both waiting and promoting together
     "{WG_ORDER:1}",
     "{WG_ORDER:1,PROMOTE_OVERLAP:1}",
+    # where the consumers read a k-block's scales from its slot: before its wgmmas, or after waiting for them
+    # (ncu, session20: ptxas put the scales' product between the third and fourth wgmma, whose issue then
+    # waited on the shared loads: 7.4% of the warps' stall samples)
+    "{SCALE_READ:1}",
+    "{SCALE_READ:2}",
 ]
 # The entries built at both widths (BUILD_SHAPES[1], where the waves choose 64, too): the defaults (their
 # measured SASS at each width) and the clusters (other code at each width); the others at 128 only
@@ -671,7 +676,8 @@ EMULATED_CONFIGS = ["{}", "{PROMOTE_OVERLAP:1}", "{SCALE_SMEM:0,STAGES:6,PROMOTE
                     "{SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1,SCALE_AHEAD:2}",
                     "{SCALE_SMEM:1,SCALE_WARPS:3,PROMOTE_OVERLAP:1}", "{SCALE_SMEM:1,STAGES:2,SCALE_WARPS:2}",
                     "{SCALE_SMEM:3}", "{SCALE_SMEM:3,BM:64,STAGES:3,SCALE_WARPS:2,PROMOTE_OVERLAP:1}",
-                    "{WG_ORDER:1}", "{WG_ORDER:1,PROMOTE_OVERLAP:1,STAGES:2}"]
+                    "{WG_ORDER:1}", "{WG_ORDER:1,PROMOTE_OVERLAP:1,STAGES:2}",
+                    "{SCALE_READ:1}", "{SCALE_READ:2,BM:64,STAGES:3}", "{SCALE_READ:2}"]
 # ... and these every shape: the defaults, the overlapped promotion, the consumers' own loads, cp.async
 EMULATED_EVERY_SHAPE = [*EMULATED_CONFIGS[:3], "{SCALE_SMEM:3}"]
 

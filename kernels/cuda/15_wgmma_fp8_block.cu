@@ -147,7 +147,21 @@
 //                    k-block's wgmmas and then promotes; both wait on the same full barrier and issue together,
 //                    so the tensor pipe, taking their wgmmas interleaved, finishes both at once and then idles
 //                    while both promote (the promotion's ~8 points, DIAG 2). In turn, one promotes while the
-//                    other's wgmmas run. Not yet measured (tune_fp8_block's sweep)
+//                    other's wgmmas run. Measured (session20, % of cuBLASLt interleaved at the 4 tune shapes):
+//                    77.2 / 79.1 / 86.6 at the three large ones against the defaults' 87.9 / 89.7 / 94.2, 102.1
+//                    against 99.7 at 1024 x 2112 x 7168 (BN 64); with PROMOTE_OVERLAP 1 79.4-86.4 and 102.4; on
+//                    DeepSeek-V3's projections 77.5-89.5 at M >= 1024 save attn_kv_b, attn_qkv_a t1024 and
+//                    moe_router (102.5-119.8). Not taken: the turns cost more than the in-phase promotion they
+//                    were to hide (the wgmmas of the two warpgroups are not simply run in issue order; ncu,
+//                    session20: the same promotion not reading the scales, DIAG 1, 789 against 816 us)
+//   SCALE_READ       (PROMOTE_OVERLAP 0) where the consumers read a k-block's scales from its slot: 0 after issuing
+//                    its wgmmas (the measured kernel), 1 before them, right after the slot's full wait (DeepGEMM's
+//                    place), 2 after waiting for them (then each consumer warp releases the slot after its own
+//                    reads: the empty barriers count 4 arrivals a consumer). Why: ncu source counters (session20,
+//                    4096 x 7168 x 16384, logs/ncu_source_*) put 7.4% of the warps' stall samples on the two FMULs
+//                    of the scale product, which ptxas placed between the third and fourth wgmma of the k-block:
+//                    the fourth's issue waited for the shared loads under the wgmmas' own shared-memory traffic.
+//                    With 1 the loads go before the first wgmma, with 2 after the wait
 // Not done (DeepGEMM has them): BLOCK_N that straddles two B scale blocks (112, 144, 160 for better wave
 // quantisation), FP32 output, grouped / masked MoE layouts, JIT specialisation on the shape (K is a run-time argument).
 //
@@ -225,6 +239,11 @@
 #ifndef CLUSTER_M
 #define CLUSTER_M 1
 #endif
+// SCALE_READ (PROMOTE_OVERLAP 0): where the consumers read a k-block's scales: 0 after issuing its wgmmas,
+// 1 before them (after the slot's full wait), 2 after waiting for them
+#ifndef SCALE_READ
+#define SCALE_READ 0
+#endif
 // WG_ORDER (two consumer warpgroups): 1 they take turns issuing each k-block's wgmmas, consumer 0 first
 #ifndef WG_ORDER
 #define WG_ORDER 0
@@ -275,6 +294,10 @@ static_assert(SCALE_AHEAD == 1 || (SCALE_AHEAD == 2 && PROMOTE_OVERLAP && !SCALE
 static_assert(DIAG == 0 || DIAG == 1 || (DIAG == 2 && !PROMOTE_OVERLAP && !SCALE_SMEM), "DIAG: 0, 1, 2 (PROMOTE_OVERLAP 0)");
 static_assert(STAGES >= 2, "a ring needs two slots at least");
 static_assert(WG_ORDER == 0 || WG_ORDER == 1, "WG_ORDER is 0 or 1");
+// SCALE_READ 2 reads the slot's scales after the wait, so the slot is released by each warp after its reads: a
+// warpgroup's single release would let the producer refill it under the other warps' reads
+constexpr bool kReleasePerWarp = SCALE_READ == 2;
+static_assert(SCALE_READ == 0 || (SCALE_READ <= 2 && !PROMOTE_OVERLAP), "SCALE_READ: 0, or 1 / 2 with PROMOTE_OVERLAP 0");
 // WG_ORDER's two named barriers (1 and 2 are the consumers' own: the epilogue's and split-K's hand-over)
 constexpr bool kOrdered = WG_ORDER && kConsumers == 2;
 constexpr int kIssuedBar0 = 3;  // consumer 0 has issued its wgmmas of the current k-block
@@ -453,7 +476,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     for (int s = 0; s < STAGES; ++s) {
       // the producer's expect_tx arrival (+ SCALE_SMEM 1 or 3: the lanes of the warp that stages the scales)
       mbar_init(&full[s], 1 + 32 * (SCALE_SMEM == 1 || SCALE_SMEM == 3));
-      mbar_init(&empty[s], kConsumers * CLUSTER_M);  // one arrival per consumer warpgroup of every CTA of the cluster
+      // one arrival per consumer warpgroup (SCALE_READ 2: per consumer warp) of every CTA of the cluster
+      mbar_init(&empty[s], kConsumers * CLUSTER_M * (kReleasePerWarp ? 4 : 1));
     }
     fence_mbar_init();
   }
@@ -592,12 +616,16 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 #endif
 
     // Issue k-block use `use` of the ring into `partial` (fresh: scale-d 0 on the first k32 step).
-    auto issue = [&](float(&partial)[kAccum], int use, bool chain = false) {
-      const int slot = use % STAGES;
+    // Wait until ring use `use`'s slot is full (its tiles and, with SCALE_SMEM, its scales landed).
+    auto wait_full = [&](int use) {
       // WG_ORDER: consumer 1 issues use `use` after consumer 0 has, consumer 0 issues it after consumer 1
       // has issued use - 1, so the tensor pipe gets them in turn, not interleaved (see WG_ORDER above)
       if (kOrdered && (consumer == 1 || use > 0)) named_barrier_sync(consumer == 1 ? kIssuedBar0 : kIssuedBar1, 256);
-      mbar_wait(&full[slot], static_cast<uint32_t>(use / STAGES) & 1u);
+      mbar_wait(&full[use % STAGES], static_cast<uint32_t>(use / STAGES) & 1u);
+    };
+    // Issue the wgmmas of ring use `use` (its slot full) into `partial`.
+    auto issue_wgmma = [&](float(&partial)[kAccum], int use, bool chain) {
+      const int slot = use % STAGES;
       const uint32_t a_base = smem_u32(smem + slot * kStageBytes) + consumer * 64 * 128;
       const uint32_t b_base = smem_u32(smem + slot * kStageBytes + kTileABytes);
       fence_accumulators(partial);  // the last promotion's reads of it come first
@@ -611,6 +639,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       }
       wgmma_commit();
       if (kOrdered) named_barrier_arrive(consumer == 0 ? kIssuedBar0 : kIssuedBar1, 256);
+    };
+    [[maybe_unused]] auto issue = [&](float(&partial)[kAccum], int use, bool chain = false) {
+      wait_full(use);
+      issue_wgmma(partial, use, chain);
     };
     // The scales of ring use `use` (k-block kb of the tile): from its slot (SCALE_SMEM, after issue()'s
     // wait on the slot's full barrier, before its release) or from global memory
@@ -630,14 +662,16 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     // CLUSTER_M 2: to the slot's empty barrier in every CTA of the cluster (the peer multicast into ours,
     // we into theirs), a plain remote arrive (release at CTA scope, as stage 12: at cluster scope ptxas
     // fences each with MEMBAR.ALL.GPU); the reads released are wgmma's, complete at wgmma.wait_group
+    // (SCALE_READ 2: each warp releases for itself, after its own reads of the slot's scales)
     auto release = [&](int use) {
+      const bool releases = kReleasePerWarp ? lane == 0 : local_tid == 0;
 #if CLUSTER_M > 1
-      if (local_tid == 0) {
+      if (releases) {
 #pragma unroll
         for (int r = 0; r < CLUSTER_M; ++r) mbar_arrive_remote(&empty[use % STAGES], static_cast<uint32_t>(r));
       }
 #else
-      if (local_tid == 0) mbar_arrive(&empty[use % STAGES]);
+      if (releases) mbar_arrive(&empty[use % STAGES]);
 #endif
     };
 
@@ -744,9 +778,20 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       }
 #else
       for (int kb = kb_begin; kb < kb_end; ++kb, ++it) {
+#if SCALE_READ == 1
+        wait_full(it);
+        const KBlockScales s = scales_of(it, r0, nb, kb);  // before the wgmmas (DeepGEMM's place)
+        issue_wgmma(part0, it, DIAG == 2 && kb > kb_begin);
+        wgmma_wait<0>();
+#elif SCALE_READ == 2
+        issue(part0, it, DIAG == 2 && kb > kb_begin);
+        wgmma_wait<0>();
+        const KBlockScales s = scales_of(it, r0, nb, kb);  // after the wait, before the slot's release
+#else
         issue(part0, it, DIAG == 2 && kb > kb_begin);
         const KBlockScales s = scales_of(it, r0, nb, kb);
         wgmma_wait<0>();
+#endif
         fence_accumulators(part0);
         release(it);
         if (DIAG != 2) promote(acc, part0, s);
