@@ -29,7 +29,7 @@ SCALE_BLOCK = 128  # DeepSeek-V3's (gemmlab.fp8.BLOCK): A per 1 x 128 along K, B
 # leave this list: SCALE_AHEAD 2 (session14d), SCALE_COPY_FIRST 1 (session15c), SCALE_SMEM 3 with the
 # non-overlapped promotion and SCALE_SMEM 1 with 2 warps (session15d, session15).
 FP8_BLOCK_SWEEP = [
-    "{PROMOTE_OVERLAP:0}",  # the defaults (SCALE_SMEM 2, 5 stages, since session15)
+    "{PROMOTE_OVERLAP:0}",  # the defaults (SCALE_SMEM 2, 5 stages, since session15; SCALE_READ 1 since session20b)
     "{PROMOTE_OVERLAP:1}",
     "{STAGES:4}",
     "{STAGES:6,EPI_TMA:0}",  # 6 stages with the scales fit without the TMA-store epilogue's staging tiles
@@ -61,10 +61,9 @@ FP8_BLOCK_SWEEP = [
     # promotion runs while the other's wgmmas do, instead of both waiting and promoting together
     "{WG_ORDER:1}",
     "{WG_ORDER:1,PROMOTE_OVERLAP:1}",
-    # where the consumers read a k-block's scales from its slot: before its wgmmas, or after waiting for them
-    # (ncu, session20: ptxas put the scales' product between the third and fourth wgmma, whose issue then
-    # waited on the shared loads: 7.4% of the warps' stall samples)
-    "{SCALE_READ:1}",
+    # where the consumers read a k-block's scales from its slot: after issuing its wgmmas (the defaults up to
+    # session20), or after waiting for them; the defaults read them before (SCALE_READ 1, since session20b)
+    "{SCALE_READ:0}",
     "{SCALE_READ:2}",
 ]
 # The entries built at both widths (BUILD_SHAPES[1], where the waves choose 64, too): the defaults (their
@@ -504,11 +503,16 @@ def test_sass_promotes_while_the_next_k_block_runs(block_builds):
         assert any(x.startswith("UTMASTG.2D") for x in ops) == bool(d.EPI_TMA), defines
 
 
-# The default kernel as session16 measured it (ac04635; the kernel's code unchanged up to 15ea3c7, before
-# CLUSTER_M): sha256 of its SASS instructions (test_wgmma_ws_nt.sass_digest) at each width the waves choose,
-# from nvcc 13.0.88 (cuobjdump 13.x).
+# The default kernel as session20b measured it (cf2e194 with {SCALE_READ:1}, the default since: tune_fp8_block and
+# ds3_scale_read1): sha256 of its SASS instructions (test_wgmma_ws_nt.sass_digest) at each width the waves
+# choose, from nvcc 13.0.88 (cuobjdump 13.x). The SCALE_READ 0 build is the code session16 measured (ac04635):
+# its digests are the second pair.
 MEASURED_NVCC = "13.0.88"
 MEASURED_DEFAULT_SASS = {
+    128: "3ee27aa68c104d994cfbb8ac003f98e8ff102ef47f917804adb04fbfd6e5281d",
+    64: "a50526aa20d6fbb2cdec24947beec38b71009479dba88f9eca7730c71708a5c9",
+}
+SESSION16_SASS = {
     128: "9d0a35726a13095e34b0c72f585a01b92f076fa070622e026cc648fe21aa9f9d",
     64: "f9f90c257efe36f20be59f0276a450f425e9b4797e0c900ab5ac18e3987bae6c",
 }
@@ -517,8 +521,8 @@ MEASURED_DEFAULT_SASS = {
 @pytest.mark.slow
 @pytest.mark.xdist_group("fp8_block_builds")
 def test_the_default_kernel_is_the_measured_code(block_builds):
-    """CLUSTER_M (the YAML's 1) leaves the default build, at either width, the SASS session16 measured; a
-    change to it is measured (tune_fp8_block) before it becomes the default, and this digest with it."""
+    """The default build, at either width, is the SASS session20b measured (SCALE_READ 1); a change to it is
+    measured (tune_fp8_block) before it becomes the default, and this digest with it."""
     from test_wgmma_ws_nt import sass_digest
 
     from gemmlab.backends import nvcc
@@ -533,6 +537,10 @@ def test_the_default_kernel_is_the_measured_code(block_builds):
             f"stage 15's default kernel at BN {bn} is no longer the measured code (or cuobjdump prints it otherwise)")
         # the check can fail: the clustered build at the same width is other code
         assert sass_digest(sass(block_builds["{CLUSTER_M:2}", shape][0])) != MEASURED_DEFAULT_SASS[bn]
+    # SCALE_READ 0 (the defaults up to session20) is still the code session16 measured, at the width built
+    old = "{SCALE_READ:0}"
+    shape = BUILD_SHAPES[0]
+    assert sass_digest(sass(block_builds[old, shape][0])) == SESSION16_SASS[_bn(_point(*shape, old))]
 
 
 @pytest.mark.slow
@@ -677,7 +685,7 @@ EMULATED_CONFIGS = ["{}", "{PROMOTE_OVERLAP:1}", "{SCALE_SMEM:0,STAGES:6,PROMOTE
                     "{SCALE_SMEM:1,SCALE_WARPS:3,PROMOTE_OVERLAP:1}", "{SCALE_SMEM:1,STAGES:2,SCALE_WARPS:2}",
                     "{SCALE_SMEM:3}", "{SCALE_SMEM:3,BM:64,STAGES:3,SCALE_WARPS:2,PROMOTE_OVERLAP:1}",
                     "{WG_ORDER:1}", "{WG_ORDER:1,PROMOTE_OVERLAP:1,STAGES:2}",
-                    "{SCALE_READ:1}", "{SCALE_READ:2,BM:64,STAGES:3}", "{SCALE_READ:2}"]
+                    "{SCALE_READ:0}", "{SCALE_READ:2,BM:64,STAGES:3}", "{SCALE_READ:2}"]
 # ... and these every shape: the defaults, the overlapped promotion, the consumers' own loads, cp.async
 EMULATED_EVERY_SHAPE = [*EMULATED_CONFIGS[:3], "{SCALE_SMEM:3}"]
 

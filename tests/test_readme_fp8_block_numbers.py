@@ -17,8 +17,9 @@ S14, S14B, S14C = "h200-2026-12-03/session14", "h200-2026-12-03/session14b", "h2
 S14D, S14E = "h200-2026-12-03/session14d", "h200-2026-12-03/session14e"
 S15, S15B = "h200-2026-12-03/session15", "h200-2026-12-03/session15b"
 S16, S16B, S17 = "h200-2026-12-03/session16", "h200-2026-12-03/session16b", "h200-2026-12-03/session17"
-pytestmark = pytest.mark.skipif(not has(S14, S14B, S14C, S14D, S14E, S15, S15B, S16, S16B, S17),
-                                reason="sessions 14-17's rows are not in this checkout")
+pytestmark = pytest.mark.skipif(not has(S14, S14B, S14C, S14D, S14E, S15, S15B, S16, S16B, S17,
+                                        "h200-2026-12-04/session20", "h200-2026-12-04/session20b"),
+                                reason="sessions 14-20's rows are not in this checkout")
 
 
 def _tensor_pipe(log: str) -> float:
@@ -171,11 +172,44 @@ def fp8_block_phrases() -> list:
             f"not reading the copied scales (`DIAG 1`) {span(copied[1], '.1f')}% against {span(copied[0], '.1f')}%"]
 
 
+S20, S20B = "h200-2026-12-04/session20", "h200-2026-12-04/session20b"
+
+
+def _geomean(x: pd.Series) -> float:
+    return float(x.prod() ** (1.0 / len(x)))
+
+
+def order_and_read_phrases() -> list:
+    """WG_ORDER against the defaults in one tune run (session20); SCALE_READ 1 against 0 in the next
+    (session20b): tune shapes, and the DeepSeek-V3 projections at M >= 1024 run after one another."""
+    t20 = _rows(f"{S20}/tune_wgmma_fp8_block")
+    large = t20[t20["m"] == 4096]
+    order, base = (_where(large, WG_ORDER=w, PROMOTE_OVERLAP=0) for w in (1, 0))
+    t20b = _rows(f"{S20B}/tune_wgmma_fp8_block")
+    read = {r: t20b[t20b["d"].map(lambda x, r=r: x["SCALE_READ"] == r)] for r in (0, 1)}
+    narrow = {r: d[d["n"] == 2112]["pct_of_baseline"].iloc[0] for r, d in read.items()}
+    wide = {r: d[d["m"] == 4096]["pct_of_baseline"] for r, d in read.items()}
+    ds3 = {}
+    for r, name in ((0, "ds3_wgmma_fp8_block"), (1, "ds3_scale_read1")):
+        d = _rows(f"{S20B}/{name}")
+        d = d[(d["variant"] == "wgmma_fp8_block") & (d["m"] >= 1024)]
+        assert (d["d"].map(lambda x: x["SCALE_READ"]) == r).all(), name
+        ds3[r] = d
+    rest = ds3[1][~ds3[1]["shape_name"].str.contains("attn_kv_b|moe_router|attn_qkv_a.t1024")]
+    return [f"ran at {span(order, '.1f')}% of cuBLASLt at the three large tune shapes against the defaults' "
+            f"{span(base, '.1f')}% beside it",
+            f"{narrow[1]:.1f}% against {narrow[0]:.1f}% at 1024 x 2112 x 7168 (64 wide)",
+            f"{span(wide[1], '.1f')}% against {span(wide[0], '.1f')}% at the 128-wide tune shapes",
+            f"M >= 1024 {span(ds3[1]['pct_of_baseline'], '.1f')}% (geomean {_geomean(ds3[1]['pct_of_baseline']):.1f}%) "
+            f"against {span(ds3[0]['pct_of_baseline'], '.1f')}% ({_geomean(ds3[0]['pct_of_baseline']):.1f}%)",
+            f"the 128-wide shapes other than `attn_kv_b` stay at {span(rest['pct_of_baseline'], '.1f')}%"]
+
+
 def test_readme_states_what_stage_15_costs():
-    assert_said(fp8_block_phrases() + waves_phrases() + cluster_phrases() + split_phrases(),
+    assert_said(fp8_block_phrases() + waves_phrases() + cluster_phrases() + split_phrases() + order_and_read_phrases(),
                 "paragraph on stage 15's block scaling")
 
 
 if __name__ == "__main__":  # print what the README should say
-    for p in fp8_block_phrases() + waves_phrases() + cluster_phrases() + split_phrases():
+    for p in fp8_block_phrases() + waves_phrases() + cluster_phrases() + split_phrases() + order_and_read_phrases():
         print(p)

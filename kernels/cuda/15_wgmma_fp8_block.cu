@@ -33,7 +33,8 @@
 // PROMOTE_OVERLAP 1: 86.0-91.5; the consumers' own loads, SCALE_SMEM 0 at 6 stages: 78.6-89.7), all
 // measured at BN 128; BN by waves (the YAML's BN 0, after session15e) keeps 128 at three of them and
 // takes 64 at 1024 x 2112 x 7168, where {BN:64} measured 100.1% (session15b); as the default there 99.4%
-// against 87.8% for {BN:128} beside it (session16).
+// against 87.8% for {BN:128} beside it (session16). SCALE_READ 1 since session20b: 106.5% against 100.4% at
+// 1024 x 2112 x 7168 (BN 64), the 128-wide tune shapes within 1.4 points of SCALE_READ 0 beside it.
 //   define           what it does
 //   PROMOTE_OVERLAP  1: two partial accumulators, promotion overlaps the next k-block's wgmma; 0: one,
 //                    wait_group 0 and promote (DeepGEMM's: the two consumer warpgroups overlap each
@@ -161,7 +162,13 @@
 //                    4096 x 7168 x 16384, logs/ncu_source_*) put 7.4% of the warps' stall samples on the two FMULs
 //                    of the scale product, which ptxas placed between the third and fourth wgmma of the k-block:
 //                    the fourth's issue waited for the shared loads under the wgmmas' own shared-memory traffic.
-//                    With 1 the loads go before the first wgmma, with 2 after the wait
+//                    With 1 the loads go before the first wgmma, with 2 after the wait. Measured (session20b,
+//                    % of cuBLASLt interleaved at the 4 tune shapes, against 0 beside it): 1 89.5 / 86.6 / 94.5 /
+//                    106.5 against 89.5 / 88.0 / 94.8 / 100.4 (the three large ones at BN 128, 1024 x 2112 x
+//                    7168 at BN 64), 2 85.7 / 82.6 / 92.1 / 105.8; on DeepSeek-V3's projections at M >= 1024
+//                    (three runs in a row) 1 86.7-118.9% (geomean 94.9), 0 86.9-119.0 (94.2), 2 82.2-116.6
+//                    (91.6). 1 is the default since: it gains where the tiles are 64 wide (fewer wgmmas to
+//                    hide the loads behind) and ties at 128
 // Not done (DeepGEMM has them): BLOCK_N that straddles two B scale blocks (112, 144, 160 for better wave
 // quantisation), FP32 output, grouped / masked MoE layouts, JIT specialisation on the shape (K is a run-time argument).
 //
@@ -239,10 +246,17 @@
 #ifndef CLUSTER_M
 #define CLUSTER_M 1
 #endif
-// SCALE_READ (PROMOTE_OVERLAP 0): where the consumers read a k-block's scales: 0 after issuing its wgmmas,
-// 1 before them (after the slot's full wait), 2 after waiting for them
+// SCALE_READ (PROMOTE_OVERLAP 0, the scales in the slots): where the consumers read a k-block's scales: 0
+// after issuing its wgmmas, 1 before them (after the slot's full wait), 2 after waiting for them. Elsewhere
+// the scales are read where they were (SCALE_READ_AT 0): a k-block ahead with PROMOTE_OVERLAP 1, and
+// SCALE_SMEM 0's global loads would be pending at the wgmma fence if read before it
 #ifndef SCALE_READ
 #define SCALE_READ 0
+#endif
+#if PROMOTE_OVERLAP || !SCALE_SMEM
+#define SCALE_READ_AT 0
+#else
+#define SCALE_READ_AT SCALE_READ
 #endif
 // WG_ORDER (two consumer warpgroups): 1 they take turns issuing each k-block's wgmmas, consumer 0 first
 #ifndef WG_ORDER
@@ -296,8 +310,8 @@ static_assert(STAGES >= 2, "a ring needs two slots at least");
 static_assert(WG_ORDER == 0 || WG_ORDER == 1, "WG_ORDER is 0 or 1");
 // SCALE_READ 2 reads the slot's scales after the wait, so the slot is released by each warp after its reads: a
 // warpgroup's single release would let the producer refill it under the other warps' reads
-constexpr bool kReleasePerWarp = SCALE_READ == 2;
-static_assert(SCALE_READ == 0 || (SCALE_READ <= 2 && !PROMOTE_OVERLAP), "SCALE_READ: 0, or 1 / 2 with PROMOTE_OVERLAP 0");
+constexpr bool kReleasePerWarp = SCALE_READ_AT == 2;
+static_assert(SCALE_READ >= 0 && SCALE_READ <= 2, "SCALE_READ: 0, 1 or 2");
 // WG_ORDER's two named barriers (1 and 2 are the consumers' own: the epilogue's and split-K's hand-over)
 constexpr bool kOrdered = WG_ORDER && kConsumers == 2;
 constexpr int kIssuedBar0 = 3;  // consumer 0 has issued its wgmmas of the current k-block
@@ -778,12 +792,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       }
 #else
       for (int kb = kb_begin; kb < kb_end; ++kb, ++it) {
-#if SCALE_READ == 1
+#if SCALE_READ_AT == 1
         wait_full(it);
         const KBlockScales s = scales_of(it, r0, nb, kb);  // before the wgmmas (DeepGEMM's place)
         issue_wgmma(part0, it, DIAG == 2 && kb > kb_begin);
         wgmma_wait<0>();
-#elif SCALE_READ == 2
+#elif SCALE_READ_AT == 2
         issue(part0, it, DIAG == 2 && kb > kb_begin);
         wgmma_wait<0>();
         const KBlockScales s = scales_of(it, r0, nb, kb);  // after the wait, before the slot's release
