@@ -61,7 +61,7 @@ def _failures(rows):
                                      "{SCALE_SMEM:0,EPI_TMA:0,STAGES:4}", "{SCALE_SMEM:1,SCALE_WARPS:3,PROMOTE_OVERLAP:1}",
                                      "{SCALE_SMEM:1,SCALE_WARPS:2}", "{STAGES:6,EPI_TMA:0}", "{SCALE_SMEM:3}",
                                      "{SCALE_SMEM:3,SCALE_WARPS:2,PROMOTE_OVERLAP:1}", "{CLUSTER_M:2}", "{CLUSTER_M:2,BN:64}",
-                                     "{WG_ORDER:1}", "{WG_ORDER:1,PROMOTE_OVERLAP:1}", "{SCALE_READ:0}", "{SCALE_READ:2}"])
+                                     "{WG_ORDER:1}", "{WG_ORDER:1,PROMOTE_OVERLAP:1}", "{SCALE_READ:0}", "{SCALE_READ:2}", "{SCALE_B_TILE:1}"])
 def test_block_scaled_stage_matches_the_dequantized_fp64_product(tmp_path, defines):
     rows = _run(tmp_path, SQUARE, SHAPES, [f"variant.{VARIANT}.cuda.defines={defines}", DEBUG])
     assert len(rows) == len(SQUARE) + len(SHAPES)
@@ -159,7 +159,7 @@ SPLIT_SQUARE = [128, 1024]
 
 
 @pytest.mark.parametrize("defines", ["{SPLIT_K:2}", "{SPLIT_K:4}", "{SPLIT_K:2,BN:64}", "{SPLIT_K:4,PROMOTE_OVERLAP:1}",
-                                     "{SPLIT_K:3,SCALE_SMEM:3}", "{SPLIT_K:2,SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1}", "{SPLIT_K:2,WG_ORDER:1}",
+                                     "{SPLIT_K:3,SCALE_SMEM:3}", "{SPLIT_K:2,SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1}", "{SPLIT_K:2,WG_ORDER:1}", "{SPLIT_K:3,SCALE_B_TILE:1}",
                                      "{}"])
 def test_split_k_matches_the_dequantized_fp64_product_with_the_same_bits_every_call(tmp_path, defines):
     import re

@@ -65,6 +65,8 @@ FP8_BLOCK_SWEEP = [
     # session20), or after waiting for them; the defaults read them before (SCALE_READ 1, since session20b)
     "{SCALE_READ:0}",
     "{SCALE_READ:2}",
+    # B's scales once per work unit (its run of the n-block's row) instead of 16 bytes with every k-block
+    "{SCALE_B_TILE:1}",
 ]
 # The entries built at both widths (BUILD_SHAPES[1], where the waves choose 64, too): the defaults (their
 # measured SASS at each width) and the clusters (other code at each width); the others at 128 only
@@ -685,7 +687,9 @@ EMULATED_CONFIGS = ["{}", "{PROMOTE_OVERLAP:1}", "{SCALE_SMEM:0,STAGES:6,PROMOTE
                     "{SCALE_SMEM:1,SCALE_WARPS:3,PROMOTE_OVERLAP:1}", "{SCALE_SMEM:1,STAGES:2,SCALE_WARPS:2}",
                     "{SCALE_SMEM:3}", "{SCALE_SMEM:3,BM:64,STAGES:3,SCALE_WARPS:2,PROMOTE_OVERLAP:1}",
                     "{WG_ORDER:1}", "{WG_ORDER:1,PROMOTE_OVERLAP:1,STAGES:2}",
-                    "{SCALE_READ:0}", "{SCALE_READ:2,BM:64,STAGES:3}", "{SCALE_READ:2}"]
+                    "{SCALE_READ:0}", "{SCALE_READ:2,BM:64,STAGES:3}", "{SCALE_READ:2}",
+                    "{SCALE_B_TILE:1,STAGES:2}", "{SCALE_B_TILE:1,STAGES:3,SCALE_READ:0,BM:64}",
+                    "{SCALE_B_TILE:1,STAGES:2,PROMOTE_OVERLAP:1}"]
 # ... and these every shape: the defaults, the overlapped promotion, the consumers' own loads, cp.async
 EMULATED_EVERY_SHAPE = [*EMULATED_CONFIGS[:3], "{SCALE_SMEM:3}"]
 
@@ -774,6 +778,8 @@ SPLIT_CASES = [
     ("{SPLIT_K:4,SCALE_SMEM:3}", EMULATED_SHAPES[:1], 4),
     ("{SPLIT_K:2,BM:64,BN:64,EPI_TMA:0,STAGES:2}", EMULATED_SHAPES[:1], 2),
     ("{SPLIT_K:2,BN:64}", EMULATED_SHAPES[:1], 2),
+    ("{SPLIT_K:2,SCALE_B_TILE:1,STAGES:2}", EMULATED_SHAPES[:1], 2),
+    ("{SPLIT_K:4,SCALE_B_TILE:1,STAGES:2}", EMULATED_SHAPES[:1], 4),
     ("{}", [(100, 72, 3088)], 2),
 ]
 

@@ -169,6 +169,14 @@
 //                    (three runs in a row) 1 86.7-118.9% (geomean 94.9), 0 86.9-119.0 (94.2), 2 82.2-116.6
 //                    (91.6). 1 is the default since: it gains where the tiles are 64 wide (fewer wgmmas to
 //                    hide the loads behind) and ties at 128
+//   SCALE_B_TILE     (SCALE_SMEM 2) 1: B's scales come once per work unit: the producer bulk-copies the unit's run of
+//                    its n-block's row (whole 16-byte groups) with the unit's first slot, into one of two row
+//                    buffers by the unit's parity, instead of 16 bytes with every k-block's slot (DeepGEMM loads B's
+//                    scales once per tile too). One small TMA request a k-block fewer: the copies cost ~5 points
+//                    (session15c). Safe to overwrite a buffer: where every unit has >= STAGES k-blocks, the
+//                    producer's wait for unit j's first slot follows the consumers' release of unit j - 2's last,
+//                    after their reads of its scales; elsewhere (or K past kBRowCap k-blocks) per k-block as before.
+//                    Not yet measured
 // Not done (DeepGEMM has them): BLOCK_N that straddles two B scale blocks (112, 144, 160 for better wave
 // quantisation), FP32 output, grouped / masked MoE layouts, JIT specialisation on the shape (K is a run-time argument).
 //
@@ -258,6 +266,13 @@
 #else
 #define SCALE_READ_AT SCALE_READ
 #endif
+// SCALE_B_TILE (SCALE_SMEM 2): 1 B's scales come once per work unit (the k-blocks' run of its n-block row,
+// one bulk copy with the unit's first slot, into one of two row buffers by unit parity) instead of 16 bytes
+// with every k-block's slot; where a unit has fewer k-blocks than STAGES or K more than kBRowCap k-blocks,
+// per k-block as before
+#ifndef SCALE_B_TILE
+#define SCALE_B_TILE 0
+#endif
 // WG_ORDER (two consumer warpgroups): 1 they take turns issuing each k-block's wgmmas, consumer 0 first
 #ifndef WG_ORDER
 #define WG_ORDER 0
@@ -285,6 +300,9 @@ constexpr int kAccum = BN / 2;
 // SCALE_SMEM 1 stores the scale itself at its place in them)
 constexpr int kScaleFloats = BM + 4;
 constexpr int kScaleBytes = SCALE_SMEM ? STAGES * kScaleFloats * 4 : 0;
+// SCALE_B_TILE: two buffers of a unit's B scales (a row of up to kBRowCap k-blocks: K <= 32768)
+constexpr int kBRowCap = 256;
+constexpr int kBRowBytes = SCALE_B_TILE ? 2 * kBRowCap * 4 : 0;
 // CLUSTER_M 2: each CTA of the cluster loads BN / CLUSTER_M rows of the slot's B tile (one TMA box, the YAML's
 // B map) and multicasts them to the same place in every CTA's slot
 constexpr int kBShareRows = BN / CLUSTER_M;
@@ -312,6 +330,7 @@ static_assert(WG_ORDER == 0 || WG_ORDER == 1, "WG_ORDER is 0 or 1");
 // warpgroup's single release would let the producer refill it under the other warps' reads
 constexpr bool kReleasePerWarp = SCALE_READ_AT == 2;
 static_assert(SCALE_READ >= 0 && SCALE_READ <= 2, "SCALE_READ: 0, 1 or 2");
+static_assert(SCALE_B_TILE == 0 || (SCALE_B_TILE == 1 && SCALE_SMEM == 2), "SCALE_B_TILE: 0, or 1 with SCALE_SMEM 2");
 // WG_ORDER's two named barriers (1 and 2 are the consumers' own: the epilogue's and split-K's hand-over)
 constexpr bool kOrdered = WG_ORDER && kConsumers == 2;
 constexpr int kIssuedBar0 = 3;  // consumer 0 has issued its wgmmas of the current k-block
@@ -334,7 +353,8 @@ static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * 128 * kConsumers <= kLaunchR
               "register file: the warpgroups' setmaxnreg counts past the CTA's launch registers (a hang)");
 
 // Stages, the consumers' staging tiles, 1 KB to align to the swizzle period, full + empty barriers.
-constexpr int kDynamicSmemBytes = STAGES * kStageBytes + kConsumers * kStagingBytes + 1024 + 2 * STAGES * 8 + kScaleBytes;
+constexpr int kDynamicSmemBytes = STAGES * kStageBytes + kConsumers * kStagingBytes + 1024 + 2 * STAGES * 8 + kScaleBytes +
+                                  kBRowBytes;
 static_assert(kDynamicSmemBytes <= 227 * 1024, "more shared memory than one sm_90 block may have");
 
 struct TileCoord {
@@ -467,6 +487,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 #if SCALE_SMEM
   float* slot_scales = reinterpret_cast<float*>(empty + STAGES);  // [STAGES][BM + 4], 16-byte aligned
 #endif
+#if SCALE_B_TILE
+  float* b_rows = slot_scales + STAGES * kScaleFloats;  // [2][kBRowCap]: B's scales of a unit, by its parity
+#endif
 
   const int tid = threadIdx.x;
   const int warpgroup = tid / 128;
@@ -485,6 +508,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   constexpr int splits = 1;
   const int units = tiles;
 #endif
+  // SCALE_B_TILE: B's scales by unit where every unit has at least STAGES k-blocks (then the producer's wait for
+  // the first slot of unit j follows the consumers' release of unit j - 2's last: done reading its row buffer)
+  // and the row fits its buffer; per k-block otherwise
+  [[maybe_unused]] const bool b_by_unit = SCALE_B_TILE && k_tiles / splits >= STAGES && ld_b <= kBRowCap;
 
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -524,13 +551,24 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
         const int a_scales = ld_a - tile.m * BM < BM ? ld_a - tile.m * BM : BM;
 #endif
         const float* b_row = scale_b + static_cast<size_t>(tile.n * BN / kScaleBlock) * ld_b;
+#if SCALE_B_TILE
+        // the unit's run of B's row, whole 16-byte groups: [kb_begin & ~3, roundup(kb_end, 4)) (ld_b: a multiple of 4)
+        const int b_first = unit.kb_begin & ~3;
+        const int b_unit_bytes = b_by_unit ? ((unit.kb_end + 3) / 4 * 4 - b_first) * 4 : 0;
+        const int b_kblock_bytes = b_by_unit ? 0 : 16;
+        float* const b_buf = b_rows + (((t - walk.first) / walk.stride) & 1) * kBRowCap;
+#else
+        constexpr int b_unit_bytes = 0, b_kblock_bytes = 16;
+        (void)b_unit_bytes;
+#endif
 #endif
         for (int kt = unit.kb_begin; kt < unit.kb_end; ++kt, ++it) {  // the unit's k-blocks and their scales
           const int slot = it % STAGES;
           mbar_wait(&empty[slot], (static_cast<uint32_t>(it / STAGES) & 1u) ^ 1u);  // use-1 released
           unsigned char* stage = smem + slot * kStageBytes;
 #if SCALE_SMEM == 2
-          mbar_arrive_expect_tx(&full[slot], kStageBytes + a_scales * 4 + 16);
+          const int b_bytes = b_kblock_bytes + (kt == unit.kb_begin ? b_unit_bytes : 0);
+          mbar_arrive_expect_tx(&full[slot], kStageBytes + a_scales * 4 + b_bytes);
 #else
           mbar_arrive_expect_tx(&full[slot], kStageBytes);  // out-of-bounds box parts count too (zeros)
 #endif
@@ -542,7 +580,11 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
             if (CLUSTER_M == 1 || a_scales > 0)
               bulk_load_1d(sc, scale_a + static_cast<size_t>(kt) * ld_a + tile.m * BM, a_scales * 4, &full[slot]);
             // B's scale: the same for the cluster's CTAs (same n-block); each copies its own 16 bytes
-            bulk_load_1d(sc + BM, b_row + (kt & ~3), 16, &full[slot]);
+            if (b_kblock_bytes) bulk_load_1d(sc + BM, b_row + (kt & ~3), 16, &full[slot]);
+#if SCALE_B_TILE
+            // SCALE_B_TILE: the unit's whole run of B's row with its first k-block's slot
+            if (b_unit_bytes && kt == unit.kb_begin) bulk_load_1d(b_buf, b_row + b_first, b_unit_bytes, &full[slot]);
+#endif
           };
           if (SCALE_COPY_FIRST) copy_scales();  // the small reads ahead of the tiles' (the slot completes on the last)
 #endif
@@ -658,6 +700,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       wait_full(use);
       issue_wgmma(partial, use, chain);
     };
+#if SCALE_B_TILE
+    const float* unit_b_row = nullptr;  // SCALE_B_TILE: the current unit's row buffer, from k-block unit_b_first
+    int unit_b_first = 0;
+#endif
     // The scales of ring use `use` (k-block kb of the tile): from its slot (SCALE_SMEM, after issue()'s
     // wait on the slot's full barrier, before its release) or from global memory
     auto scales_of = [&](int use, int r0, int nb, int kb) -> KBlockScales {
@@ -667,7 +713,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       const float* sc = slot_scales + (use % STAGES) * kScaleFloats;
       const int lr = consumer * 64 + warp * 16 + lane / 4;
       // rows past M: 0 (SCALE_SMEM 2 copies no scales for them; their outputs are clipped)
-      return {r0 < M ? sc[lr] : 0.0f, r0 + 8 < M ? sc[lr + 8] : 0.0f, sc[BM + kb % 4]};
+#if SCALE_B_TILE
+      const float b = b_by_unit ? unit_b_row[kb - unit_b_first] : sc[BM + kb % 4];
+#else
+      const float b = sc[BM + kb % 4];
+#endif
+      return {r0 < M ? sc[lr] : 0.0f, r0 + 8 < M ? sc[lr + 8] : 0.0f, b};
 #else
       (void)use;
       return kblock_scales(scale_a, scale_b, r0, M, nb, kb, ld_a, ld_b);
@@ -738,6 +789,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       const int n0 = tile.n * BN;
       const int r0 = m0 + warp * 16 + lane / 4;  // this thread's first accumulator row
       const int nb = n0 / kScaleBlock;           // B's scale block row (BN divides 128)
+#if SCALE_B_TILE
+      unit_b_row = b_rows + (((t - walk.first) / walk.stride) & 1) * kBRowCap;
+      unit_b_first = kb_begin & ~3;
+#endif
 
 #pragma unroll
       for (int i = 0; i < kAccum; ++i) acc[i] = 0.0f;
