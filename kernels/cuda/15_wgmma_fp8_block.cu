@@ -715,10 +715,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       // rows past M: 0 (SCALE_SMEM 2 copies no scales for them; their outputs are clipped)
 #if SCALE_B_TILE
       const float b = b_by_unit ? unit_b_row[kb - unit_b_first] : sc[BM + kb % 4];
-#else
-      const float b = sc[BM + kb % 4];
-#endif
       return {r0 < M ? sc[lr] : 0.0f, r0 + 8 < M ? sc[lr + 8] : 0.0f, b};
+#else
+      return {r0 < M ? sc[lr] : 0.0f, r0 + 8 < M ? sc[lr + 8] : 0.0f, sc[BM + kb % 4]};
+#endif
 #else
       (void)use;
       return kblock_scales(scale_a, scale_b, r0, M, nb, kb, ld_a, ld_b);
