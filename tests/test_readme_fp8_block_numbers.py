@@ -18,7 +18,8 @@ S14D, S14E = "h200-2026-12-03/session14d", "h200-2026-12-03/session14e"
 S15, S15B = "h200-2026-12-03/session15", "h200-2026-12-03/session15b"
 S16, S16B, S17 = "h200-2026-12-03/session16", "h200-2026-12-03/session16b", "h200-2026-12-03/session17"
 pytestmark = pytest.mark.skipif(not has(S14, S14B, S14C, S14D, S14E, S15, S15B, S16, S16B, S17,
-                                        "h200-2026-12-04/session20", "h200-2026-12-04/session20b"),
+                                        "h200-2026-12-04/session20", "h200-2026-12-04/session20b",
+                                        "h200-2026-12-04/session20c"),
                                 reason="sessions 14-20's rows are not in this checkout")
 
 
@@ -202,7 +203,20 @@ def order_and_read_phrases() -> list:
             f"{span(wide[1], '.1f')}% against {span(wide[0], '.1f')}% at the 128-wide tune shapes",
             f"M >= 1024 {span(ds3[1]['pct_of_baseline'], '.1f')}% (geomean {_geomean(ds3[1]['pct_of_baseline']):.1f}%) "
             f"against {span(ds3[0]['pct_of_baseline'], '.1f')}% ({_geomean(ds3[0]['pct_of_baseline']):.1f}%)",
-            f"the 128-wide shapes other than `attn_kv_b` stay at {span(rest['pct_of_baseline'], '.1f')}%"]
+            f"the 128-wide shapes other than `attn_kv_b` stay at {span(rest['pct_of_baseline'], '.1f')}%",
+            *b_tile_phrases()]
+
+
+def b_tile_phrases() -> list:
+    """SCALE_B_TILE 1 against the defaults in the run before it (session20c), M >= 1024."""
+    got = {}
+    for want, name in ((0, "ds3_wgmma_fp8_block"), (1, "ds3_scale_b_tile")):
+        d = _rows(f"h200-2026-12-04/session20c/{name}")
+        d = d[(d["variant"] == "wgmma_fp8_block") & (d["m"] >= 1024)]
+        assert (d["d"].map(lambda x: x["SCALE_B_TILE"]) == want).all(), name
+        got[want] = d["pct_of_baseline"]
+    return [f"gained nothing: {span(got[1], '.1f')}% (geomean {_geomean(got[1]):.1f}%) against the defaults' "
+            f"{span(got[0], '.1f')}% ({_geomean(got[0]):.1f}%) in the run before it (`session20c`)"]
 
 
 def test_readme_states_what_stage_15_costs():

@@ -176,7 +176,10 @@
 //                    (session15c). Safe to overwrite a buffer: where every unit has >= STAGES k-blocks, the
 //                    producer's wait for unit j's first slot follows the consumers' release of unit j - 2's last,
 //                    after their reads of its scales; elsewhere (or K past kBRowCap k-blocks) per k-block as before.
-//                    Not yet measured
+//                    Measured (session20c, % of cuBLASLt interleaved, against the defaults beside it): tune shapes
+//                    89.2 / 88.8 / 93.2 / 107.3 against 89.0 / 86.8 / 94.9 / 106.4; DeepSeek-V3 at M >= 1024
+//                    84.8-117.8 (geomean 93.8) against 87.2-119.6 (95.1) in the run before it: no gain, not taken
+//                    (the one 16-byte request a k-block is not what the copies cost)
 // Not done (DeepGEMM has them): BLOCK_N that straddles two B scale blocks (112, 144, 160 for better wave
 // quantisation), FP32 output, grouped / masked MoE layouts, JIT specialisation on the shape (K is a run-time argument).
 //
