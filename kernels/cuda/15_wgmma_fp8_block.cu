@@ -155,8 +155,8 @@
 //                    moe_router (102.5-119.8). Not taken: the turns cost more than the in-phase promotion they
 //                    were to hide (the wgmmas of the two warpgroups are not simply run in issue order; ncu,
 //                    session20: the same promotion not reading the scales, DIAG 1, 789 against 816 us)
-//   SCALE_READ       (PROMOTE_OVERLAP 0) where the consumers read a k-block's scales from its slot: 0 after issuing
-//                    its wgmmas (the measured kernel), 1 before them, right after the slot's full wait (DeepGEMM's
+//   SCALE_READ       (PROMOTE_OVERLAP 0, SCALE_SMEM > 0) where the consumers read a k-block's scales from its slot: 0
+//                    after issuing its wgmmas (the defaults up to session20b), 1 before them, right after the slot's full wait (DeepGEMM's
 //                    place), 2 after waiting for them (then each consumer warp releases the slot after its own
 //                    reads: the empty barriers count 4 arrivals a consumer). Why: ncu source counters (session20,
 //                    4096 x 7168 x 16384, logs/ncu_source_*) put 7.4% of the warps' stall samples on the two FMULs
