@@ -27,7 +27,8 @@ SCALE_BLOCK = 128  # DeepSeek-V3's (gemmlab.fp8.BLOCK): A per 1 x 128 along K, B
 # default); tune_fp8_block in .ci/h200-session.sh runs the same list. Defines measured and not taken stay
 # in the kernel, documented in its header with their numbers, and emulated below (EMULATED_CONFIGS), but
 # leave this list: SCALE_AHEAD 2 (session14d), SCALE_COPY_FIRST 1 (session15c), SCALE_SMEM 3 with the
-# non-overlapped promotion and SCALE_SMEM 1 with 2 warps (session15d, session15).
+# non-overlapped promotion and SCALE_SMEM 1 with 2 warps (session15d, session15), WG_ORDER 1, SCALE_READ 2 and
+# SCALE_B_TILE 1 (session20, 20b, 20c).
 FP8_BLOCK_SWEEP = [
     "{PROMOTE_OVERLAP:0}",  # the defaults (SCALE_SMEM 2, 5 stages, since session15; SCALE_READ 1 since session20b)
     "{PROMOTE_OVERLAP:1}",
@@ -57,16 +58,9 @@ FP8_BLOCK_SWEEP = [
     "{SPLIT_K:2}",
     "{SPLIT_K:4}",
     "{SPLIT_K:2,BN:64}",
-    # the two consumer warpgroups issue each k-block's wgmmas in turn (named barriers), so that one's
-    # promotion runs while the other's wgmmas do, instead of both waiting and promoting together
-    "{WG_ORDER:1}",
-    "{WG_ORDER:1,PROMOTE_OVERLAP:1}",
-    # where the consumers read a k-block's scales from its slot: after issuing its wgmmas (the defaults up to
-    # session20), or after waiting for them; the defaults read them before (SCALE_READ 1, since session20b)
+    # the scales read from the slot after issuing the k-block's wgmmas: the defaults up to session20b (the
+    # defaults since read them before, SCALE_READ 1); its SASS is still the code session16 measured
     "{SCALE_READ:0}",
-    "{SCALE_READ:2}",
-    # B's scales once per work unit (its run of the n-block's row) instead of 16 bytes with every k-block
-    "{SCALE_B_TILE:1}",
 ]
 # The entries built at both widths (BUILD_SHAPES[1], where the waves choose 64, too): the defaults (their
 # measured SASS at each width) and the clusters (other code at each width); the others at 128 only
