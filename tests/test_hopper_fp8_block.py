@@ -61,6 +61,10 @@ FP8_BLOCK_SWEEP = [
     # the scales read from the slot after issuing the k-block's wgmmas: the defaults up to session20b (the
     # defaults since read them before, SCALE_READ 1); its SASS is still the code session16 measured
     "{SCALE_READ:0}",
+    # 128 x 192 tiles (DeepGEMM's unaligned BLOCK_N): each tile straddles two of B's 128-column scale blocks, two
+    # B scales a k-block; 4 stages (the YAML's point rule); a third more work a tile for the same per-k-block
+    # costs (barrier waits, scale copies and reads)
+    "{BN:192,STAGES:4}",
 ]
 # The entries built at both widths (BUILD_SHAPES[1], where the waves choose 64, too): the defaults (their
 # measured SASS at each width) and the clusters (other code at each width); the others at 128 only
@@ -410,7 +414,8 @@ def test_the_sweep_entries_build_at_the_tune_shapes_what_they_did_or_by_waves():
             bm, split = p.expr_env()["BM"], _split(p)
             # the rule splits none of them: only an entry's own split
             assert split == (int(re.search(r"SPLIT_K:(\d+)", defines).group(1)) if "SPLIT_K:" in defines else 1)
-            want = 64 if "BN:64" in defines else waves_bn(m, n, H200_SMS, bm, split)
+            fixed = re.search(r"BN:(\d+)", defines)
+            want = int(fixed.group(1)) if fixed else waves_bn(m, n, H200_SMS, bm, split)
             assert _bn(p) == want, (defines, (m, n, k))
             if "BN:" not in defines:  # split: 272 units of 128 at 1024 x 2112 (3 waves) against 528 of 64 (4)
                 assert want == (64 if (m, n, k) == (1024, 2112, 7168) and bm == 128 and split == 1 else 128), (
@@ -683,9 +688,13 @@ EMULATED_CONFIGS = ["{}", "{PROMOTE_OVERLAP:1}", "{SCALE_SMEM:0,STAGES:6,PROMOTE
                     "{WG_ORDER:1}", "{WG_ORDER:1,PROMOTE_OVERLAP:1,STAGES:2}",
                     "{SCALE_READ:0}", "{SCALE_READ:2,BM:64,STAGES:3}", "{SCALE_READ:2}",
                     "{SCALE_B_TILE:1,STAGES:2}", "{SCALE_B_TILE:1,STAGES:3,SCALE_READ:0,BM:64}",
-                    "{SCALE_B_TILE:1,STAGES:2,PROMOTE_OVERLAP:1}"]
-# ... and these every shape: the defaults, the overlapped promotion, the consumers' own loads, cp.async
-EMULATED_EVERY_SHAPE = [*EMULATED_CONFIGS[:3], "{SCALE_SMEM:3}"]
+                    "{SCALE_B_TILE:1,STAGES:2,PROMOTE_OVERLAP:1}",
+                    # 128 x 192 tiles across two of B's scale blocks (at 200 x 264: the first tile from a block
+                    # boundary, the second 64 past one, its last 8 columns in n-block 2; at 130 x 128 and 1 x 8
+                    # the second n-block is past N and the copy reads the last one again), and with one consumer
+                    "{BN:192,STAGES:4}", "{BN:192,BM:64,STAGES:3,EPI_TMA:0}"]
+# ... and these every shape: the defaults, the overlapped promotion, the consumers' own loads, cp.async, BN 192
+EMULATED_EVERY_SHAPE = [*EMULATED_CONFIGS[:3], "{SCALE_SMEM:3}", "{BN:192,STAGES:4}"]
 
 
 @pytest.mark.slow
@@ -751,6 +760,35 @@ def test_the_check_fails_a_kernel_that_scales_per_tile_or_reads_the_wrong_row(tm
     assert not res.passed and res.elem_fail > 0
 
 
+@pytest.mark.slow
+def test_the_check_fails_a_192_wide_tile_that_takes_one_b_scale_block(tmp_path_factory):
+    """Negative controls of BN 192 at 200 x 264 x 1040 (tile 0: columns 0-127 in B's n-block 0, 128-191 in 1;
+    tile 1 from column 192: 192-255 in n-block 1, 256-263 in 2): the kernel patched so that (1) the columns
+    64-127 of a tile always take the first n-block's scale (tile 1's 256-263 scaled by n-block 1's), (2) the
+    second n-block's scales copied from the first's row (every column past a boundary scaled by the block
+    before it). Each fails element-wise; the right kernel passed above."""
+    import numpy as np
+
+    pytest.importorskip("ml_dtypes")
+    from gemmlab.backends.cuda_kernels import build_for
+
+    folder, rng = tmp_path_factory.mktemp("emu-fp8-block-bn192-wrong"), np.random.default_rng(19)
+    m, n, k = EMULATED_SHAPES[0]
+    p = _emu_point(m, n, k, "{BN:192,STAGES:4}")
+    assert _bn(p) == 192 and p.skip_reason is None
+    qa, qb, sc, a64, b64 = operands(rng, m, n, k)
+    text = build_for(p).source.read_text()
+    for name, marker, patch in (
+            ("middle", "const bool mid_second = kStraddle && n0 % kScaleBlock != 0;",
+             "const bool mid_second = false;  // wrong on purpose"),
+            ("second_row", "bulk_load_1d(sc + BM + 4, b_row1 + (kt & ~3)", "bulk_load_1d(sc + BM + 4, b_row + (kt & ~3)")):
+        assert text.count(marker) == 1, f"stage 15 changed: update the negative control's patch ({marker!r})"
+        wrong = Path(folder) / f"wrong_bn192_{name}.cu"
+        wrong.write_text(text.replace(marker, patch))
+        res = verdict(p, emulate(p, folder, qa, qb, sc.a, sc.b, source=wrong), a64, b64)
+        assert not res.passed and res.elem_fail > 0, name
+
+
 # ---- split-K (SPLIT_K) on the CPU ------------------------------------------------------------------------
 # (defines, shapes, the split the point takes) on the 2 emulated SMs (2 CTAs: CTA 0 walks the even units, CTA
 # 1 the odd, so a tile's splits meet across CTAs), each checked element-wise twice on one workspace (the
@@ -774,6 +812,7 @@ SPLIT_CASES = [
     ("{SPLIT_K:2,BN:64}", EMULATED_SHAPES[:1], 2),
     ("{SPLIT_K:2,SCALE_B_TILE:1,STAGES:2}", EMULATED_SHAPES[:1], 2),
     ("{SPLIT_K:4,SCALE_B_TILE:1,STAGES:2}", EMULATED_SHAPES[:1], 4),
+    ("{SPLIT_K:2,BN:192,STAGES:4}", EMULATED_SHAPES[:1], 2),
     ("{}", [(100, 72, 3088)], 2),
 ]
 

@@ -298,10 +298,14 @@ constexpr int kOutChunks = BN / 64;               // 64-column boxes of C per co
 constexpr int kCBoxBytes = 64 * 64 * 2;           // one TMA box of C: 64 rows x 64 bf16 columns
 constexpr int kStagingBytes = EPI_TMA ? kOutChunks * kCBoxBytes : 0;  // one consumer's 64 x BN tile
 constexpr int kAccum = BN / 2;
+// BN 192: a tile straddles two 128-column scale blocks of B (its columns from n0 = 192 j: 128 + 64 when n0 is
+// on a block boundary, 64 + 128 when it is 64 past one), so each k-block has two B scales
+constexpr bool kStraddle = BN > kScaleBlock;
+constexpr int kBScaleRows = kStraddle ? 2 : 1;
 // SCALE_SMEM: a slot's k-block scales beside its tiles: scale_a of the tile's BM rows, then the 16 bytes
 // of scale_b's n-block row that hold the k-block's scale (SCALE_SMEM 2: one bulk copy, 16-byte aligned;
-// SCALE_SMEM 1 stores the scale itself at its place in them)
-constexpr int kScaleFloats = BM + 4;
+// SCALE_SMEM 1 stores the scale itself at its place in them); BN 192: then the 16 of the next n-block's row
+constexpr int kScaleFloats = BM + 4 * kBScaleRows;
 constexpr int kScaleBytes = SCALE_SMEM ? STAGES * kScaleFloats * 4 : 0;
 // SCALE_B_TILE: two buffers of a unit's B scales (a row of up to kBRowCap k-blocks: K <= 32768)
 constexpr int kBRowCap = 256;
@@ -314,7 +318,12 @@ constexpr int kBShareRows = BN / CLUSTER_M;
 static_assert(BM == 64 || BM == 128, "one or two consumer warpgroups of m64");
 static_assert(BK == kScaleBlock, "a k-tile is one scale block: one promotion per k-tile");
 static_assert(BN != 0, "BN 0 (by waves) is the YAML's: its point_defines pass 64 or 128, never 0");
-static_assert(BN == 64 || BN == 128, "BN divides the 128-column scale block of B: one B scale per k-block");
+static_assert(BN == 64 || BN == 128 || BN == 192,
+              "BN 64 or 128 (inside one 128-column scale block of B) or 192 (across two: two B scales a k-block)");
+// BN 192 is written for the producer's bulk copies of the scales and the non-overlapped promotion (two partials
+// of 96 registers with the accumulator's 96 would not fit), not for SCALE_B_TILE's row buffers
+static_assert(!kStraddle || (SCALE_SMEM == 2 && PROMOTE_OVERLAP == 0 && SCALE_B_TILE == 0),
+              "BN 192: SCALE_SMEM 2, PROMOTE_OVERLAP 0 and SCALE_B_TILE 0");
 static_assert(EPI_TMA == 0 || EPI_TMA == 1, "EPI_TMA is 0 or 1");
 static_assert(PROMOTE_OVERLAP == 0 || PROMOTE_OVERLAP == 1, "PROMOTE_OVERLAP is 0 or 1");
 static_assert(SCALE_SMEM >= 0 && SCALE_SMEM <= 3, "SCALE_SMEM is 0, 1, 2 or 3");
@@ -433,6 +442,7 @@ constexpr int kPartialFloat4s = 64 * BN / 4;
 // waits for them before then. Rows past M read nothing and scale by 0 (their outputs are clipped).
 struct KBlockScales {
   float a0, a1, b;
+  float b1;  // BN 192: the next n-block's (the tile's columns past the scale block boundary; else unread, 0)
 };
 // Layouts (cuBLASLt's): scale_a[kb * ld_a + row], scale_b[nb * ld_b + kb], ld_a = roundup(M, 4),
 // ld_b = roundup(k-blocks, 4).
@@ -448,11 +458,26 @@ struct KBlockScales {
 }
 
 // acc += scale_a[row, kb] * scale_b[kb, nb] * partial: the promotion of one k-block into the FP32
-// main accumulator (the scale product in FP32 first, as DeepGEMM's).
-__device__ __forceinline__ void promote(float (&acc)[kAccum], const float (&partial)[kAccum], KBlockScales s) {
+// main accumulator (the scale product in FP32 first, as DeepGEMM's). BN 192: accumulator registers 4j..4j+3
+// hold columns 8j..8j+7, so columns 0-63 (j < 8) take B's first scale, 128-191 (j >= 16) the second, and
+// 64-127 the first where the tile starts on a block boundary, else the second (`mid_second`).
+__device__ __forceinline__ void promote(float (&acc)[kAccum], const float (&partial)[kAccum], KBlockScales s,
+                                        bool mid_second = false) {
   const float s0 = s.a0 * s.b, s1 = s.a1 * s.b;
+  if constexpr (kStraddle) {
+    const float t0 = s.a0 * s.b1, t1 = s.a1 * s.b1;
+    const float m0 = mid_second ? t0 : s0, m1 = mid_second ? t1 : s1;
 #pragma unroll
-  for (int i = 0; i < kAccum; ++i) acc[i] += ((i % 4) < 2 ? s0 : s1) * partial[i];
+    for (int i = 0; i < kAccum; ++i) {
+      const int j = i / 4;
+      const bool r = (i % 4) >= 2;
+      acc[i] += (j < 8 ? (r ? s1 : s0) : j < 16 ? (r ? m1 : m0) : (r ? t1 : t0)) * partial[i];
+    }
+  } else {
+    (void)mid_second;
+#pragma unroll
+    for (int i = 0; i < kAccum; ++i) acc[i] += ((i % 4) < 2 ? s0 : s1) * partial[i];
+  }
 }
 
 }  // namespace
@@ -554,6 +579,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
         const int a_scales = ld_a - tile.m * BM < BM ? ld_a - tile.m * BM : BM;
 #endif
         const float* b_row = scale_b + static_cast<size_t>(tile.n * BN / kScaleBlock) * ld_b;
+#if BN > 128
+        // BN 192: the next n-block's row too (the last n-block's again where the tile's columns past the
+        // boundary are all past N: their outputs are clipped)
+        const int nb_last = (N - 1) / kScaleBlock;
+        const int nb1 = tile.n * BN / kScaleBlock + 1 < nb_last ? tile.n * BN / kScaleBlock + 1 : nb_last;
+        const float* b_row1 = scale_b + static_cast<size_t>(nb1) * ld_b;
+#endif
 #if SCALE_B_TILE
         // the unit's run of B's row, whole 16-byte groups: [kb_begin & ~3, roundup(kb_end, 4)) (ld_b: a multiple of 4)
         const int b_first = unit.kb_begin & ~3;
@@ -561,7 +593,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
         const int b_kblock_bytes = b_by_unit ? 0 : 16;
         float* const b_buf = b_rows + (((t - walk.first) / walk.stride) & 1) * kBRowCap;
 #else
-        constexpr int b_unit_bytes = 0, b_kblock_bytes = 16;
+        constexpr int b_unit_bytes = 0, b_kblock_bytes = 16 * kBScaleRows;
         (void)b_unit_bytes;
 #endif
 #endif
@@ -584,6 +616,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
               bulk_load_1d(sc, scale_a + static_cast<size_t>(kt) * ld_a + tile.m * BM, a_scales * 4, &full[slot]);
             // B's scale: the same for the cluster's CTAs (same n-block); each copies its own 16 bytes
             if (b_kblock_bytes) bulk_load_1d(sc + BM, b_row + (kt & ~3), 16, &full[slot]);
+#if BN > 128
+            bulk_load_1d(sc + BM + 4, b_row1 + (kt & ~3), 16, &full[slot]);  // BN 192: the next n-block's
+#endif
 #if SCALE_B_TILE
             // SCALE_B_TILE: the unit's whole run of B's row with its first k-block's slot
             if (b_unit_bytes && kt == unit.kb_begin) bulk_load_1d(b_buf, b_row + b_first, b_unit_bytes, &full[slot]);
@@ -710,7 +745,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     // The scales of ring use `use` (k-block kb of the tile): from its slot (SCALE_SMEM, after issue()'s
     // wait on the slot's full barrier, before its release) or from global memory
     auto scales_of = [&](int use, int r0, int nb, int kb) -> KBlockScales {
-      if (DIAG == 1) return KBlockScales{1.0f, 1.0f, 1.0f};  // not read (SCALE_SMEM: still copied)
+      if (DIAG == 1) return KBlockScales{1.0f, 1.0f, 1.0f, 1.0f};  // not read (SCALE_SMEM: still copied)
 #if SCALE_SMEM
       (void)nb;
       const float* sc = slot_scales + (use % STAGES) * kScaleFloats;
@@ -719,6 +754,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 #if SCALE_B_TILE
       const float b = b_by_unit ? unit_b_row[kb - unit_b_first] : sc[BM + kb % 4];
       return {r0 < M ? sc[lr] : 0.0f, r0 + 8 < M ? sc[lr + 8] : 0.0f, b};
+#elif BN > 128
+      // BN 192: the next n-block's 16 bytes follow the first's
+      return {r0 < M ? sc[lr] : 0.0f, r0 + 8 < M ? sc[lr + 8] : 0.0f, sc[BM + kb % 4], sc[BM + 4 + kb % 4]};
 #else
       return {r0 < M ? sc[lr] : 0.0f, r0 + 8 < M ? sc[lr + 8] : 0.0f, sc[BM + kb % 4]};
 #endif
@@ -791,7 +829,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       const int m0 = tile.m * BM + consumer * 64;
       const int n0 = tile.n * BN;
       const int r0 = m0 + warp * 16 + lane / 4;  // this thread's first accumulator row
-      const int nb = n0 / kScaleBlock;           // B's scale block row (BN divides 128)
+      const int nb = n0 / kScaleBlock;           // B's scale block row (of the tile's first column)
+      // BN 192: columns 64-127 of the tile in the next scale block (n0 64 past a block boundary)
+      const bool mid_second = kStraddle && n0 % kScaleBlock != 0;
+      (void)mid_second;
 #if SCALE_B_TILE
       unit_b_row = b_rows + (((t - walk.first) / walk.stride) & 1) * kBRowCap;
       unit_b_first = kb_begin & ~3;
@@ -866,7 +907,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 #endif
         fence_accumulators(part0);
         release(it);
-        if (DIAG != 2) promote(acc, part0, s);
+        if (DIAG != 2) promote(acc, part0, s, mid_second);
       }
 #if DIAG == 2
 #pragma unroll
