@@ -61,13 +61,13 @@ FP8_BLOCK_SWEEP = [
     # the scales read from the slot after issuing the k-block's wgmmas: the defaults up to session20b (the
     # defaults since read them before, SCALE_READ 1); its SASS is still the code session16 measured
     "{SCALE_READ:0}",
-    # 128 x 192 tiles (DeepGEMM's unaligned BLOCK_N): each tile straddles two of B's 128-column scale blocks, two
-    # B scales a k-block; 4 stages (the YAML's point rule); a third more work a tile for the same per-k-block
-    # costs (barrier waits, scale copies and reads)
-    "{BN:192,STAGES:4}",
+    # the defaults' width at the three large tune shapes up to session21 (the waves take 192 there since: 128 x 192
+    # tiles across two of B's 128-column scale blocks, measured as {BN:192,STAGES:4} in session21)
+    "{BN:128}",
 ]
 # The entries built at both widths (BUILD_SHAPES[1], where the waves choose 64, too): the defaults (their
-# measured SASS at each width) and the clusters (other code at each width); the others at 128 only
+# measured SASS at each width) and the clusters (other code at each width); the others at the first shape only
+# (192 there by waves where the build takes it, else 128)
 WIDTHS_BUILT = ("{PROMOTE_OVERLAP:0}", "{CLUSTER_M:2}")
 
 
@@ -105,15 +105,29 @@ def _split(p):
     return p.expr_env()["SPLIT_K"]
 
 
-def waves_bn(m, n, sms, bm=128, split=1):
+def _wide(p):
+    """Whether the point's build may take BN 192 by waves (the kernel writes it for the bulk-copied scales and
+    the non-overlapped promotion, without SCALE_B_TILE)."""
+    d = p.variant_cfg.cuda.defines
+    return d.PROMOTE_OVERLAP == 0 and d.SCALE_SMEM == 2 and d.SCALE_B_TILE == 0
+
+
+def waves_bn(m, n, sms, bm=128, split=1, wide=True):
     """The rule in words: a persistent grid takes ceil(units / SMs) waves (units: tiles x the split), a
-    64-wide tile ~0.8 of a 128-wide one's time; BN 64 iff its waves cost less (ties: 128). Below one row of
-    tiles (m < bm) unsplit, where B's stream sets the time, BN 64 iff the 128-wide tiles busy at most a
-    quarter of the SMs."""
+    64-wide tile ~0.8 of a 128-wide one's time, a 192-wide one ~4/3 (session21: 1.31-1.37 where the waves
+    of both were full); the width whose waves cost least (ties: 128), 192 only unsplit from one full row of
+    tiles on and where its tiles take more than one wave (88 of them on 132 SMs lost to 264 of 64: session21),
+    and only where the kernel builds it (``wide``: the bulk-copied scales, the non-overlapped promotion).
+    Below one row of tiles (m < bm) unsplit, where B's stream sets the time, BN 64 iff the 128-wide tiles
+    busy at most a quarter of the SMs."""
     if m < bm and split == 1:
         return 64 if 4 * math.ceil(n / 128) <= sms else 128
-    waves = {bn: math.ceil(math.ceil(m / bm) * math.ceil(n / bn) * split / sms) for bn in (64, 128)}
-    return 64 if Fraction(4, 5) * waves[64] < waves[128] else 128
+    tiles = {bn: math.ceil(m / bm) * math.ceil(n / bn) for bn in (64, 128, 192)}
+    waves = {bn: math.ceil(t * split / sms) for bn, t in tiles.items()}
+    cost = {64: Fraction(4, 5) * waves[64], 128: waves[128], 192: Fraction(4, 3) * waves[192]}
+    if wide and split == 1 and tiles[192] > sms and cost[192] < min(cost[64], cost[128]):
+        return 192
+    return 64 if cost[64] < cost[128] else 128
 
 
 def split_k(m, n, k, sms, bm=128, bn=0, cluster_m=1):
@@ -230,9 +244,11 @@ WAVES_CASES = {
     # moe_router at 4096 tokens: 64 tiles of 128 (half the SMs idle) split in 2 (the split rule): 128 units, 1 wave;
     # 64 wide 256 units, 2 waves (unsplit, session16's build: 128 tiles of 64, 1 wave, against 64 of 128)
     (4096, 256, 7168): 128,
-    (4096, 7168, 16384): 128,  # 1792 tiles: 14 waves; 64: 28 x 0.8 = 22.4
-    (4096, 36864, 7168): 128,  # 9216 tiles: 70 waves; 64: 140 x 0.8 = 112
-    (1024, 7168, 16384): 128,  # 448 tiles: 4 waves (the last 0.4 full); 64: 7 x 0.8 = 5.6
+    (4096, 7168, 16384): 192,  # 1792 tiles: 14 waves; 64: 28 x 0.8 = 22.4; 192: 1216 tiles, 10 x 4/3 = 13.3
+    (4096, 36864, 7168): 192,  # 9216 tiles: 70 waves; 64: 140 x 0.8 = 112; 192: 47 x 4/3 = 62.7
+    (1024, 7168, 16384): 128,  # 448 tiles: 4 waves (the last 0.4 full); 64: 7 x 0.8 = 5.6; 192: 3 x 4/3 = 4 (a tie)
+    (4096, 4096, 7168): 128,  # 1024 tiles: 8 waves; 192: 704 tiles, 6 x 4/3 = 8 (a tie)
+    (4096, 2112, 7168): 192,  # 544 tiles: 5 waves (the last 0.1 full); 192: 352 tiles, 3 x 4/3 = 4
 }
 WAVES_SPLITS = {(4096, 256, 7168): 2}  # the split rule's S where it is not 1
 
@@ -240,14 +256,17 @@ WAVES_SPLITS = {(4096, 256, 7168): 2}  # the split rule's S where it is not 1
 def test_the_tile_width_follows_the_waves_on_the_device_configs_sms():
     from gemmlab import variants
 
-    # the YAML's SPLIT_K 0 and BN 0: chosen per point, the split first (the width reads it)
-    assert variants.info(VARIANT).per_point == ("SPLIT_K", "BN")
+    # the YAML's SPLIT_K 0 and BN 0: chosen per point, the split first (the width reads it), then the stages
+    # (4 at most at BN 192)
+    assert variants.info(VARIANT).per_point == ("SPLIT_K", "BN", "STAGES")
     for (m, n, k), bn in WAVES_CASES.items():
         p = _point(m, n, k)
         s = WAVES_SPLITS.get((m, n, k), 1)
         assert p.sm_count == H200_SMS and p.variant_cfg.cuda.defines.BN == 0 and p.variant_cfg.cuda.defines.SPLIT_K == 0
         assert s == split_k(m, n, k, H200_SMS), (m, n, k)
-        assert p.point_defines() == {"SPLIT_K": s, "BN": bn} and _bn(p) == bn == waves_bn(m, n, H200_SMS, split=s), (m, n, k)
+        stages = 4 if bn == 192 else 5
+        assert p.point_defines() == {"SPLIT_K": s, "BN": bn, "STAGES": stages}, (m, n, k)
+        assert _bn(p) == bn == waves_bn(m, n, H200_SMS, split=s), (m, n, k)
     # another device's count, another choice: 136 tiles of 128 on 114 SMs are 2 waves, 264 of 64 are 3
     p114 = _point(1024, 2112, 7168, extra=("device.sm_count=114",))
     assert _bn(p114) == 128 and p114.key != _point(1024, 2112, 7168).key
@@ -286,8 +305,9 @@ def test_at_64_tokens_bn_64_only_where_128_wide_tiles_busy_a_quarter_of_the_sms(
 
 
 def test_the_yaml_rule_is_the_cost_model_in_words():
-    """The YAML's integer rule is waves_bn (0.8 x waves(64) < waves(128), of the units) at every M, N, SM
-    count, BM and split."""
+    """The YAML's integer rule is waves_bn (0.8 x waves(64), waves(128), 4/3 x waves(192), of the units) at every
+    M, N, SM count, BM and split, and where the kernel does not build 192 (the overlapped promotion) the
+    64-or-128 rule."""
     from gemmlab.expr import evaluate
 
     p = _point(1024, 2112, 7168)
@@ -299,8 +319,10 @@ def test_the_yaml_rule_is_the_cost_model_in_words():
             for split in (1, 2, 3, 4):
                 for m in ms:
                     for n in ns:
-                        got = evaluate(rule, {**env, "m": m, "n": n, "sm_count": sms, "BM": bm, "SPLIT_K": split})
-                        assert got == waves_bn(m, n, sms, bm, split), (m, n, sms, bm, split)
+                        for overlap in (0, 1):
+                            got = evaluate(rule, {**env, "m": m, "n": n, "sm_count": sms, "BM": bm, "SPLIT_K": split,
+                                                  "PROMOTE_OVERLAP": overlap})
+                            assert got == waves_bn(m, n, sms, bm, split, wide=not overlap), (m, n, sms, bm, split, overlap)
 
 
 def test_the_yaml_split_rule_is_the_prediction_in_words():
@@ -388,26 +410,33 @@ def test_the_build_the_kernel_name_and_the_row_carry_the_width_built():
         assert [f for f in b.flags if f.startswith("-DBN=")] == [f"-DBN={bn}"], b.flags
         assert b.kernel_name.startswith(f"wgmma_fp8_block_gemm<BM=128,BN={bn},BK=128,"), b.kernel_name
         s = WAVES_SPLITS.get((m, n, k), 1)
-        assert dict(b.yaml_defines)["BN"] == 0 and dict(b.point_defines) == {"SPLIT_K": s, "BN": bn}
+        stages = 4 if bn == 192 else 5
+        assert dict(b.yaml_defines)["BN"] == 0 and dict(b.point_defines) == {"SPLIT_K": s, "BN": bn, "STAGES": stages}
         assert variant_fields(p)["defines"]["BN"] == bn  # the row's defines column
         # every launch rule reads the width built: the persistent grid, shared memory, B's TMA box
         s = launch_shape(p, sm_count=H200_SMS)
         assert s.grid == (min(H200_SMS, -(-m // 128) * -(-n // bn) * WAVES_SPLITS.get((m, n, k), 1)), 1, 1)
-        assert s.smem_bytes == 5 * (128 + bn) * 128 + 2 * 64 * bn * 2 + 1024 + 16 * 5 + 5 * (128 + 4) * 4
+        # (BN 192: 4 stages, two 16-byte groups of B's scales a slot)
+        assert s.smem_bytes == (stages * (128 + bn) * 128 + 2 * 64 * bn * 2 + 1024 + 16 * stages
+                                + stages * (128 + 4 * (1 + (bn == 192))) * 4)
         env = p.expr_env()
         assert [evaluate(x, env) for x in p.variant_cfg.cuda.tensor_maps[1].box] == [bn, 128]
     # one build per width and split: the unsplit BN-128 points share theirs, the one the YAML's BN 128 made
     # before (same flags: its cubin stays cached) and {BN:128}'s; the split one (moe_router) its own
     assert builds[1024, 2112, 7168] != builds[4096, 7168, 16384] != builds[4096, 256, 7168] != builds[1024, 2112, 7168]
-    assert builds[4096, 7168, 16384] == builds[1024, 7168, 16384] == builds[4096, 36864, 7168]
-    assert builds[4096, 7168, 16384].flags == build_for(_point(4096, 7168, 16384, "{BN:128}")).flags
+    assert builds[1024, 7168, 16384] == builds[4096, 4096, 7168] != builds[4096, 7168, 16384]
+    assert builds[1024, 7168, 16384].flags == build_for(_point(4096, 7168, 16384, "{BN:128}")).flags
+    # the 192-wide ones share theirs, {BN:192,STAGES:4}'s (the build session21 measured)
+    assert builds[4096, 7168, 16384] == builds[4096, 36864, 7168] == builds[4096, 2112, 7168]
+    assert builds[4096, 7168, 16384].flags == build_for(_point(4096, 7168, 7168, "{BN:192,STAGES:4}")).flags
 
 
 def test_the_sweep_entries_build_at_the_tune_shapes_what_they_did_or_by_waves():
     """An entry that fixes BN builds it at every tune shape; every other entry takes BN by waves, as the
-    defaults do: 128 at the three large shapes (what the entries built there before), 64 at 1024 x 2112 x
-    7168 (the case {BN:64} was measured for), except with BM 64 (272 tiles of 64 x 128: 3 waves; 528 of
-    64 x 64: 4 x 0.8 = 3.2) and with a split (the waves of its units: 128 there too)."""
+    defaults do: 192 at the three large shapes since session21 (128 before, and still where the build has no
+    192: the overlapped promotion, the other scale modes, a split), 64 at 1024 x 2112 x 7168 (the case {BN:64}
+    was measured for), except with BM 64 (176 tiles of 64 x 192: 2 waves x 4/3, against 3 of 64 x 128 and 4 x 0.8
+    of 64 x 64) and with a split (the waves of its units: 128 there)."""
     for defines in FP8_BLOCK_SWEEP:
         for m, n, k in TUNE_SHAPES:
             p = _point(m, n, k, defines)
@@ -415,10 +444,12 @@ def test_the_sweep_entries_build_at_the_tune_shapes_what_they_did_or_by_waves():
             # the rule splits none of them: only an entry's own split
             assert split == (int(re.search(r"SPLIT_K:(\d+)", defines).group(1)) if "SPLIT_K:" in defines else 1)
             fixed = re.search(r"BN:(\d+)", defines)
-            want = int(fixed.group(1)) if fixed else waves_bn(m, n, H200_SMS, bm, split)
+            want = int(fixed.group(1)) if fixed else waves_bn(m, n, H200_SMS, bm, split, _wide(p))
             assert _bn(p) == want, (defines, (m, n, k))
             if "BN:" not in defines:  # split: 272 units of 128 at 1024 x 2112 (3 waves) against 528 of 64 (4)
-                assert want == (64 if (m, n, k) == (1024, 2112, 7168) and bm == 128 and split == 1 else 128), (
+                # 192 unsplit where the build takes it, at the three large shapes (and with BM 64 at all four)
+                wide = 192 if _wide(p) and split == 1 else 128
+                assert want == (64 if (m, n, k) == (1024, 2112, 7168) and bm == 128 and split == 1 else wide), (
                     defines, (m, n, k))
 
 
@@ -505,13 +536,15 @@ def test_sass_promotes_while_the_next_k_block_runs(block_builds):
 
 
 # The default kernel as session20b measured it (cf2e194 with {SCALE_READ:1}, the default since: tune_fp8_block and
-# ds3_scale_read1): sha256 of its SASS instructions (test_wgmma_ws_nt.sass_digest) at each width the waves
-# choose, from nvcc 13.0.88 (cuobjdump 13.x). The SCALE_READ 0 build is the code session16 measured (ac04635):
-# its digests are the second pair.
+# ds3_scale_read1) at BN 64 and 128, and at BN 192 as session21 measured it (d7e70a2, {BN:192,STAGES:4}: ds3_bn192,
+# the build the waves choose since): sha256 of its SASS instructions (test_wgmma_ws_nt.sass_digest) at each width,
+# from nvcc 13.0.88 (cuobjdump 13.x). The SCALE_READ 0 build is the code session16 measured (ac04635): its
+# digests are the second pair.
 MEASURED_NVCC = "13.0.88"
 MEASURED_DEFAULT_SASS = {
     128: "3ee27aa68c104d994cfbb8ac003f98e8ff102ef47f917804adb04fbfd6e5281d",
     64: "a50526aa20d6fbb2cdec24947beec38b71009479dba88f9eca7730c71708a5c9",
+    192: "b2cf334ea8bd3d890b24f29291dc56f0234c5fb4e1ffc82dbf8cb413903a0a91",
 }
 SESSION16_SASS = {
     128: "9d0a35726a13095e34b0c72f585a01b92f076fa070622e026cc648fe21aa9f9d",
@@ -521,9 +554,9 @@ SESSION16_SASS = {
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("fp8_block_builds")
-def test_the_default_kernel_is_the_measured_code(block_builds):
-    """The default build, at either width, is the SASS session20b measured (SCALE_READ 1); a change to it is
-    measured (tune_fp8_block) before it becomes the default, and this digest with it."""
+def test_the_default_kernel_is_the_measured_code(block_builds, tmp_path_factory):
+    """The default build, at each width, is the SASS measured (SCALE_READ 1: session20b at 64 and 128, session21
+    at 192); a change to it is measured (tune_fp8_block) before it becomes the default, and this digest with it."""
     from test_wgmma_ws_nt import sass_digest
 
     from gemmlab.backends import nvcc
@@ -538,10 +571,15 @@ def test_the_default_kernel_is_the_measured_code(block_builds):
             f"stage 15's default kernel at BN {bn} is no longer the measured code (or cuobjdump prints it otherwise)")
         # the check can fail: the clustered build at the same width is other code
         assert sass_digest(sass(block_builds["{CLUSTER_M:2}", shape][0])) != MEASURED_DEFAULT_SASS[bn]
-    # SCALE_READ 0 (the defaults up to session20) is still the code session16 measured, at the width built
-    old = "{SCALE_READ:0}"
-    shape = BUILD_SHAPES[0]
-    assert sass_digest(sass(block_builds[old, shape][0])) == SESSION16_SASS[_bn(_point(*shape, old))]
+    # the build shapes take 192 and 64 by waves; the defaults' 128 (e.g. 1024 x 7168 x 16384) and SCALE_READ 0 (the
+    # defaults up to session20, still the code session16 measured) at 128 and 64
+    out = session_folder(tmp_path_factory.getbasetemp(), "cuda-cache")
+    assert sorted(_bn(_point(*shape, default)) for shape in BUILD_SHAPES) == [64, 192]
+    assert _bn(_point(1024, 7168, 16384)) == 128
+    assert sass_digest(sass(build(VARIANT, "fp8", out, _overrides("{BN:128}"))[0])) == MEASURED_DEFAULT_SASS[128]
+    for bn in (128, 64):
+        got = sass_digest(sass(build(VARIANT, "fp8", out, _overrides(f"{{SCALE_READ:0,BN:{bn}}}"))[0]))
+        assert got == SESSION16_SASS[bn], bn
 
 
 @pytest.mark.slow
@@ -692,9 +730,12 @@ EMULATED_CONFIGS = ["{}", "{PROMOTE_OVERLAP:1}", "{SCALE_SMEM:0,STAGES:6,PROMOTE
                     # 128 x 192 tiles across two of B's scale blocks (at 200 x 264: the first tile from a block
                     # boundary, the second 64 past one, its last 8 columns in n-block 2; at 130 x 128 and 1 x 8
                     # the second n-block is past N and the copy reads the last one again), and with one consumer
-                    "{BN:192,STAGES:4}", "{BN:192,BM:64,STAGES:3,EPI_TMA:0}"]
+                    "{BN:192,STAGES:4}", "{BN:192,BM:64,STAGES:3,EPI_TMA:0}",
+                    # the defaults at 128 wide where the waves on 2 SMs take 192 (200 x 264)
+                    "{BN:128}"]
 # ... and these every shape: the defaults, the overlapped promotion, the consumers' own loads, cp.async, BN 192
-EMULATED_EVERY_SHAPE = [*EMULATED_CONFIGS[:3], "{SCALE_SMEM:3}", "{BN:192,STAGES:4}"]
+# and 128
+EMULATED_EVERY_SHAPE = [*EMULATED_CONFIGS[:3], "{SCALE_SMEM:3}", "{BN:192,STAGES:4}", "{BN:128}"]
 
 
 @pytest.mark.slow
@@ -708,7 +749,7 @@ def test_block_scaled_product_on_the_cpu(defines, tmp_path_factory):
         p = _emu_point(m, n, k, defines)
         assert p.skip_reason is None, p.skip_reason
         if "BN:" not in defines:  # by waves on the emulated SMs
-            assert _bn(p) == waves_bn(m, n, EMU_SMS, p.expr_env()["BM"]), (defines, (m, n, k))
+            assert _bn(p) == waves_bn(m, n, EMU_SMS, p.expr_env()["BM"], wide=_wide(p)), (defines, (m, n, k))
         qa, qb, sc, a64, b64 = operands(rng, m, n, k)
         res = verdict(p, emulate(p, folder, qa, qb, sc.a, sc.b), a64, b64)
         assert res.passed, f"{defines} at {m}x{n}x{k}: {res.failure()} (elem_max {res.elem_max:.3g})"
@@ -836,7 +877,7 @@ def test_split_k_sums_the_splits_at_every_edge_on_the_cpu(defines, shapes, split
         assert _split(p) == split, (defines, (m, n, k))
         bm, bn = p.expr_env()["BM"], _bn(p)
         if "BN:" not in defines:
-            assert bn == waves_bn(m, n, EMU_SMS, bm, split), (defines, (m, n, k))
+            assert bn == waves_bn(m, n, EMU_SMS, bm, split, _wide(p)), (defines, (m, n, k))
         taken = min(split, -(-k // 128))  # the splits the kernel takes: at most the k-blocks
         s = launch_shape(p, sm_count=EMU_SMS)
         assert s.grid == (min(EMU_SMS, -(-m // bm) * -(-n // bn) * taken), 1, 1), (defines, (m, n, k), s.grid)

@@ -24,7 +24,8 @@
 // * 128 x 128 tiles by default (stage 13: 128 x 256): the partials double the accumulator registers,
 //   and BN = 256 would need 128 + 2 x 128 of them per thread; BN <= 128 also keeps a tile inside one
 //   128-column block of B, so one B scale per k-block (DeepGEMM's BLOCK_N = 128 case). 128 x 64 where
-//   128-wide tiles fill the persistent grid's waves poorly: the YAML's BN 0 is chosen per point (BN below).
+//   128-wide tiles fill the persistent grid's waves poorly, 128 x 192 (96 + 96 accumulators, two B scales a
+//   k-block) where its waves cost less: the YAML's BN 0 is chosen per point (BN below).
 //
 // Techniques, each a define (tune_fp8_block in .ci/h200-session.sh runs its FP8_BLOCK_SWEEP;
 // tests/test_hopper_fp8_block.py builds every entry without spills). Measured: session10b, session14c-e,
@@ -44,8 +45,23 @@
 //   EPI_TMA          1: stmatrix -> swizzled staging tile -> TMA store (stage 13's); 0: direct stores
 //   BM               128 (two m64 consumer warpgroups) or 64 (one: small M, DeepGEMM's BLOCK_M 64;
 //                    with CONSUMER_REGS 240: at 232 ptxas spills 32 bytes)
-//   BN               128 or 64 columns per tile (wgmma N; 64 doubles the tiles: fuller last waves). The
-//                    YAML's BN 0 means by waves: its point_defines pass 64 iff 4 x waves(64) < 5 x waves(128),
+//   BN               128, 64 or 192 columns per tile (wgmma N; 64 doubles the tiles: fuller last waves; 192 straddles
+//                    two of B's 128-column scale blocks: from a block boundary 128 + 64 columns, from 64 past one
+//                    64 + 128, so each k-block has two B scales, both bulk-copied into the slot, and the columns
+//                    64-127 take the first or the second by the tile's parity; SCALE_SMEM 2 and PROMOTE_OVERLAP 0
+//                    only, 4 stages with the TMA-store epilogue: DeepGEMM's unaligned BLOCK_N). 192: a third more
+//                    work a tile for the same per-k-block costs (the barrier waits, the scale copies and reads, the
+//                    producer's issue) and a sixth fewer shared-memory bytes per FLOP. Measured (session21, % of
+//                    cuBLASLt interleaved, DeepSeek-V3 at M >= 1024, {BN:192,STAGES:4} against the defaults in the
+//                    run before): 100.0-107.8 against 89.0-98.2 at dense_gate_up and attn_q_b (the same waves or
+//                    fewer), 120.9 against 111.8 at attn_kv_b t4096, 100.2 against 89.3 at attn_qkv_a t4096 (3 waves
+//                    against 5), 90.6-99.1 against 86.6-94.6 at the 7168-wide t4096 ones (10 against 14); lost where
+//                    its waves are not fewer (shared_gate_up t1024 61.6 against 87.6, the 7168-wide t1024 ones 82-92
+//                    against 89-93, moe_router). A 192-wide tile takes ~4/3 of a 128-wide one's time (1.31-1.37 at
+//                    full waves). The YAML's BN 0 means by waves: 192 (unsplit, m >= BM, where the build takes it)
+//                    iff its tiles take more than one wave and 4 x waves(192) < 3 x waves(128) and 5 x waves(192) <
+//                    3 x waves(64) (88 tiles of 192 on 132 SMs lost to 264 of 64: 100.2 against 105.3); else its
+//                    point_defines pass 64 iff 4 x waves(64) < 5 x waves(128),
 //                    waves = ceil(tiles / device.sm_count) (a 64-wide tile costs ~0.8 of a 128-wide one:
 //                    675-686 against 1028-1056 TFLOP/s at the large tune shapes, session15b; {BN:64} at
 //                    1024 x 2112 x 7168, 264 tiles for 136: 100.1% of cuBLASLt), so nvcc never sees BN 0.
@@ -180,8 +196,8 @@
 //                    89.2 / 88.8 / 93.2 / 107.3 against 89.0 / 86.8 / 94.9 / 106.4; DeepSeek-V3 at M >= 1024
 //                    84.8-117.8 (geomean 93.8) against 87.2-119.6 (95.1) in the run before it: no gain, not taken
 //                    (the one 16-byte request a k-block is not what the copies cost)
-// Not done (DeepGEMM has them): BLOCK_N that straddles two B scale blocks (112, 144, 160 for better wave
-// quantisation), FP32 output, grouped / masked MoE layouts, JIT specialisation on the shape (K is a run-time argument).
+// Not done (DeepGEMM has them): other BLOCK_N that straddle two B scale blocks (144, 160: their C boxes are not
+// whole 64-column ones), FP32 output, grouped / masked MoE layouts, JIT specialisation on the shape (K is a run-time argument).
 //
 // Constraints: TIN = __nv_fp8_e4m3, TOUT = bfloat16; A row-major M x K, B stored row-major N x K
 // (layout nt, `layouts: [nt]`); K % 16 == 0 (TMA: 16-byte row strides of the 1-byte operands; a partial
