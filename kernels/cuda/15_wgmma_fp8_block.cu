@@ -315,7 +315,8 @@ constexpr int kCBoxBytes = 64 * 64 * 2;           // one TMA box of C: 64 rows x
 constexpr int kStagingBytes = EPI_TMA ? kOutChunks * kCBoxBytes : 0;  // one consumer's 64 x BN tile
 constexpr int kAccum = BN / 2;
 // BN 192: a tile straddles two 128-column scale blocks of B (its columns from n0 = 192 j: 128 + 64 when n0 is
-// on a block boundary, 64 + 128 when it is 64 past one), so each k-block has two B scales
+// on a block boundary, 64 + 128 when it is 64 past one), so each k-block has two B scales; BN 160 likewise
+// (n0 = 160 j: 128 + 32, 96 + 64, 64 + 96 or 32 + 128 columns)
 constexpr bool kStraddle = BN > kScaleBlock;
 constexpr int kBScaleRows = kStraddle ? 2 : 1;
 // SCALE_SMEM: a slot's k-block scales beside its tiles: scale_a of the tile's BM rows, then the 16 bytes
@@ -334,12 +335,14 @@ constexpr int kBShareRows = BN / CLUSTER_M;
 static_assert(BM == 64 || BM == 128, "one or two consumer warpgroups of m64");
 static_assert(BK == kScaleBlock, "a k-tile is one scale block: one promotion per k-tile");
 static_assert(BN != 0, "BN 0 (by waves) is the YAML's: its point_defines pass 64 or 128, never 0");
-static_assert(BN == 64 || BN == 128 || BN == 192,
-              "BN 64 or 128 (inside one 128-column scale block of B) or 192 (across two: two B scales a k-block)");
+static_assert(BN == 64 || BN == 128 || BN == 160 || BN == 192,
+              "BN 64 or 128 (inside one 128-column scale block of B) or 160, 192 (across two: two B scales a k-block)");
+// the TMA-store epilogue stores whole 64-column boxes of C: BN 160 stores from registers (EPI_TMA 0)
+static_assert(BN % 64 == 0 || EPI_TMA == 0, "BN 160: EPI_TMA 0 (the TMA store writes 64-column boxes)");
 // BN 192 is written for the producer's bulk copies of the scales and the non-overlapped promotion (two partials
 // of 96 registers with the accumulator's 96 would not fit), not for SCALE_B_TILE's row buffers
 static_assert(!kStraddle || (SCALE_SMEM == 2 && PROMOTE_OVERLAP == 0 && SCALE_B_TILE == 0),
-              "BN 192: SCALE_SMEM 2, PROMOTE_OVERLAP 0 and SCALE_B_TILE 0");
+              "BN 160, 192: SCALE_SMEM 2, PROMOTE_OVERLAP 0 and SCALE_B_TILE 0");
 static_assert(EPI_TMA == 0 || EPI_TMA == 1, "EPI_TMA is 0 or 1");
 static_assert(PROMOTE_OVERLAP == 0 || PROMOTE_OVERLAP == 1, "PROMOTE_OVERLAP is 0 or 1");
 static_assert(SCALE_SMEM >= 0 && SCALE_SMEM <= 3, "SCALE_SMEM is 0, 1, 2 or 3");
@@ -476,11 +479,23 @@ struct KBlockScales {
 // acc += scale_a[row, kb] * scale_b[kb, nb] * partial: the promotion of one k-block into the FP32
 // main accumulator (the scale product in FP32 first, as DeepGEMM's). BN 192: accumulator registers 4j..4j+3
 // hold columns 8j..8j+7, so columns 0-63 (j < 8) take B's first scale, 128-191 (j >= 16) the second, and
-// 64-127 the first where the tile starts on a block boundary, else the second (`mid_second`).
+// 64-127 the first where the tile starts on a block boundary, else the second (`mid_second`). BN 160: the
+// first `first_cols` columns (32, 64, 96 or 128: whole 8-column groups) take the first, the rest the second.
 __device__ __forceinline__ void promote(float (&acc)[kAccum], const float (&partial)[kAccum], KBlockScales s,
-                                        bool mid_second = false) {
+                                        bool mid_second = false, int first_cols = kScaleBlock) {
   const float s0 = s.a0 * s.b, s1 = s.a1 * s.b;
-  if constexpr (kStraddle) {
+  if constexpr (BN == 160) {
+    (void)mid_second;
+    const float t0 = s.a0 * s.b1, t1 = s.a1 * s.b1;
+#pragma unroll
+    for (int i = 0; i < kAccum; ++i) {
+      const int j = i / 4;
+      const bool r = (i % 4) >= 2;
+      const bool first = j < 4 || (j < 16 && 8 * j < first_cols);  // columns 0-31 always, 128-159 never
+      acc[i] += (first ? (r ? s1 : s0) : (r ? t1 : t0)) * partial[i];
+    }
+  } else if constexpr (kStraddle) {
+    (void)first_cols;
     const float t0 = s.a0 * s.b1, t1 = s.a1 * s.b1;
     const float m0 = mid_second ? t0 : s0, m1 = mid_second ? t1 : s1;
 #pragma unroll
@@ -491,6 +506,7 @@ __device__ __forceinline__ void promote(float (&acc)[kAccum], const float (&part
     }
   } else {
     (void)mid_second;
+    (void)first_cols;
 #pragma unroll
     for (int i = 0; i < kAccum; ++i) acc[i] += ((i % 4) < 2 ? s0 : s1) * partial[i];
   }
@@ -849,6 +865,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       // BN 192: columns 64-127 of the tile in the next scale block (n0 64 past a block boundary)
       const bool mid_second = kStraddle && n0 % kScaleBlock != 0;
       (void)mid_second;
+#if BN == 160
+      const int first_cols = kScaleBlock - n0 % kScaleBlock;  // BN 160: the tile's columns in its first n-block
+#else
+      constexpr int first_cols = kScaleBlock;
+#endif
+      (void)first_cols;
 #if SCALE_B_TILE
       unit_b_row = b_rows + (((t - walk.first) / walk.stride) & 1) * kBRowCap;
       unit_b_first = kb_begin & ~3;
@@ -923,7 +945,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 #endif
         fence_accumulators(part0);
         release(it);
-        if (DIAG != 2) promote(acc, part0, s, mid_second);
+        if (DIAG != 2) promote(acc, part0, s, mid_second, first_cols);
       }
 #if DIAG == 2
 #pragma unroll

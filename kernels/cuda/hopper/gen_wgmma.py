@@ -1,6 +1,6 @@
 # Writes kernels/cuda/hopper/wgmma.cuh (the wgmma operand lists are long and mechanical).
 # Run from the project root after changing it: python kernels/cuda/hopper/gen_wgmma.py
-NS = [64, 128, 192, 256]
+NS = [64, 128, 160, 192, 256]
 out = []
 out.append('''// Written by gen_wgmma.py beside this file (do not edit by hand): wgmma.mma_async wrappers.
 //
@@ -50,9 +50,10 @@ out.append('''
 // Pick the wrapper by N at compile time (the tile's N is a define of the kernel).
 template <int N, int TransB, class T>
 __device__ __forceinline__ void wgmma_m64k16(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d) {
-  static_assert(N == 64 || N == 128 || N == 192 || N == 256, "wgmma N must be 64, 128, 192 or 256 here");
+  static_assert(N == 64 || N == 128 || N == 160 || N == 192 || N == 256, "wgmma N must be 64, 128, 160, 192 or 256 here");
   if constexpr (N == 64) wgmma_m64n64k16<TransB, T>(d, desc_a, desc_b, scale_d);
   if constexpr (N == 128) wgmma_m64n128k16<TransB, T>(d, desc_a, desc_b, scale_d);
+  if constexpr (N == 160) wgmma_m64n160k16<TransB, T>(d, desc_a, desc_b, scale_d);
   if constexpr (N == 192) wgmma_m64n192k16<TransB, T>(d, desc_a, desc_b, scale_d);
   if constexpr (N == 256) wgmma_m64n256k16<TransB, T>(d, desc_a, desc_b, scale_d);
 }
@@ -96,9 +97,10 @@ __device__ __forceinline__ void wgmma_m64n{n}k32(float (&d)[{nreg}], uint64_t de
 out.append('''
 template <int N, class T>
 __device__ __forceinline__ void wgmma_m64k32(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d) {
-  static_assert(N == 64 || N == 128 || N == 192 || N == 256, "wgmma N must be 64, 128, 192 or 256 here");
+  static_assert(N == 64 || N == 128 || N == 160 || N == 192 || N == 256, "wgmma N must be 64, 128, 160, 192 or 256 here");
   if constexpr (N == 64) wgmma_m64n64k32<T>(d, desc_a, desc_b, scale_d);
   if constexpr (N == 128) wgmma_m64n128k32<T>(d, desc_a, desc_b, scale_d);
+  if constexpr (N == 160) wgmma_m64n160k32<T>(d, desc_a, desc_b, scale_d);
   if constexpr (N == 192) wgmma_m64n192k32<T>(d, desc_a, desc_b, scale_d);
   if constexpr (N == 256) wgmma_m64n256k32<T>(d, desc_a, desc_b, scale_d);
 }

@@ -58,6 +58,27 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a
 }
 #undef GEMMLAB_WGMMA_M64N128K16
 
+#define GEMMLAB_WGMMA_M64N160K16(TYPE)                                                       \
+  asm volatile(                                                                            \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %82, 0;\n"                                         \
+      "wgmma.mma_async.sync.aligned.m64n160k16.f32." TYPE "." TYPE " "                       \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79}, "                                                                      \
+      "%80, %81, p, 1, 1, 0, %83;\n}\n"                                                  \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79])                                                                             \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TransB))
+
+template <int TransB, class T>
+__device__ __forceinline__ void wgmma_m64n160k16(float (&d)[80], uint64_t desc_a, uint64_t desc_b,
+                                                 int scale_d) {
+  if constexpr (std::is_same<T, __half>::value) {
+    GEMMLAB_WGMMA_M64N160K16("f16");
+  } else {
+    static_assert(std::is_same<T, __nv_bfloat16>::value, "wgmma wrappers take bf16 or f16 inputs");
+    GEMMLAB_WGMMA_M64N160K16("bf16");
+  }
+}
+#undef GEMMLAB_WGMMA_M64N160K16
+
 #define GEMMLAB_WGMMA_M64N192K16(TYPE)                                                       \
   asm volatile(                                                                            \
       "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"                                         \
@@ -103,9 +124,10 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_
 // Pick the wrapper by N at compile time (the tile's N is a define of the kernel).
 template <int N, int TransB, class T>
 __device__ __forceinline__ void wgmma_m64k16(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d) {
-  static_assert(N == 64 || N == 128 || N == 192 || N == 256, "wgmma N must be 64, 128, 192 or 256 here");
+  static_assert(N == 64 || N == 128 || N == 160 || N == 192 || N == 256, "wgmma N must be 64, 128, 160, 192 or 256 here");
   if constexpr (N == 64) wgmma_m64n64k16<TransB, T>(d, desc_a, desc_b, scale_d);
   if constexpr (N == 128) wgmma_m64n128k16<TransB, T>(d, desc_a, desc_b, scale_d);
+  if constexpr (N == 160) wgmma_m64n160k16<TransB, T>(d, desc_a, desc_b, scale_d);
   if constexpr (N == 192) wgmma_m64n192k16<TransB, T>(d, desc_a, desc_b, scale_d);
   if constexpr (N == 256) wgmma_m64n256k16<TransB, T>(d, desc_a, desc_b, scale_d);
 }
@@ -153,6 +175,26 @@ __device__ __forceinline__ void wgmma_m64n128k32(float (&d)[64], uint64_t desc_a
 }
 #undef GEMMLAB_WGMMA_M64N128K32
 
+#define GEMMLAB_WGMMA_M64N160K32(TYPE)                                                       \
+  asm volatile(                                                                            \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %82, 0;\n"                                         \
+      "wgmma.mma_async.sync.aligned.m64n160k32.f32." TYPE "." TYPE " "                       \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79}, "                                                                      \
+      "%80, %81, p, 1, 1;\n}\n"                                                  \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79])                                                                             \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+
+template <class T>
+__device__ __forceinline__ void wgmma_m64n160k32(float (&d)[80], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+  if constexpr (std::is_same<T, __nv_fp8_e5m2>::value) {
+    GEMMLAB_WGMMA_M64N160K32("e5m2");
+  } else {
+    static_assert(std::is_same<T, __nv_fp8_e4m3>::value, "k32 wgmma wrappers take e4m3 or e5m2 inputs");
+    GEMMLAB_WGMMA_M64N160K32("e4m3");
+  }
+}
+#undef GEMMLAB_WGMMA_M64N160K32
+
 #define GEMMLAB_WGMMA_M64N192K32(TYPE)                                                       \
   asm volatile(                                                                            \
       "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"                                         \
@@ -195,9 +237,10 @@ __device__ __forceinline__ void wgmma_m64n256k32(float (&d)[128], uint64_t desc_
 
 template <int N, class T>
 __device__ __forceinline__ void wgmma_m64k32(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d) {
-  static_assert(N == 64 || N == 128 || N == 192 || N == 256, "wgmma N must be 64, 128, 192 or 256 here");
+  static_assert(N == 64 || N == 128 || N == 160 || N == 192 || N == 256, "wgmma N must be 64, 128, 160, 192 or 256 here");
   if constexpr (N == 64) wgmma_m64n64k32<T>(d, desc_a, desc_b, scale_d);
   if constexpr (N == 128) wgmma_m64n128k32<T>(d, desc_a, desc_b, scale_d);
+  if constexpr (N == 160) wgmma_m64n160k32<T>(d, desc_a, desc_b, scale_d);
   if constexpr (N == 192) wgmma_m64n192k32<T>(d, desc_a, desc_b, scale_d);
   if constexpr (N == 256) wgmma_m64n256k32<T>(d, desc_a, desc_b, scale_d);
 }
