@@ -57,14 +57,14 @@ def _failures(rows):
 # consumers' own loads (the defaults before session15), the gathering warps, 6 stages without staging tiles,
 # the cp.async copies (SCALE_SMEM 3); 2-CTA clusters with B multicast (CLUSTER_M 2, not emulated on the CPU:
 # first run here) at the width the waves choose and at 64; 128 x 192 tiles across two of B's scale blocks (BN 192:
-# N = 2112's last tile from a block boundary, 256's second 64 past one with no n-block after it) and 160 (C stored
-# from registers)
+# N = 2112's last tile from a block boundary, 256's second 64 past one with no n-block after it) and 160 (its last 32
+# columns of C stored from registers)
 @pytest.mark.parametrize("defines", ["{PROMOTE_OVERLAP:0}", "{PROMOTE_OVERLAP:1}", "{SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1}",
                                      "{SCALE_SMEM:0,EPI_TMA:0,STAGES:4}", "{SCALE_SMEM:1,SCALE_WARPS:3,PROMOTE_OVERLAP:1}",
                                      "{SCALE_SMEM:1,SCALE_WARPS:2}", "{STAGES:6,EPI_TMA:0}", "{SCALE_SMEM:3}",
                                      "{SCALE_SMEM:3,SCALE_WARPS:2,PROMOTE_OVERLAP:1}", "{CLUSTER_M:2}", "{CLUSTER_M:2,BN:64}",
                                      "{WG_ORDER:1}", "{WG_ORDER:1,PROMOTE_OVERLAP:1}", "{SCALE_READ:0}", "{SCALE_READ:2}", "{SCALE_B_TILE:1}",
-                                     "{BN:192,STAGES:4}", "{BN:160,EPI_TMA:0}"])
+                                     "{BN:192,STAGES:4}", "{BN:160}"])
 def test_block_scaled_stage_matches_the_dequantized_fp64_product(tmp_path, defines):
     rows = _run(tmp_path, SQUARE, SHAPES, [f"variant.{VARIANT}.cuda.defines={defines}", DEBUG])
     assert len(rows) == len(SQUARE) + len(SHAPES)
@@ -163,7 +163,7 @@ SPLIT_SQUARE = [128, 1024]
 
 @pytest.mark.parametrize("defines", ["{SPLIT_K:2}", "{SPLIT_K:4}", "{SPLIT_K:2,BN:64}", "{SPLIT_K:4,PROMOTE_OVERLAP:1}",
                                      "{SPLIT_K:3,SCALE_SMEM:3}", "{SPLIT_K:2,SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1}", "{SPLIT_K:2,WG_ORDER:1}", "{SPLIT_K:3,SCALE_B_TILE:1}",
-                                     "{SPLIT_K:2,BN:192,STAGES:4}", "{SPLIT_K:2,BN:160,EPI_TMA:0}", "{}"])
+                                     "{SPLIT_K:2,BN:192,STAGES:4}", "{SPLIT_K:2,BN:160}", "{}"])
 def test_split_k_matches_the_dequantized_fp64_product_with_the_same_bits_every_call(tmp_path, defines):
     import re
 

@@ -337,8 +337,7 @@ static_assert(BK == kScaleBlock, "a k-tile is one scale block: one promotion per
 static_assert(BN != 0, "BN 0 (by waves) is the YAML's: its point_defines pass 64 or 128, never 0");
 static_assert(BN == 64 || BN == 128 || BN == 160 || BN == 192,
               "BN 64 or 128 (inside one 128-column scale block of B) or 160, 192 (across two: two B scales a k-block)");
-// the TMA-store epilogue stores whole 64-column boxes of C: BN 160 stores from registers (EPI_TMA 0)
-static_assert(BN % 64 == 0 || EPI_TMA == 0, "BN 160: EPI_TMA 0 (the TMA store writes 64-column boxes)");
+// the TMA-store epilogue stores whole 64-column boxes of C: BN 160's last 32 columns go from registers
 // BN 192 is written for the producer's bulk copies of the scales and the non-overlapped promotion (two partials
 // of 96 registers with the accumulator's 96 would not fit), not for SCALE_B_TILE's row buffers
 static_assert(!kStraddle || (SCALE_SMEM == 2 && PROMOTE_OVERLAP == 0 && SCALE_B_TILE == 0),
@@ -534,7 +533,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   const TensorMap* map_a = maps + 0;
   const TensorMap* map_b = maps + 1;
 #if EPI_TMA
-  (void)C;
+#if BN % 64 == 0
+  (void)C;  // (BN 160 stores its last 32 columns directly)
+#endif
   const TensorMap* map_c = maps + 2;  // the map is passed either way; only the TMA-store epilogue reads it
 #endif
 
@@ -965,7 +966,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       const int row = warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8;  // row this lane addresses
       const uint32_t staging_base = smem_u32(my_staging);
 #pragma unroll
-      for (int j2 = 0; j2 < BN / 16; ++j2) {
+      for (int j2 = 0; j2 < kOutChunks * 4; ++j2) {  // the whole 64-column boxes (BN 160: the first 128 columns)
         const int col = 16 * j2 + (lane / 16) * 8;
         const uint32_t addr = staging_base + (col / 64) * kCBoxBytes + row * 128 +
                               ((((col % 64) / 8) ^ (row % 8)) * 16);
@@ -979,6 +980,20 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
         for (int b = 0; b < kOutChunks; ++b) tma_store_2d(map_c, my_staging + b * kCBoxBytes, n0 + 64 * b, m0);
         bulk_commit_group();
       }
+#if BN % 64
+      // BN 160: columns 128-159 from registers, two bf16 per 32-bit store (as EPI_TMA 0 below)
+#pragma unroll
+      for (int j = kOutChunks * 8; j < BN / 8; ++j) {
+        const int col = n0 + 8 * j + 2 * (lane % 4);
+        if (col < N) {
+          if (r0 < M)
+            *reinterpret_cast<uint32_t*>(C + static_cast<size_t>(r0) * N + col) = pack2<TOUT>(acc[4 * j + 0], acc[4 * j + 1]);
+          if (r0 + 8 < M)
+            *reinterpret_cast<uint32_t*>(C + static_cast<size_t>(r0 + 8) * N + col) =
+                pack2<TOUT>(acc[4 * j + 2], acc[4 * j + 3]);
+        }
+      }
+#endif
 #else
       // Epilogue: registers -> global, two bf16 per 32-bit store (N % 8 == 0: pairs never straddle
       // the edge). acc[4j + r]: row 16*warp + lane/4 + 8*(r/2), column 8j + 2*(lane%4).
