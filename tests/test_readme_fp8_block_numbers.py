@@ -19,8 +19,9 @@ S15, S15B = "h200-2026-12-03/session15", "h200-2026-12-03/session15b"
 S16, S16B, S17 = "h200-2026-12-03/session16", "h200-2026-12-03/session16b", "h200-2026-12-03/session17"
 pytestmark = pytest.mark.skipif(not has(S14, S14B, S14C, S14D, S14E, S15, S15B, S16, S16B, S17,
                                         "h200-2026-12-04/session20", "h200-2026-12-04/session20b",
-                                        "h200-2026-12-04/session20c"),
-                                reason="sessions 14-20's rows are not in this checkout")
+                                        "h200-2026-12-04/session20c", "h200-2026-12-04/session21",
+                                        "h200-2026-12-04/session21b", "h200-2026-12-04/session21e"),
+                                reason="sessions 14-21's rows are not in this checkout")
 
 
 def _tensor_pipe(log: str) -> float:
@@ -219,11 +220,48 @@ def b_tile_phrases() -> list:
             f"{span(got[0], '.1f')}% ({_geomean(got[0]):.1f}%) in the run before it (`session20c`)"]
 
 
+def _ds3(path: str, bn=None) -> pd.DataFrame:
+    """Stage 15's DeepSeek-V3 rows at M >= 1024 of one run (``bn``: every row built at that width)."""
+    d = _rows(path)
+    d = d[(d["variant"] == "wgmma_fp8_block") & (d["m"] >= 1024)]
+    if bn is not None:
+        assert (d["d"].map(lambda x: x["BN"]) == bn).all(), path
+    return d.set_index("shape_name")
+
+
+def wide_tile_phrases() -> list:
+    """BN 192 against the defaults in the run before it (session21), the defaults with the width rule that
+    takes it (session21b), BN 160 beside the defaults (session21e); DeepSeek-V3 at M >= 1024."""
+    S21, S21B, S21E = (f"h200-2026-12-04/session21{x}" for x in ("", "b", "e"))
+    base, wide = _ds3(f"{S21}/ds3_wgmma_fp8_block"), _ds3(f"{S21}/ds3_bn192", bn=192)
+    same = base.index[base.index.str.contains("dense_gate_up|attn_q_b|attn_kv_b")]
+    tune = _rows(f"{S21}/tune_wgmma_fp8_block")
+    large = tune[tune["m"] == 4096]
+    t192, t128 = (large[large["d"].map(lambda x, bn=bn: x["BN"] == bn)]["pct_of_baseline"] for bn in (192, 128))
+    now = _ds3(f"{S21B}/ds3_wgmma_fp8_block")["pct_of_baseline"]
+    under = now[now < 100]
+    names = sorted({n.split(".")[1] for n in under.index})
+    d160, d = _ds3(f"{S21E}/ds3_bn160", bn=160), _ds3(f"{S21E}/ds3_wgmma_fp8_block")
+    at = "deepseek_v3.attn_qkv_a.t1024"
+    return [f"at M >= 1024 {span(wide['pct_of_baseline'], '.1f')}% (geomean {_geomean(wide['pct_of_baseline']):.1f}%) "
+            f"against {span(base['pct_of_baseline'], '.1f')}% ({_geomean(base['pct_of_baseline']):.1f}%) in the run "
+            f"before it (`session21`)",
+            f"{span(wide.loc[same, 'pct_of_baseline'], '.1f')}% against {span(base.loc[same, 'pct_of_baseline'], '.1f')}% "
+            f"at `dense_gate_up`, `attn_q_b` and `attn_kv_b`",
+            f"{span(t192, '.1f')}% against {span(t128, '.1f')}% at the three large tune shapes",
+            f"at {span(now, '.1f')}% of cuBLASLt at M >= 1024 (geomean {_geomean(now):.1f}%, {(now >= 100).sum()} of "
+            f"{len(now)} at or above 100%; `session21b`)",
+            f"the rest ({', '.join(f'`{n}`' for n in names)}) at {span(under, '.1f')}%",
+            f"reached {d160.loc[at, 'pct_of_baseline']:.1f}% at `attn_qkv_a` at 1024 tokens (one wave of 112 tiles) "
+            f"against the defaults' {d.loc[at, 'pct_of_baseline']:.1f}% beside it"]
+
+
 def test_readme_states_what_stage_15_costs():
-    assert_said(fp8_block_phrases() + waves_phrases() + cluster_phrases() + split_phrases() + order_and_read_phrases(),
-                "paragraph on stage 15's block scaling")
+    assert_said(fp8_block_phrases() + waves_phrases() + cluster_phrases() + split_phrases() + order_and_read_phrases()
+                + wide_tile_phrases(), "paragraph on stage 15's block scaling")
 
 
 if __name__ == "__main__":  # print what the README should say
-    for p in fp8_block_phrases() + waves_phrases() + cluster_phrases() + split_phrases() + order_and_read_phrases():
+    for p in (fp8_block_phrases() + waves_phrases() + cluster_phrases() + split_phrases() + order_and_read_phrases()
+              + wide_tile_phrases()):
         print(p)

@@ -45,7 +45,7 @@
 //   EPI_TMA          1: stmatrix -> swizzled staging tile -> TMA store (stage 13's); 0: direct stores
 //   BM               128 (two m64 consumer warpgroups) or 64 (one: small M, DeepGEMM's BLOCK_M 64;
 //                    with CONSUMER_REGS 240: at 232 ptxas spills 32 bytes)
-//   BN               128, 64 or 192 columns per tile (wgmma N; 64 doubles the tiles: fuller last waves; 192 straddles
+//   BN               128, 64, 192 or 160 columns per tile (wgmma N; 64 doubles the tiles: fuller last waves; 192 straddles
 //                    two of B's 128-column scale blocks: from a block boundary 128 + 64 columns, from 64 past one
 //                    64 + 128, so each k-block has two B scales, both bulk-copied into the slot, and the columns
 //                    64-127 take the first or the second by the tile's parity; SCALE_SMEM 2 and PROMOTE_OVERLAP 0
@@ -60,8 +60,14 @@
 //                    against 89-93, moe_router). A 192-wide tile takes ~4/3 of a 128-wide one's time (1.31-1.37 at
 //                    full waves). The YAML's BN 0 means by waves: 192 (unsplit, m >= BM, where the build takes it)
 //                    iff its tiles take more than one wave and 4 x waves(192) < 3 x waves(128) and 5 x waves(192) <
-//                    3 x waves(64) (88 tiles of 192 on 132 SMs lost to 264 of 64: 100.2 against 105.3); else its
-//                    point_defines pass 64 iff 4 x waves(64) < 5 x waves(128),
+//                    3 x waves(64) (88 tiles of 192 on 132 SMs lost to 264 of 64: 100.2 against 105.3); the
+//                    defaults with that rule (session21b, 21d, 21e): 87.6-123.5% of cuBLASLt at M >= 1024, geomean
+//                    99.4-99.7 (95.1-95.2 before it). 160 (an override, {BN:160}; 5 stages, its first 128 columns
+//                    of C by TMA store, the last 32 from registers; the split at 32, 64, 96 or 128 columns): 123.0
+//                    against 106.4 at attn_qkv_a t1024 (one wave of 112 tiles), elsewhere under the defaults: a
+//                    160-wide tile took about a 192-wide one's time (87.0 against 88.3 at attn_o t1024 with 3
+//                    waves against 4; session21e), all of C from registers cost ~10 points more (session21d).
+//                    Else the point_defines pass 64 iff 4 x waves(64) < 5 x waves(128),
 //                    waves = ceil(tiles / device.sm_count) (a 64-wide tile costs ~0.8 of a 128-wide one:
 //                    675-686 against 1028-1056 TFLOP/s at the large tune shapes, session15b; {BN:64} at
 //                    1024 x 2112 x 7168, 264 tiles for 136: 100.1% of cuBLASLt), so nvcc never sees BN 0.
@@ -205,7 +211,8 @@
 // any M. BK = 128 = the scale block; grid <= SM count (the static persistent schedule assumes every CTA
 // resident), a multiple of CLUSTER_M. Last argument: the launcher's workspace (read with SPLIT_K > 1 only:
 // counters + partials, the YAML's workspace_bytes; the kernel leaves the counters at zero). Shared memory (the same with clusters): STAGES*(BM + BN)*BK +
-// EPI_TMA*(BM/64)*64*BN*2 + 1 KB alignment + barriers (+ SCALE_SMEM: STAGES*(BM + 4)*4): 196 KB for 5
+// EPI_TMA*(BM/64)*64*(BN/64*64)*2 + 1 KB alignment + barriers (+ SCALE_SMEM: STAGES*(BM + 4)*4, BM + 8 at BN 160
+// and 192): 196 KB for 5
 // stages of 128 x 128 with the TMA-store epilogue and the scales (6 stages: 228 KB, past the 227 KB a block
 // may have).
 //
