@@ -966,6 +966,21 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       if (splits > 1 && m0 < M && !holds_the_sum(unit.tile_index, unit.split)) continue;
 #endif
 
+      // Columns 8 j0 .. BN - 1 of the thread's two rows straight to C, two bf16 per 32-bit store (N % 8 == 0:
+      // pairs never straddle the edge). acc[4j + r]: row 16*warp + lane/4 + 8*(r/2), column 8j + 2*(lane%4).
+      [[maybe_unused]] auto store_from_registers = [&](int j0) {
+#pragma unroll
+        for (int j = j0; j < BN / 8; ++j) {
+          const int col = n0 + 8 * j + 2 * (lane % 4);
+          if (col < N) {
+            if (r0 < M)
+              *reinterpret_cast<uint32_t*>(C + static_cast<size_t>(r0) * N + col) = pack2<TOUT>(acc[4 * j + 0], acc[4 * j + 1]);
+            if (r0 + 8 < M)
+              *reinterpret_cast<uint32_t*>(C + static_cast<size_t>(r0 + 8) * N + col) =
+                  pack2<TOUT>(acc[4 * j + 2], acc[4 * j + 3]);
+          }
+        }
+      };
 #if EPI_TMA
       // Epilogue: registers -> swizzled staging tile (stmatrix) -> TMA store (clips at C's edges).
       if (local_tid == 0) bulk_wait_group_read0();  // the last tile's store has read the buffer
@@ -988,33 +1003,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
         bulk_commit_group();
       }
 #if BN % 64
-      // BN 160: columns 128-159 from registers, two bf16 per 32-bit store (as EPI_TMA 0 below)
-#pragma unroll
-      for (int j = kOutChunks * 8; j < BN / 8; ++j) {
-        const int col = n0 + 8 * j + 2 * (lane % 4);
-        if (col < N) {
-          if (r0 < M)
-            *reinterpret_cast<uint32_t*>(C + static_cast<size_t>(r0) * N + col) = pack2<TOUT>(acc[4 * j + 0], acc[4 * j + 1]);
-          if (r0 + 8 < M)
-            *reinterpret_cast<uint32_t*>(C + static_cast<size_t>(r0 + 8) * N + col) =
-                pack2<TOUT>(acc[4 * j + 2], acc[4 * j + 3]);
-        }
-      }
+      store_from_registers(kOutChunks * 8);  // BN 160: columns 128-159 from registers
 #endif
 #else
-      // Epilogue: registers -> global, two bf16 per 32-bit store (N % 8 == 0: pairs never straddle
-      // the edge). acc[4j + r]: row 16*warp + lane/4 + 8*(r/2), column 8j + 2*(lane%4).
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
-        const int col = n0 + 8 * j + 2 * (lane % 4);
-        if (col < N) {
-          if (r0 < M)
-            *reinterpret_cast<uint32_t*>(C + static_cast<size_t>(r0) * N + col) = pack2<TOUT>(acc[4 * j + 0], acc[4 * j + 1]);
-          if (r0 + 8 < M)
-            *reinterpret_cast<uint32_t*>(C + static_cast<size_t>(r0 + 8) * N + col) =
-                pack2<TOUT>(acc[4 * j + 2], acc[4 * j + 3]);
-        }
-      }
+      store_from_registers(0);  // Epilogue: registers -> global
 #endif
     }
     // WG_ORDER: consumer 1 arrived after every use it issued, consumer 0 waited before all but the first:
