@@ -341,7 +341,7 @@ constexpr int kBShareRows = BN / CLUSTER_M;
 
 static_assert(BM == 64 || BM == 128, "one or two consumer warpgroups of m64");
 static_assert(BK == kScaleBlock, "a k-tile is one scale block: one promotion per k-tile");
-static_assert(BN != 0, "BN 0 (by waves) is the YAML's: its point_defines pass 64 or 128, never 0");
+static_assert(BN != 0, "BN 0 (by waves) is the YAML's: its point_defines pass 64, 128 or 192, never 0");
 static_assert(BN == 64 || BN == 128 || BN == 160 || BN == 192,
               "BN 64 or 128 (inside one 128-column scale block of B) or 160, 192 (across two: two B scales a k-block)");
 // the TMA-store epilogue stores whole 64-column boxes of C: BN 160's last 32 columns go from registers
