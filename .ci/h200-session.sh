@@ -8,7 +8,7 @@
 # of outputs/reference go). Stages: gpu_all core kernels hopper cutlass_bench cutlass cutlass_n8192
 # cutlass_odd ladder tc tune tune_mma tune_ws tune_ws_fp16 ws_repeat ws_seeds ws_standalone ws_llama ws_nt_tests tune_ws_nt
 # ws_nt_bench fidelity_default hopper_fp8 tune_fp8
-# fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block fp8_block_diag mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
+# fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block fp8_block_diag wgmma_peak mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation conduct sanitize precompile_default default_run default_run_noguard fidelity_default
 # cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu ws_ncu decode_rows_tests decode_rows decode_rows_sweep pinning multi_gpu
@@ -260,6 +260,10 @@ for stage in "$@"; do case $stage in
              "measure.baseline=[cublaslt]" measure.max_time_s=1.5 measure.check=false run.fail_on_error=false $Q \
              "variant.wgmma_fp8_block.cuda.defines=${FP8_BLOCK_DIAG:-$FP8_BLOCK_DIAG_DEFAULT}" \
              run.name=fp8_block_diag hydra.sweep.dir=$REF/fp8_block_diag ;;
+  # issue 30: the FP8 wgmma rate by N (is m64n160k32 as slow as m64n192k32?): its GPU test, then every N
+  wgmma_peak) step gpu_wgmma_peak 120 python3 -m pytest -m gpu tests/test_gpu_probes.py -q -rA -s -p no:cacheprovider -k wgmma_peak
+           step wgmma_peak 120 python3 run.py -m variant=wgmma_peak precision=fp8 sizes=probe \
+             'variant.wgmma_peak.probe.params.n=64,128,160,192,256' $Q run.name=wgmma_peak hydra.sweep.dir=$REF/wgmma_peak ;;
   # issue 20: the mma.sync rate alone (stage 10's ceiling) at three occupancies
   mma_peak) step mma_sync_peak 120 python3 run.py -m variant=mma_sync_peak precision=bf16,fp16 sizes=probe \
              'variant.mma_sync_peak.probe.params.warps=4,8,16' $Q run.name=mma_sync_peak hydra.sweep.dir=$REF/mma_sync_peak ;;

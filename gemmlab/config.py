@@ -177,6 +177,9 @@ class ProbeConf:
     # the kernel a GPU probe compiles, a path relative to the project root (as cuda.source);
     # None for probes that compile none (copy, gemv, transfers, the host's probes)
     source: Optional[str] = None
+    # the target it compiles for where its instructions need an architecture-specific one (sm_90a: wgmma);
+    # None: the device's own (sm_90 on an H200)
+    arch: Optional[str] = None
 
 
 @dataclass

@@ -32,7 +32,10 @@ ENTRIES = {  # kernels each probe source must export (the names the probes launc
     "kernels/cuda/92_sgemm32_as_written.cu": {"sgemm32"},
     "kernels/cuda/probes/cache.cu": {"l2_read", "l1_read"},
     "kernels/cuda/probes/mma_peak.cu": {"mma_sync_peak", "mma_sync_peak_fp16"},
+    "kernels/cuda/probes/wgmma_peak.cu": {f"wgmma_peak_n{n}" for n in (64, 128, 160, 192, 256)},
 }
+# the target a source's probe names (probe.arch), else the device's (sm_90 here)
+ARCHS = {str(v.probe.source): v.probe.arch for v in GPU_PROBE_VARIANTS.values() if v.probe.source and v.probe.arch}
 
 
 def test_probe_variants_name_the_kernel_source_they_compile():
@@ -63,7 +66,7 @@ def test_a_probe_without_its_kernel_source_fails_its_point(source, reason, tmp_p
 @pytest.mark.skipif(nvcc.find_nvcc() is None, reason="nvcc not found on this machine")
 @pytest.mark.parametrize("source", SOURCES)
 def test_probe_sources_compile_and_export_their_kernels(source, tmp_path):
-    flags = nvcc.build_flags("sm_90", extra=(f"-I{gpu_probe.KERNELS_DIR}",))
+    flags = nvcc.build_flags(ARCHS.get(source, "sm_90"), extra=(f"-I{gpu_probe.KERNELS_DIR}",))
     cubin = nvcc.compile_cubin(ROOT / source, flags, tmp_path)
     assert ENTRIES[source] <= set(cubin.reports), sorted(cubin.reports)
     for entry in ENTRIES[source]:
@@ -139,6 +142,58 @@ def test_mma_sync_peak_is_a_rate_below_the_dense_peak(tmp_path, precision, kerne
     if pct not in (None, ""):
         assert 0 < float(pct) <= 100, pct
     print(f"{kernel}: {float(r['tflops']):.0f} TFLOP/s, {pct} % of the dense {precision} peak at its clock")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(nvcc.find_nvcc() is None, reason="nvcc not found on this machine")
+def test_wgmma_peak_issues_each_n_as_stage_15_does(tmp_path):
+    """The wgmma probe's kernels, one per N, issue the e4m3 QGMMA of that N four to a k-block and wait for
+    each k-block (WARPGROUP.DEPBAR 0, stage 15's non-overlapped promotion), with no global loads; the
+    device's own target (sm_90) refuses wgmma, hence the variant's probe.arch."""
+    from test_hopper_kernels import opcodes
+    from test_hopper_kernels import sass as disassemble
+
+    source = ROOT / "kernels/cuda/probes/wgmma_peak.cu"
+    cubin = nvcc.compile_cubin(source, nvcc.build_flags("sm_90a", extra=(f"-I{gpu_probe.KERNELS_DIR}",)), tmp_path)
+    sass = disassemble(cubin.path)
+    for n in (64, 128, 160, 192, 256):
+        body = sass.split(f"Function : wgmma_peak_n{n}")[1].split("Function :")[0]
+        ops = opcodes(body)
+        # (nvcc unrolls the loop: k-blocks in a row, each four wgmmas and a wait for all of them)
+        issued, waits = sum(x.startswith(f"QGMMA.64x{n}x32.F32.E4M3.E4M3") for x in ops), body.count("DEPBAR.LE gsb0, 0x0")
+        assert issued > 0 and issued == 4 * waits, (n, issued, waits)
+        assert not [x for x in ops if x.startswith("LDG")], n
+    with pytest.raises(nvcc.CompileError):
+        nvcc.compile_cubin(source, nvcc.build_flags("sm_90", extra=(f"-I{gpu_probe.KERNELS_DIR}",)), tmp_path / "90")
+
+
+def test_wgmma_peak_runs_on_its_own_architecture_only(tmp_path):
+    cfg = compose_cfg(["variant=wgmma_peak", "precision=fp8", "sizes=probe"], tmp_path)
+    (point,) = [p for p in expand(cfg) if p.skip_reason is None]
+    assert gpu_probe.probe_arch(point, "9.0") == "sm_90a"
+    with pytest.raises(gpu_probe.ProbeSkip, match="built for sm_90a: it runs on compute capability 9.0 only, not 10.0"):
+        gpu_probe.probe_arch(point, "10.0")
+    backend = gpu_probe.GpuProbe(cfg)
+    assert backend.skip_reason(point) is None
+    bad = compose_cfg(["variant=wgmma_peak", "precision=fp8", "sizes=probe", "variant.wgmma_peak.probe.params.n=96"],
+                      tmp_path)
+    (p96,) = [p for p in expand(bad)]
+    assert "N in 64, 128, 160, 192, 256, not 96" in (p96.skip_reason or backend.skip_reason(p96) or "")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [128, 160, 192, 256])
+def test_wgmma_peak_is_a_rate_below_the_dense_peak(tmp_path, n):
+    """Issue 30: the e4m3 wgmma rate at N, one k-block at a time per warpgroup (stage 15's issue pattern)."""
+    rows = _run(tmp_path, ["wgmma_peak"], [[1, 1, 1]], f"variant.wgmma_peak.probe.params.n={n}", precision="fp8")
+    r = rows[("wgmma_peak", 1, 1, 1)]
+    assert r["status"] == "ok", r["reason"]
+    assert r["op"] == "wgmma_peak" and float(r["tflops"]) > 0 and r["kernel_name"] == f"wgmma_peak_n{n}"
+    assert f"m64n{n}k32" in _extra(r)["instruction"]
+    pct = r.get("pct_of_peak_at_clock")
+    if pct not in (None, ""):
+        assert 0 < float(pct) <= 105, pct
+    print(f"wgmma_peak n={n}: {float(r['tflops']):.0f} TFLOP/s, {pct} % of the dense fp8 peak at its clock")
 
 
 @pytest.mark.gpu

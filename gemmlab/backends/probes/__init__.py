@@ -35,6 +35,8 @@ l2_bandwidth       l2_bandwidth    ld.global.cg over a working set resident in L
 l1_bandwidth       l1_bandwidth    ld.global.ca over a slice per block resident in L1      roofs    cache
 mma_sync_peak      mma_sync_peak   independent mma.sync m16n8k16 bf16 from registers: the  #20      mma
                                    legacy tensor-core path's rate (stage 10's ceiling)
+wgmma_peak         wgmma_peak      wgmma m64nNk32 e4m3 from shared memory, a k-block of    #30      mma
+                                   four then a wait, per N (``params.n``; sm_90a: probe.arch)
 =================  ==============  ======================================================  =======  ========
 
 Host probes (``backend: cpu_probe``; the kinds are ``cpu.CpuProbe.KINDS``), all in :mod:`.cpu`:

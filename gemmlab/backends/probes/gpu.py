@@ -26,7 +26,7 @@ from gemmlab.backends.probes.boundary import Sgemm32Unguarded
 from gemmlab.backends.probes.cache import L1Bandwidth, L2Bandwidth
 from gemmlab.backends.probes.common import Probe, ProbeSkip
 from gemmlab.backends.probes.memory import Copy, Gemv, VecAdd
-from gemmlab.backends.probes.mma import MmaSyncPeak
+from gemmlab.backends.probes.mma import MmaSyncPeak, WgmmaPeak
 from gemmlab.backends.probes.smem import SmemBandwidth, SmemBank, SmemLatency
 from gemmlab.backends.probes.transfer import FirstRun, GemmEndToEnd, Transfer
 # tile_transpose: tests/test_claims.py reaches it here, as it did in the one-module gpu_probe
@@ -50,6 +50,18 @@ def device_arch(cc: str) -> str:
     """'9.0' -> 'sm_90'."""
     major, minor = cc.split(".")
     return f"sm_{major}{minor}"
+
+
+def probe_arch(point, cc: str) -> str:
+    """The variant's ``probe.arch`` (sm_90a for wgmma) where it names one, else the device's own target;
+    an architecture-specific target runs on its own compute capability only."""
+    arch = point.variant_cfg.probe.get("arch")
+    if not arch:
+        return device_arch(cc)
+    if arch.rstrip("af") != device_arch(cc):
+        raise ProbeSkip(f"{point.variant} is built for {arch}: it runs on compute capability "
+                        f"{arch[3:-2]}.{arch[-2]} only, not {cc}")
+    return str(arch)
 
 
 # -- the backend ----------------------------------------------------------------------------------
@@ -126,7 +138,7 @@ class GpuProbe(Backend):
         if source not in self._modules:
             import cupy
 
-            cubin = compile_probe(source, device_arch(ex.dev["cc"]), self.cfg.paths.cache)
+            cubin = compile_probe(source, probe_arch(point, ex.dev["cc"]), self.cfg.paths.cache)
             self._modules[source] = (cupy.RawModule(path=str(cubin)), cubin)
         return self._modules[source]
 
@@ -166,6 +178,7 @@ PROBES: Dict[str, Probe] = {
     "smem_bank": SmemBank(), "smem_latency": SmemLatency(), "wmma_layout": WmmaLayout(),
     "wmma_alignment": WmmaAlignment(), "sgemm32_unguarded": Sgemm32Unguarded(),
     "l2_bandwidth": L2Bandwidth(), "l1_bandwidth": L1Bandwidth(), "mma_sync_peak": MmaSyncPeak(),
+    "wgmma_peak": WgmmaPeak(),
 }
 # params that set a probe's size (tests shrink them for a smoke run)
 SIZE_PARAMS = ("iters", "hops", "idle_s", "passes")

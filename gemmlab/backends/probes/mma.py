@@ -52,3 +52,50 @@ class MmaSyncPeak(Probe):
                  "tflops": flops / timed.summary.median_s / 1e12}
         return {**timed_fields(ex, timed, flops, extra), "flops": flops, "bytes_min": 0, "intensity": None,
                 "kernel_name": entry, "smem_bytes": 0, "status": "ok"}
+
+
+WGMMA_NS = (64, 128, 160, 192, 256)  # the kernel's entries, wgmma_peak_n<N>
+WGMMA_SMEM = 1024 + 64 * 128 + 256 * 128  # 1 KB alignment, A's 64 x 128 bytes, the widest B's 256 x 128
+
+
+class WgmmaPeak(Probe):
+    """The FP8 wgmma rate by N (kernels/cuda/probes/wgmma_peak.cu): each warpgroup issues one k-block of
+    stage 15 (four m64nNk32 e4m3 wgmmas from shared memory) and waits for it, ``iters`` times. Shape unused
+    (sizes=probe, [1, 1, 1]); params: n (64, 128, 160, 192, 256), iters, warpgroups (per block, 1..3: stage
+    15 has two consumers), blocks_per_sm (1)."""
+
+    op = "wgmma_peak"
+    precisions = ("fp8",)
+    compiles = True
+
+    def skip(self, p, params):
+        if (p.m, p.n, p.k) != (1, 1, 1):
+            return f"{self.op} sets its work by params; run it at the shape [1, 1, 1] (sizes=probe)"
+        if int(params.get("n", 128)) not in WGMMA_NS:
+            return f"{self.op} has kernels for N in {', '.join(map(str, WGMMA_NS))}, not {params.get('n')}"
+        return super().skip(p, params)
+
+    def run(self, backend, p, ex, seed, params):
+        cp = ex.cp
+        n, iters = int(params.get("n", 128)), int(params.get("iters", 4096))
+        groups, blocks_per_sm = int(params.get("warpgroups", 2)), int(params.get("blocks_per_sm", 1))
+        if iters < 1 or not 1 <= groups <= 3 or blocks_per_sm != 1:
+            raise ProbeSkip(f"wgmma_peak needs iters >= 1, 1 <= warpgroups <= 3 and blocks_per_sm 1 (its shared "
+                            f"memory and registers: one block an SM), got {iters}, {groups}, {blocks_per_sm}")
+        entry = f"wgmma_peak_n{n}"
+        kern = backend.function(ex, p, entry)
+        kern.max_dynamic_shared_size_bytes = WGMMA_SMEM
+        grid, threads = blocks_per_sm * ex.dev["sm_count"], 128 * groups
+        out = cp.empty(grid * threads, dtype=cp.float32)
+        args = (out, np.int32(iters))
+
+        def fn():
+            kern((grid,), (threads,), args, shared_mem=WGMMA_SMEM)
+
+        flops = grid * groups * iters * 4 * 2 * 64 * n * 32
+        timed = ex.timer.measure([[fn]])[0]
+        extra = {"n": n, "iters": iters, "warpgroups": groups, "blocks": grid, "threads_per_block": threads,
+                 "instruction": f"wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3",
+                 "tflops": flops / timed.summary.median_s / 1e12}
+        return {**timed_fields(ex, timed, flops, extra), "flops": flops, "bytes_min": 0, "intensity": None,
+                "kernel_name": entry, "smem_bytes": WGMMA_SMEM, "status": "ok"}
