@@ -243,7 +243,14 @@ def wide_tile_phrases() -> list:
     names = sorted({n.split(".")[1] for n in under.index})
     d160, d = _ds3(f"{S21E}/ds3_bn160", bn=160), _ds3(f"{S21E}/ds3_wgmma_fp8_block")
     at = "deepseek_v3.attn_qkv_a.t1024"
-    return [f"at M >= 1024 {span(wide['pct_of_baseline'], '.1f')}% (geomean {_geomean(wide['pct_of_baseline']):.1f}%) "
+    # per tile at attn_q_b t1024, both widths at the same clock in one run: time x the waves' ratio
+    q = "deepseek_v3.attn_q_b.t1024"
+    waves = {bn: -(-(-(-1024 // 128) * -(-24576 // bn)) // 132) for bn in (160, 192)}
+    assert d160.loc[q, "sm_clock_min_mhz"] == d.loc[q, "sm_clock_min_mhz"] == d.loc[q, "sm_clock_max_mhz"]
+    per_tile = d.loc[q, "tflops"] / d160.loc[q, "tflops"] * waves[192] / waves[160]
+    return [f"a 160-wide tile took {per_tile:.2f}x a 192-wide one's time in that run ({waves[160]} waves at "
+            f"{d160.loc[q, 'tflops']:.0f} TFLOP/s against {waves[192]} at {d.loc[q, 'tflops']:.0f})",
+            f"at M >= 1024 {span(wide['pct_of_baseline'], '.1f')}% (geomean {_geomean(wide['pct_of_baseline']):.1f}%) "
             f"against {span(base['pct_of_baseline'], '.1f')}% ({_geomean(base['pct_of_baseline']):.1f}%) in the run "
             f"before it (`session21`)",
             f"{span(wide.loc[same, 'pct_of_baseline'], '.1f')}% against {span(base.loc[same, 'pct_of_baseline'], '.1f')}% "

@@ -1,8 +1,8 @@
 // Probe: the FP8 wgmma rate by the instruction's N (issue 30): does m64nNk32 e4m3 cost in proportion to N?
 //
 // Why: stage 15's 128 x 160 tiles took about the time of 128 x 192 ones at full waves, even at the same clock
-// (session21e: attn_q_b t1024 at 1980 MHz, per tile 1.37x a 128-wide tile's time, as 192's), so an m64n160k32
-// wgmma may take what an m64n192k32 does. This probe times the instruction alone at each N.
+// (session21e: attn_q_b t1024, both at 1980 MHz, per tile 0.98x a 192-wide tile's time, not 160/192 = 0.83), so an
+// m64n160k32 wgmma may take what an m64n192k32 does. This probe times the instruction alone at each N.
 //
 // What it is:
 //   wgmma_peak_nN   each of the block's `warpgroups` warpgroups issues, `iters` times, one k-block of stage 15
