@@ -486,19 +486,30 @@ struct KBlockScales {
 // main accumulator (the scale product in FP32 first, as DeepGEMM's). BN 192: accumulator registers 4j..4j+3
 // hold columns 8j..8j+7, so columns 0-63 (j < 8) take B's first scale, 128-191 (j >= 16) the second, and
 // 64-127 the first where the tile starts on a block boundary, else the second (`mid_second`). BN 160: the
-// first `first_cols` columns (32, 64, 96 or 128: whole 8-column groups) take the first, the rest the second.
+// first `first_cols` columns (32, 64, 96 or 128: whole 32-column chunks) take the first, the rest the second.
 __device__ __forceinline__ void promote(float (&acc)[kAccum], const float (&partial)[kAccum], KBlockScales s,
                                         bool mid_second = false, int first_cols = kScaleBlock) {
   const float s0 = s.a0 * s.b, s1 = s.a1 * s.b;
   if constexpr (BN == 160) {
     (void)mid_second;
+    // the split falls on a 32-column chunk's edge, so the middle columns take one scale pair per chunk (c 0..2:
+    // columns 32-63, 64-95, 96-127): 4 products and 6 selects a k-block. Selecting per 8-column group instead
+    // (12 predicates, more than the SM has) cost 12 compares, 12 selects and 24 products a k-block, which the
+    // compiler placed between the k-block's wgmmas, waiting there for the scale loads (session22b: ~40 more
+    // instructions a warp a k-block than BN 192, tensor pipe 71% of active cycles against 192's 84%)
     const float t0 = s.a0 * s.b1, t1 = s.a1 * s.b1;
+    float c0[3], c1[3];
+#pragma unroll
+    for (int c = 0; c < 3; ++c) {
+      const bool first = first_cols > 32 * (c + 1);
+      c0[c] = first ? s0 : t0;
+      c1[c] = first ? s1 : t1;
+    }
 #pragma unroll
     for (int i = 0; i < kAccum; ++i) {
-      const int j = i / 4;
+      const int j = i / 4;  // columns 8j..8j+7: 0-31 always the first block, 128-159 always the second
       const bool r = (i % 4) >= 2;
-      const bool first = j < 4 || (j < 16 && 8 * j < first_cols);  // columns 0-31 always, 128-159 never
-      acc[i] += (first ? (r ? s1 : s0) : (r ? t1 : t0)) * partial[i];
+      acc[i] += (j < 4 ? (r ? s1 : s0) : j < 16 ? (r ? c1[j / 4 - 1] : c0[j / 4 - 1]) : (r ? t1 : t0)) * partial[i];
     }
   } else if constexpr (kStraddle) {
     (void)first_cols;
