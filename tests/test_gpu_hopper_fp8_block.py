@@ -14,6 +14,7 @@ tests/test_hopper_fp8_block.py has passed on the CPU (session stage fp8_block do
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from conftest import compose_cfg, run_points
@@ -192,3 +193,31 @@ def test_split_k_matches_the_dequantized_fp64_product_with_the_same_bits_every_c
         assert extra["check_repeats"] == 3 and extra["rel_error_distinct"] == 1, ((m, n, k), extra)
         assert float(r["check_elem_max"]) <= 1.0, ((m, n, k), r["check_elem_max"])
     assert split_seen, defines  # the defaults split where the rule says (moe_router)
+
+
+# SPLIT_TAIL (only the last, partial wave's tiles split; CPU: tests/test_hopper_fp8_block.py's emulation on a few
+# SMs): on the H200's 132, tails of 2, 3 and 4 runs a tile: 1024 x 7168 x 2048 (BN 128: 448 tiles, a tail of 52
+# in 2 runs of 8 k-blocks), 1024 x 7168 x 4096 (BN 192: 304 tiles, 40 in 3), 300 x 1032 x 4096 (27 tiles of 128,
+# fewer than the grid: all of them in 4), 4096 x 7168 x 2048 (BN 192: 1216 tiles, 28 in 2); each checked call made
+# 3 times on freshly poisoned C with the same error each time (the tail's counters back at zero, its sum in run
+# order whichever run arrives last)
+TAIL_SHAPES = [[1024, 7168, 2048], [1024, 7168, 4096], [300, 1032, 4096], [4096, 7168, 2048]]
+
+
+@pytest.mark.parametrize("defines", ["{SPLIT_K:4,SPLIT_TAIL:1,BN:128}", "{SPLIT_K:4,SPLIT_TAIL:1,BN:192,STAGES:4}",
+                                     "{SPLIT_K:4,SPLIT_TAIL:1,BN:160}"])
+def test_split_tail_matches_the_dequantized_fp64_product_with_the_same_bits_every_call(tmp_path, defines):
+    from test_hopper_fp8_block import H200_SMS
+
+    rows = _run(tmp_path, [], TAIL_SHAPES, [f"variant.{VARIANT}.cuda.defines={defines}", DEBUG, "measure.check_repeats=3"])
+    assert len(rows) == len(TAIL_SHAPES)
+    assert not _failures(rows), _failures(rows)
+    assert all(r["status"] == "ok" for r in rows), [(_shape(r), r["status"], r["reason"]) for r in rows]
+    for r in rows:
+        m, n, k = _shape(r)
+        extra = json.loads(r["extra"])
+        assert "SPLIT_TAIL=1" in r["kernel_name"], r["kernel_name"]
+        bn = int(re.search(r"BN=(\d+)", r["kernel_name"]).group(1))
+        assert extra["grid"][0] == min(H200_SMS, -(-m // 128) * -(-n // bn) * min(4, -(-k // 128))), ((m, n, k), extra["grid"])
+        assert extra["check_repeats"] == 3 and extra["rel_error_distinct"] == 1, ((m, n, k), extra)
+        assert float(r["check_elem_max"]) <= 1.0, ((m, n, k), r["check_elem_max"])

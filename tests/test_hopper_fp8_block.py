@@ -941,3 +941,60 @@ def test_the_check_fails_a_split_that_skips_its_last_k_block_or_leaves_its_count
     assert verdict(p, emulate(p, folder, qa, qb, sc.a, sc.b, source=wrong), a64, b64).passed
     c = emulate(p, folder, qa, qb, sc.a, sc.b, source=wrong, launches=2)
     assert np.isnan(c).all(), "a second launch on counters left dirty still wrote C"
+
+
+# SPLIT_TAIL (the last, partial wave's tiles split, the waves before whole): (defines, (m, n, k), SMs, the
+# tail's tiles, its runs a tile). 6 tiles of 128 x 128 at 200 x 264 (both edges partial) on 4 SMs: one whole
+# wave, a tail of 2 cut in 2 (17 k-blocks: 8 a run at least); on 5: a tail of 1 in 4 (33 k-blocks); BN 192 and
+# 160 across their scale blocks; 3 tiles (one row of 100) on 8 SMs: the grid 6 (tiles x SPLIT_K), every tile the tail.
+TAIL_CASES = [
+    ("{SPLIT_K:4,SPLIT_TAIL:1,BN:128}", (200, 264, 2064), 4, 2, 2),
+    ("{SPLIT_K:4,SPLIT_TAIL:1,BN:128}", (200, 264, 4112), 5, 1, 4),
+    ("{SPLIT_K:4,SPLIT_TAIL:1,BN:192,STAGES:4}", (200, 400, 2064), 4, 2, 2),
+    ("{SPLIT_K:4,SPLIT_TAIL:1,BN:160}", (200, 328, 4112), 5, 1, 4),
+    ("{SPLIT_K:2,SPLIT_TAIL:1,BN:128}", (100, 264, 2064), 8, 3, 2),
+]
+
+
+def _tail(tiles, grid, k_blocks, split_k):
+    """The kernel's tail arithmetic in Python: (the tail's tiles, its runs a tile)."""
+    tail = tiles % grid
+    runs = min(split_k, grid // tail, k_blocks // 8) if tail else 1
+    return (tail, runs) if runs > 1 else (0, 1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("defines,shape,sms,tail,runs", TAIL_CASES, ids=[f"{c[0]}-{c[2]}sms" for c in TAIL_CASES])
+def test_split_tail_splits_the_last_wave_alone_on_the_cpu(defines, shape, sms, tail, runs, tmp_path_factory):
+    """SPLIT_TAIL on the emulated device: the whole waves' tiles and the split tail's sum to the FP64 product of
+    the dequantised operands at every edge, twice on one workspace (the tail's counters left at zero), and
+    C's bits do not depend on which run of a tail tile arrives last. Negative control: the first tail tile's
+    runs each write their own partial to C instead of handing it over: the check fails."""
+    import numpy as np
+
+    pytest.importorskip("ml_dtypes")
+    from gemmlab.backends.cuda_kernels import build_for, launch_shape
+
+    m, n, k = shape
+    p = _point(m, n, k, defines, extra=(f"device.sm_count={sms}",))
+    assert p.skip_reason is None, p.skip_reason
+    bm, bn = p.expr_env()["BM"], _bn(p)
+    tiles, k_blocks = -(-m // bm) * -(-n // bn), -(-k // 128)
+    grid = launch_shape(p, sm_count=sms).grid[0]
+    assert grid == min(sms, tiles * min(_split(p), k_blocks))
+    assert _tail(tiles, grid, k_blocks, _split(p)) == (tail, runs), (tiles, grid)
+    folder, rng = tmp_path_factory.mktemp("emu-fp8-block-tail"), np.random.default_rng(23)
+    qa, qb, sc, a64, b64 = operands(rng, m, n, k)
+    c = emulate(p, folder, qa, qb, sc.a, sc.b, sm_count=sms, launches=2)
+    res = verdict(p, c, a64, b64)
+    assert res.passed, f"{defines} at {shape} on {sms}: {res.failure()}"
+    assert res.elem_max < 0.5, f"{defines} at {shape} on {sms}: error {res.elem_max:.2f} of the bound"
+    assert np.array_equal(c, emulate(p, folder, qa, qb, sc.a, sc.b, sm_count=sms, reverse=True))
+    if defines == TAIL_CASES[0][0] and sms == TAIL_CASES[0][2]:
+        text = build_for(p).source.read_text()
+        marker = "unit.tile_index >= whole_units) && m0"
+        assert text.count(marker) == 1, f"stage 15 changed: update the negative control's patch ({marker!r})"
+        wrong = Path(folder) / "wrong_tail_skips_its_sum.cu"
+        wrong.write_text(text.replace(marker, "unit.tile_index > whole_units) && m0"))
+        res = verdict(p, emulate(p, folder, qa, qb, sc.a, sc.b, sm_count=sms, source=wrong), a64, b64)
+        assert not res.passed and res.elem_fail > 0, "a tail tile's runs each writing C passed the check"

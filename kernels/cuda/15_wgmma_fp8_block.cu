@@ -308,6 +308,11 @@
 #ifndef SPLIT_K
 #define SPLIT_K 1
 #endif
+// SPLIT_TAIL (SPLIT_K > 1): 1 only the last, partial wave's tiles are split (up to SPLIT_K runs each, as many
+// as fill the grid, kTailMinKBlocks k-blocks a run at least); the whole waves before it run whole tiles
+#ifndef SPLIT_TAIL
+#define SPLIT_TAIL 0
+#endif
 
 namespace {
 
@@ -378,6 +383,10 @@ static_assert(SPLIT_K >= 1 && SPLIT_K <= 16, "SPLIT_K: 1 (no split) to 16 runs o
 // not written: a cluster's two CTAs would share the unit (B multicast: the same k-blocks), the second
 // possibly past M; refused rather than left unchecked (the emulation runs clusters of one CTA)
 static_assert(SPLIT_K == 1 || CLUSTER_M == 1, "SPLIT_K > 1 with CLUSTER_M 2 is not written");
+static_assert(SPLIT_TAIL == 0 || (SPLIT_TAIL == 1 && SPLIT_K > 1), "SPLIT_TAIL: 0, or 1 with SPLIT_K > 1 (its most runs a tile)");
+// SPLIT_TAIL: a tail tile's runs keep this many k-blocks at least (the last run's sum of the partials costs
+// about as much as 2 k-blocks of wgmma per partial at BN 192: shorter runs would not pay for it)
+constexpr int kTailMinKBlocks = 8;
 // a CTA's share of B starts on a 1024-byte swizzle atom (8 rows of 128 bytes): the 128B swizzle TMA writes there
 // is the one the wgmma descriptor of the whole tile reads
 static_assert(kBShareRows % 8 == 0, "B's tile splits across the cluster in whole 8-row swizzle atoms");
@@ -436,18 +445,27 @@ __device__ __forceinline__ TileCoord cta_tile(int t, int m_rows, int n_tiles, in
 // (split `split`). SPLIT_K 1: unit t is tile t, all its k-blocks. SPLIT_K > 1: unit t is split t % splits of
 // tile t / splits (a tile's splits are consecutive units: neighbouring CTAs, the same wave), split s taking
 // k-blocks [s k / splits, (s + 1) k / splits): contiguous, balanced to one, none empty (splits <= k-blocks).
+// SPLIT_TAIL: the first `whole_units` units are tiles 0 .. whole_units - 1 whole; unit whole_units + u is split
+// u % splits of tile whole_units + u / splits (without it `whole_units` is 0).
 // The producer, the scale warps and the consumers all walk units through this one function.
 struct Unit {
   TileCoord tile;
   int tile_index, split, kb_begin, kb_end;
 };
-__device__ __forceinline__ Unit unit_of(int t, int splits, int m_rows, int n_tiles, int k_tiles, int cta_rank) {
+__device__ __forceinline__ Unit unit_of(int t, int splits, int whole_units, int m_rows, int n_tiles, int k_tiles, int cta_rank) {
 #if SPLIT_K > 1
+#if SPLIT_TAIL
+  if (t < whole_units) return {cta_tile(t, m_rows, n_tiles, cta_rank), t, 0, 0, k_tiles};
+  const int tile_index = whole_units + (t - whole_units) / splits, split = t - whole_units - (tile_index - whole_units) * splits;
+#else
+  (void)whole_units;
   const int tile_index = t / splits, split = t - tile_index * splits;
+#endif
   return {cta_tile(tile_index, m_rows, n_tiles, cta_rank), tile_index, split, split * k_tiles / splits,
           (split + 1) * k_tiles / splits};
 #else
   (void)splits;
+  (void)whole_units;
   return {cta_tile(t, m_rows, n_tiles, cta_rank), t, 0, 0, k_tiles};
 #endif
 }
@@ -579,12 +597,25 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   const int k_tiles = (K + BK - 1) / BK;  // = k-blocks of the scales: ceil(K / 128)
   const int ld_a = (M + 3) / 4 * 4;            // scale_a: a k-block's M scales, padded to 16 bytes
   const int ld_b = (k_tiles + 3) / 4 * 4;      // scale_b: an n-block's k-block scales, padded likewise
-#if SPLIT_K > 1
+#if SPLIT_K > 1 && SPLIT_TAIL
+  // the last wave's `tail` tiles (tiles % grid: all of them where they are fewer than the grid), each cut into
+  // as many runs as the grid holds, up to SPLIT_K, kTailMinKBlocks k-blocks a run at least; whole waves before
+  const int ctas = static_cast<int>(gridDim.x);
+  const int tail = tiles % ctas;
+  const int tail_splits = tail ? min(min(SPLIT_K, ctas / tail), k_tiles / kTailMinKBlocks) : 1;
+  const int splits = tail_splits > 1 ? tail_splits : 1;
+  const int whole_units = splits > 1 ? tiles - tail : tiles;  // the units that are whole tiles
+  const int units = whole_units + (tiles - whole_units) * splits;
+  const int slice_tiles = ctas;  // the workspace's tiles (the YAML's: the grid; tail < grid)
+#elif SPLIT_K > 1
   // a tile's splits: SPLIT_K, fewer where K has fewer k-blocks (the YAML's grid counts the same units)
   const int splits = k_tiles < SPLIT_K ? (k_tiles > 0 ? k_tiles : 1) : SPLIT_K;
+  constexpr int whole_units = 0;
   const int units = tiles * splits;
+  const int slice_tiles = tiles;
 #else
   constexpr int splits = 1;
+  constexpr int whole_units = 0;
   const int units = tiles;
 #endif
   // SCALE_B_TILE: B's scales by unit where every unit has at least STAGES k-blocks (then the producer's wait for
@@ -617,7 +648,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       int it = 0;  // stage uses so far, across tiles: slot = it % STAGES, use = it / STAGES
       const ClusterWalk walk = cluster_walk();
       for (int t = walk.first; t < units; t += walk.stride) {
-        const Unit unit = unit_of(t, splits, m_tiles, n_tiles, k_tiles, walk.rank);
+        const Unit unit = unit_of(t, splits, whole_units, m_tiles, n_tiles, k_tiles, walk.rank);
         const TileCoord tile = unit.tile;
 #if SCALE_SMEM == 2
         // the tile's rows of each k-block's A scales: BM, fewer in the last tile row (up to ld_a: the
@@ -705,7 +736,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       int it = 0;
       const ClusterWalk walk = cluster_walk();
       for (int t = walk.first; t < units; t += walk.stride) {
-        const Unit unit = unit_of(t, splits, m_tiles, n_tiles, k_tiles, walk.rank);
+        const Unit unit = unit_of(t, splits, whole_units, m_tiles, n_tiles, k_tiles, walk.rank);
         const TileCoord tile = unit.tile;
         const int nb = tile.n * BN / kScaleBlock;
         const int row0 = tile.m * BM + lane;
@@ -847,8 +878,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     // the epilogue. No CTA waits for another, no float atomics.
     __shared__ int arrived[kConsumers];
     auto holds_the_sum = [&](int tile_index, int split) -> bool {
-      const int who = tile_index * kConsumers + consumer;  // this slice's counter
-      float4* const partials = reinterpret_cast<float4*>(reinterpret_cast<unsigned char*>(workspace) + counter_bytes(tiles));
+      const int who = (tile_index - whole_units) * kConsumers + consumer;  // this slice's counter (SPLIT_TAIL: of the tail)
+      float4* const partials = reinterpret_cast<float4*>(reinterpret_cast<unsigned char*>(workspace) + counter_bytes(slice_tiles));
       float4* const slice = partials + static_cast<size_t>(who) * SPLIT_K * kPartialFloat4s + local_tid;
       float4* const mine = slice + split * kPartialFloat4s;
       if (hand_over_partial(mine, acc, workspace + who, 1 + consumer, local_tid, &arrived[consumer]) != splits - 1)
@@ -874,7 +905,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     int it = 0;  // ring uses so far, across tiles (as the producer counts them)
     const ClusterWalk walk = cluster_walk();
     for (int t = walk.first; t < units; t += walk.stride) {
-      const Unit unit = unit_of(t, splits, m_tiles, n_tiles, k_tiles, walk.rank);
+      const Unit unit = unit_of(t, splits, whole_units, m_tiles, n_tiles, k_tiles, walk.rank);
       const TileCoord tile = unit.tile;
       const int kb_begin = unit.kb_begin, kb_end = unit.kb_end;  // the unit's k-blocks (SPLIT_K 1: all)
       const int m0 = tile.m * BM + consumer * 64;
@@ -974,7 +1005,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 #if SPLIT_K > 1
       // A slice wholly past M stores nothing to C (clipped): it skips the workspace, at every split alike.
       // The others hand their partial over; only the tile's last split goes on to the epilogue.
-      if (splits > 1 && m0 < M && !holds_the_sum(unit.tile_index, unit.split)) continue;
+      if (splits > 1 && (!SPLIT_TAIL || unit.tile_index >= whole_units) && m0 < M && !holds_the_sum(unit.tile_index, unit.split)) continue;
 #endif
 
       // Columns 8 j0 .. BN - 1 of the thread's two rows straight to C, two bf16 per 32-bit store (N % 8 == 0:
