@@ -386,7 +386,9 @@ static_assert(SPLIT_K == 1 || CLUSTER_M == 1, "SPLIT_K > 1 with CLUSTER_M 2 is n
 static_assert(SPLIT_TAIL == 0 || (SPLIT_TAIL == 1 && SPLIT_K > 1), "SPLIT_TAIL: 0, or 1 with SPLIT_K > 1 (its most runs a tile)");
 // SPLIT_TAIL: a tail tile's runs keep this many k-blocks at least (the last run's sum of the partials costs
 // about as much as 2 k-blocks of wgmma per partial at BN 192: shorter runs would not pay for it)
+#if SPLIT_TAIL
 constexpr int kTailMinKBlocks = 8;
+#endif
 // a CTA's share of B starts on a 1024-byte swizzle atom (8 rows of 128 bytes): the 128B swizzle TMA writes there
 // is the one the wgmma descriptor of the whole tile reads
 static_assert(kBShareRows % 8 == 0, "B's tile splits across the cluster in whole 8-row swizzle atoms");
@@ -1004,8 +1006,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 #endif
 #if SPLIT_K > 1
       // A slice wholly past M stores nothing to C (clipped): it skips the workspace, at every split alike.
-      // The others hand their partial over; only the tile's last split goes on to the epilogue.
-      if (splits > 1 && (!SPLIT_TAIL || unit.tile_index >= whole_units) && m0 < M && !holds_the_sum(unit.tile_index, unit.split)) continue;
+      // The others hand their partial over; only the tile's last split goes on to the epilogue. The verdict
+      // is the warpgroup's, told to ptxas as warp-uniform (a `continue` on a per-thread value put the ring's
+      // descriptor arithmetic of every k-block in per-thread registers: 16 R2UR a k-block, session22)
+      const bool handed_over = splits > 1 && (!SPLIT_TAIL || unit.tile_index >= whole_units) && m0 < M &&
+                               !holds_the_sum(unit.tile_index, unit.split);
+      if (warp_uniform(handed_over)) continue;
 #endif
 
       // Columns 8 j0 .. BN - 1 of the thread's two rows straight to C, two bf16 per 32-bit store (N % 8 == 0:

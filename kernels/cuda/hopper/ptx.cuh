@@ -325,6 +325,12 @@ __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
 }
 
+// `v` as lane 0 of the warp has it, for a value every lane already agrees on (one per warpgroup, as a
+// split's hand-over verdict): then ptxas knows it is warp-uniform (CUTLASS's canonical_warp_idx_sync), and a
+// loop that branches on it keeps its counters in uniform registers (stage 15's split-K, session22: a
+// `continue` on a value it took for per-thread put the ring's descriptor arithmetic in per-thread registers)
+__device__ __forceinline__ bool warp_uniform(bool v) { return __shfl_sync(0xffffffffu, static_cast<int>(v), 0) != 0; }
+
 // Named barrier among `threads` threads (ids 1..15; 0 is __syncthreads).
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
