@@ -145,6 +145,34 @@ def split_k(m, n, k, sms, bm=128, bn=0, cluster_m=1):
     return max(fits) if fits and cluster_m == 1 else 1
 
 
+def tail_split(m, n, k, sms, bm=128, wide=True):
+    """The SPLIT_TAIL rule in words: 128 x 192 tiles with their last, partial wave split (r = T192 % SMs tiles,
+    each into A = min(4, SMs // r) >= 2 runs of 16 k-blocks at least) where that costs less than the better
+    unsplit width: a 192-wide tile 4/3 of a 128-wide one's time, a run 1/A of it, 0.45 of a 128-wide tile
+    for the runs' sum and the split build (fitted to session22e's four long-K wins); only where the kernel
+    builds 192 (``wide``)."""
+    t192 = math.ceil(m / bm) * math.ceil(n / 192)
+    r = t192 % sms
+    if not wide or r == 0:
+        return False
+    a = min(4, sms // r)
+    if a < 2 or math.ceil(k / 128) // 16 < a:
+        return False
+    w128, w192 = math.ceil(math.ceil(m / bm) * math.ceil(n / 128) / sms), math.ceil(t192 / sms)
+    return Fraction(4, 3) * (t192 // sms + Fraction(1, a)) + Fraction(9, 20) < min(w128, Fraction(4, 3) * w192)
+
+
+def rules(m, n, k, sms=None, bm=128, wide=True):
+    """The point defines the YAML's rules give an entry that sets none of them: the tail split first (then
+    SPLIT_K 4 and BN 192), else the split, then the width by waves, then the stages."""
+    sms = sms or H200_SMS
+    if tail_split(m, n, k, sms, bm, wide):
+        return {"SPLIT_TAIL": 1, "SPLIT_K": 4, "BN": 192, "STAGES": 4}
+    s = split_k(m, n, k, sms, bm)
+    bn = waves_bn(m, n, sms, bm, s, wide)
+    return {"SPLIT_TAIL": 0, "SPLIT_K": s, "BN": bn, "STAGES": 4 if bn == 192 else 5}
+
+
 # ---- rules -------------------------------------------------------------------------------------------
 def test_runs_only_under_block_scaling_at_layout_nt_and_tma_strides():
     from gemmlab.backends.base import backend_class
@@ -249,29 +277,36 @@ WAVES_CASES = {
     # moe_router at 4096 tokens: 64 tiles of 128 (half the SMs idle) split in 2 (the split rule): 128 units, 1 wave;
     # 64 wide 256 units, 2 waves (unsplit, session16's build: 128 tiles of 64, 1 wave, against 64 of 128)
     (4096, 256, 7168): 128,
-    (4096, 7168, 16384): 192,  # 1792 tiles: 14 waves; 64: 28 x 0.8 = 22.4; 192: 1216 tiles, 10 x 4/3 = 13.3
-    (4096, 36864, 7168): 192,  # 9216 tiles: 70 waves; 64: 140 x 0.8 = 112; 192: 47 x 4/3 = 62.7
-    (1024, 7168, 16384): 128,  # 448 tiles: 4 waves (the last 0.4 full); 64: 7 x 0.8 = 5.6; 192: 3 x 4/3 = 4 (a tie)
-    (4096, 4096, 7168): 128,  # 1024 tiles: 8 waves; 192: 704 tiles, 6 x 4/3 = 8 (a tie)
-    (4096, 2112, 7168): 192,  # 544 tiles: 5 waves (the last 0.1 full); 192: 352 tiles, 3 x 4/3 = 4
+    # 1792 tiles: 14 waves; 64: 28 x 0.8 = 22.4; 192: 1216 tiles, 10 x 4/3 = 13.3; its last wave's 28 tiles in 4
+    # runs (the tail split): 4/3 x (9 + 1/4) + 0.45 = 12.8
+    (4096, 7168, 16384): 192,
+    (4096, 36864, 7168): 192,  # 9216 tiles: 70 waves; 64: 140 x 0.8 = 112; 192: 47 x 4/3 = 62.7 (tail of 72: 1 run)
+    # 448 tiles: 4 waves (the last 0.4 full); 64: 7 x 0.8 = 5.6; 192: 3 x 4/3 = 4 (a tie); 192 with the last
+    # wave's 40 tiles in 3 runs: 4/3 x (2 + 1/3) + 0.45 = 3.56
+    (1024, 7168, 16384): 192,
+    (4096, 4096, 7168): 192,  # 1024 tiles: 8 waves; 192: 704 tiles, 6 x 4/3 = 8 (a tie); 44 in 3 runs: 7.56
+    (4096, 2112, 7168): 192,  # 544 tiles: 5 waves (the last 0.1 full); 192: 352 tiles, 3 x 4/3 = 4 (88 left: 1 run)
 }
 WAVES_SPLITS = {(4096, 256, 7168): 2}  # the split rule's S where it is not 1
+WAVES_TAILS = {(4096, 7168, 16384), (1024, 7168, 16384), (4096, 4096, 7168)}  # split tails (then SPLIT_K 4)
 
 
 def test_the_tile_width_follows_the_waves_on_the_device_configs_sms():
     from gemmlab import variants
 
-    # the YAML's SPLIT_K 0 and BN 0: chosen per point, the split first (the width reads it), then the stages
-    # (4 at most at BN 192)
-    assert variants.info(VARIANT).per_point == ("SPLIT_K", "BN", "STAGES")
+    # the YAML's SPLIT_TAIL -1, SPLIT_K 0 and BN 0: chosen per point, the tail split first (it sets the other
+    # two), then the split (the width reads it), then the stages (4 at most at BN 192)
+    assert variants.info(VARIANT).per_point == ("SPLIT_TAIL", "SPLIT_K", "BN", "STAGES")
     for (m, n, k), bn in WAVES_CASES.items():
         p = _point(m, n, k)
-        s = WAVES_SPLITS.get((m, n, k), 1)
-        assert p.sm_count == H200_SMS and p.variant_cfg.cuda.defines.BN == 0 and p.variant_cfg.cuda.defines.SPLIT_K == 0
-        assert s == split_k(m, n, k, H200_SMS), (m, n, k)
+        tail = (m, n, k) in WAVES_TAILS
+        s = 4 if tail else WAVES_SPLITS.get((m, n, k), 1)
+        d = p.variant_cfg.cuda.defines
+        assert p.sm_count == H200_SMS and d.BN == 0 and d.SPLIT_K == 0 and d.SPLIT_TAIL == -1
+        assert tail == tail_split(m, n, k, H200_SMS) and (tail or s == split_k(m, n, k, H200_SMS)), (m, n, k)
         stages = 4 if bn == 192 else 5
-        assert p.point_defines() == {"SPLIT_K": s, "BN": bn, "STAGES": stages}, (m, n, k)
-        assert _bn(p) == bn == waves_bn(m, n, H200_SMS, split=s), (m, n, k)
+        assert p.point_defines() == {"SPLIT_TAIL": int(tail), "SPLIT_K": s, "BN": bn, "STAGES": stages} == rules(m, n, k)
+        assert _bn(p) == bn and (tail or bn == waves_bn(m, n, H200_SMS, split=s)), (m, n, k)
     # another device's count, another choice: 136 tiles of 128 on 114 SMs are 2 waves, 264 of 64 are 3
     p114 = _point(1024, 2112, 7168, extra=("device.sm_count=114",))
     assert _bn(p114) == 128 and p114.key != _point(1024, 2112, 7168).key
@@ -286,7 +321,7 @@ def test_deepseek_v3_projections_take_bn_64_where_128_wide_tiles_fill_the_waves_
 
     pts = expand(compose_cfg([*BASE, "sizes=llm", "sizes.model_names=[deepseek_v3]", "sizes.tokens=[1024,4096]"]))
     ran = [p for p in pts if p.skip_reason is None and p.batch == 1]  # the routed experts are a batch: skipped
-    assert len(ran) == 2 * 9 and all(_bn(p) == waves_bn(p.m, p.n, H200_SMS, split=_split(p)) for p in ran)
+    assert len(ran) == 2 * 9 and all(p.point_defines() == rules(p.m, p.n, p.k) for p in ran)
     assert {(p.shape_name.split(".")[1], p.m) for p in ran if _bn(p) == 64} == {
         ("attn_qkv_a", 1024), ("moe_router", 1024)}
 
@@ -302,7 +337,7 @@ def test_at_64_tokens_bn_64_only_where_128_wide_tiles_busy_a_quarter_of_the_sms(
 
     pts = expand(compose_cfg([*BASE, "sizes=llm", "sizes.model_names=[deepseek_v3]", "sizes.tokens=[64]"]))
     ran = [p for p in pts if p.skip_reason is None and p.batch == 1]
-    assert len(ran) == 9 and all(_bn(p) == waves_bn(p.m, p.n, H200_SMS, split=_split(p)) for p in ran)
+    assert len(ran) == 9 and all(p.point_defines() == rules(p.m, p.n, p.k) for p in ran)
     assert {p.shape_name.split(".")[1] for p in ran if _bn(p) == 64} == {"attn_qkv_a", "moe_router"}
     # unsplit, the measured rule's widths (shared_gate_up's 64 among them)
     assert {p.shape_name.split(".")[1] for p in ran if waves_bn(p.m, p.n, H200_SMS) == 64} == {
@@ -355,6 +390,36 @@ def test_the_yaml_split_rule_is_the_prediction_in_words():
                                 assert evaluate(rule, {**e, "SPLIT_K": 2}) == 2
 
 
+def test_the_yaml_tail_rule_is_the_cost_model_in_words():
+    """The YAML's SPLIT_TAIL rule is tail_split at every M, N, K, SM count and BM on the build that has 192;
+    never where the entry sets BN or SPLIT_K, with clusters, or on a build without 192; an explicit 0 or 1
+    is kept."""
+    from gemmlab.expr import evaluate
+
+    p = _point(1024, 2112, 7168)
+    rule, env = p.variant_cfg.cuda.point_defines.SPLIT_TAIL, p._defines_env()
+    assert env["SPLIT_TAIL"] == -1
+    ms = [1, 64, 128, 512, 1000, 1024, 2048, 4096, 8192]
+    ns = [256, 1536, 2112, 4096, 7168, 16384, 24576, 36864]
+    ks = [512, 2048, 3968, 4096, 6144, 7168, 8192, 16384]  # either side of 16 k-blocks a run x 2, 3, 4
+    fired = 0
+    for sms in (2, 78, 114, 132):
+        for bm in (64, 128):
+            for m in ms:
+                for n in ns:
+                    for k in ks:
+                        e = {**env, "m": m, "n": n, "k": k, "sm_count": sms, "BM": bm}
+                        want = tail_split(m, n, k, sms, bm)
+                        assert evaluate(rule, e) == int(want), (m, n, k, sms, bm)
+                        fired += want
+                        if want:
+                            for other in ({"BN": 192}, {"SPLIT_K": 2}, {"CLUSTER_M": 2}, {"PROMOTE_OVERLAP": 1},
+                                          {"SCALE_SMEM": 1}, {"SCALE_B_TILE": 1}, {"SPLIT_TAIL": 0}):
+                                assert evaluate(rule, {**e, **other}) == 0, (m, n, k, sms, bm, other)
+                        assert evaluate(rule, {**e, "SPLIT_TAIL": 1}) == 1
+    assert fired > 100  # the grid reaches the rule's both sides
+
+
 def test_the_split_rule_splits_moe_router_alone_at_1024_and_4096_tokens():
     """On the H200's 132 SMs: moe_router (N = 256: 8 x 2 / 32 x 2 tiles of 128 x 128 for 132 SMs, each
     walking all 56 k-blocks) splits at 1024 and 4096 tokens, no other DeepSeek-V3 projection there and none
@@ -367,24 +432,36 @@ def test_the_split_rule_splits_moe_router_alone_at_1024_and_4096_tokens():
 
     pts = expand(compose_cfg([*BASE, "sizes=llm", "sizes.model_names=[deepseek_v3]", "sizes.tokens=[64,1024,4096]"]))
     ran = [p for p in pts if p.skip_reason is None and p.batch == 1]
-    assert len(ran) == 3 * 9 and all(_split(p) == split_k(p.m, p.n, p.k, H200_SMS) for p in ran)
-    split = {(p.shape_name.split(".")[1], p.m): (_split(p), _bn(p)) for p in ran if _split(p) > 1}
+    tails = {(p.shape_name.split(".")[1], p.m) for p in ran if p.point_defines()["SPLIT_TAIL"]}
+    assert tails == {("attn_o", 64), ("attn_o", 1024), ("attn_o", 4096), ("dense_down", 64), ("dense_down", 1024),
+                     ("dense_down", 4096), ("dense_gate_up", 64), ("shared_gate_up", 4096)}  # session22e's wins
+    assert len(ran) == 3 * 9 and all(p.point_defines() == rules(p.m, p.n, p.k) for p in ran)
+    ran_whole = [p for p in ran if (p.shape_name.split(".")[1], p.m) not in tails]
+    assert all(_split(p) == split_k(p.m, p.n, p.k, H200_SMS) for p in ran_whole)
+    split = {(p.shape_name.split(".")[1], p.m): (_split(p), _bn(p)) for p in ran_whole if _split(p) > 1}
     assert {key: s for key, s in split.items() if key[1] > 64} == {("moe_router", 1024): (4, 64),
                                                                    ("moe_router", 4096): (2, 128)}
     assert {key: s for key, s in split.items() if key[1] == 64} == {
-        ("attn_qkv_a", 64): (4, 64), ("attn_o", 64): (2, 128), ("dense_down", 64): (2, 128),
-        ("moe_router", 64): (4, 64), ("shared_gate_up", 64): (4, 128)}
-    for m, n, k in TUNE_SHAPES:
+        ("attn_qkv_a", 64): (4, 64), ("moe_router", 64): (4, 64), ("shared_gate_up", 64): (4, 128)}
+    for m, n, k in TUNE_SHAPES:  # the tail split at 4096 x 7168 x 16384 alone
         p = _point(m, n, k)
-        assert _split(p) == 1 and "-DSPLIT_K=1" in build_for(p).flags, (m, n, k)
+        tail = (m, n, k) == (4096, 7168, 16384)
+        assert _split(p) == (4 if tail else 1) and f"-DSPLIT_TAIL={int(tail)}" in build_for(p).flags, (m, n, k)
     for p in ran:
-        s, bn = _split(p), _bn(p)
+        s, bn, tail = _split(p), _bn(p), p.point_defines()["SPLIT_TAIL"]
         b = build_for(p)
         assert [f for f in b.flags if f.startswith("-DSPLIT_K=")] == [f"-DSPLIT_K={s}"]
         assert f"SPLIT_K={s}" in b.kernel_name and variant_fields(p)["defines"]["SPLIT_K"] == s
+        assert f"SPLIT_TAIL={tail}" in b.kernel_name and variant_fields(p)["defines"]["SPLIT_TAIL"] == tail
         tiles = -(-p.m // 128) * -(-p.n // bn)
         shape = launch_shape(p, sm_count=H200_SMS)
-        assert shape.grid == (min(H200_SMS, tiles * s), 1, 1) and (s == 1 or tiles * s <= H200_SMS), p.shape_name
+        grid = min(H200_SMS, tiles * s)
+        assert shape.grid == (grid, 1, 1) and (s == 1 or tail or tiles * s <= H200_SMS), p.shape_name
+        if tail:  # the grid's tiles' counters and partials (the tail's are fewer); its runs as the kernel counts
+            assert shape.workspace_bytes == 256 * -(-grid * 2 // 64) + grid * s * 128 * bn * 4
+            kb = -(-p.k // 128)
+            assert _tail(tiles, grid, kb, s)[1] == min(4, grid // (tiles % grid)) >= 2 and kb >= 16 * _tail(tiles, grid, kb, s)[1]
+            continue
         # counters (one a tile and consumer warpgroup) to 256 bytes + S partials of 128 x BN floats a tile
         assert shape.workspace_bytes == (256 * -(-tiles * 2 // 64) + tiles * s * 128 * bn * 4 if s > 1 else 0)
         if s > 1:
@@ -414,13 +491,13 @@ def test_the_build_the_kernel_name_and_the_row_carry_the_width_built():
         b = builds[m, n, k] = build_for(p)
         assert [f for f in b.flags if f.startswith("-DBN=")] == [f"-DBN={bn}"], b.flags
         assert b.kernel_name.startswith(f"wgmma_fp8_block_gemm<BM=128,BN={bn},BK=128,"), b.kernel_name
-        s = WAVES_SPLITS.get((m, n, k), 1)
-        stages = 4 if bn == 192 else 5
-        assert dict(b.yaml_defines)["BN"] == 0 and dict(b.point_defines) == {"SPLIT_K": s, "BN": bn, "STAGES": stages}
+        tail = (m, n, k) in WAVES_TAILS
+        assert dict(b.yaml_defines)["BN"] == 0 and dict(b.point_defines) == rules(m, n, k)
         assert variant_fields(p)["defines"]["BN"] == bn  # the row's defines column
         # every launch rule reads the width built: the persistent grid, shared memory, B's TMA box
         s = launch_shape(p, sm_count=H200_SMS)
-        assert s.grid == (min(H200_SMS, -(-m // 128) * -(-n // bn) * WAVES_SPLITS.get((m, n, k), 1)), 1, 1)
+        assert s.grid == (min(H200_SMS, -(-m // 128) * -(-n // bn) * (4 if tail else WAVES_SPLITS.get((m, n, k), 1))), 1, 1)
+        stages = 4 if bn == 192 else 5
         # (BN 192: 4 stages, two 16-byte groups of B's scales a slot)
         assert s.smem_bytes == (stages * (128 + bn) * 128 + 2 * 64 * bn * 2 + 1024 + 16 * stages
                                 + stages * (128 + 4 * (1 + (bn == 192))) * 4)
@@ -429,11 +506,12 @@ def test_the_build_the_kernel_name_and_the_row_carry_the_width_built():
     # one build per width and split: the unsplit BN-128 points share theirs, the one the YAML's BN 128 made
     # before (same flags: its cubin stays cached) and {BN:128}'s; the split one (moe_router) its own
     assert builds[1024, 2112, 7168] != builds[4096, 7168, 16384] != builds[4096, 256, 7168] != builds[1024, 2112, 7168]
-    assert builds[1024, 7168, 16384] == builds[4096, 4096, 7168] != builds[4096, 7168, 16384]
-    assert builds[1024, 7168, 16384].flags == build_for(_point(4096, 7168, 16384, "{BN:128}")).flags
-    # the 192-wide ones share theirs, {BN:192,STAGES:4}'s (the build session21 measured)
-    assert builds[4096, 7168, 16384] == builds[4096, 36864, 7168] == builds[4096, 2112, 7168]
-    assert builds[4096, 7168, 16384].flags == build_for(_point(4096, 7168, 7168, "{BN:192,STAGES:4}")).flags
+    # the tail-split ones share theirs, {SPLIT_K:4,SPLIT_TAIL:1,BN:192}'s (the build session22e measured)
+    assert builds[1024, 7168, 16384] == builds[4096, 4096, 7168] == builds[4096, 7168, 16384]
+    assert builds[1024, 7168, 16384].flags == build_for(_point(4096, 7168, 16384, "{SPLIT_K:4,SPLIT_TAIL:1,BN:192}")).flags
+    # the unsplit 192-wide ones share theirs, {BN:192,STAGES:4}'s (the build session21 measured)
+    assert builds[4096, 36864, 7168] == builds[4096, 2112, 7168] != builds[4096, 7168, 16384]
+    assert builds[4096, 36864, 7168].flags == build_for(_point(4096, 7168, 7168, "{BN:192,STAGES:4}")).flags
 
 
 def test_the_sweep_entries_build_at_the_tune_shapes_what_they_did_or_by_waves():
@@ -446,12 +524,17 @@ def test_the_sweep_entries_build_at_the_tune_shapes_what_they_did_or_by_waves():
         for m, n, k in TUNE_SHAPES:
             p = _point(m, n, k, defines)
             bm, split = p.expr_env()["BM"], _split(p)
-            # the rule splits none of them: only an entry's own split
-            assert split == (int(re.search(r"SPLIT_K:(\d+)", defines).group(1)) if "SPLIT_K:" in defines else 1)
+            # the split rule splits none of them: only an entry's own split, or the tail rule's (an entry that
+            # sets no width, split or cluster, on the build that has 192: at 4096 x 7168 x 16384)
+            tail = not re.search(r"BN:|SPLIT_K:|CLUSTER_M:2", defines) and tail_split(m, n, k, H200_SMS, bm, _wide(p))
+            assert p.point_defines()["SPLIT_TAIL"] == int(tail), (defines, (m, n, k))
+            assert bm == 64 or tail == (_wide(p) and "CLUSTER_M:2" not in defines and "BN:" not in defines
+                            and "SPLIT_K:" not in defines and (m, n, k) == (4096, 7168, 16384)), (defines, (m, n, k))
+            assert split == (int(re.search(r"SPLIT_K:(\d+)", defines).group(1)) if "SPLIT_K:" in defines else 4 if tail else 1)
             fixed = re.search(r"BN:(\d+)", defines)
-            want = int(fixed.group(1)) if fixed else waves_bn(m, n, H200_SMS, bm, split, _wide(p))
+            want = int(fixed.group(1)) if fixed else 192 if tail else waves_bn(m, n, H200_SMS, bm, split, _wide(p))
             assert _bn(p) == want, (defines, (m, n, k))
-            if "BN:" not in defines:  # split: 272 units of 128 at 1024 x 2112 (3 waves) against 528 of 64 (4)
+            if "BN:" not in defines and not tail:  # split: 272 units of 128 at 1024 x 2112 (3 waves) against 528 of 64 (4)
                 # 192 unsplit where the build takes it, at the three large shapes (and with BM 64 at all four)
                 wide = 192 if _wide(p) and split == 1 else 128
                 assert want == (64 if (m, n, k) == (1024, 2112, 7168) and bm == 128 and split == 1 else wide), (
@@ -551,6 +634,8 @@ MEASURED_DEFAULT_SASS = {
     64: "a50526aa20d6fbb2cdec24947beec38b71009479dba88f9eca7730c71708a5c9",
     192: "b2cf334ea8bd3d890b24f29291dc56f0234c5fb4e1ffc82dbf8cb413903a0a91",
 }
+# the default where the rule takes the tail split ({SPLIT_K:4,SPLIT_TAIL:1,BN:192}, 4 stages: session22e's build)
+MEASURED_TAIL_SASS = "23710c54289ba25369bcb806bb756146116d0146649fbed5dbe5d1f125721397"
 SESSION16_SASS = {
     128: "9d0a35726a13095e34b0c72f585a01b92f076fa070622e026cc648fe21aa9f9d",
     64: "f9f90c257efe36f20be59f0276a450f425e9b4797e0c900ab5ac18e3987bae6c",
@@ -576,11 +661,15 @@ def test_the_default_kernel_is_the_measured_code(block_builds, tmp_path_factory)
             f"stage 15's default kernel at BN {bn} is no longer the measured code (or cuobjdump prints it otherwise)")
         # the check can fail: the clustered build at the same width is other code
         assert sass_digest(sass(block_builds["{CLUSTER_M:2}", shape][0])) != MEASURED_DEFAULT_SASS[bn]
-    # the build shapes take 192 and 64 by waves; the defaults' 128 (e.g. 1024 x 7168 x 16384) and SCALE_READ 0 (the
+    # the build shapes take 192 and 64 by waves; the defaults' 128 (e.g. 1024 x 4096 x 7168) and SCALE_READ 0 (the
     # defaults up to session20, still the code session16 measured) at 128 and 64
     out = session_folder(tmp_path_factory.getbasetemp(), "cuda-cache")
     assert sorted(_bn(_point(*shape, default)) for shape in BUILD_SHAPES) == [64, 192]
-    assert _bn(_point(1024, 7168, 16384)) == 128
+    assert _bn(_point(1024, 4096, 7168)) == 128
+    # the tail split's default (1024 x 7168 x 16384: 192 wide, its last wave's 40 tiles in 3 runs)
+    tail = _point(1024, 7168, 16384)
+    assert tail.point_defines() == {"SPLIT_TAIL": 1, "SPLIT_K": 4, "BN": 192, "STAGES": 4}
+    assert sass_digest(sass(build(VARIANT, "fp8", out, _overrides("{}", (1024, 7168, 16384)))[0])) == MEASURED_TAIL_SASS
     assert sass_digest(sass(build(VARIANT, "fp8", out, _overrides("{BN:128}"))[0])) == MEASURED_DEFAULT_SASS[128]
     for bn in (128, 64):
         got = sass_digest(sass(build(VARIANT, "fp8", out, _overrides(f"{{SCALE_READ:0,BN:{bn}}}"))[0]))

@@ -141,6 +141,21 @@
 //                    runs its 128 x 128 tiles in 2-CTA clusters with TMA multicast. Builds for every SCALE_SMEM
 //                    mode, BN 64 and BM 64; not emulated on the CPU (hopper_emu.h: clusters of one CTA),
 //                    checked on the H200 by tests/test_gpu_hopper_fp8_block.py
+//   SPLIT_TAIL       (SPLIT_K > 1) 1: only the last, partial wave's tiles are split (tiles % grid of them, all
+//                    where fewer than the grid), each into min(SPLIT_K, grid / tail, k-blocks / 8) runs; the
+//                    waves before it walk whole tiles, unit t < tiles - tail being tile t (stream-K's data-
+//                    parallel + split hybrid); the runs' partials are summed as SPLIT_K's below, the workspace's
+//                    slices counted from the tail's first tile. Why: ncu (session22b, 4096 x 7168 x 16384 at BN
+//                    192: 1216 tiles, 9.2 waves) counted SM active cycles at 87% of the kernel's, while a tile
+//                    ran at the wgmma probe's rate (930 cycles a k-block against the probe's 933). The YAML's -1
+//                    chooses it by a cost model (192-wide tiles, a tail of 2-4 runs of 16 k-blocks at least).
+//                    Measured (session22e, {SPLIT_K:4,SPLIT_TAIL:1,BN:192} against the defaults in the run
+//                    before it, % of cuBLASLt's block-scaled kernel): attn_o 103.8 / 88.8 at 1024 tokens (40 of
+//                    304 tiles in 3 runs), 93.9 / 90.3 at 4096 (28 of 1216 in 4); dense_down 104.1 / 88.8 and
+//                    94.1 / 90.9; shared_gate_up at 4096 93.5 / 90.5; lost where K is short or nothing split
+//                    (the split build's own cost: attn_q_b 99.8 / 106.3 at 1024, unsplit). Before the split
+//                    hand-over was told warp-uniform (cf94614) every split build paid ~10 points for it
+//                    (session22d: the ring's descriptors in per-thread registers)
 //   SPLIT_K          S > 1: split-K. Each tile's k-blocks are cut into S contiguous
 //                    runs (balanced to one k-block; fewer runs where K has fewer k-blocks), one work unit each;
 //                    the persistent schedule walks (tile, split) units, a tile's splits on neighbouring CTAs,
