@@ -20,8 +20,9 @@ S16, S16B, S17 = "h200-2026-12-03/session16", "h200-2026-12-03/session16b", "h20
 pytestmark = pytest.mark.skipif(not has(S14, S14B, S14C, S14D, S14E, S15, S15B, S16, S16B, S17,
                                         "h200-2026-12-04/session20", "h200-2026-12-04/session20b",
                                         "h200-2026-12-04/session20c", "h200-2026-12-04/session21",
-                                        "h200-2026-12-04/session21b", "h200-2026-12-04/session21e"),
-                                reason="sessions 14-21's rows are not in this checkout")
+                                        "h200-2026-12-04/session21b", "h200-2026-12-04/session21e",
+                                        "h200-2026-12-04/session22", "h200-2026-12-04/session22f"),
+                                reason="sessions 14-22's rows are not in this checkout")
 
 
 def _tensor_pipe(log: str) -> float:
@@ -263,12 +264,35 @@ def wide_tile_phrases() -> list:
             f"against the defaults' {d.loc[at, 'pct_of_baseline']:.1f}% beside it"]
 
 
+def tail_phrases() -> list:
+    """The wgmma probe by N (session22), and the defaults with the tail-split rule against {SPLIT_TAIL:0} (the
+    defaults before it) in the run after (session22f); DeepSeek-V3 at M >= 1024 and at 64 tokens."""
+    S22, S22F = "h200-2026-12-04/session22", "h200-2026-12-04/session22f"
+    probe = pd.read_csv(folder(f"{S22}/wgmma_peak") / "results.csv")
+    probe["n_"] = probe["extra"].map(lambda s: json.loads(s)["n"])
+    wide = probe[probe["n_"] >= 128]
+    now, old = _ds3(f"{S22F}/ds3_wgmma_fp8_block"), _ds3(f"{S22F}/ds3_no_tail")
+    split = now[now["d"].map(lambda x: x["SPLIT_TAIL"] == 1)].index
+    assert (old.loc[split, "d"].map(lambda x: x["SPLIT_TAIL"]) == 0).all()
+    a, b = now["pct_of_baseline"], old["pct_of_baseline"]
+    def pair(name):
+        return f"{a[name]:.1f}% against {b[name]:.1f}%"
+    return [f"at {span(wide['pct_of_peak_at_clock'], '.1f')}% of the dense peak at its clock for N = 128-256 "
+            f"(`session22`)",
+            f"at M >= 1024 {span(a, '.1f')}% of cuBLASLt (geomean {_geomean(a):.1f}%, {(a >= 100).sum()} of {len(a)} "
+            f"at or above 100%) against {span(b, '.1f')}% ({_geomean(b):.1f}%, {(b >= 100).sum()}) without it in the "
+            f"run after (`session22f`)",
+            f"`attn_o` {pair('deepseek_v3.attn_o.t1024')} at 1024 tokens and {pair('deepseek_v3.attn_o.t4096')} at 4096, "
+            f"`dense_down` {pair('deepseek_v3.dense_down.t1024')} and {pair('deepseek_v3.dense_down.t4096')}, "
+            f"`shared_gate_up` at 4096 {pair('deepseek_v3.shared_gate_up.t4096')}"]
+
+
 def test_readme_states_what_stage_15_costs():
     assert_said(fp8_block_phrases() + waves_phrases() + cluster_phrases() + split_phrases() + order_and_read_phrases()
-                + wide_tile_phrases(), "paragraph on stage 15's block scaling")
+                + wide_tile_phrases() + tail_phrases(), "paragraph on stage 15's block scaling")
 
 
 if __name__ == "__main__":  # print what the README should say
     for p in (fp8_block_phrases() + waves_phrases() + cluster_phrases() + split_phrases() + order_and_read_phrases()
-              + wide_tile_phrases()):
+              + wide_tile_phrases() + tail_phrases()):
         print(p)
