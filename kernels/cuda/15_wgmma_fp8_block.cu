@@ -359,7 +359,7 @@ constexpr int kBRowBytes = SCALE_B_TILE ? 2 * kBRowCap * 4 : 0;
 constexpr int kBShareRows = BN / CLUSTER_M;
 [[maybe_unused]] constexpr int kBShareBytes = kBShareRows * BK;
 
-static_assert(BM == 64 || BM == 128, "one or two consumer warpgroups of m64");
+static_assert(BM == 64 || BM == 128 || BM == 192, "one to three consumer warpgroups of m64");
 static_assert(BK == kScaleBlock, "a k-tile is one scale block: one promotion per k-tile");
 static_assert(BN != 0, "BN 0 (by waves) is the YAML's: its point_defines pass 64, 128 or 192, never 0");
 static_assert(BN == 64 || BN == 128 || BN == 160 || BN == 192,
