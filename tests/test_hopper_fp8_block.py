@@ -829,7 +829,10 @@ EMULATED_CONFIGS = ["{}", "{PROMOTE_OVERLAP:1}", "{SCALE_SMEM:0,STAGES:6,PROMOTE
                     "{BN:128}",
                     # 128 x 160 (at 200 x 264: the first tile's columns split 128 + 32, the second's 96 + 64,
                     # its last 8 columns in n-block 2; 128 columns by TMA store, 32 from registers), all from registers
-                    "{BN:160}", "{BN:160,EPI_TMA:0}"]
+                    "{BN:160}", "{BN:160,EPI_TMA:0}",
+                    # three consumer warpgroups (192 x 128 tiles; at 200 x 264 the second tile row's 8 rows in
+                    # its first consumer, the other two past M), the registers the launch's 512 threads allow
+                    "{BM:192,BN:128,CONSUMER_REGS:160,PRODUCER_REGS:24,STAGES:4}"]
 # ... and these every shape: the defaults, the overlapped promotion, the consumers' own loads, cp.async, BN 192
 # and 128
 EMULATED_EVERY_SHAPE = [*EMULATED_CONFIGS[:3], "{SCALE_SMEM:3}", "{BN:192,STAGES:4}", "{BN:128}", "{BN:160}"]

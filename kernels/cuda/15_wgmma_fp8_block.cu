@@ -44,7 +44,13 @@
 //                    the scales in the slots; 5 with them)
 //   EPI_TMA          1: stmatrix -> swizzled staging tile -> TMA store (stage 13's); 0: direct stores
 //   BM               128 (two m64 consumer warpgroups) or 64 (one: small M, DeepGEMM's BLOCK_M 64;
-//                    with CONSUMER_REGS 240: at 232 ptxas spills 32 bytes)
+//                    with CONSUMER_REGS 240: at 232 ptxas spills 32 bytes) or 192 (three: each warpgroup's
+//                    promotion behind two others' wgmmas; 512 threads leave 128 registers a thread at launch,
+//                    {BM:192,BN:128,CONSUMER_REGS:160,PRODUCER_REGS:24,STAGES:4} builds without spills). Why
+//                    not more: the wgmma probe with 3 warpgroups runs at the 2's rate (session22h: 89.4-89.8% of
+//                    the dense peak at the clock, N 128 and 192); that build ran at 91.6-97.5% of cuBLASLt at
+//                    the three large tune shapes against the defaults' 94.0-100.0 beside it, 116.1 against
+//                    106.6 at 1024 x 2112 x 7168 (102 tiles: one wave); an override
 //   BN               128, 64, 192 or 160 columns per tile (wgmma N; 64 doubles the tiles: fuller last waves; 192 straddles
 //                    two of B's 128-column scale blocks: from a block boundary 128 + 64 columns, from 64 past one
 //                    64 + 128, so each k-block has two B scales, both bulk-copied into the slot, and the columns
