@@ -21,7 +21,8 @@ pytestmark = pytest.mark.skipif(not has(S14, S14B, S14C, S14D, S14E, S15, S15B, 
                                         "h200-2026-12-04/session20", "h200-2026-12-04/session20b",
                                         "h200-2026-12-04/session20c", "h200-2026-12-04/session21",
                                         "h200-2026-12-04/session21b", "h200-2026-12-04/session21e",
-                                        "h200-2026-12-04/session22", "h200-2026-12-04/session22f"),
+                                        "h200-2026-12-04/session22", "h200-2026-12-04/session22f",
+                                        "h200-2026-12-04/session22h"),
                                 reason="sessions 14-22's rows are not in this checkout")
 
 
@@ -284,7 +285,23 @@ def tail_phrases() -> list:
             f"run after (`session22f`)",
             f"`attn_o` {pair('deepseek_v3.attn_o.t1024')} at 1024 tokens and {pair('deepseek_v3.attn_o.t4096')} at 4096, "
             f"`dense_down` {pair('deepseek_v3.dense_down.t1024')} and {pair('deepseek_v3.dense_down.t4096')}, "
-            f"`shared_gate_up` at 4096 {pair('deepseek_v3.shared_gate_up.t4096')}"]
+            f"`shared_gate_up` at 4096 {pair('deepseek_v3.shared_gate_up.t4096')}"] + three_warpgroup_phrases()
+
+
+def three_warpgroup_phrases() -> list:
+    """BM 192 (three consumer warpgroups) beside the defaults in one tune run, and the probe with 3 warpgroups
+    (session22h)."""
+    S22H = "h200-2026-12-04/session22h"
+    probe = pd.read_csv(folder(f"{S22H}/wgmma_peak_wg") / "results.csv")
+    three = probe[probe["extra"].map(lambda s: json.loads(s)["warpgroups"] == 3)]["pct_of_peak_at_clock"]
+    tune = _rows(f"{S22H}/tune_wgmma_fp8_block")
+    tune = tune[tune["variant"] == "wgmma_fp8_block"]
+    wide, base = (tune[tune["d"].map(lambda x, bm=bm: x["BM"] == bm)] for bm in (192, 128))
+    big = lambda d: d[d["m"] == 4096]["pct_of_baseline"]  # noqa: E731
+    small = lambda d: d[d["m"] == 1024]["pct_of_baseline"].iloc[0]  # noqa: E731
+    return [f"with three warpgroups the probe runs at {span(three, '.1f')}% of the peak at its clock",
+            f"192 x 128 tiles ran at {span(big(wide), '.1f')}% of cuBLASLt at the three large tune shapes against the "
+            f"defaults' {span(big(base), '.1f')}%, {small(wide):.1f}% against {small(base):.1f}% at 1024 x 2112 x 7168"]
 
 
 def test_readme_states_what_stage_15_costs():
