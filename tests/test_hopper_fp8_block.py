@@ -69,6 +69,9 @@ FP8_BLOCK_SWEEP = [
     # columns from registers (session21d measured {BN:160,EPI_TMA:0}, all of C from registers: 75.6-81.6% of
     # cuBLASLt at the three large tune shapes, as {BN:128,EPI_TMA:0} beside it)
     "{BN:160}",
+    # the defaults without the tail split (the defaults up to session22: at 4096 x 7168 x 16384 the last of 10 waves
+    # of 192-wide tiles a fifth full; session22f / 22g measured the pair on DeepSeek-V3's projections)
+    "{SPLIT_TAIL:0}",
 ]
 # The entries built at both widths (BUILD_SHAPES[1], where the waves choose 64, too): the defaults (their
 # measured SASS at each width) and the clusters (other code at each width); the others at the first shape only
@@ -526,9 +529,10 @@ def test_the_sweep_entries_build_at_the_tune_shapes_what_they_did_or_by_waves():
             bm, split = p.expr_env()["BM"], _split(p)
             # the split rule splits none of them: only an entry's own split, or the tail rule's (an entry that
             # sets no width, split or cluster, on the build that has 192: at 4096 x 7168 x 16384)
-            tail = not re.search(r"BN:|SPLIT_K:|CLUSTER_M:2", defines) and tail_split(m, n, k, H200_SMS, bm, _wide(p))
+            tail = not re.search(r"BN:|SPLIT_K:|CLUSTER_M:2|SPLIT_TAIL:0", defines) and tail_split(m, n, k, H200_SMS, bm, _wide(p))
             assert p.point_defines()["SPLIT_TAIL"] == int(tail), (defines, (m, n, k))
             assert bm == 64 or tail == (_wide(p) and "CLUSTER_M:2" not in defines and "BN:" not in defines
+                                        and "SPLIT_TAIL:0" not in defines
                             and "SPLIT_K:" not in defines and (m, n, k) == (4096, 7168, 16384)), (defines, (m, n, k))
             assert split == (int(re.search(r"SPLIT_K:(\d+)", defines).group(1)) if "SPLIT_K:" in defines else 4 if tail else 1)
             fixed = re.search(r"BN:(\d+)", defines)
