@@ -72,6 +72,9 @@ FP8_BLOCK_SWEEP = [
     # the defaults without the tail split (the defaults up to session22: at 4096 x 7168 x 16384 the last of 10 waves
     # of 192-wide tiles a fifth full; session22f / 22g measured the pair on DeepSeek-V3's projections)
     "{SPLIT_TAIL:0}",
+    # the consumer warpgroup's index told warp-uniform (a shuffle from lane 0): A's wgmma descriptors in uniform
+    # registers, 143 instructions a k-block of 128 x 128 against 149, no R2UR (8)
+    "{UNIFORM_A:1}",
 ]
 # The entries built at both widths (BUILD_SHAPES[1], where the waves choose 64, too): the defaults (their
 # measured SASS at each width) and the clusters (other code at each width); the others at the first shape only

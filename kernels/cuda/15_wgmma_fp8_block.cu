@@ -334,6 +334,11 @@
 #ifndef SPLIT_TAIL
 #define SPLIT_TAIL 0
 #endif
+// UNIFORM_A: 1 the consumer warpgroup's index is read through a shuffle from lane 0, so that ptxas knows it
+// warp-uniform and computes A's wgmma descriptors in uniform registers; 0 as derived from the thread index
+#ifndef UNIFORM_A
+#define UNIFORM_A 0
+#endif
 
 namespace {
 
@@ -393,6 +398,7 @@ static_assert(WG_ORDER == 0 || WG_ORDER == 1, "WG_ORDER is 0 or 1");
 // warpgroup's single release would let the producer refill it under the other warps' reads
 constexpr bool kReleasePerWarp = SCALE_READ_AT == 2;
 static_assert(SCALE_READ >= 0 && SCALE_READ <= 2, "SCALE_READ: 0, 1 or 2");
+static_assert(UNIFORM_A == 0 || UNIFORM_A == 1, "UNIFORM_A: 0 or 1");
 static_assert(SCALE_B_TILE == 0 || (SCALE_B_TILE == 1 && SCALE_SMEM == 2), "SCALE_B_TILE: 0, or 1 with SCALE_SMEM 2");
 // WG_ORDER's two named barriers (1 and 2 are the consumers' own: the epilogue's and split-K's hand-over)
 constexpr bool kOrdered = WG_ORDER && kConsumers == 2;
@@ -805,7 +811,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   } else {
     // ---------------------------------------------------------------- consumer warpgroups
     setmaxnreg_inc<CONSUMER_REGS>();
-    const int consumer = warpgroup - 1;  // which m64 slice of the tile
+    // which m64 slice of the tile (UNIFORM_A 1: told warp-uniform, so A's descriptors stay in uniform registers)
+    const int consumer = UNIFORM_A ? warp_uniform(warpgroup - 1) : warpgroup - 1;
     const int local_tid = tid % 128;
     const int warp = local_tid / 32;
     const int lane = tid % 32;

@@ -330,6 +330,7 @@ __device__ __forceinline__ void cluster_sync() {
 // loop that branches on it keeps its counters in uniform registers (stage 15's split-K, session22: a
 // `continue` on a value it took for per-thread put the ring's descriptor arithmetic in per-thread registers)
 __device__ __forceinline__ bool warp_uniform(bool v) { return __shfl_sync(0xffffffffu, static_cast<int>(v), 0) != 0; }
+__device__ __forceinline__ int warp_uniform(int v) { return __shfl_sync(0xffffffffu, v, 0); }
 
 // Named barrier among `threads` threads (ids 1..15; 0 is __syncthreads).
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {

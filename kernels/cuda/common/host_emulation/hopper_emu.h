@@ -242,6 +242,7 @@ inline void cluster_sync() { __syncthreads(); }
 void named_barrier_sync(int id, int threads);
 // every lane already agrees on `v` (the device's shuffle from lane 0 only tells ptxas so)
 inline bool warp_uniform(bool v) { return v; }
+inline int warp_uniform(int v) { return v; }
 void named_barrier_arrive(int id, int threads);
 
 }  // namespace hopper
