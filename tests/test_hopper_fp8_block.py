@@ -75,6 +75,10 @@ FP8_BLOCK_SWEEP = [
     # the consumer warpgroup's index told warp-uniform (a shuffle from lane 0): A's wgmma descriptors in uniform
     # registers, 143 instructions a k-block of 128 x 128 against 149, no R2UR (8)
     "{UNIFORM_A:1}",
+    # the next k-block's full wait and scale reads under this one's wgmmas (the promotion's scales read a k-block
+    # before), so the next issue follows the promotion directly; with and without UNIFORM_A
+    "{SCALE_READ:3}",
+    "{SCALE_READ:3,UNIFORM_A:1}",
 ]
 # The entries built at both widths (BUILD_SHAPES[1], where the waves choose 64, too): the defaults (their
 # measured SASS at each width) and the clusters (other code at each width); the others at the first shape only
@@ -839,10 +843,14 @@ EMULATED_CONFIGS = ["{}", "{PROMOTE_OVERLAP:1}", "{SCALE_SMEM:0,STAGES:6,PROMOTE
                     "{BN:160}", "{BN:160,EPI_TMA:0}",
                     # three consumer warpgroups (192 x 128 tiles; at 200 x 264 the second tile row's 8 rows in
                     # its first consumer, the other two past M), the registers the launch's 512 threads allow
-                    "{BM:192,BN:128,CONSUMER_REGS:160,PRODUCER_REGS:24,STAGES:4}"]
+                    "{BM:192,BN:128,CONSUMER_REGS:160,PRODUCER_REGS:24,STAGES:4}",
+                    # the next k-block's slot waited for and its scales read under this one's wgmmas (1 k-block a
+                    # tile: no read ahead; 2: one), with A's descriptors uniform, at 128 and 192 wide
+                    "{SCALE_READ:3,UNIFORM_A:1}", "{SCALE_READ:3,UNIFORM_A:1,BN:192,STAGES:4}"]
 # ... and these every shape: the defaults, the overlapped promotion, the consumers' own loads, cp.async, BN 192
 # and 128
-EMULATED_EVERY_SHAPE = [*EMULATED_CONFIGS[:3], "{SCALE_SMEM:3}", "{BN:192,STAGES:4}", "{BN:128}", "{BN:160}"]
+EMULATED_EVERY_SHAPE = [*EMULATED_CONFIGS[:3], "{SCALE_SMEM:3}", "{BN:192,STAGES:4}", "{BN:128}", "{BN:160}",
+                        "{SCALE_READ:3,UNIFORM_A:1}", "{SCALE_READ:3,UNIFORM_A:1,BN:192,STAGES:4}"]
 
 
 @pytest.mark.slow
@@ -1052,6 +1060,8 @@ TAIL_CASES = [
     ("{SPLIT_K:4,SPLIT_TAIL:1,BN:192,STAGES:4}", (200, 400, 2064), 4, 2, 2),
     ("{SPLIT_K:4,SPLIT_TAIL:1,BN:160}", (200, 328, 4112), 5, 1, 4),
     ("{SPLIT_K:2,SPLIT_TAIL:1,BN:128}", (100, 264, 2064), 8, 3, 2),
+    # the scales read a k-block ahead, A's descriptors uniform: each run's k-blocks read ahead within the run
+    ("{SPLIT_K:4,SPLIT_TAIL:1,BN:192,STAGES:4,SCALE_READ:3,UNIFORM_A:1}", (200, 400, 2064), 4, 2, 2),
 ]
 
 

@@ -397,7 +397,9 @@ static_assert(WG_ORDER == 0 || WG_ORDER == 1, "WG_ORDER is 0 or 1");
 // SCALE_READ 2 reads the slot's scales after the wait, so the slot is released by each warp after its reads: a
 // warpgroup's single release would let the producer refill it under the other warps' reads
 constexpr bool kReleasePerWarp = SCALE_READ_AT == 2;
-static_assert(SCALE_READ >= 0 && SCALE_READ <= 2, "SCALE_READ: 0, 1 or 2");
+static_assert(SCALE_READ >= 0 && SCALE_READ <= 3, "SCALE_READ: 0, 1, 2 or 3");
+// SCALE_READ 3 waits for a slot before its turn: not with WG_ORDER's turns, which wait_full takes
+static_assert(SCALE_READ_AT != 3 || WG_ORDER == 0, "SCALE_READ 3: WG_ORDER 0");
 static_assert(UNIFORM_A == 0 || UNIFORM_A == 1, "UNIFORM_A: 0 or 1");
 static_assert(SCALE_B_TILE == 0 || (SCALE_B_TILE == 1 && SCALE_SMEM == 2), "SCALE_B_TILE: 0, or 1 with SCALE_SMEM 2");
 // WG_ORDER's two named barriers (1 and 2 are the consumers' own: the epilogue's and split-K's hand-over)
@@ -1008,8 +1010,26 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
         }
       }
 #else
+#if SCALE_READ_AT == 3
+      // SCALE_READ 3: the wait for k-block kb + 1's slot and the reads of its scales go right after kb's wgmmas
+      // are issued, under them; kb's promotion then uses scales read a k-block before, and kb + 1's issue
+      // follows the promotion with no barrier wait or shared load between
+      KBlockScales s_next{};
+      if (kb_end > kb_begin) {
+        wait_full(it);
+        s_next = scales_of(it, r0, nb, kb_begin);
+      }
+#endif
       for (int kb = kb_begin; kb < kb_end; ++kb, ++it) {
-#if SCALE_READ_AT == 1
+#if SCALE_READ_AT == 3
+        const KBlockScales s = s_next;
+        issue_wgmma(part0, it, DIAG == 2 && kb > kb_begin);  // its slot waited for a k-block before
+        if (kb + 1 < kb_end) {
+          wait_full(it + 1);
+          s_next = scales_of(it + 1, r0, nb, kb + 1);
+        }
+        wgmma_wait<0>();
+#elif SCALE_READ_AT == 1
         wait_full(it);
         const KBlockScales s = scales_of(it, r0, nb, kb);  // before the wgmmas (DeepGEMM's place)
         issue_wgmma(part0, it, DIAG == 2 && kb > kb_begin);
