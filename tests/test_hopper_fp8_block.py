@@ -72,18 +72,16 @@ FP8_BLOCK_SWEEP = [
     # the defaults without the tail split (the defaults up to session22: at 4096 x 7168 x 16384 the last of 10 waves
     # of 192-wide tiles a fifth full; session22f / 22g measured the pair on DeepSeek-V3's projections)
     "{SPLIT_TAIL:0}",
-    # the consumer warpgroup's index told warp-uniform (a shuffle from lane 0): A's wgmma descriptors in uniform
-    # registers, 143 instructions a k-block of 128 x 128 against 149, no R2UR (8)
-    "{UNIFORM_A:1}",
-    # the next k-block's full wait and scale reads under this one's wgmmas (the promotion's scales read a k-block
-    # before), so the next issue follows the promotion directly; with and without UNIFORM_A
-    "{SCALE_READ:3}",
-    "{SCALE_READ:3,UNIFORM_A:1}",
+    # the defaults up to session23 (SCALE_READ 1, A's descriptors from per-thread registers: 149 instructions a
+    # k-block of 128 x 128, 8 R2UR, against the defaults' 143 and none), and each of the two changes alone
+    "{SCALE_READ:1,UNIFORM_A:0}",
+    "{UNIFORM_A:0}",
+    "{SCALE_READ:1}",
 ]
 # The entries built at both widths (BUILD_SHAPES[1], where the waves choose 64, too): the defaults (their
 # measured SASS at each width) and the clusters (other code at each width); the others at the first shape only
 # (192 there by waves where the build takes it, else 128)
-WIDTHS_BUILT = ("{PROMOTE_OVERLAP:0}", "{CLUSTER_M:2}")
+WIDTHS_BUILT = ("{PROMOTE_OVERLAP:0}", "{CLUSTER_M:2}", "{SCALE_READ:1,UNIFORM_A:0}")
 
 
 # The tune's shapes (tune_fp8_block): the three large ones take BN 128 by waves, 1024 x 2112 x 7168 (136 tiles
@@ -174,13 +172,14 @@ def tail_split(m, n, k, sms, bm=128, wide=True):
 
 def rules(m, n, k, sms=None, bm=128, wide=True):
     """The point defines the YAML's rules give an entry that sets none of them: the tail split first (then
-    SPLIT_K 4 and BN 192), else the split, then the width by waves, then the stages."""
+    SPLIT_K 4 and BN 192), else the split, then the width by waves, then the stages; the scales' read position as
+    given (3 without WG_ORDER)."""
     sms = sms or H200_SMS
     if tail_split(m, n, k, sms, bm, wide):
-        return {"SPLIT_TAIL": 1, "SPLIT_K": 4, "BN": 192, "STAGES": 4}
+        return {"SPLIT_TAIL": 1, "SPLIT_K": 4, "BN": 192, "STAGES": 4, "SCALE_READ": 3}
     s = split_k(m, n, k, sms, bm)
     bn = waves_bn(m, n, sms, bm, s, wide)
-    return {"SPLIT_TAIL": 0, "SPLIT_K": s, "BN": bn, "STAGES": 4 if bn == 192 else 5}
+    return {"SPLIT_TAIL": 0, "SPLIT_K": s, "BN": bn, "STAGES": 4 if bn == 192 else 5, "SCALE_READ": 3}
 
 
 # ---- rules -------------------------------------------------------------------------------------------
@@ -305,8 +304,10 @@ def test_the_tile_width_follows_the_waves_on_the_device_configs_sms():
     from gemmlab import variants
 
     # the YAML's SPLIT_TAIL -1, SPLIT_K 0 and BN 0: chosen per point, the tail split first (it sets the other
-    # two), then the split (the width reads it), then the stages (4 at most at BN 192)
-    assert variants.info(VARIANT).per_point == ("SPLIT_TAIL", "SPLIT_K", "BN", "STAGES")
+    # two), then the split (the width reads it), then the stages (4 at most at BN 192); the scales' read position
+    # last (1 where WG_ORDER takes the waits in turn)
+    assert variants.info(VARIANT).per_point == ("SPLIT_TAIL", "SPLIT_K", "BN", "STAGES", "SCALE_READ")
+    assert _point(4096, 7168, 2048, "{WG_ORDER:1}").point_defines()["SCALE_READ"] == 1
     for (m, n, k), bn in WAVES_CASES.items():
         p = _point(m, n, k)
         tail = (m, n, k) in WAVES_TAILS
@@ -315,7 +316,8 @@ def test_the_tile_width_follows_the_waves_on_the_device_configs_sms():
         assert p.sm_count == H200_SMS and d.BN == 0 and d.SPLIT_K == 0 and d.SPLIT_TAIL == -1
         assert tail == tail_split(m, n, k, H200_SMS) and (tail or s == split_k(m, n, k, H200_SMS)), (m, n, k)
         stages = 4 if bn == 192 else 5
-        assert p.point_defines() == {"SPLIT_TAIL": int(tail), "SPLIT_K": s, "BN": bn, "STAGES": stages} == rules(m, n, k)
+        assert p.point_defines() == {"SPLIT_TAIL": int(tail), "SPLIT_K": s, "BN": bn, "STAGES": stages,
+                                     "SCALE_READ": 3} == rules(m, n, k)
         assert _bn(p) == bn and (tail or bn == waves_bn(m, n, H200_SMS, split=s)), (m, n, k)
     # another device's count, another choice: 136 tiles of 128 on 114 SMs are 2 waves, 264 of 64 are 3
     p114 = _point(1024, 2112, 7168, extra=("device.sm_count=114",))
@@ -634,19 +636,26 @@ def test_sass_promotes_while_the_next_k_block_runs(block_builds):
         assert any(x.startswith("UTMASTG.2D") for x in ops) == bool(d.EPI_TMA), defines
 
 
-# The default kernel as session20b measured it (cf2e194 with {SCALE_READ:1}, the default since: tune_fp8_block and
-# ds3_scale_read1) at BN 64 and 128, and at BN 192 as session21 measured it (d7e70a2, {BN:192,STAGES:4}: ds3_bn192,
-# the build the waves choose since): sha256 of its SASS instructions (test_wgmma_ws_nt.sass_digest) at each width,
-# from nvcc 13.0.88 (cuobjdump 13.x). The SCALE_READ 0 build is the code session16 measured (ac04635): its
-# digests are the second pair.
+# The default kernel as session23b measured it (2f7ca07 with {SCALE_READ:3,UNIFORM_A:1}, the defaults since:
+# ds3_read3_uniform and tune_fp8_block) at BN 64, 128 and 192 and in the tail split: sha256 of its SASS instructions
+# (test_wgmma_ws_nt.sass_digest) at each width, from nvcc 13.0.88 (cuobjdump 13.x).
 MEASURED_NVCC = "13.0.88"
 MEASURED_DEFAULT_SASS = {
+    128: "0c2ee6b8015ab311c5d9eb65670e2f2b88b81d35d4cd4d16cd0fa80f01993caf",
+    64: "abe51badf75e299a40f6c207b4a17e4168c50032f3bf79beb86f467a58ebdf07",
+    192: "89c5553a777872c3dcfa2f89fc8424fe7aa04b2ac2e6e14d7852e3aa6b10e317",
+}
+# the default where the rule takes the tail split ({SPLIT_K:4,SPLIT_TAIL:1,BN:192}, 4 stages)
+MEASURED_TAIL_SASS = "98e8a07a1806877329cb83b9a1ac058dea5de4adf66c36fe9eb502867e57f3ea"
+# The defaults up to session23 ({SCALE_READ:1,UNIFORM_A:0} now): session20b's build at BN 64 and 128 (cf2e194), session21's
+# at 192 (d7e70a2), session22e's tail split; the runs the new defaults were measured against (ds3_defaults) built them.
+# The SCALE_READ 0 build is the code session16 measured (ac04635): SESSION16_SASS.
+PREVIOUS_DEFAULT_SASS = {
     128: "3ee27aa68c104d994cfbb8ac003f98e8ff102ef47f917804adb04fbfd6e5281d",
     64: "a50526aa20d6fbb2cdec24947beec38b71009479dba88f9eca7730c71708a5c9",
     192: "b2cf334ea8bd3d890b24f29291dc56f0234c5fb4e1ffc82dbf8cb413903a0a91",
 }
-# the default where the rule takes the tail split ({SPLIT_K:4,SPLIT_TAIL:1,BN:192}, 4 stages: session22e's build)
-MEASURED_TAIL_SASS = "23710c54289ba25369bcb806bb756146116d0146649fbed5dbe5d1f125721397"
+PREVIOUS_TAIL_SASS = "23710c54289ba25369bcb806bb756146116d0146649fbed5dbe5d1f125721397"
 SESSION16_SASS = {
     128: "9d0a35726a13095e34b0c72f585a01b92f076fa070622e026cc648fe21aa9f9d",
     64: "f9f90c257efe36f20be59f0276a450f425e9b4797e0c900ab5ac18e3987bae6c",
@@ -656,8 +665,9 @@ SESSION16_SASS = {
 @pytest.mark.slow
 @pytest.mark.xdist_group("fp8_block_builds")
 def test_the_default_kernel_is_the_measured_code(block_builds, tmp_path_factory):
-    """The default build, at each width, is the SASS measured (SCALE_READ 1: session20b at 64 and 128, session21
-    at 192); a change to it is measured (tune_fp8_block) before it becomes the default, and this digest with it."""
+    """The default build, at each width, is the SASS measured (SCALE_READ 3 with UNIFORM_A 1: session23b); a change
+    to it is measured (tune_fp8_block, ds3_fp8_block) before it becomes the default, and this digest with it. The
+    previous defaults' builds are still the code measured before (session20b, 21, 22e)."""
     from test_wgmma_ws_nt import sass_digest
 
     from gemmlab.backends import nvcc
@@ -679,11 +689,18 @@ def test_the_default_kernel_is_the_measured_code(block_builds, tmp_path_factory)
     assert _bn(_point(1024, 4096, 7168)) == 128
     # the tail split's default (1024 x 7168 x 16384: 192 wide, its last wave's 40 tiles in 3 runs)
     tail = _point(1024, 7168, 16384)
-    assert tail.point_defines() == {"SPLIT_TAIL": 1, "SPLIT_K": 4, "BN": 192, "STAGES": 4}
+    assert tail.point_defines() == {"SPLIT_TAIL": 1, "SPLIT_K": 4, "BN": 192, "STAGES": 4, "SCALE_READ": 3}
     assert sass_digest(sass(build(VARIANT, "fp8", out, _overrides("{}", (1024, 7168, 16384)))[0])) == MEASURED_TAIL_SASS
     assert sass_digest(sass(build(VARIANT, "fp8", out, _overrides("{BN:128}"))[0])) == MEASURED_DEFAULT_SASS[128]
+    previous = "{SCALE_READ:1,UNIFORM_A:0}"
+    for shape in BUILD_SHAPES:
+        assert sass_digest(sass(block_builds[previous, shape][0])) == PREVIOUS_DEFAULT_SASS[_bn(_point(*shape, previous))]
+    got = sass_digest(sass(build(VARIANT, "fp8", out, _overrides(previous, (1024, 7168, 16384)))[0]))
+    assert got == PREVIOUS_TAIL_SASS
+    got = sass_digest(sass(build(VARIANT, "fp8", out, _overrides("{SCALE_READ:1,UNIFORM_A:0,BN:128}"))[0]))
+    assert got == PREVIOUS_DEFAULT_SASS[128]
     for bn in (128, 64):
-        got = sass_digest(sass(build(VARIANT, "fp8", out, _overrides(f"{{SCALE_READ:0,BN:{bn}}}"))[0]))
+        got = sass_digest(sass(build(VARIANT, "fp8", out, _overrides(f"{{SCALE_READ:0,UNIFORM_A:0,BN:{bn}}}"))[0]))
         assert got == SESSION16_SASS[bn], bn
 
 
@@ -844,13 +861,13 @@ EMULATED_CONFIGS = ["{}", "{PROMOTE_OVERLAP:1}", "{SCALE_SMEM:0,STAGES:6,PROMOTE
                     # three consumer warpgroups (192 x 128 tiles; at 200 x 264 the second tile row's 8 rows in
                     # its first consumer, the other two past M), the registers the launch's 512 threads allow
                     "{BM:192,BN:128,CONSUMER_REGS:160,PRODUCER_REGS:24,STAGES:4}",
-                    # the next k-block's slot waited for and its scales read under this one's wgmmas (1 k-block a
-                    # tile: no read ahead; 2: one), with A's descriptors uniform, at 128 and 192 wide
-                    "{SCALE_READ:3,UNIFORM_A:1}", "{SCALE_READ:3,UNIFORM_A:1,BN:192,STAGES:4}"]
+                    # the defaults up to session23 (each k-block's scales read after its own slot's wait, A's
+                    # descriptors per thread), at 128 and 192 wide
+                    "{SCALE_READ:1,UNIFORM_A:0}", "{SCALE_READ:1,UNIFORM_A:0,BN:192,STAGES:4}"]
 # ... and these every shape: the defaults, the overlapped promotion, the consumers' own loads, cp.async, BN 192
 # and 128
 EMULATED_EVERY_SHAPE = [*EMULATED_CONFIGS[:3], "{SCALE_SMEM:3}", "{BN:192,STAGES:4}", "{BN:128}", "{BN:160}",
-                        "{SCALE_READ:3,UNIFORM_A:1}", "{SCALE_READ:3,UNIFORM_A:1,BN:192,STAGES:4}"]
+                        "{SCALE_READ:1,UNIFORM_A:0}", "{SCALE_READ:1,UNIFORM_A:0,BN:192,STAGES:4}"]
 
 
 @pytest.mark.slow
@@ -1060,8 +1077,8 @@ TAIL_CASES = [
     ("{SPLIT_K:4,SPLIT_TAIL:1,BN:192,STAGES:4}", (200, 400, 2064), 4, 2, 2),
     ("{SPLIT_K:4,SPLIT_TAIL:1,BN:160}", (200, 328, 4112), 5, 1, 4),
     ("{SPLIT_K:2,SPLIT_TAIL:1,BN:128}", (100, 264, 2064), 8, 3, 2),
-    # the scales read a k-block ahead, A's descriptors uniform: each run's k-blocks read ahead within the run
-    ("{SPLIT_K:4,SPLIT_TAIL:1,BN:192,STAGES:4,SCALE_READ:3,UNIFORM_A:1}", (200, 400, 2064), 4, 2, 2),
+    # the tail split as session22 measured it (each k-block's scales read after its own slot's wait)
+    ("{SPLIT_K:4,SPLIT_TAIL:1,BN:192,STAGES:4,SCALE_READ:1,UNIFORM_A:0}", (200, 400, 2064), 4, 2, 2),
 ]
 
 

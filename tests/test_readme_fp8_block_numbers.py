@@ -22,8 +22,9 @@ pytestmark = pytest.mark.skipif(not has(S14, S14B, S14C, S14D, S14E, S15, S15B, 
                                         "h200-2026-12-04/session20c", "h200-2026-12-04/session21",
                                         "h200-2026-12-04/session21b", "h200-2026-12-04/session21e",
                                         "h200-2026-12-04/session22", "h200-2026-12-04/session22f",
-                                        "h200-2026-12-04/session22h"),
-                                reason="sessions 14-22's rows are not in this checkout")
+                                        "h200-2026-12-04/session22h", "h200-2026-12-04/session23",
+                                        "h200-2026-12-04/session23b"),
+                                reason="sessions 14-23's rows are not in this checkout")
 
 
 def _tensor_pipe(log: str) -> float:
@@ -304,12 +305,42 @@ def three_warpgroup_phrases() -> list:
             f"defaults' {span(big(base), '.1f')}%, {small(wide):.1f}% against {small(base):.1f}% at 1024 x 2112 x 7168"]
 
 
+def read_ahead_phrases() -> list:
+    """UNIFORM_A against neither in one tune run (session23); SCALE_READ 3 with it, it alone and SCALE_READ 3 alone at
+    BN 128 in the next (session23b), and the defaults since against the previous ones in the run before them,
+    DeepSeek-V3 at M >= 1024."""
+    S23, S23B = "h200-2026-12-04/session23", "h200-2026-12-04/session23b"
+
+    def at128(path, **want):
+        t = _rows(f"{path}/tune_wgmma_fp8_block")
+        t = t[t["variant"] == "wgmma_fp8_block"]
+        return _where(t, BN=128, PROMOTE_OVERLAP=0, STAGES=5, **want)
+
+    neither, alone = at128(S23, UNIFORM_A=0, SCALE_READ=1), at128(S23, UNIFORM_A=1, SCALE_READ=1)
+    both, ua, r3 = (at128(S23B, UNIFORM_A=u, SCALE_READ=r) for u, r in ((1, 3), (1, 1), (0, 3)))
+    assert len(neither) == len(alone) == len(both) == len(ua) == len(r3) == 4
+    now, old = _ds3(f"{S23B}/ds3_read3_uniform"), _ds3(f"{S23B}/ds3_defaults")
+    assert (now["d"].map(lambda x: (x["SCALE_READ"], x["UNIFORM_A"])) == (3, 1)).all()
+    assert (old["d"].map(lambda x: (x["SCALE_READ"], x.get("UNIFORM_A", 0))) == (1, 0)).all()
+    a, b = now["pct_of_baseline"], old["pct_of_baseline"]
+    under = a[a < 100].sort_values()
+    return [f"at BN 128 {span(alone, '.1f')}% of cuBLASLt at the four tune shapes against {span(neither, '.1f')}% "
+            f"without it (`session23`)",
+            f"the two together {span(both, '.1f')}%, `UNIFORM_A` alone {span(ua, '.1f')}%, `SCALE_READ 3` alone "
+            f"{span(r3, '.1f')}% (`session23b`)",
+            f"at M >= 1024 {span(a, '.1f')}% of cuBLASLt (geomean {_geomean(a):.1f}%, {(a >= 100).sum()} of {len(a)} "
+            f"at or above 100%) against {span(b, '.1f')}% ({_geomean(b):.1f}%, {(b >= 100).sum()}) for the previous "
+            f"defaults in the run before it",
+            "still under it: " + ", ".join(f"`{n.split('.')[1]}` at {n.split('.t')[-1]} tokens ({v:.1f}%)"
+                                           for n, v in under.items())]
+
+
 def test_readme_states_what_stage_15_costs():
     assert_said(fp8_block_phrases() + waves_phrases() + cluster_phrases() + split_phrases() + order_and_read_phrases()
-                + wide_tile_phrases() + tail_phrases(), "paragraph on stage 15's block scaling")
+                + wide_tile_phrases() + tail_phrases() + read_ahead_phrases(), "paragraph on stage 15's block scaling")
 
 
 if __name__ == "__main__":  # print what the README should say
     for p in (fp8_block_phrases() + waves_phrases() + cluster_phrases() + split_phrases() + order_and_read_phrases()
-              + wide_tile_phrases() + tail_phrases()):
+              + wide_tile_phrases() + tail_phrases() + read_ahead_phrases()):
         print(p)

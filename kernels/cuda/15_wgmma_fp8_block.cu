@@ -35,7 +35,9 @@
 // measured at BN 128; BN by waves (the YAML's BN 0, after session15e) keeps 128 at three of them and
 // takes 64 at 1024 x 2112 x 7168, where {BN:64} measured 100.1% (session15b); as the default there 99.4%
 // against 87.8% for {BN:128} beside it (session16). SCALE_READ 1 since session20b: 106.5% against 100.4% at
-// 1024 x 2112 x 7168 (BN 64), the 128-wide tune shapes within 1.4 points of SCALE_READ 0 beside it.
+// 1024 x 2112 x 7168 (BN 64), the 128-wide tune shapes within 1.4 points of SCALE_READ 0 beside it. SCALE_READ 3
+// with UNIFORM_A 1 since session23b: DeepSeek-V3 at M >= 1024 91.9-129.2% of cuBLASLt (geomean 106.2) against
+// 87.6-125.8 (102.1) for the previous defaults in the run before it.
 //   define           what it does
 //   PROMOTE_OVERLAP  1: two partial accumulators, promotion overlaps the next k-block's wgmma; 0: one,
 //                    wait_group 0 and promote (DeepGEMM's: the two consumer warpgroups overlap each
@@ -210,8 +212,24 @@
 //                    106.5 against 89.5 / 88.0 / 94.8 / 100.4 (the three large ones at BN 128, 1024 x 2112 x
 //                    7168 at BN 64), 2 85.7 / 82.6 / 92.1 / 105.8; on DeepSeek-V3's projections at M >= 1024
 //                    (three runs in a row) 1 86.7-118.9% (geomean 94.9), 0 86.9-119.0 (94.2), 2 82.2-116.6
-//                    (91.6). 1 is the default since: it gains where the tiles are 64 wide (fewer wgmmas to
-//                    hide the loads behind) and ties at 128
+//                    (91.6). 1 was the default up to session23: it gains where the tiles are 64 wide (fewer wgmmas
+//                    to hide the loads behind) and ties at 128. 3 (the default since session23b): the wait for k-block
+//                    kb + 1's slot and the reads of its scales right after kb's wgmmas are issued, under them, so kb's
+//                    promotion uses scales read a k-block before and kb + 1's issue follows the promotion with no
+//                    barrier wait or shared load between (the turnaround a warpgroup's wgmmas must cover: the tensor pipe
+//                    idled ~74 cycles a 128-wide k-block, session22b's ncu against the wgmma probe). Not with WG_ORDER
+//                    (the YAML reads at 1 there). Measured (session23b, % of cuBLASLt interleaved, with UNIFORM_A 1):
+//                    tune shapes at BN 128 95.8 / 93.9 / 98.7 / 93.6 against 1's 92.9 / 88.0 / 96.7 / 90.5; at the
+//                    widths the waves choose 103.3 / 100.0 / 101.5 / 114.0 against 104.5 / 96.8 / 101.6 / 109.0;
+//                    DeepSeek-V3 at M >= 1024 91.9-129.2 (geomean 106.2, 13 of 18 >= 100) against 87.6-125.8 (102.1,
+//                    10) for the previous defaults and 82.2-126.5 (103.9, 12) for UNIFORM_A alone, in one call
+//   UNIFORM_A        1: the consumer warpgroup's index read through a shuffle from lane 0 (hopper::warp_uniform), so
+//                    ptxas knows it warp-uniform and computes A's wgmma descriptors in uniform registers: a 128 x 128
+//                    k-block's loop 143 instructions against 149, no R2UR against 8, the first wgmma's descriptor
+//                    no longer behind a per-thread chain. Measured (session23, tune shapes at BN 128, % of cuBLASLt
+//                    interleaved): 94.6 / 88.0 / 96.9 / 90.9 against 89.3 / 86.9 / 95.0 / 86.7; at the widths the
+//                    waves choose 104.1 / 96.7 / 101.9 / 109.8 against 99.8 / 94.3 / 99.2 / 106.3. The default since
+//                    session23b, with SCALE_READ 3
 //   SCALE_B_TILE     (SCALE_SMEM 2) 1: B's scales come once per work unit: the producer bulk-copies the unit's run of
 //                    its n-block's row (whole 16-byte groups) with the unit's first slot, into one of two row
 //                    buffers by the unit's parity, instead of 16 bytes with every k-block's slot (DeepGEMM loads B's
@@ -302,7 +320,8 @@
 #define CLUSTER_M 1
 #endif
 // SCALE_READ (PROMOTE_OVERLAP 0, the scales in the slots): where the consumers read a k-block's scales: 0
-// after issuing its wgmmas, 1 before them (after the slot's full wait), 2 after waiting for them. Elsewhere
+// after issuing its wgmmas, 1 before them (after the slot's full wait), 2 after waiting for them, 3 a k-block
+// ahead (the next slot's wait and reads under this k-block's wgmmas; the YAML's default). Elsewhere
 // the scales are read where they were (SCALE_READ_AT 0): a k-block ahead with PROMOTE_OVERLAP 1, and
 // SCALE_SMEM 0's global loads would be pending at the wgmma fence if read before it
 #ifndef SCALE_READ
