@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(not has(S14, S14B, S14C, S14D, S14E, S15, S15B, 
                                         "h200-2026-12-04/session21b", "h200-2026-12-04/session21e",
                                         "h200-2026-12-04/session22", "h200-2026-12-04/session22f",
                                         "h200-2026-12-04/session22h", "h200-2026-12-04/session23",
-                                        "h200-2026-12-04/session23b"),
+                                        "h200-2026-12-04/session23b", "h200-2026-12-04/session23c"),
                                 reason="sessions 14-23's rows are not in this checkout")
 
 
@@ -332,7 +332,27 @@ def read_ahead_phrases() -> list:
             f"at or above 100%) against {span(b, '.1f')}% ({_geomean(b):.1f}%, {(b >= 100).sum()}) for the previous "
             f"defaults in the run before it",
             "still under it: " + ", ".join(f"`{n.split('.')[1]}` at {n.split('.t')[-1]} tokens ({v:.1f}%)"
-                                           for n, v in under.items())]
+                                           for n, v in under.items())] + committed_phrases()
+
+
+def _ncu(log: str, metric: str) -> float:
+    text = (folder(log.split("/logs/")[0]) / "logs" / log.split("/logs/")[1]).read_text()
+    return float(re.search(rf"{metric}\s+\S+\s+([\d,.]+)", text).group(1).replace(",", ""))
+
+
+def committed_phrases() -> list:
+    """The pair in the other order at the committed defaults (session23c), and ncu's cycles a k-block of a 128-wide
+    tile at 4096 x 7168 x 16384 (SM active cycles x SMs / tiles / k-blocks)."""
+    S23C = "h200-2026-12-04/session23c"
+    now, old = _ds3(f"{S23C}/ds3_wgmma_fp8_block"), _ds3(f"{S23C}/ds3_previous")
+    assert (now["d"].map(lambda x: (x["SCALE_READ"], x["UNIFORM_A"])) == (3, 1)).all()
+    a, b = now["pct_of_baseline"], old["pct_of_baseline"]
+    log = f"{S23C}/logs/ncu_fp8_wgmma_fp8_block_m4096_BN128.log"
+    per_kblock = _ncu(log, "SM Active Cycles") * 132 / (32 * 56) / 128
+    return [f"in the other order at the committed defaults (`session23c`) {span(a, '.1f')}% (geomean {_geomean(a):.1f}%, "
+            f"{(a >= 100).sum()} of {len(a)}) against {span(b, '.1f')}% ({_geomean(b):.1f}%, {(b >= 100).sum()})",
+            f"a k-block of a 128-wide tile now takes {per_kblock:.0f} cycles (L2 throughput "
+            f"{_ncu(log, 'L2 Cache Throughput'):.1f}%)"]
 
 
 def test_readme_states_what_stage_15_costs():
