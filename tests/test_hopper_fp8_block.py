@@ -74,14 +74,18 @@ FP8_BLOCK_SWEEP = [
     "{SPLIT_TAIL:0}",
     # the defaults up to session23 (SCALE_READ 1, A's descriptors from per-thread registers: 149 instructions a
     # k-block of 128 x 128, 8 R2UR, against the defaults' 143 and none), and each of the two changes alone
-    "{SCALE_READ:1,UNIFORM_A:0}",
-    "{UNIFORM_A:0}",
-    "{SCALE_READ:1}",
+    "{SCALE_READ:1,UNIFORM_A:0,DESC_STEP:0}",
+    "{UNIFORM_A:0,DESC_STEP:0}",
+    "{SCALE_READ:1,DESC_STEP:0}",
+    # each k32 step's descriptors the k-block's first + 2 (DESC_STEP 1), and the next k-block's built under this
+    # one's wgmmas (2, the default since session23e): the issue no longer behind the descriptor arithmetic
+    "{DESC_STEP:0}",
+    "{DESC_STEP:1}",
 ]
 # The entries built at both widths (BUILD_SHAPES[1], where the waves choose 64, too): the defaults (their
 # measured SASS at each width) and the clusters (other code at each width); the others at the first shape only
 # (192 there by waves where the build takes it, else 128)
-WIDTHS_BUILT = ("{PROMOTE_OVERLAP:0}", "{CLUSTER_M:2}", "{SCALE_READ:1,UNIFORM_A:0}")
+WIDTHS_BUILT = ("{PROMOTE_OVERLAP:0}", "{CLUSTER_M:2}", "{SCALE_READ:1,UNIFORM_A:0,DESC_STEP:0}", "{DESC_STEP:0}")
 
 
 # The tune's shapes (tune_fp8_block): the three large ones take BN 128 by waves, 1024 x 2112 x 7168 (136 tiles
@@ -636,18 +640,25 @@ def test_sass_promotes_while_the_next_k_block_runs(block_builds):
         assert any(x.startswith("UTMASTG.2D") for x in ops) == bool(d.EPI_TMA), defines
 
 
-# The default kernel as session23b measured it (2f7ca07 with {SCALE_READ:3,UNIFORM_A:1}, the defaults since:
-# ds3_read3_uniform and tune_fp8_block) at BN 64, 128 and 192 and in the tail split: sha256 of its SASS instructions
-# (test_wgmma_ws_nt.sass_digest) at each width, from nvcc 13.0.88 (cuobjdump 13.x).
+# The default kernel as session23e measured it (DESC_STEP 2 on session23b's SCALE_READ 3 with UNIFORM_A 1) at BN 64,
+# 128 and 192 and in the tail split: sha256 of its SASS instructions (test_wgmma_ws_nt.sass_digest) at each width,
+# from nvcc 13.0.88 (cuobjdump 13.x).
 MEASURED_NVCC = "13.0.88"
 MEASURED_DEFAULT_SASS = {
+    128: "9469c8126b96cec0adef02728f4cf0f83b1a73ed83d0f8487fc93a981d5abf79",
+    64: "f6d91c20d82e65446ab1648159bb0d5ccd861bcd80b42b68b97583bd9f190f1b",
+    192: "a686fa206029b8b512891f8cf101d42182917ce10a18ce608a4c3a2a43f9ad3e",
+}
+# the default where the rule takes the tail split ({SPLIT_K:4,SPLIT_TAIL:1,BN:192}, 4 stages)
+MEASURED_TAIL_SASS = "3ae9ebaa589d3a596430172706fbf7193929399559d216cec7f4c28d53f50633"
+# {DESC_STEP:0}: the defaults session23b-23d measured (2f7ca07's {SCALE_READ:3,UNIFORM_A:1}; 80401e4's defaults)
+SESSION23_SASS = {
     128: "0c2ee6b8015ab311c5d9eb65670e2f2b88b81d35d4cd4d16cd0fa80f01993caf",
     64: "abe51badf75e299a40f6c207b4a17e4168c50032f3bf79beb86f467a58ebdf07",
     192: "89c5553a777872c3dcfa2f89fc8424fe7aa04b2ac2e6e14d7852e3aa6b10e317",
 }
-# the default where the rule takes the tail split ({SPLIT_K:4,SPLIT_TAIL:1,BN:192}, 4 stages)
-MEASURED_TAIL_SASS = "98e8a07a1806877329cb83b9a1ac058dea5de4adf66c36fe9eb502867e57f3ea"
-# The defaults up to session23 ({SCALE_READ:1,UNIFORM_A:0} now): session20b's build at BN 64 and 128 (cf2e194), session21's
+SESSION23_TAIL_SASS = "98e8a07a1806877329cb83b9a1ac058dea5de4adf66c36fe9eb502867e57f3ea"
+# The defaults up to session23 ({SCALE_READ:1,UNIFORM_A:0,DESC_STEP:0} now): session20b's build at BN 64 and 128 (cf2e194), session21's
 # at 192 (d7e70a2), session22e's tail split; the runs the new defaults were measured against (ds3_defaults) built them.
 # The SCALE_READ 0 build is the code session16 measured (ac04635): SESSION16_SASS.
 PREVIOUS_DEFAULT_SASS = {
@@ -665,9 +676,10 @@ SESSION16_SASS = {
 @pytest.mark.slow
 @pytest.mark.xdist_group("fp8_block_builds")
 def test_the_default_kernel_is_the_measured_code(block_builds, tmp_path_factory):
-    """The default build, at each width, is the SASS measured (SCALE_READ 3 with UNIFORM_A 1: session23b); a change
-    to it is measured (tune_fp8_block, ds3_fp8_block) before it becomes the default, and this digest with it. The
-    previous defaults' builds are still the code measured before (session20b, 21, 22e)."""
+    """The default build, at each width, is the SASS measured (DESC_STEP 2: session23e); a change to it is measured
+    (tune_fp8_block, ds3_fp8_block) before it becomes the default, and this digest with it. The previous defaults'
+    builds are still the code measured before ({DESC_STEP:0}: session23b-d; SCALE_READ 1 without UNIFORM_A:
+    session20b, 21, 22e)."""
     from test_wgmma_ws_nt import sass_digest
 
     from gemmlab.backends import nvcc
@@ -692,15 +704,20 @@ def test_the_default_kernel_is_the_measured_code(block_builds, tmp_path_factory)
     assert tail.point_defines() == {"SPLIT_TAIL": 1, "SPLIT_K": 4, "BN": 192, "STAGES": 4, "SCALE_READ": 3}
     assert sass_digest(sass(build(VARIANT, "fp8", out, _overrides("{}", (1024, 7168, 16384)))[0])) == MEASURED_TAIL_SASS
     assert sass_digest(sass(build(VARIANT, "fp8", out, _overrides("{BN:128}"))[0])) == MEASURED_DEFAULT_SASS[128]
-    previous = "{SCALE_READ:1,UNIFORM_A:0}"
+    for shape in BUILD_SHAPES:
+        got = sass_digest(sass(block_builds["{DESC_STEP:0}", shape][0]))
+        assert got == SESSION23_SASS[_bn(_point(*shape, "{DESC_STEP:0}"))], shape
+    got = sass_digest(sass(build(VARIANT, "fp8", out, _overrides("{DESC_STEP:0}", (1024, 7168, 16384)))[0]))
+    assert got == SESSION23_TAIL_SASS
+    previous = "{SCALE_READ:1,UNIFORM_A:0,DESC_STEP:0}"
     for shape in BUILD_SHAPES:
         assert sass_digest(sass(block_builds[previous, shape][0])) == PREVIOUS_DEFAULT_SASS[_bn(_point(*shape, previous))]
     got = sass_digest(sass(build(VARIANT, "fp8", out, _overrides(previous, (1024, 7168, 16384)))[0]))
     assert got == PREVIOUS_TAIL_SASS
-    got = sass_digest(sass(build(VARIANT, "fp8", out, _overrides("{SCALE_READ:1,UNIFORM_A:0,BN:128}"))[0]))
+    got = sass_digest(sass(build(VARIANT, "fp8", out, _overrides("{SCALE_READ:1,UNIFORM_A:0,DESC_STEP:0,BN:128}"))[0]))
     assert got == PREVIOUS_DEFAULT_SASS[128]
     for bn in (128, 64):
-        got = sass_digest(sass(build(VARIANT, "fp8", out, _overrides(f"{{SCALE_READ:0,UNIFORM_A:0,BN:{bn}}}"))[0]))
+        got = sass_digest(sass(build(VARIANT, "fp8", out, _overrides(f"{{SCALE_READ:0,UNIFORM_A:0,DESC_STEP:0,BN:{bn}}}"))[0]))
         assert got == SESSION16_SASS[bn], bn
 
 
@@ -863,11 +880,14 @@ EMULATED_CONFIGS = ["{}", "{PROMOTE_OVERLAP:1}", "{SCALE_SMEM:0,STAGES:6,PROMOTE
                     "{BM:192,BN:128,CONSUMER_REGS:160,PRODUCER_REGS:24,STAGES:4}",
                     # the defaults up to session23 (each k-block's scales read after its own slot's wait, A's
                     # descriptors per thread), at 128 and 192 wide
-                    "{SCALE_READ:1,UNIFORM_A:0}", "{SCALE_READ:1,UNIFORM_A:0,BN:192,STAGES:4}"]
+                    "{SCALE_READ:1,UNIFORM_A:0,DESC_STEP:0}", "{SCALE_READ:1,UNIFORM_A:0,DESC_STEP:0,BN:192,STAGES:4}",
+                    # the descriptors of each k32 step built from its address (DESC_STEP 0: up to session23e)
+                    "{DESC_STEP:0}", "{DESC_STEP:1,BN:192,STAGES:4}"]
 # ... and these every shape: the defaults, the overlapped promotion, the consumers' own loads, cp.async, BN 192
 # and 128
 EMULATED_EVERY_SHAPE = [*EMULATED_CONFIGS[:3], "{SCALE_SMEM:3}", "{BN:192,STAGES:4}", "{BN:128}", "{BN:160}",
-                        "{SCALE_READ:1,UNIFORM_A:0}", "{SCALE_READ:1,UNIFORM_A:0,BN:192,STAGES:4}"]
+                        "{SCALE_READ:1,UNIFORM_A:0,DESC_STEP:0}", "{SCALE_READ:1,UNIFORM_A:0,DESC_STEP:0,BN:192,STAGES:4}", "{DESC_STEP:0}",
+                        "{DESC_STEP:1,BN:192,STAGES:4}"]
 
 
 @pytest.mark.slow
@@ -1078,7 +1098,7 @@ TAIL_CASES = [
     ("{SPLIT_K:4,SPLIT_TAIL:1,BN:160}", (200, 328, 4112), 5, 1, 4),
     ("{SPLIT_K:2,SPLIT_TAIL:1,BN:128}", (100, 264, 2064), 8, 3, 2),
     # the tail split as session22 measured it (each k-block's scales read after its own slot's wait)
-    ("{SPLIT_K:4,SPLIT_TAIL:1,BN:192,STAGES:4,SCALE_READ:1,UNIFORM_A:0}", (200, 400, 2064), 4, 2, 2),
+    ("{SPLIT_K:4,SPLIT_TAIL:1,BN:192,STAGES:4,SCALE_READ:1,UNIFORM_A:0,DESC_STEP:0}", (200, 400, 2064), 4, 2, 2),
 ]
 
 

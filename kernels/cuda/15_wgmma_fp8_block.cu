@@ -358,6 +358,12 @@
 #ifndef UNIFORM_A
 #define UNIFORM_A 0
 #endif
+// DESC_STEP: 1 a k-block's k32 steps take the first step's descriptors plus 2 (32 bytes on: the start address
+// field counts 16-byte units; no carry below 256 KB), as CUTLASS's descriptor iterator; 0 each built from its address;
+// 2 (with SCALE_READ 3) also the next k-block's first descriptors built under this k-block's wgmmas, after its slot's wait
+#ifndef DESC_STEP
+#define DESC_STEP 0
+#endif
 
 namespace {
 
@@ -420,6 +426,7 @@ static_assert(SCALE_READ >= 0 && SCALE_READ <= 3, "SCALE_READ: 0, 1, 2 or 3");
 // SCALE_READ 3 waits for a slot before its turn: not with WG_ORDER's turns, which wait_full takes
 static_assert(SCALE_READ_AT != 3 || WG_ORDER == 0, "SCALE_READ 3: WG_ORDER 0");
 static_assert(UNIFORM_A == 0 || UNIFORM_A == 1, "UNIFORM_A: 0 or 1");
+static_assert(DESC_STEP >= 0 && DESC_STEP <= 2, "DESC_STEP: 0, 1 or 2");
 static_assert(SCALE_B_TILE == 0 || (SCALE_B_TILE == 1 && SCALE_SMEM == 2), "SCALE_B_TILE: 0, or 1 with SCALE_SMEM 2");
 // WG_ORDER's two named barriers (1 and 2 are the consumers' own: the epilogue's and split-K's hand-over)
 constexpr bool kOrdered = WG_ORDER && kConsumers == 2;
@@ -850,8 +857,31 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       if (kOrdered && (consumer == 1 || use > 0)) named_barrier_sync(consumer == 1 ? kIssuedBar0 : kIssuedBar1, 256);
       mbar_wait(&full[use % STAGES], static_cast<uint32_t>(use / STAGES) & 1u);
     };
+    // The first k32 step's descriptors of ring use `use` (A's: this consumer's 64 rows of the slot)
+    struct Descs {
+      uint64_t a, b;
+    };
+    [[maybe_unused]] auto descs_of = [&](int use) -> Descs {
+      const int slot = use % STAGES;
+      const uint32_t a_base = smem_u32(smem + slot * kStageBytes) + consumer * 64 * 128;
+      const uint32_t b_base = smem_u32(smem + slot * kStageBytes + kTileABytes);
+      return {make_desc_sw128(a_base, 16, 1024), make_desc_sw128(b_base, 16, 1024)};
+    };
+    // DESC_STEP: issue the k-block whose first step's descriptors are `d` into `partial`, each k32 step's the
+    // first's + 2 (32 bytes on in the start address field's 16-byte units)
+    [[maybe_unused]] auto issue_descs = [&](float(&partial)[kAccum], Descs d, bool chain) {
+      fence_accumulators(partial);  // the last promotion's reads of it come first
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BK / 32; ++kk) wgmma_m64k32<BN, TIN>(partial, d.a + 2 * kk, d.b + 2 * kk, (kk > 0 || chain) ? 1 : 0);
+      wgmma_commit();
+      if (kOrdered) named_barrier_arrive(consumer == 0 ? kIssuedBar0 : kIssuedBar1, 256);
+    };
     // Issue the wgmmas of ring use `use` (its slot full) into `partial`.
     auto issue_wgmma = [&](float(&partial)[kAccum], int use, bool chain) {
+#if DESC_STEP
+      issue_descs(partial, descs_of(use), chain);
+#else
       const int slot = use % STAGES;
       const uint32_t a_base = smem_u32(smem + slot * kStageBytes) + consumer * 64 * 128;
       const uint32_t b_base = smem_u32(smem + slot * kStageBytes + kTileABytes);
@@ -866,6 +896,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       }
       wgmma_commit();
       if (kOrdered) named_barrier_arrive(consumer == 0 ? kIssuedBar0 : kIssuedBar1, 256);
+#endif
     };
     [[maybe_unused]] auto issue = [&](float(&partial)[kAccum], int use, bool chain = false) {
       wait_full(use);
@@ -1034,18 +1065,25 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       // are issued, under them; kb's promotion then uses scales read a k-block before, and kb + 1's issue
       // follows the promotion with no barrier wait or shared load between
       KBlockScales s_next{};
+      [[maybe_unused]] Descs d_next{};  // DESC_STEP 2: the next k-block's descriptors, also built a k-block ahead
       if (kb_end > kb_begin) {
         wait_full(it);
         s_next = scales_of(it, r0, nb, kb_begin);
+        if (DESC_STEP == 2) d_next = descs_of(it);
       }
 #endif
       for (int kb = kb_begin; kb < kb_end; ++kb, ++it) {
 #if SCALE_READ_AT == 3
         const KBlockScales s = s_next;
+#if DESC_STEP == 2
+        issue_descs(part0, d_next, DIAG == 2 && kb > kb_begin);  // its slot waited for a k-block before
+#else
         issue_wgmma(part0, it, DIAG == 2 && kb > kb_begin);  // its slot waited for a k-block before
+#endif
         if (kb + 1 < kb_end) {
           wait_full(it + 1);
           s_next = scales_of(it + 1, r0, nb, kb + 1);
+          if (DESC_STEP == 2) d_next = descs_of(it + 1);
         }
         wgmma_wait<0>();
 #elif SCALE_READ_AT == 1
