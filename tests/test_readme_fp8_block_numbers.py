@@ -23,7 +23,8 @@ pytestmark = pytest.mark.skipif(not has(S14, S14B, S14C, S14D, S14E, S15, S15B, 
                                         "h200-2026-12-04/session21b", "h200-2026-12-04/session21e",
                                         "h200-2026-12-04/session22", "h200-2026-12-04/session22f",
                                         "h200-2026-12-04/session22h", "h200-2026-12-04/session23",
-                                        "h200-2026-12-04/session23b", "h200-2026-12-04/session23c"),
+                                        "h200-2026-12-04/session23b", "h200-2026-12-04/session23c",
+                                        "h200-2026-12-04/session23e"),
                                 reason="sessions 14-23's rows are not in this checkout")
 
 
@@ -352,7 +353,26 @@ def committed_phrases() -> list:
     return [f"in the other order at the committed defaults (`session23c`) {span(a, '.1f')}% (geomean {_geomean(a):.1f}%, "
             f"{(a >= 100).sum()} of {len(a)}) against {span(b, '.1f')}% ({_geomean(b):.1f}%, {(b >= 100).sum()})",
             f"a k-block of a 128-wide tile now takes {per_kblock:.0f} cycles (L2 throughput "
-            f"{_ncu(log, 'L2 Cache Throughput'):.1f}%)"]
+            f"{_ncu(log, 'L2 Cache Throughput'):.1f}%)"] + desc_step_phrases()
+
+
+def desc_step_phrases() -> list:
+    """DESC_STEP 2 (the default since) against {DESC_STEP:0} in the run before it (session23e): the tune at the
+    widths the waves choose, and DeepSeek-V3 at M >= 1024."""
+    S23E = "h200-2026-12-04/session23e"
+    now, old = _ds3(f"{S23E}/ds3_wgmma_fp8_block"), _ds3(f"{S23E}/ds3_desc0")
+    assert (now["d"].map(lambda x: x["DESC_STEP"]) == 2).all() and (old["d"].map(lambda x: x["DESC_STEP"]) == 0).all()
+    a, b = now["pct_of_baseline"], old["pct_of_baseline"]
+    t = _rows(f"{S23E}/tune_wgmma_fp8_block")
+    t = t[(t["variant"] == "wgmma_fp8_block") & t["d"].map(lambda x: x["BN"] != 128)]
+    t2, t0 = (_where(t, DESC_STEP=v) for v in (2, 0))
+    under = a[a < 100].sort_values()
+    return [f"{span(t2, '.1f')}% of cuBLASLt at the four tune shapes against {span(t0, '.1f')}%",
+            f"at M >= 1024 {span(a, '.1f')}% (geomean {_geomean(a):.1f}%, {(a >= 100).sum()} of {len(a)} at or above "
+            f"100%) against {span(b, '.1f')}% ({_geomean(b):.1f}%, {(b >= 100).sum()}) for `{{DESC_STEP:0}}` in the run "
+            f"before it (`session23e`)",
+            "under the bar now: " + ", ".join(f"`{n.split('.')[1]}` at {n.split('.t')[-1]} tokens ({v:.1f}%)"
+                                              for n, v in under.items())]
 
 
 def test_readme_states_what_stage_15_costs():

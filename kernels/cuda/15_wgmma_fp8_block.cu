@@ -37,7 +37,8 @@
 // against 87.8% for {BN:128} beside it (session16). SCALE_READ 1 since session20b: 106.5% against 100.4% at
 // 1024 x 2112 x 7168 (BN 64), the 128-wide tune shapes within 1.4 points of SCALE_READ 0 beside it. SCALE_READ 3
 // with UNIFORM_A 1 since session23b: DeepSeek-V3 at M >= 1024 91.9-129.2% of cuBLASLt (geomean 106.2) against
-// 87.6-125.8 (102.1) for the previous defaults in the run before it.
+// 87.6-125.8 (102.1) for the previous defaults in the run before it; DESC_STEP 2 since session23e: 92.8-129.4
+// (108.1) against 92.5-134.0 (106.6) for {DESC_STEP:0} in the run before it.
 //   define           what it does
 //   PROMOTE_OVERLAP  1: two partial accumulators, promotion overlaps the next k-block's wgmma; 0: one,
 //                    wait_group 0 and promote (DeepGEMM's: the two consumer warpgroups overlap each
@@ -230,6 +231,15 @@
 //                    interleaved): 94.6 / 88.0 / 96.9 / 90.9 against 89.3 / 86.9 / 95.0 / 86.7; at the widths the
 //                    waves choose 104.1 / 96.7 / 101.9 / 109.8 against 99.8 / 94.3 / 99.2 / 106.3. The default since
 //                    session23b, with SCALE_READ 3
+//   DESC_STEP        1: a k-block's k32 steps take its first step's descriptors + 2 (32 bytes on in the start address
+//                    field's 16-byte units; CUTLASS's descriptor iterator) instead of each built from its address;
+//                    2 (with SCALE_READ 3; elsewhere as 1): also the next k-block's first descriptors built under this
+//                    k-block's wgmmas, after its slot's wait, so the loop's top is the fence and four back-to-back
+//                    QGMMAs (the ring index's modulo and the descriptor masks no longer between the promotion and the
+//                    issue). Measured (session23e, % of cuBLASLt interleaved, 2 against 0): tune shapes at the widths
+//                    the waves choose 107.6 / 104.1 / 103.5 / 121.4 against 103.1 / 100.3 / 101.5 / 113.5, at BN 128
+//                    97.2 / 95.8 / 100.1 / 92.8 against 96.0 / 94.0 / 99.3 / 93.2; DeepSeek-V3 at M >= 1024 92.8-129.4
+//                    (geomean 108.1) against 92.5-134.0 (106.6) in the run before it. 2 is the default since
 //   SCALE_B_TILE     (SCALE_SMEM 2) 1: B's scales come once per work unit: the producer bulk-copies the unit's run of
 //                    its n-block's row (whole 16-byte groups) with the unit's first slot, into one of two row
 //                    buffers by the unit's parity, instead of 16 bytes with every k-block's slot (DeepGEMM loads B's
