@@ -109,6 +109,11 @@
 //                       deterministic, no float atomics)
 //   B_KMAJOR            not a tuning knob: the layout (nt: 1)      nt within +-1% of nn (same bytes, same
 //                                                                  swizzle, no transpose bit)
+//   UNIFORM_A           1: the consumer index told warp-uniform    stage 15 gained 1-5 points of cuBLASLt
+//                       (a shuffle from lane 0): A's descriptors   with each (session23, 23e); here a k-tile's
+//                       in uniform registers, no R2UR              wgmmas are issued before the previous one
+//   DESC_STEP           1: each k16 step's descriptors the first   is waited for, so the issue is mostly
+//                       step's + a constant (CUTLASS's iterator)   hidden: +0..+1% predicted
 //
 // Run it alone: python run.py variant=[cublas,wgmma_ws] precision=bf16 sizes.square=[4096,8192]
 //   (layout nt: add layouts=[nt]; Llama-3 70B prefill: sizes=llm 'sizes.model_names=[llama3_70b]'
@@ -170,6 +175,18 @@
 #ifndef PRODUCER_SCHEDULES  // 0: every role walks the tiles itself (the measured kernel); 1: the producer hands them out
 #define PRODUCER_SCHEDULES 0
 #endif
+// UNIFORM_A: 1 the consumer warpgroup's index read through a shuffle from lane 0 (hopper::warp_uniform), so ptxas
+// computes A's wgmma descriptors in uniform registers (stage 15's define); 0 as derived from the thread index
+#ifndef UNIFORM_A
+#define UNIFORM_A 0
+#endif
+// DESC_STEP: 1 a k-tile's k16 steps take its first step's descriptors plus a constant (A and K-major B: 32 bytes,
+// N-major B: 2 KB, in the start address field's 16-byte units; CUTLASS's descriptor iterator); 0 each built
+// from its address
+#ifndef DESC_STEP
+#define DESC_STEP 0
+#endif
+static_assert((UNIFORM_A == 0 || UNIFORM_A == 1) && (DESC_STEP == 0 || DESC_STEP == 1), "UNIFORM_A, DESC_STEP: 0 or 1");
 
 namespace {
 
@@ -397,7 +414,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     const uint32_t cta_rank = 0;
 #endif
 #endif
-    const int consumer = warpgroup - 1;  // which m64 slice of the tile
+    // which m64 slice of the tile (UNIFORM_A 1: told warp-uniform, so A's descriptors stay in uniform registers)
+    const int consumer = UNIFORM_A ? warp_uniform(warpgroup - 1) : warpgroup - 1;
     const int local_tid = tid % 128;
     const int warp = local_tid / 32;
     const int lane = tid % 32;
@@ -477,8 +495,16 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
         const uint32_t b_base = smem_u32(smem + slot * kStageBytes + kTileABytes);
         fence_accumulators(acc);
         wgmma_fence();
+        // DESC_STEP: the first step's descriptors, the others these + a constant (no carry below 256 KB)
+        [[maybe_unused]] const uint64_t desc_a0 = make_desc_sw128(a_base, 16, 1024);
+        [[maybe_unused]] const uint64_t desc_b0 =
+            B_KMAJOR ? make_desc_sw128(b_base, 16, 1024) : make_desc_sw128(b_base, kBChunkBytes, 1024);
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk) {
+#if DESC_STEP
+          const uint64_t desc_a = desc_a0 + 2 * kk;
+          const uint64_t desc_b = desc_b0 + (B_KMAJOR ? 2 : 128) * kk;
+#else
           const uint64_t desc_a = make_desc_sw128(a_base + kk * 32, 16, 1024);
 #if B_KMAJOR
           // B as A: BN rows (N) of 128 bytes (K), 8-row atoms 1024 B apart; k16 = 32 bytes on; no transpose
@@ -486,6 +512,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 #else
           // B N-major: 64-column chunks kBChunkBytes apart, 8-row K groups 1024 B apart; k16 = 2 groups on
           const uint64_t desc_b = make_desc_sw128(b_base + kk * 2 * 1024, kBChunkBytes, 1024);
+#endif
 #endif
           wgmma_m64k16<BN, B_KMAJOR ? 0 : 1, TIN>(acc, desc_a, desc_b, 1);
         }
