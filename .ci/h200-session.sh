@@ -220,11 +220,11 @@ for stage in "$@"; do case $stage in
   # projections at 4096 and 16384 tokens
   tune_ws_nt) step tune_ws_nt 360 python3 run.py -m variant=wgmma_ws precision=bf16 "layouts=[nt]" "sizes.square=[4096,6144,8192]" \
              sizes.shapes=[] measure.max_time_s=1.5 run.fail_on_error=false $Q \
-             'variant.wgmma_ws.cuda.defines={RASTER:0,STREAM_K:0,PRODUCER_SCHEDULES:0},{PRODUCER_SCHEDULES:1},{RASTER:1},{RASTER:2},{GRID_CTAS:0},{PRODUCER_SCHEDULES:1,STREAM_K:1,GRID_CTAS:0},{PRODUCER_SCHEDULES:1,STREAM_K:1,GRID_CTAS:0,RASTER:2}' \
+             'variant.wgmma_ws.cuda.defines={RASTER:0,STREAM_K:0,PRODUCER_SCHEDULES:0},{PRODUCER_SCHEDULES:1},{RASTER:1},{RASTER:2},{GRID_CTAS:0},{PRODUCER_SCHEDULES:1,STREAM_K:1,GRID_CTAS:0},{PRODUCER_SCHEDULES:1,STREAM_K:1,GRID_CTAS:0,RASTER:2},{UNIFORM_A:1,DESC_STEP:1}' \
              run.name=tune_ws_nt hydra.sweep.dir=$REF/tune_ws_nt
            step llama70b_ws_nt 480 python3 run.py -m variant=wgmma_ws precision=bf16 "layouts=[nt]" sizes=llm \
              "sizes.model_names=[llama3_70b]" "sizes.tokens=[4096,16384]" measure.max_time_s=1.5 run.fail_on_error=false $Q \
-             'variant.wgmma_ws.cuda.defines={RASTER:0,STREAM_K:0,PRODUCER_SCHEDULES:0},{PRODUCER_SCHEDULES:1},{RASTER:1},{RASTER:2},{GRID_CTAS:0},{PRODUCER_SCHEDULES:1,STREAM_K:1,GRID_CTAS:0},{PRODUCER_SCHEDULES:1,STREAM_K:1,GRID_CTAS:0,RASTER:2}' \
+             'variant.wgmma_ws.cuda.defines={RASTER:0,STREAM_K:0,PRODUCER_SCHEDULES:0},{PRODUCER_SCHEDULES:1},{RASTER:1},{RASTER:2},{GRID_CTAS:0},{PRODUCER_SCHEDULES:1,STREAM_K:1,GRID_CTAS:0},{PRODUCER_SCHEDULES:1,STREAM_K:1,GRID_CTAS:0,RASTER:2},{UNIFORM_A:1,DESC_STEP:1}' \
              run.name=llama70b_ws_nt hydra.sweep.dir=$REF/llama70b_ws_nt ;;
   # issue 20: stage 13 (FP8, unvalidated until this passes): correctness at every size, layouts, baseline
   hopper_fp8) step gpu_hopper_fp8 300 python3 -m pytest -m gpu tests/test_gpu_hopper_fp8.py -q -rA -s -p no:cacheprovider ;;

@@ -44,7 +44,7 @@ VARIANT = "wgmma_ws"
 # PRODUCER_SCHEDULES 1 alone measures what the producer-only schedule costs; stream-K needs it.
 WS_NT_SWEEP = ["{RASTER:0,STREAM_K:0,PRODUCER_SCHEDULES:0}", "{PRODUCER_SCHEDULES:1}", "{RASTER:1}", "{RASTER:2}",
                "{GRID_CTAS:0}", "{PRODUCER_SCHEDULES:1,STREAM_K:1,GRID_CTAS:0}",
-               "{PRODUCER_SCHEDULES:1,STREAM_K:1,GRID_CTAS:0,RASTER:2}"]
+               "{PRODUCER_SCHEDULES:1,STREAM_K:1,GRID_CTAS:0,RASTER:2}", "{UNIFORM_A:1,DESC_STEP:1}"]
 H200_SMS = 132
 SMEM_OPTIN = 232448  # sm_90's 227 KB per block
 LLAMA_PREFILL = ["sizes=llm", "sizes.model_names=[llama3_70b]", "sizes.tokens=[4096,16384]"]
@@ -355,6 +355,10 @@ EMULATED = [
     ("nt", EMU + PS + ",RASTER:2", [(300, 1032, 64)], 4, 1),
     ("nt", EMU + SK + ",RASTER:2", [SK_SHAPE], 3, 2),
     ("nn", EMU + SK + ",EPI_TMA:0", [SK_SHAPE], 3, 2),
+    # the issue path's defines (A's descriptors uniform, each k16 step's the first's + a constant: 32 bytes for A
+    # and K-major B, 2 KB for N-major B) at both layouts
+    ("nt", EMU + ",UNIFORM_A:1,DESC_STEP:1", EDGES, 2, 1),
+    ("nn", EMU + ",UNIFORM_A:1,DESC_STEP:1", EDGES, 2, 1),
 ]
 
 
