@@ -230,7 +230,7 @@ for stage in "$@"; do case $stage in
   hopper_fp8) step gpu_hopper_fp8 300 python3 -m pytest -m gpu tests/test_gpu_hopper_fp8.py -q -rA -s -p no:cacheprovider ;;
   tune_fp8) step tune_wgmma_fp8 300 python3 run.py -m variant=wgmma_fp8 precision=fp8 "layouts=[nt]" measure.fp8_scaling=tensor \
              "sizes.square=[4096,8192]" sizes.shapes=[] "measure.baseline=[cublaslt]" measure.max_time_s=1.5 $Q \
-             'variant.wgmma_fp8.cuda.defines={STAGES:3,EPI_TMA:1},{STAGES:4,EPI_TMA:0},{STAGES:3,EPI_TMA:0},{GROUP_M:16},{BN:128,STAGES:4}' \
+             'variant.wgmma_fp8.cuda.defines={STAGES:3,EPI_TMA:1},{STAGES:4,EPI_TMA:0},{STAGES:3,EPI_TMA:0},{GROUP_M:16},{BN:128,STAGES:4},{UNIFORM_A:1,DESC_STEP:1}' \
              run.name=tune_wgmma_fp8 hydra.sweep.dir=$REF/tune_wgmma_fp8 ;;
   fp8_scaled)  # issue 30: cuBLASLt's Hopper FP8 scale modes (rowcol = OUTER_VEC_32F, block = DeepSeek-V3's
            # VEC128_32F x BLK128x128_32F through nvmath's raw bindings) beside per-tensor: the GPU tests

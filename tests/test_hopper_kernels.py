@@ -313,6 +313,7 @@ FP8_SWEEP = [
     "{STAGES:3,EPI_TMA:0}",
     "{GROUP_M:16}",
     "{BN:128,STAGES:4}",
+    "{UNIFORM_A:1,DESC_STEP:1}",  # stage 15's issue-path defines (issue 32; not yet measured)
 ]
 FP8_BASE = ["variant=wgmma_fp8", "precision=fp8", "layouts=[nt]"]
 

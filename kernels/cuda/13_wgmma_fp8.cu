@@ -24,6 +24,9 @@
 //                0: direct 32-bit global stores from the accumulators, no staging the TMA store buys 7-15%,
 //                tile (frees 64 KB of shared memory for a 4th stage)              more than a 4th stage
 //   GROUP_M      tile rows per group of the persistent grouped raster (L2 reuse)  16: 104.5 / 99.2 (no change)
+//   UNIFORM_A    1: the consumer index told warp-uniform: A's descriptors in       not yet measured (issue 32);
+//                uniform registers, no R2UR                                       stage 15 gained 1-5 points
+//   DESC_STEP    1: each k32 step's descriptors the first's + 2                    of cuBLASLt with each
 //   BN           128 or 256 columns per tile (wgmma N)                            128 (4 stages): 102.4 / 100.8
 //                                                                                 (8192 unreliable: noise 5.7%)
 // Standalone in the same session (standalone_fp8): 1340 TFLOP/s at 4096 and 1243 at 8192 against
@@ -69,6 +72,17 @@
 #ifndef CONSUMER_REGS
 #define CONSUMER_REGS 232
 #endif
+// UNIFORM_A: 1 the consumer warpgroup's index read through a shuffle from lane 0 (hopper::warp_uniform), so ptxas
+// computes A's wgmma descriptors in uniform registers (stage 15's define); 0 as derived from the thread index
+#ifndef UNIFORM_A
+#define UNIFORM_A 0
+#endif
+// DESC_STEP: 1 a k-tile's k32 steps take its first step's descriptors + 2 (32 bytes on in the start address
+// field's 16-byte units; CUTLASS's descriptor iterator); 0 each built from its address
+#ifndef DESC_STEP
+#define DESC_STEP 0
+#endif
+static_assert((UNIFORM_A == 0 || UNIFORM_A == 1) && (DESC_STEP == 0 || DESC_STEP == 1), "UNIFORM_A, DESC_STEP: 0 or 1");
 
 namespace {
 
@@ -175,7 +189,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   } else {
     // ---------------------------------------------------------------- consumer warpgroups
     setmaxnreg_inc<CONSUMER_REGS>();
-    const int consumer = warpgroup - 1;  // which m64 slice of the tile
+    // which m64 slice of the tile (UNIFORM_A 1: told warp-uniform, so A's descriptors stay in uniform registers)
+    const int consumer = UNIFORM_A ? warp_uniform(warpgroup - 1) : warpgroup - 1;
     const int local_tid = tid % 128;
     const int warp = local_tid / 32;
     const int lane = tid % 32;
@@ -206,11 +221,14 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
         const uint32_t b_base = smem_u32(smem + slot * kStageBytes + kTileABytes);
         fence_accumulators(acc);
         wgmma_fence();
+        [[maybe_unused]] const uint64_t desc_a0 = make_desc_sw128(a_base, 16, 1024);
+        [[maybe_unused]] const uint64_t desc_b0 = make_desc_sw128(b_base, 16, 1024);
 #pragma unroll
         for (int kk = 0; kk < BK / 32; ++kk) {
-          // Both K-major, 128-byte rows, 8-row swizzle atoms 1024 B apart; k32 = 32 bytes on.
-          const uint64_t desc_a = make_desc_sw128(a_base + kk * 32, 16, 1024);
-          const uint64_t desc_b = make_desc_sw128(b_base + kk * 32, 16, 1024);
+          // Both K-major, 128-byte rows, 8-row swizzle atoms 1024 B apart; k32 = 32 bytes on (DESC_STEP: + 2 in the
+          // start address field's 16-byte units, no carry below 256 KB)
+          const uint64_t desc_a = DESC_STEP ? desc_a0 + 2 * kk : make_desc_sw128(a_base + kk * 32, 16, 1024);
+          const uint64_t desc_b = DESC_STEP ? desc_b0 + 2 * kk : make_desc_sw128(b_base + kk * 32, 16, 1024);
           wgmma_m64k32<BN, TIN>(acc, desc_a, desc_b, 1);
         }
         wgmma_commit();
