@@ -175,17 +175,9 @@
 #ifndef PRODUCER_SCHEDULES  // 0: every role walks the tiles itself (the measured kernel); 1: the producer hands them out
 #define PRODUCER_SCHEDULES 0
 #endif
-// UNIFORM_A: 1 the consumer warpgroup's index read through a shuffle from lane 0 (hopper::warp_uniform), so ptxas
-// computes A's wgmma descriptors in uniform registers (stage 15's define); 0 as derived from the thread index
-#ifndef UNIFORM_A
-#define UNIFORM_A 0
-#endif
-// DESC_STEP: 1 a k-tile's k16 steps take its first step's descriptors plus a constant (A and K-major B: 32 bytes,
-// N-major B: 2 KB, in the start address field's 16-byte units; CUTLASS's descriptor iterator); 0 each built
-// from its address
-#ifndef DESC_STEP
-#define DESC_STEP 0
-#endif
+// UNIFORM_A, DESC_STEP (hopper/issue_path.cuh): A's descriptors in uniform registers; each k16 step's descriptors
+// the first's advanced by its bytes (A and K-major B: 32, N-major B: 2 KB)
+#include "hopper/issue_path.cuh"
 static_assert((UNIFORM_A == 0 || UNIFORM_A == 1) && (DESC_STEP == 0 || DESC_STEP == 1), "UNIFORM_A, DESC_STEP: 0 or 1");
 
 namespace {
@@ -502,8 +494,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk) {
 #if DESC_STEP
-          const uint64_t desc_a = desc_a0 + 2 * kk;
-          const uint64_t desc_b = desc_b0 + (B_KMAJOR ? 2 : 128) * kk;
+          const uint64_t desc_a = desc_advance(desc_a0, 32 * kk);
+          const uint64_t desc_b = desc_advance(desc_b0, (B_KMAJOR ? 32 : 2048) * kk);
 #else
           const uint64_t desc_a = make_desc_sw128(a_base + kk * 32, 16, 1024);
 #if B_KMAJOR

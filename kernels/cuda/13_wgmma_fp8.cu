@@ -72,16 +72,9 @@
 #ifndef CONSUMER_REGS
 #define CONSUMER_REGS 232
 #endif
-// UNIFORM_A: 1 the consumer warpgroup's index read through a shuffle from lane 0 (hopper::warp_uniform), so ptxas
-// computes A's wgmma descriptors in uniform registers (stage 15's define); 0 as derived from the thread index
-#ifndef UNIFORM_A
-#define UNIFORM_A 0
-#endif
-// DESC_STEP: 1 a k-tile's k32 steps take its first step's descriptors + 2 (32 bytes on in the start address
-// field's 16-byte units; CUTLASS's descriptor iterator); 0 each built from its address
-#ifndef DESC_STEP
-#define DESC_STEP 0
-#endif
+// UNIFORM_A, DESC_STEP (hopper/issue_path.cuh): A's descriptors in uniform registers; each k32 step's descriptors
+// the first's advanced by 32 bytes
+#include "hopper/issue_path.cuh"
 static_assert((UNIFORM_A == 0 || UNIFORM_A == 1) && (DESC_STEP == 0 || DESC_STEP == 1), "UNIFORM_A, DESC_STEP: 0 or 1");
 
 namespace {
@@ -225,10 +218,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
         [[maybe_unused]] const uint64_t desc_b0 = make_desc_sw128(b_base, 16, 1024);
 #pragma unroll
         for (int kk = 0; kk < BK / 32; ++kk) {
-          // Both K-major, 128-byte rows, 8-row swizzle atoms 1024 B apart; k32 = 32 bytes on (DESC_STEP: + 2 in the
-          // start address field's 16-byte units, no carry below 256 KB)
-          const uint64_t desc_a = DESC_STEP ? desc_a0 + 2 * kk : make_desc_sw128(a_base + kk * 32, 16, 1024);
-          const uint64_t desc_b = DESC_STEP ? desc_b0 + 2 * kk : make_desc_sw128(b_base + kk * 32, 16, 1024);
+          // Both K-major, 128-byte rows, 8-row swizzle atoms 1024 B apart; k32 = 32 bytes on
+          const uint64_t desc_a = DESC_STEP ? desc_advance(desc_a0, 32 * kk) : make_desc_sw128(a_base + kk * 32, 16, 1024);
+          const uint64_t desc_b = DESC_STEP ? desc_advance(desc_b0, 32 * kk) : make_desc_sw128(b_base + kk * 32, 16, 1024);
           wgmma_m64k32<BN, TIN>(acc, desc_a, desc_b, 1);
         }
         wgmma_commit();

@@ -363,17 +363,10 @@
 #ifndef SPLIT_TAIL
 #define SPLIT_TAIL 0
 #endif
-// UNIFORM_A: 1 the consumer warpgroup's index is read through a shuffle from lane 0, so that ptxas knows it
-// warp-uniform and computes A's wgmma descriptors in uniform registers; 0 as derived from the thread index
-#ifndef UNIFORM_A
-#define UNIFORM_A 0
-#endif
-// DESC_STEP: 1 a k-block's k32 steps take the first step's descriptors plus 2 (32 bytes on: the start address
-// field counts 16-byte units; no carry below 256 KB), as CUTLASS's descriptor iterator; 0 each built from its address;
-// 2 (with SCALE_READ 3) also the next k-block's first descriptors built under this k-block's wgmmas, after its slot's wait
-#ifndef DESC_STEP
-#define DESC_STEP 0
-#endif
+// UNIFORM_A, DESC_STEP (hopper/issue_path.cuh): A's descriptors in uniform registers; each k32 step's descriptors the
+// first's advanced by 32 bytes, and with DESC_STEP 2 (and SCALE_READ 3) the next k-block's first ones built under this
+// k-block's wgmmas, after its slot's wait
+#include "hopper/issue_path.cuh"
 
 namespace {
 
@@ -878,12 +871,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       return {make_desc_sw128(a_base, 16, 1024), make_desc_sw128(b_base, 16, 1024)};
     };
     // DESC_STEP: issue the k-block whose first step's descriptors are `d` into `partial`, each k32 step's the
-    // first's + 2 (32 bytes on in the start address field's 16-byte units)
+    // first's advanced by 32 bytes
     [[maybe_unused]] auto issue_descs = [&](float(&partial)[kAccum], Descs d, bool chain) {
       fence_accumulators(partial);  // the last promotion's reads of it come first
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < BK / 32; ++kk) wgmma_m64k32<BN, TIN>(partial, d.a + 2 * kk, d.b + 2 * kk, (kk > 0 || chain) ? 1 : 0);
+      for (int kk = 0; kk < BK / 32; ++kk)
+        wgmma_m64k32<BN, TIN>(partial, desc_advance(d.a, 32 * kk), desc_advance(d.b, 32 * kk), (kk > 0 || chain) ? 1 : 0);
       wgmma_commit();
       if (kOrdered) named_barrier_arrive(consumer == 0 ? kIssuedBar0 : kIssuedBar1, 256);
     };

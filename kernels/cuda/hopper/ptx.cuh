@@ -345,6 +345,11 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
 #endif  // GEMMLAB_HOST_EMULATION
 
 namespace hopper {
+// A wgmma descriptor `bytes` further on in shared memory (the next k-step of a swizzled row, or the next N-major
+// chunk): its start address field counts 16-byte units in its low 14 bits, and shared addresses stay below 256 KB,
+// so the add never carries out of the field (DESC_STEP; on the device and in the host emulation)
+__device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
+
 // The split-K / stream-K fixup's hand-over (stages 12 and 15; on the device and in the host emulation):
 // this thread's FP32 accumulators stored to its float4s of the warpgroup's partial (`mine`: 128 x 16 bytes
 // apart, coalesced), the warpgroup's stores ordered before thread 0's acq_rel arrival on `counter` by a
