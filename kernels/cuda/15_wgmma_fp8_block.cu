@@ -82,7 +82,14 @@
 //                    1024 x 2112 x 7168, 264 tiles for 136: 100.1% of cuBLASLt), so nvcc never sees BN 0.
 //                    Below one row of tiles (m < BM) 64 iff 4 x tiles(128) <= sm_count: there B's stream sets
 //                    the time, and 64 won at 2-32 tiles of 128 and lost at 56 (session16 against session15b)
-//                    An override {BN:64} or {BN:128} builds that width at every point
+//                    An override {BN:64} or {BN:128} builds that width at every point. 256 (an override, {BN:256},
+//                    written in session23, not yet measured): 128 x 256 tiles, each k-block's wgmmas in two 128-column
+//                    halves through one m64n128 partial of 64 registers (half 0 issued, waited for, promoted with B's
+//                    first scale, then half 1 with the second), so the 128 accumulator registers fit beside it as BN
+//                    192's 96 + 96 do; 3 stages with the TMA-store epilogue (211 KB). Why: a 128-wide k-block still
+//                    takes 647 cycles against cuBLASLt's 609 with L2 throughput at 84% (session23c), and a 256-wide
+//                    tile loads A once for twice the columns: 48 KB a k-block for two 128-wide tiles' work, not 64.
+//                    CLUSTER_M 1, SPLIT_K 1, WG_ORDER 0, DIAG 0 only
 //   SCALE_SMEM       3: the producer's warps 1..SCALE_WARPS copy each k-block's scales into the slot with
 //                    cp.async (16 bytes a lane: the tile's 128 A scales in one instruction of a warp, by the
 //                    load/store unit, not the TMA engine, whose queue they delayed in SCALE_SMEM 2), then
@@ -380,6 +387,10 @@ constexpr int kOutChunks = BN / 64;               // 64-column boxes of C per co
 constexpr int kCBoxBytes = 64 * 64 * 2;           // one TMA box of C: 64 rows x 64 bf16 columns
 constexpr int kStagingBytes = EPI_TMA ? kOutChunks * kCBoxBytes : 0;  // one consumer's 64 x BN tile
 constexpr int kAccum = BN / 2;
+// BN 256: a k-block's wgmmas in two 128-column halves through one partial of 64 registers (m64n128), each half
+// promoted before the next is issued, so the accumulator's 128 registers and the partial's 64 fit as BN 192's do
+constexpr int kHalves = BN == 256 ? 2 : 1;
+constexpr int kPartial = kAccum / kHalves;
 // BN 192: a tile straddles two 128-column scale blocks of B (its columns from n0 = 192 j: 128 + 64 when n0 is
 // on a block boundary, 64 + 128 when it is 64 past one), so each k-block has two B scales; BN 160 likewise
 // (n0 = 160 j: 128 + 32, 96 + 64, 64 + 96 or 32 + 128 columns)
@@ -401,8 +412,12 @@ constexpr int kBShareRows = BN / CLUSTER_M;
 static_assert(BM == 64 || BM == 128 || BM == 192, "one to three consumer warpgroups of m64");
 static_assert(BK == kScaleBlock, "a k-tile is one scale block: one promotion per k-tile");
 static_assert(BN != 0, "BN 0 (by waves) is the YAML's: its point_defines pass 64, 128 or 192, never 0");
-static_assert(BN == 64 || BN == 128 || BN == 160 || BN == 192,
-              "BN 64 or 128 (inside one 128-column scale block of B) or 160, 192 (across two: two B scales a k-block)");
+static_assert(BN == 64 || BN == 128 || BN == 160 || BN == 192 || BN == 256,
+              "BN 64 or 128 (inside one 128-column scale block of B) or 160, 192, 256 (across two: two B scales a k-block)");
+// BN 256 is written for the plain persistent loop: one CTA a cluster, whole tiles, the scales read after the slot's
+// wait, no ordered turns, no diagnostics
+static_assert(BN != 256 || (CLUSTER_M == 1 && SPLIT_K == 1 && WG_ORDER == 0 && DIAG == 0),
+              "BN 256: CLUSTER_M 1, SPLIT_K 1, WG_ORDER 0 and DIAG 0");
 // the TMA-store epilogue stores whole 64-column boxes of C: BN 160's last 32 columns go from registers
 // BN 192 is written for the producer's bulk copies of the scales and the non-overlapped promotion (two partials
 // of 96 registers with the accumulator's 96 would not fit), not for SCALE_B_TILE's row buffers
@@ -565,7 +580,7 @@ struct KBlockScales {
 // hold columns 8j..8j+7, so columns 0-63 (j < 8) take B's first scale, 128-191 (j >= 16) the second, and
 // 64-127 the first where the tile starts on a block boundary, else the second (`mid_second`). BN 160: the
 // first `first_cols` columns (32, 64, 96 or 128: whole 32-column chunks) take the first, the rest the second.
-__device__ __forceinline__ void promote(float (&acc)[kAccum], const float (&partial)[kAccum], KBlockScales s,
+[[maybe_unused]] __device__ __forceinline__ void promote(float (&acc)[kAccum], const float (&partial)[kAccum], KBlockScales s,
                                         bool mid_second = false, int first_cols = kScaleBlock) {
   const float s0 = s.a0 * s.b, s1 = s.a1 * s.b;
   if constexpr (BN == 160) {
@@ -950,7 +965,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     };
 
     float acc[kAccum];  // the FP32 main accumulator: sum over k-blocks of scale * partial
-    float part0[kAccum];
+    float part0[kPartial];
 #if PROMOTE_OVERLAP
     float part1[kAccum];
 #endif
@@ -1015,7 +1030,33 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int i = 0; i < kAccum; ++i) acc[i] = 0.0f;
 
-#if PROMOTE_OVERLAP
+#if BN == 256
+      // Each k-block in two 128-column halves of B's tile (rows 128-255 of the slot's B 16 KB on), through the one
+      // partial: half h's four m64n128k32 wgmmas, wait, its promotion into acc[64 h .. 64 h + 63] with B's scale of
+      // n-block nb + h (the fragments of the two halves side by side are m64n256's: the epilogue stores them as one)
+      for (int kb = kb_begin; kb < kb_end; ++kb, ++it) {
+        wait_full(it);
+        const KBlockScales s = scales_of(it, r0, nb, kb);
+        const Descs d = descs_of(it);
+#pragma unroll
+        for (int h = 0; h < kHalves; ++h) {
+          fence_accumulators(part0);  // the last promotion's reads of it come first
+          wgmma_fence();
+#pragma unroll
+          for (int kk = 0; kk < BK / 32; ++kk)
+            wgmma_m64k32<128, TIN>(part0, desc_advance(d.a, 32 * kk), desc_advance(d.b, h * 128 * 128 + 32 * kk),
+                                   kk > 0 ? 1 : 0);
+          wgmma_commit();
+          wgmma_wait<0>();
+          fence_accumulators(part0);
+          if (h == kHalves - 1) release(it);
+          const float sb = h ? s.b1 : s.b;
+          const float s0 = s.a0 * sb, s1 = s.a1 * sb;
+#pragma unroll
+          for (int i = 0; i < kPartial; ++i) acc[h * kPartial + i] += ((i % 4) < 2 ? s0 : s1) * part0[i];
+        }
+      }
+#elif PROMOTE_OVERLAP
       // k-block kb was issued into `done`; with `issue_next`, issue kb + 1 into `next` and wait for kb
       // only (wait_group 1), so the promotion of kb runs while kb + 1 does. The scales of kb + 1 are
       // loaded there, used one step later. The loop's steps always issue and the last one or two are
