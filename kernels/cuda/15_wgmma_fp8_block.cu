@@ -89,7 +89,9 @@
 //                    192's 96 + 96 do; 3 stages with the TMA-store epilogue (211 KB). Why: a 128-wide k-block still
 //                    takes 647 cycles against cuBLASLt's 609 with L2 throughput at 84% (session23c), and a 256-wide
 //                    tile loads A once for twice the columns: 48 KB a k-block for two 128-wide tiles' work, not 64.
-//                    CLUSTER_M 1, SPLIT_K 1, WG_ORDER 0, DIAG 0 only
+//                    CLUSTER_M 1, SPLIT_K 1, WG_ORDER 0, DIAG 0 only. Its loop is its own: each k-block's scales read
+//                    after its slot's wait (SCALE_READ 1's place) and its descriptors stepped (DESC_STEP 1's), whatever
+//                    SCALE_READ and DESC_STEP say (a row's defines show the YAML's values, not these)
 //   SCALE_SMEM       3: the producer's warps 1..SCALE_WARPS copy each k-block's scales into the slot with
 //                    cp.async (16 bytes a lane: the tile's 128 A scales in one instruction of a warp, by the
 //                    load/store unit, not the TMA engine, whose queue they delayed in SCALE_SMEM 2), then
