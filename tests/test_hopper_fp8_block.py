@@ -82,8 +82,11 @@ FP8_BLOCK_SWEEP = [
     "{DESC_STEP:0}",
     "{DESC_STEP:1}",
     # 128 x 256 tiles, each k-block in two 128-column halves through one 64-register partial (3 stages with the
-    # TMA-store epilogue): a quarter fewer operand bytes per FLOP than 128 x 128 (not yet measured)
+    # TMA-store epilogue): a quarter fewer operand bytes per FLOP than 128 x 128 (session24: ahead of 128 x 192 at
+    # shared_gate_up and shared_down; taken by waves since); its loop with the next k-block's wait and scale reads
+    # under the second half's wgmmas (SCALE_READ 3, the default) and at the k-block's top (1: session24's build)
     "{BN:256}",
+    "{BN:256,SCALE_READ:1}",
 ]
 # The entries built at both widths (BUILD_SHAPES[1], where the waves choose 64, too): the defaults (their
 # measured SASS at each width) and the clusters (other code at each width); the others at the first shape only
@@ -91,10 +94,12 @@ FP8_BLOCK_SWEEP = [
 WIDTHS_BUILT = ("{PROMOTE_OVERLAP:0}", "{CLUSTER_M:2}", "{SCALE_READ:1,UNIFORM_A:0,DESC_STEP:0}", "{DESC_STEP:0}")
 
 
-# The tune's shapes (tune_fp8_block): the three large ones take BN 128 by waves, 1024 x 2112 x 7168 (136 tiles
-# of 128 x 128 on 132 SMs: a second wave of 4) BN 64; the sweep is built at one of each
+# The tune's shapes (tune_fp8_block): by waves the defaults take 192 at the first (the tail split at the second,
+# 256 at the third since session24), 1024 x 2112 x 7168 (136 tiles of 128 x 128 on 132 SMs: a second wave of 4)
+# BN 64; the sweep is built at a shape where the waves choose 192 (where an entry's build has it; 4096 x 7168 x
+# 7168 until session24, where they choose 256 now) and at 1024 x 2112 x 7168
 TUNE_SHAPES = [(4096, 36864, 7168), (4096, 7168, 16384), (4096, 7168, 2048), (1024, 2112, 7168)]
-BUILD_SHAPES = [(4096, 7168, 7168), (1024, 2112, 7168)]
+BUILD_SHAPES = [(4096, 36864, 7168), (1024, 2112, 7168)]
 H200_SMS = 132  # conf/device/h200.yaml's device.sm_count (the default device)
 EMU_SMS = 2  # the emulated device: its grid and its choice of BN
 
@@ -132,19 +137,34 @@ def _wide(p):
     return d.PROMOTE_OVERLAP == 0 and d.SCALE_SMEM == 2 and d.SCALE_B_TILE == 0
 
 
-def waves_bn(m, n, sms, bm=128, split=1, wide=True):
+def _wide256(p):
+    """Whether the point's build may take BN 256 by waves: as 192, and the plain persistent loop BN 256 is written
+    for (one CTA a cluster, no ordered turns, no diagnostics) with two consumer warpgroups (BM 128)."""
+    d = p.variant_cfg.cuda.defines
+    return _wide(p) and d.CLUSTER_M == 1 and d.WG_ORDER == 0 and d.DIAG == 0 and d.BM == 128
+
+
+def waves_bn(m, n, sms, bm=128, split=1, wide=True, wide256=None):
     """The rule in words: a persistent grid takes ceil(units / SMs) waves (units: tiles x the split), a
     64-wide tile ~0.8 of a 128-wide one's time, a 192-wide one ~4/3 (session21: 1.31-1.37 where the waves
     of both were full); the width whose waves cost least (ties: 128), 192 only unsplit from one full row of
     tiles on and where its tiles take more than one wave (88 of them on 132 SMs lost to 264 of 64: session21),
     and only where the kernel builds it (``wide``: the bulk-copied scales, the non-overlapped promotion).
+    A 256-wide tile ~37/20 of a 128-wide one's time (session24: {BN:256} won where its waves cost less by that
+    and lost where they did not), taken unsplit from one full row of tiles on where it costs less than every
+    other width and the kernel builds it (``wide256``, by default ``wide`` at BM 128).
     Below one row of tiles (m < bm) unsplit, where B's stream sets the time, BN 64 iff the 128-wide tiles
     busy at most a quarter of the SMs."""
     if m < bm and split == 1:
         return 64 if 4 * math.ceil(n / 128) <= sms else 128
-    tiles = {bn: math.ceil(m / bm) * math.ceil(n / bn) for bn in (64, 128, 192)}
+    tiles = {bn: math.ceil(m / bm) * math.ceil(n / bn) for bn in (64, 128, 192, 256)}
     waves = {bn: math.ceil(t * split / sms) for bn, t in tiles.items()}
-    cost = {64: Fraction(4, 5) * waves[64], 128: waves[128], 192: Fraction(4, 3) * waves[192]}
+    cost = {64: Fraction(4, 5) * waves[64], 128: waves[128], 192: Fraction(4, 3) * waves[192],
+            256: Fraction(37, 20) * waves[256]}
+    if wide256 is None:
+        wide256 = wide and bm == 128
+    if wide256 and split == 1 and m >= bm and cost[256] < min(cost[64], cost[128], cost[192]):
+        return 256
     if wide and split == 1 and tiles[192] > sms and cost[192] < min(cost[64], cost[128]):
         return 192
     return 64 if cost[64] < cost[128] else 128
@@ -160,12 +180,12 @@ def split_k(m, n, k, sms, bm=128, bn=0, cluster_m=1):
     return max(fits) if fits and cluster_m == 1 else 1
 
 
-def tail_split(m, n, k, sms, bm=128, wide=True):
+def tail_split(m, n, k, sms, bm=128, wide=True, wide256=None):
     """The SPLIT_TAIL rule in words: 128 x 192 tiles with their last, partial wave split (r = T192 % SMs tiles,
     each into A = min(4, SMs // r) >= 2 runs of 16 k-blocks at least) where that costs less than the better
     unsplit width: a 192-wide tile 4/3 of a 128-wide one's time, a run 1/A of it, 0.45 of a 128-wide tile
-    for the runs' sum and the split build (fitted to session22e's four long-K wins); only where the kernel
-    builds 192 (``wide``)."""
+    for the runs' sum and the split build (fitted to session22e's four long-K wins), and than 256-wide tiles where
+    those are built (``wide256``: 37/20 of a 128-wide tile); only where the kernel builds 192 (``wide``)."""
     t192 = math.ceil(m / bm) * math.ceil(n / 192)
     r = t192 % sms
     if not wide or r == 0:
@@ -174,7 +194,11 @@ def tail_split(m, n, k, sms, bm=128, wide=True):
     if a < 2 or math.ceil(k / 128) // 16 < a:
         return False
     w128, w192 = math.ceil(math.ceil(m / bm) * math.ceil(n / 128) / sms), math.ceil(t192 / sms)
-    return Fraction(4, 3) * (t192 // sms + Fraction(1, a)) + Fraction(9, 20) < min(w128, Fraction(4, 3) * w192)
+    if wide256 is None:
+        wide256 = bm == 128
+    w256 = math.ceil(math.ceil(m / bm) * math.ceil(n / 256) / sms)
+    unsplit = min(w128, Fraction(4, 3) * w192, Fraction(37, 20) * w256 if wide256 and m >= bm else w128)
+    return Fraction(4, 3) * (t192 // sms + Fraction(1, a)) + Fraction(9, 20) < unsplit
 
 
 def rules(m, n, k, sms=None, bm=128, wide=True):
@@ -186,7 +210,7 @@ def rules(m, n, k, sms=None, bm=128, wide=True):
         return {"SPLIT_TAIL": 1, "SPLIT_K": 4, "BN": 192, "STAGES": 4, "SCALE_READ": 3}
     s = split_k(m, n, k, sms, bm)
     bn = waves_bn(m, n, sms, bm, s, wide)
-    return {"SPLIT_TAIL": 0, "SPLIT_K": s, "BN": bn, "STAGES": 4 if bn == 192 else 5, "SCALE_READ": 3}
+    return {"SPLIT_TAIL": 0, "SPLIT_K": s, "BN": bn, "STAGES": {192: 4, 256: 3}.get(bn, 5), "SCALE_READ": 3}
 
 
 # ---- rules -------------------------------------------------------------------------------------------
@@ -300,11 +324,13 @@ WAVES_CASES = {
     # 448 tiles: 4 waves (the last 0.4 full); 64: 7 x 0.8 = 5.6; 192: 3 x 4/3 = 4 (a tie); 192 with the last
     # wave's 40 tiles in 3 runs: 4/3 x (2 + 1/3) + 0.45 = 3.56
     (1024, 7168, 16384): 192,
-    (4096, 4096, 7168): 192,  # 1024 tiles: 8 waves; 192: 704 tiles, 6 x 4/3 = 8 (a tie); 44 in 3 runs: 7.56
+    # 1024 tiles: 8 waves; 192: 704 tiles, 6 x 4/3 = 8 (a tie); 44 in 3 runs: 7.56; 256: 512 tiles, 4 x 37/20 = 7.4
+    (4096, 4096, 7168): 256,
+    (4096, 7168, 2048): 256,  # 1792 tiles: 14 waves; 192: 10 x 4/3 = 13.3 (16 k-blocks: no tail split); 256: 7 x 37/20 = 12.95
     (4096, 2112, 7168): 192,  # 544 tiles: 5 waves (the last 0.1 full); 192: 352 tiles, 3 x 4/3 = 4 (88 left: 1 run)
 }
 WAVES_SPLITS = {(4096, 256, 7168): 2}  # the split rule's S where it is not 1
-WAVES_TAILS = {(4096, 7168, 16384), (1024, 7168, 16384), (4096, 4096, 7168)}  # split tails (then SPLIT_K 4)
+WAVES_TAILS = {(4096, 7168, 16384), (1024, 7168, 16384)}  # split tails (then SPLIT_K 4)
 
 
 def test_the_tile_width_follows_the_waves_on_the_device_configs_sms():
@@ -322,7 +348,7 @@ def test_the_tile_width_follows_the_waves_on_the_device_configs_sms():
         d = p.variant_cfg.cuda.defines
         assert p.sm_count == H200_SMS and d.BN == 0 and d.SPLIT_K == 0 and d.SPLIT_TAIL == -1
         assert tail == tail_split(m, n, k, H200_SMS) and (tail or s == split_k(m, n, k, H200_SMS)), (m, n, k)
-        stages = 4 if bn == 192 else 5
+        stages = {192: 4, 256: 3}.get(bn, 5)
         assert p.point_defines() == {"SPLIT_TAIL": int(tail), "SPLIT_K": s, "BN": bn, "STAGES": stages,
                                      "SCALE_READ": 3} == rules(m, n, k)
         assert _bn(p) == bn and (tail or bn == waves_bn(m, n, H200_SMS, split=s)), (m, n, k)
@@ -452,8 +478,12 @@ def test_the_split_rule_splits_moe_router_alone_at_1024_and_4096_tokens():
     pts = expand(compose_cfg([*BASE, "sizes=llm", "sizes.model_names=[deepseek_v3]", "sizes.tokens=[64,1024,4096]"]))
     ran = [p for p in pts if p.skip_reason is None and p.batch == 1]
     tails = {(p.shape_name.split(".")[1], p.m) for p in ran if p.point_defines()["SPLIT_TAIL"]}
+    # session22e's wins (and shared_gate_up at 4096 tokens until session24: 256-wide tiles cost less there)
     assert tails == {("attn_o", 64), ("attn_o", 1024), ("attn_o", 4096), ("dense_down", 64), ("dense_down", 1024),
-                     ("dense_down", 4096), ("dense_gate_up", 64), ("shared_gate_up", 4096)}  # session22e's wins
+                     ("dense_down", 4096), ("dense_gate_up", 64)}
+    # 256 wide (session24's wins as an override) at shared_gate_up and shared_down at 1024 and 4096 tokens
+    assert {(p.shape_name.split(".")[1], p.m) for p in ran if _bn(p) == 256} == {
+        ("shared_gate_up", 1024), ("shared_gate_up", 4096), ("shared_down", 1024), ("shared_down", 4096)}
     assert len(ran) == 3 * 9 and all(p.point_defines() == rules(p.m, p.n, p.k) for p in ran)
     ran_whole = [p for p in ran if (p.shape_name.split(".")[1], p.m) not in tails]
     assert all(_split(p) == split_k(p.m, p.n, p.k, H200_SMS) for p in ran_whole)
@@ -516,27 +546,30 @@ def test_the_build_the_kernel_name_and_the_row_carry_the_width_built():
         # every launch rule reads the width built: the persistent grid, shared memory, B's TMA box
         s = launch_shape(p, sm_count=H200_SMS)
         assert s.grid == (min(H200_SMS, -(-m // 128) * -(-n // bn) * (4 if tail else WAVES_SPLITS.get((m, n, k), 1))), 1, 1)
-        stages = 4 if bn == 192 else 5
-        # (BN 192: 4 stages, two 16-byte groups of B's scales a slot)
+        stages = {192: 4, 256: 3}.get(bn, 5)
+        # (BN 192: 4 stages, 256: 3, both two 16-byte groups of B's scales a slot)
         assert s.smem_bytes == (stages * (128 + bn) * 128 + 2 * 64 * bn * 2 + 1024 + 16 * stages
-                                + stages * (128 + 4 * (1 + (bn == 192))) * 4)
+                                + stages * (128 + 4 * (1 + (bn > 128))) * 4)
         env = p.expr_env()
         assert [evaluate(x, env) for x in p.variant_cfg.cuda.tensor_maps[1].box] == [bn, 128]
     # one build per width and split: the unsplit BN-128 points share theirs, the one the YAML's BN 128 made
     # before (same flags: its cubin stays cached) and {BN:128}'s; the split one (moe_router) its own
     assert builds[1024, 2112, 7168] != builds[4096, 7168, 16384] != builds[4096, 256, 7168] != builds[1024, 2112, 7168]
     # the tail-split ones share theirs, {SPLIT_K:4,SPLIT_TAIL:1,BN:192}'s (the build session22e measured)
-    assert builds[1024, 7168, 16384] == builds[4096, 4096, 7168] == builds[4096, 7168, 16384]
+    assert builds[1024, 7168, 16384] == builds[4096, 7168, 16384]
     assert builds[1024, 7168, 16384].flags == build_for(_point(4096, 7168, 16384, "{SPLIT_K:4,SPLIT_TAIL:1,BN:192}")).flags
     # the unsplit 192-wide ones share theirs, {BN:192,STAGES:4}'s (the build session21 measured)
     assert builds[4096, 36864, 7168] == builds[4096, 2112, 7168] != builds[4096, 7168, 16384]
     assert builds[4096, 36864, 7168].flags == build_for(_point(4096, 7168, 7168, "{BN:192,STAGES:4}")).flags
+    # the 256-wide ones share theirs, {BN:256}'s (3 stages by the YAML's rule)
+    assert builds[4096, 4096, 7168] == builds[4096, 7168, 2048] != builds[4096, 36864, 7168]
+    assert builds[4096, 4096, 7168].flags == build_for(_point(4096, 7168, 7168, "{BN:256}")).flags
 
 
 def test_the_sweep_entries_build_at_the_tune_shapes_what_they_did_or_by_waves():
     """An entry that fixes BN builds it at every tune shape; every other entry takes BN by waves, as the
     defaults do: 192 at the three large shapes since session21 (128 before, and still where the build has no
-    192: the overlapped promotion, the other scale modes, a split), 64 at 1024 x 2112 x 7168 (the case {BN:64}
+    192: the overlapped promotion, the other scale modes, a split; 256 at 4096 x 7168 x 2048 since session24), 64 at 1024 x 2112 x 7168 (the case {BN:64}
     was measured for), except with BM 64 (176 tiles of 64 x 192: 2 waves x 4/3, against 3 of 64 x 128 and 4 x 0.8
     of 64 x 64) and with a split (the waves of its units: 128 there)."""
     for defines in FP8_BLOCK_SWEEP:
@@ -545,18 +578,22 @@ def test_the_sweep_entries_build_at_the_tune_shapes_what_they_did_or_by_waves():
             bm, split = p.expr_env()["BM"], _split(p)
             # the split rule splits none of them: only an entry's own split, or the tail rule's (an entry that
             # sets no width, split or cluster, on the build that has 192: at 4096 x 7168 x 16384)
-            tail = not re.search(r"BN:|SPLIT_K:|CLUSTER_M:2|SPLIT_TAIL:0", defines) and tail_split(m, n, k, H200_SMS, bm, _wide(p))
+            tail = not re.search(r"BN:|SPLIT_K:|CLUSTER_M:2|SPLIT_TAIL:0", defines) and tail_split(m, n, k, H200_SMS, bm, _wide(p), _wide256(p))
             assert p.point_defines()["SPLIT_TAIL"] == int(tail), (defines, (m, n, k))
             assert bm == 64 or tail == (_wide(p) and "CLUSTER_M:2" not in defines and "BN:" not in defines
                                         and "SPLIT_TAIL:0" not in defines
                             and "SPLIT_K:" not in defines and (m, n, k) == (4096, 7168, 16384)), (defines, (m, n, k))
             assert split == (int(re.search(r"SPLIT_K:(\d+)", defines).group(1)) if "SPLIT_K:" in defines else 4 if tail else 1)
             fixed = re.search(r"BN:(\d+)", defines)
-            want = int(fixed.group(1)) if fixed else 192 if tail else waves_bn(m, n, H200_SMS, bm, split, _wide(p))
+            want = int(fixed.group(1)) if fixed else 192 if tail else waves_bn(m, n, H200_SMS, bm, split, _wide(p), _wide256(p))
             assert _bn(p) == want, (defines, (m, n, k))
             if "BN:" not in defines and not tail:  # split: 272 units of 128 at 1024 x 2112 (3 waves) against 528 of 64 (4)
-                # 192 unsplit where the build takes it, at the three large shapes (and with BM 64 at all four)
+                # 192 unsplit where the build takes it, at the three large shapes (and with BM 64 at all four); 256
+                # at 4096 x 7168 x 2048 where the build takes that (session24), and at 4096 x 7168 x 16384 where the
+                # tail is not split (7 waves x 37/20 against 10 x 4/3)
                 wide = 192 if _wide(p) and split == 1 else 128
+                if _wide256(p) and split == 1 and (m, n, k) in ((4096, 7168, 2048), (4096, 7168, 16384)):
+                    wide = 256
                 assert want == (64 if (m, n, k) == (1024, 2112, 7168) and bm == 128 and split == 1 else wide), (
                     defines, (m, n, k))
 
@@ -652,7 +689,13 @@ MEASURED_DEFAULT_SASS = {
     128: "9469c8126b96cec0adef02728f4cf0f83b1a73ed83d0f8487fc93a981d5abf79",
     64: "f6d91c20d82e65446ab1648159bb0d5ccd861bcd80b42b68b97583bd9f190f1b",
     192: "a686fa206029b8b512891f8cf101d42182917ce10a18ce608a4c3a2a43f9ad3e",
+    # BN 256 by waves since session24 (its loop with SCALE_READ 3: the next k-block's wait and scale reads under the
+    # second half's wgmmas)
+    256: "4c12ff05a36ae8a630e31f3cbff54c2dcfe993c29052d5464f23bb05e1557083",
 }
+# {BN:256} as session24 measured it (8a26b5c's loop, each k-block's scales read after its slot's wait at the top):
+# {BN:256,SCALE_READ:1} now
+SESSION24_BN256_SASS = "08089c557cb8c10cb8291d558bdda038903440ff0344d2df803dfba2dd9611de"
 # the default where the rule takes the tail split ({SPLIT_K:4,SPLIT_TAIL:1,BN:192}, 4 stages)
 MEASURED_TAIL_SASS = "3ae9ebaa589d3a596430172706fbf7193929399559d216cec7f4c28d53f50633"
 # {DESC_STEP:0}: the defaults session23b-23d measured (2f7ca07's {SCALE_READ:3,UNIFORM_A:1}; 80401e4's defaults)
@@ -698,11 +741,16 @@ def test_the_default_kernel_is_the_measured_code(block_builds, tmp_path_factory)
             f"stage 15's default kernel at BN {bn} is no longer the measured code (or cuobjdump prints it otherwise)")
         # the check can fail: the clustered build at the same width is other code
         assert sass_digest(sass(block_builds["{CLUSTER_M:2}", shape][0])) != MEASURED_DEFAULT_SASS[bn]
-    # the build shapes take 192 and 64 by waves; the defaults' 128 (e.g. 1024 x 4096 x 7168) and SCALE_READ 0 (the
+    # the build shapes take 192 and 64 by waves; the defaults' 128 (e.g. 1024 x 1536 x 7168) and SCALE_READ 0 (the
     # defaults up to session20, still the code session16 measured) at 128 and 64
     out = session_folder(tmp_path_factory.getbasetemp(), "cuda-cache")
     assert sorted(_bn(_point(*shape, default)) for shape in BUILD_SHAPES) == [64, 192]
-    assert _bn(_point(1024, 4096, 7168)) == 128
+    assert _bn(_point(1024, 1536, 7168)) == 128
+    # 256 at 4096 x 7168 x 2048 (shared_down at 4096 tokens), {BN:256}'s build; SCALE_READ 1 is session24's
+    assert _bn(_point(4096, 7168, 2048)) == 256
+    got = sass_digest(sass(build(VARIANT, "fp8", out, _overrides("{}", (4096, 7168, 2048)))[0]))
+    assert got == MEASURED_DEFAULT_SASS[256] == sass_digest(sass(block_builds["{BN:256}", BUILD_SHAPES[0]][0]))
+    assert sass_digest(sass(block_builds["{BN:256,SCALE_READ:1}", BUILD_SHAPES[0]][0])) == SESSION24_BN256_SASS
     # the tail split's default (1024 x 7168 x 16384: 192 wide, its last wave's 40 tiles in 3 runs)
     tail = _point(1024, 7168, 16384)
     assert tail.point_defines() == {"SPLIT_TAIL": 1, "SPLIT_K": 4, "BN": 192, "STAGES": 4, "SCALE_READ": 3}
@@ -775,7 +823,7 @@ def test_clusters_launch_a_multiple_of_two_ctas_and_multicast_half_of_b_each():
             assert [evaluate(x, env) for x in p.variant_cfg.cuda.tensor_maps[1].box] == [bn // 2, 128]
             # (unsplit: the clusters are: the split rule gives 1 with CLUSTER_M 2)
             assert env["SPLIT_K"] == 1 and "-DSPLIT_K=1" in build_for(p).flags
-            plain = _point(m, n, k, defines.replace("CLUSTER_M:2", "CLUSTER_M:1,SPLIT_K:1"),
+            plain = _point(m, n, k, defines.replace("CLUSTER_M:2", f"CLUSTER_M:1,SPLIT_K:1,BN:{bn}"),
                            extra=(f"device.sm_count={sms}",))
             assert s.smem_bytes == launch_shape(plain, sm_count=sms).smem_bytes
             assert evaluate(p.variant_cfg.intensity_model, env) == pytest.approx(2 * bm * bn / (bm + bn / 2))
@@ -889,12 +937,12 @@ EMULATED_CONFIGS = ["{}", "{PROMOTE_OVERLAP:1}", "{SCALE_SMEM:0,STAGES:6,PROMOTE
                     "{DESC_STEP:0}", "{DESC_STEP:1,BN:192,STAGES:4}",
                     # 128 x 256 in two halves (at 200 x 264: one tile column, its second half's columns 128-255 past
                     # N but 8, B's second n-block the last one's again where past N)
-                    "{BN:256}"]
+                    "{BN:256}", "{BN:256,SCALE_READ:1}"]
 # ... and these every shape: the defaults, the overlapped promotion, the consumers' own loads, cp.async, BN 192
 # and 128
 EMULATED_EVERY_SHAPE = [*EMULATED_CONFIGS[:3], "{SCALE_SMEM:3}", "{BN:192,STAGES:4}", "{BN:128}", "{BN:160}",
                         "{SCALE_READ:1,UNIFORM_A:0,DESC_STEP:0}", "{SCALE_READ:1,UNIFORM_A:0,DESC_STEP:0,BN:192,STAGES:4}", "{DESC_STEP:0}",
-                        "{DESC_STEP:1,BN:192,STAGES:4}", "{BN:256}"]
+                        "{DESC_STEP:1,BN:192,STAGES:4}", "{BN:256}", "{BN:256,SCALE_READ:1}"]
 
 
 @pytest.mark.slow
@@ -908,7 +956,7 @@ def test_block_scaled_product_on_the_cpu(defines, tmp_path_factory):
         p = _emu_point(m, n, k, defines)
         assert p.skip_reason is None, p.skip_reason
         if "BN:" not in defines:  # by waves on the emulated SMs
-            assert _bn(p) == waves_bn(m, n, EMU_SMS, p.expr_env()["BM"], wide=_wide(p)), (defines, (m, n, k))
+            assert _bn(p) == waves_bn(m, n, EMU_SMS, p.expr_env()["BM"], wide=_wide(p), wide256=_wide256(p)), (defines, (m, n, k))
         qa, qb, sc, a64, b64 = operands(rng, m, n, k)
         res = verdict(p, emulate(p, folder, qa, qb, sc.a, sc.b), a64, b64)
         assert res.passed, f"{defines} at {m}x{n}x{k}: {res.failure()} (elem_max {res.elem_max:.3g})"
@@ -1045,7 +1093,7 @@ def test_split_k_sums_the_splits_at_every_edge_on_the_cpu(defines, shapes, split
         assert _split(p) == split, (defines, (m, n, k))
         bm, bn = p.expr_env()["BM"], _bn(p)
         if "BN:" not in defines:
-            assert bn == waves_bn(m, n, EMU_SMS, bm, split, _wide(p)), (defines, (m, n, k))
+            assert bn == waves_bn(m, n, EMU_SMS, bm, split, _wide(p), _wide256(p)), (defines, (m, n, k))
         taken = min(split, -(-k // 128))  # the splits the kernel takes: at most the k-blocks
         s = launch_shape(p, sm_count=EMU_SMS)
         assert s.grid == (min(EMU_SMS, -(-m // bm) * -(-n // bn) * taken), 1, 1), (defines, (m, n, k), s.grid)

@@ -82,16 +82,20 @@
 //                    1024 x 2112 x 7168, 264 tiles for 136: 100.1% of cuBLASLt), so nvcc never sees BN 0.
 //                    Below one row of tiles (m < BM) 64 iff 4 x tiles(128) <= sm_count: there B's stream sets
 //                    the time, and 64 won at 2-32 tiles of 128 and lost at 56 (session16 against session15b)
-//                    An override {BN:64} or {BN:128} builds that width at every point. 256 (an override, {BN:256},
-//                    written in session23, not yet measured): 128 x 256 tiles, each k-block's wgmmas in two 128-column
+//                    An override {BN:64} or {BN:128} builds that width at every point. 256 (session23; by waves since
+//                    session24, where its waves x 37/20 cost less than every other width's): 128 x 256 tiles, each k-block's wgmmas in two 128-column
 //                    halves through one m64n128 partial of 64 registers (half 0 issued, waited for, promoted with B's
 //                    first scale, then half 1 with the second), so the 128 accumulator registers fit beside it as BN
 //                    192's 96 + 96 do; 3 stages with the TMA-store epilogue (211 KB). Why: a 128-wide k-block still
 //                    takes 647 cycles against cuBLASLt's 609 with L2 throughput at 84% (session23c), and a 256-wide
 //                    tile loads A once for twice the columns: 48 KB a k-block for two 128-wide tiles' work, not 64.
-//                    CLUSTER_M 1, SPLIT_K 1, WG_ORDER 0, DIAG 0 only. Its loop is its own: each k-block's scales read
-//                    after its slot's wait (SCALE_READ 1's place) and its descriptors stepped (DESC_STEP 1's), whatever
-//                    SCALE_READ and DESC_STEP say (a row's defines show the YAML's values, not these)
+//                    CLUSTER_M 1, SPLIT_K 1, WG_ORDER 0, DIAG 0 only. Its loop is its own: with SCALE_READ 3 the next
+//                    k-block's slot waited for, its scales read and its descriptors built under the second half's
+//                    wgmmas; with any other SCALE_READ at the k-block's top, after its slot's wait (1's place); its
+//                    descriptors stepped (DESC_STEP 1's) whatever DESC_STEP says. Measured (session24, {BN:256} with
+//                    the top-of-k-block reads, % of cuBLASLt interleaved, against the defaults beside it): shared_gate_up
+//                    95.7 / 92.7 and 103.7 / 99.4 at 1024 / 4096 tokens, shared_down 101.5 / 97.0 and 108.8 / 103.7,
+//                    dense_gate_up 103.5 / 107.5 and 104.3 / 108.0 (192's waves cost less there)
 //   SCALE_SMEM       3: the producer's warps 1..SCALE_WARPS copy each k-block's scales into the slot with
 //                    cp.async (16 bytes a lane: the tile's 128 A scales in one instruction of a warp, by the
 //                    load/store unit, not the TMA engine, whose queue they delayed in SCALE_SMEM 2), then
@@ -1036,10 +1040,27 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       // Each k-block in two 128-column halves of B's tile (rows 128-255 of the slot's B 16 KB on), through the one
       // partial: half h's four m64n128k32 wgmmas, wait, its promotion into acc[64 h .. 64 h + 63] with B's scale of
       // n-block nb + h (the fragments of the two halves side by side are m64n256's: the epilogue stores them as one)
+      // SCALE_READ 3 (the default): the next k-block's slot waited for, its scales read and its descriptors built
+      // under the last half's wgmmas, so that half's promotion is followed by the next issue with no barrier wait
+      // or shared load between (stage 15's 128-wide loop's gain, session23b); else (1's place) at the k-block's top
+#if SCALE_READ_AT == 3
+      KBlockScales s_next{};
+      Descs d_next{};
+      if (kb_end > kb_begin) {
+        wait_full(it);
+        s_next = scales_of(it, r0, nb, kb_begin);
+        d_next = descs_of(it);
+      }
+#endif
       for (int kb = kb_begin; kb < kb_end; ++kb, ++it) {
+#if SCALE_READ_AT == 3
+        const KBlockScales s = s_next;
+        const Descs d = d_next;
+#else
         wait_full(it);
         const KBlockScales s = scales_of(it, r0, nb, kb);
         const Descs d = descs_of(it);
+#endif
 #pragma unroll
         for (int h = 0; h < kHalves; ++h) {
           fence_accumulators(part0);  // the last promotion's reads of it come first
@@ -1049,6 +1070,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
             wgmma_m64k32<128, TIN>(part0, desc_advance(d.a, 32 * kk), desc_advance(d.b, h * 128 * 128 + 32 * kk),
                                    kk > 0 ? 1 : 0);
           wgmma_commit();
+#if SCALE_READ_AT == 3
+          if (h == kHalves - 1 && kb + 1 < kb_end) {
+            wait_full(it + 1);
+            s_next = scales_of(it + 1, r0, nb, kb + 1);
+            d_next = descs_of(it + 1);
+          }
+#endif
           wgmma_wait<0>();
           fence_accumulators(part0);
           if (h == kHalves - 1) release(it);
