@@ -226,6 +226,19 @@ for stage in "$@"; do case $stage in
              "sizes.model_names=[llama3_70b]" "sizes.tokens=[4096,16384]" measure.max_time_s=1.5 run.fail_on_error=false $Q \
              'variant.wgmma_ws.cuda.defines={RASTER:0,STREAM_K:0,PRODUCER_SCHEDULES:0},{PRODUCER_SCHEDULES:1},{RASTER:1},{RASTER:2},{GRID_CTAS:0},{PRODUCER_SCHEDULES:1,STREAM_K:1,GRID_CTAS:0},{PRODUCER_SCHEDULES:1,STREAM_K:1,GRID_CTAS:0,RASTER:2},{UNIFORM_A:1,DESC_STEP:1}' \
              run.name=llama70b_ws_nt hydra.sweep.dir=$REF/llama70b_ws_nt ;;
+  # issue 32: stages 12 and 13's issue-path defines (UNIFORM_A 1 with DESC_STEP 1: A's descriptors in uniform
+  # registers, each k-step's the first's advanced) beside their defaults, the library interleaved, at layout nt:
+  # stage 12 BF16 at 4096 / 6144 / 8192 and Llama-3 70B's prefill projections, stage 13 FP8 at 4096 / 8192
+  issue_path) step ws_issue_path 240 python3 run.py -m variant=wgmma_ws precision=bf16 "layouts=[nt]" \
+             "sizes.square=[4096,6144,8192]" sizes.shapes=[] measure.max_time_s=1.5 run.fail_on_error=false $Q \
+             'variant.wgmma_ws.cuda.defines={},{UNIFORM_A:1,DESC_STEP:1}' run.name=ws_issue_path hydra.sweep.dir=$REF/ws_issue_path
+           step fp8_issue_path 200 python3 run.py -m variant=wgmma_fp8 precision=fp8 "layouts=[nt]" measure.fp8_scaling=tensor \
+             "sizes.square=[4096,8192]" sizes.shapes=[] "measure.baseline=[cublaslt]" measure.max_time_s=1.5 $Q \
+             'variant.wgmma_fp8.cuda.defines={},{UNIFORM_A:1,DESC_STEP:1}' run.name=fp8_issue_path hydra.sweep.dir=$REF/fp8_issue_path
+           step llama70b_issue_path 300 python3 run.py -m variant=wgmma_ws precision=bf16 "layouts=[nt]" sizes=llm \
+             "sizes.model_names=[llama3_70b]" "sizes.tokens=[4096,16384]" measure.max_time_s=1.5 run.fail_on_error=false $Q \
+             'variant.wgmma_ws.cuda.defines={},{UNIFORM_A:1,DESC_STEP:1}' run.name=llama70b_issue_path \
+             hydra.sweep.dir=$REF/llama70b_issue_path ;;
   # issue 20: stage 13 (FP8, unvalidated until this passes): correctness at every size, layouts, baseline
   hopper_fp8) step gpu_hopper_fp8 300 python3 -m pytest -m gpu tests/test_gpu_hopper_fp8.py -q -rA -s -p no:cacheprovider ;;
   tune_fp8) step tune_wgmma_fp8 300 python3 run.py -m variant=wgmma_fp8 precision=fp8 "layouts=[nt]" measure.fp8_scaling=tensor \
