@@ -260,9 +260,9 @@ for stage in "$@"; do case $stage in
   # DeepSeek-V3 projections: dense_gate_up, attn_o, shared_down at 4096 tokens and attn_qkv_a at 1024 (136
   # tiles of 128 x 128 on 132 SMs: the wave-quantisation case, where an entry without BN takes 64 by waves
   # as the defaults do; at the other three 192 since session21 where the build has it, else 128), cuBLASLt
-  # interleaved
+  # interleaved (FP8_BLOCK_TUNE: other entries; FP8_BLOCK_SHAPES: other shapes, "[[m,n,k],...]")
   tune_fp8_block) step tune_wgmma_fp8_block 360 python3 run.py -m variant=wgmma_fp8_block precision=fp8 "layouts=[nt]" \
-             measure.fp8_scaling=block "sizes.square=[]" "sizes.shapes=[[4096,36864,7168],[4096,7168,16384],[4096,7168,2048],[1024,2112,7168]]" \
+             measure.fp8_scaling=block "sizes.square=[]" "sizes.shapes=${FP8_BLOCK_SHAPES:-[[4096,36864,7168],[4096,7168,16384],[4096,7168,2048],[1024,2112,7168]]}" \
              "measure.baseline=[cublaslt]" measure.max_time_s=1.5 run.fail_on_error=false $Q \
              "variant.wgmma_fp8_block.cuda.defines=${FP8_BLOCK_TUNE:-$FP8_BLOCK_SWEEP}" \
              run.name=tune_wgmma_fp8_block hydra.sweep.dir=$REF/tune_wgmma_fp8_block ;;

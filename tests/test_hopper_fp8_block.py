@@ -262,9 +262,9 @@ def test_the_session_tunes_the_sweep_this_file_builds():
     for words in ("tests/test_gpu_hopper_fp8_block.py", "measure.fp8_scaling=block", "sizes.model_names=[deepseek_v3]",
                   "sizes.tokens=[64,1024,4096]", "measure.baseline=[cublaslt]", '"layouts=[nt]"'):
         assert words in stage, words
-    # the shapes it tunes at are the ones this file reads the widths at (TUNE_SHAPES)
+    # the shapes it tunes at (unless FP8_BLOCK_SHAPES says others) are the ones this file reads the widths at (TUNE_SHAPES)
     shapes = ",".join(f"[{m},{n},{k}]" for m, n, k in TUNE_SHAPES)
-    assert f'"sizes.shapes=[{shapes}]"' in re.search(r"\n  tune_fp8_block\)(.*?);;", text, re.S).group(1), shapes
+    assert f'"sizes.shapes=${{FP8_BLOCK_SHAPES:-[{shapes}]}}"' in re.search(r"\n  tune_fp8_block\)(.*?);;", text, re.S).group(1), shapes
 
 
 def test_the_launcher_passes_the_recorded_grids_and_refuses_others(monkeypatch):
@@ -1070,6 +1070,8 @@ SPLIT_CASES = [
     ("{SPLIT_K:4,SCALE_B_TILE:1,STAGES:2}", EMULATED_SHAPES[:1], 4),
     ("{SPLIT_K:2,BN:192,STAGES:4}", EMULATED_SHAPES[:1], 2),
     ("{SPLIT_K:2,BN:160}", EMULATED_SHAPES[:1], 2),
+    # three consumer warpgroups (192-row tiles): three counters a tile, each slice's partials its own
+    ("{SPLIT_K:3,BM:192,BN:128,CONSUMER_REGS:160,PRODUCER_REGS:24,STAGES:4}", EMULATED_SHAPES[:1], 3),
     ("{}", [(100, 72, 3088)], 2),
 ]
 
