@@ -689,8 +689,8 @@ MEASURED_DEFAULT_SASS = {
     128: "9469c8126b96cec0adef02728f4cf0f83b1a73ed83d0f8487fc93a981d5abf79",
     64: "f6d91c20d82e65446ab1648159bb0d5ccd861bcd80b42b68b97583bd9f190f1b",
     192: "a686fa206029b8b512891f8cf101d42182917ce10a18ce608a4c3a2a43f9ad3e",
-    # BN 256 by waves since session24 (its loop with SCALE_READ 3: the next k-block's wait and scale reads under the
-    # second half's wgmmas)
+    # BN 256 by waves since session24b (its loop with SCALE_READ 3: the next k-block's wait and scale reads under the
+    # second half's wgmmas; session24b measured it, as {BN:256} and where the defaults take it)
     256: "4c12ff05a36ae8a630e31f3cbff54c2dcfe993c29052d5464f23bb05e1557083",
 }
 # {BN:256} as session24 measured it (8a26b5c's loop, each k-block's scales read after its slot's wait at the top):

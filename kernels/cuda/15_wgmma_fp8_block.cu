@@ -95,7 +95,10 @@
 //                    descriptors stepped (DESC_STEP 1's) whatever DESC_STEP says. Measured (session24, {BN:256} with
 //                    the top-of-k-block reads, % of cuBLASLt interleaved, against the defaults beside it): shared_gate_up
 //                    95.7 / 92.7 and 103.7 / 99.4 at 1024 / 4096 tokens, shared_down 101.5 / 97.0 and 108.8 / 103.7,
-//                    dense_gate_up 103.5 / 107.5 and 104.3 / 108.0 (192's waves cost less there)
+//                    dense_gate_up 103.5 / 107.5 and 104.3 / 108.0 (192's waves cost less there). SCALE_READ 3's loop
+//                    (session24b, tune shapes): 105.2 / 103.9 / 108.6 / 101.3 against the top-of-k-block reads' 103.0 /
+//                    101.7 / 108.4 / 98.5; the defaults with it by waves 94.9-129.0% of cuBLASLt at DeepSeek-V3 M >= 1024
+//                    (geomean 109.5, 16 of 18 at or above 100)
 //   SCALE_SMEM       3: the producer's warps 1..SCALE_WARPS copy each k-block's scales into the slot with
 //                    cp.async (16 bytes a lane: the tile's 128 A scales in one instruction of a warp, by the
 //                    load/store unit, not the TMA engine, whose queue they delayed in SCALE_SMEM 2), then
