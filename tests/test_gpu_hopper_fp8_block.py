@@ -98,7 +98,8 @@ CLUSTER_SQUARE = [128, 4096]
 @pytest.mark.parametrize("defines", ["{CLUSTER_M:2}", "{CLUSTER_M:2,BM:64,CONSUMER_REGS:240}",
                                      "{CLUSTER_M:2,SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1}",
                                      "{CLUSTER_M:2,SCALE_SMEM:1,SCALE_WARPS:3,PROMOTE_OVERLAP:1}",
-                                     "{CLUSTER_M:2,SCALE_SMEM:3,PROMOTE_OVERLAP:1}", "{CLUSTER_M:2,BN:192,STAGES:4}"])
+                                     "{CLUSTER_M:2,SCALE_SMEM:3,PROMOTE_OVERLAP:1}", "{CLUSTER_M:2,BN:192,STAGES:4}",
+                                     "{CLUSTER_M:2,BN:256}"])
 def test_clusters_match_the_dequantized_fp64_product_at_the_edges_a_cluster_adds(tmp_path, defines):
     rows = _run(tmp_path, CLUSTER_SQUARE, CLUSTER_SHAPES, [f"variant.{VARIANT}.cuda.defines={defines}", DEBUG])
     assert len(rows) == len(CLUSTER_SQUARE) + len(CLUSTER_SHAPES)

@@ -87,6 +87,9 @@ FP8_BLOCK_SWEEP = [
     # under the second half's wgmmas (SCALE_READ 3, the default) and at the k-block's top (1: session24's build)
     "{BN:256}",
     "{BN:256,SCALE_READ:1}",
+    # 128 x 256 in 2-CTA clusters, each multicasting a 128-row half of B's tile: a third fewer operand bytes a FLOP
+    # than 128 x 256 alone, where shared_gate_up at 1024 tokens moves ~7 TB/s from L2 (cuBLASLt as much)
+    "{BN:256,CLUSTER_M:2}",
 ]
 # The entries built at both widths (BUILD_SHAPES[1], where the waves choose 64, too): the defaults (their
 # measured SASS at each width) and the clusters (other code at each width); the others at the first shape only

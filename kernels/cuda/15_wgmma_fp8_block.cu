@@ -89,7 +89,8 @@
 //                    192's 96 + 96 do; 3 stages with the TMA-store epilogue (211 KB). Why: a 128-wide k-block still
 //                    takes 647 cycles against cuBLASLt's 609 with L2 throughput at 84% (session23c), and a 256-wide
 //                    tile loads A once for twice the columns: 48 KB a k-block for two 128-wide tiles' work, not 64.
-//                    CLUSTER_M 1, SPLIT_K 1, WG_ORDER 0, DIAG 0 only. Its loop is its own: with SCALE_READ 3 the next
+//                    SPLIT_K 1, WG_ORDER 0, DIAG 0 only ({BN:256,CLUSTER_M:2}: each CTA multicasts a 128-row half
+//                    of B's tile; an override, not taken by waves). Its loop is its own: with SCALE_READ 3 the next
 //                    k-block's slot waited for, its scales read and its descriptors built under the second half's
 //                    wgmmas; with any other SCALE_READ at the k-block's top, after its slot's wait (1's place); its
 //                    descriptors stepped (DESC_STEP 1's) whatever DESC_STEP says. Measured (session24, {BN:256} with
@@ -423,10 +424,9 @@ static_assert(BK == kScaleBlock, "a k-tile is one scale block: one promotion per
 static_assert(BN != 0, "BN 0 (by waves) is the YAML's: its point_defines pass 64, 128 or 192, never 0");
 static_assert(BN == 64 || BN == 128 || BN == 160 || BN == 192 || BN == 256,
               "BN 64 or 128 (inside one 128-column scale block of B) or 160, 192, 256 (across two: two B scales a k-block)");
-// BN 256 is written for the plain persistent loop: one CTA a cluster, whole tiles, the scales read after the slot's
-// wait, no ordered turns, no diagnostics
-static_assert(BN != 256 || (CLUSTER_M == 1 && SPLIT_K == 1 && WG_ORDER == 0 && DIAG == 0),
-              "BN 256: CLUSTER_M 1, SPLIT_K 1, WG_ORDER 0 and DIAG 0");
+// BN 256 is written for the plain persistent loop: whole tiles, no ordered turns, no diagnostics (with CLUSTER_M 2
+// each CTA multicasts one 128-row half of B's tile: the halves' layout in the slot is the unclustered one)
+static_assert(BN != 256 || (SPLIT_K == 1 && WG_ORDER == 0 && DIAG == 0), "BN 256: SPLIT_K 1, WG_ORDER 0 and DIAG 0");
 // the TMA-store epilogue stores whole 64-column boxes of C: BN 160's last 32 columns go from registers
 // BN 192 is written for the producer's bulk copies of the scales and the non-overlapped promotion (two partials
 // of 96 registers with the accumulator's 96 would not fit), not for SCALE_B_TILE's row buffers
