@@ -88,7 +88,8 @@ FP8_BLOCK_SWEEP = [
     "{BN:256}",
     "{BN:256,SCALE_READ:1}",
     # 128 x 256 in 2-CTA clusters, each multicasting a 128-row half of B's tile: a third fewer operand bytes a FLOP
-    # than 128 x 256 alone, where shared_gate_up at 1024 tokens moves ~7 TB/s from L2 (cuBLASLt as much)
+    # than 128 x 256 alone, where shared_gate_up at 1024 tokens moves ~7 TB/s from L2 (cuBLASLt as much); lost
+    # (session24c: 93.9 / 99.3% of cuBLASLt at shared_gate_up's 1024 / 4096 tokens against 97.6 / 103.4)
     "{BN:256,CLUSTER_M:2}",
 ]
 # The entries built at both widths (BUILD_SHAPES[1], where the waves choose 64, too): the defaults (their

@@ -53,7 +53,8 @@
 //                    not more: the wgmma probe with 3 warpgroups runs at the 2's rate (session22h: 89.4-89.8% of
 //                    the dense peak at the clock, N 128 and 192); that build ran at 91.6-97.5% of cuBLASLt at
 //                    the three large tune shapes against the defaults' 94.0-100.0 beside it, 116.1 against
-//                    106.6 at 1024 x 2112 x 7168 (102 tiles: one wave); an override
+//                    106.6 at 1024 x 2112 x 7168 (102 tiles: one wave); at moe_router's 4096 tokens (44 tiles split in 3:
+//                    132 units, a sixth fewer operand bytes a FLOP) 83.4 against the defaults' 92.3 (session24c); an override
 //   BN               128, 64, 192 or 160 columns per tile (wgmma N; 64 doubles the tiles: fuller last waves; 192 straddles
 //                    two of B's 128-column scale blocks: from a block boundary 128 + 64 columns, from 64 past one
 //                    64 + 128, so each k-block has two B scales, both bulk-copied into the slot, and the columns
@@ -90,7 +91,8 @@
 //                    takes 647 cycles against cuBLASLt's 609 with L2 throughput at 84% (session23c), and a 256-wide
 //                    tile loads A once for twice the columns: 48 KB a k-block for two 128-wide tiles' work, not 64.
 //                    SPLIT_K 1, WG_ORDER 0, DIAG 0 only ({BN:256,CLUSTER_M:2}: each CTA multicasts a 128-row half
-//                    of B's tile; an override, not taken by waves). Its loop is its own: with SCALE_READ 3 the next
+//                    of B's tile, a third fewer operand bytes a FLOP; an override, not taken by waves: session24c
+//                    93.9 / 99.3% of cuBLASLt at 1024 / 4096 x 4096 x 7168 against 97.6 / 103.4 unclustered). Its loop is its own: with SCALE_READ 3 the next
 //                    k-block's slot waited for, its scales read and its descriptors built under the second half's
 //                    wgmmas; with any other SCALE_READ at the k-block's top, after its slot's wait (1's place); its
 //                    descriptors stepped (DESC_STEP 1's) whatever DESC_STEP says. Measured (session24, {BN:256} with
