@@ -83,8 +83,8 @@
 // log2(columns) halvings): by every role, or with PRODUCER_SCHEDULES 1 by the producer thread alone,
 // off the consumers' path, while the ring is full.
 //
-// Techniques added for layout nt and LLM shapes (issue 32), off by default, PREDICTED, not yet
-// measured (tune_ws_nt in .ci/h200-session.sh; WS_NT_SWEEP in tests/test_wgmma_ws_nt.py):
+// Techniques added for layout nt and LLM shapes (issue 32), off by default; the predictions below, and under the
+// table what the H200 measured of them (tune_ws_nt in .ci/h200-session.sh; WS_NT_SWEEP in tests/test_wgmma_ws_nt.py):
 //   define              what it does                               predicted effect when switched on
 //   PRODUCER_SCHEDULES  1: the producer thread alone walks the     +-0.5% (noise): the consumers trade a
 //                       schedule and hands each piece to the       few integer ops per tile for a 16-byte
@@ -109,11 +109,16 @@
 //                       deterministic, no float atomics)
 //   B_KMAJOR            not a tuning knob: the layout (nt: 1)      nt within +-1% of nn (same bytes, same
 //                                                                  swizzle, no transpose bit)
-//   UNIFORM_A           1: the consumer index told warp-uniform    stage 15 gained 1-5 points of cuBLASLt
-//                       (a shuffle from lane 0): A's descriptors   with each (session23, 23e); here a k-tile's
-//                       in uniform registers, no R2UR              wgmmas are issued before the previous one
-//   DESC_STEP           1: each k16 step's descriptors the first   is waited for, so the issue is mostly
-//                       step's + a constant (CUTLASS's iterator)   hidden: +0..+1% predicted
+//   UNIFORM_A           1: the consumer index told warp-uniform    both, nt (session24b): 99.8 / 100.5 / 100.3%
+//                       (a shuffle from lane 0): A's descriptors   at 4096 / 6144 / 8192 vs the defaults'
+//                       in uniform registers, no R2UR              99.7 / 100.2 / 101.2; Llama-3 70B geomean
+//   DESC_STEP           1: each k16 step's descriptors the first   0.998 vs 1.000: no gain (a k-tile's wgmmas
+//                       step's + a constant (CUTLASS's iterator)   go before the last is waited for: hidden)
+// Measured at nt, BF16 (h200-2026-12-02/session9c, measure=sustained, % of the best library interleaved at 4096 /
+// 6144 / 8192, * unreliable by noise or clock): the defaults 99.4 / 100.2* / 101.9; RASTER 1 99.5 / 100.2* / 99.3;
+// RASTER 2 98.8 / 99.3 / 99.3*; STREAM_K 1 (with PRODUCER_SCHEDULES 1, GRID_CTAS 0) 93.1 / 97.4* / 102.7*; Llama-3
+// 70B prefill 97.5-101.0 (geomean 0.991) at the defaults. PRODUCER_SCHEDULES 1 and GRID_CTAS 0 alone at nt: not
+// yet run. None reaches issue 32's 1.05x: parity at every size.
 //
 // Run it alone: python run.py variant=[cublas,wgmma_ws] precision=bf16 sizes.square=[4096,8192]
 //   (layout nt: add layouts=[nt]; Llama-3 70B prefill: sizes=llm 'sizes.model_names=[llama3_70b]'

@@ -24,9 +24,9 @@
 //                0: direct 32-bit global stores from the accumulators, no staging the TMA store buys 7-15%,
 //                tile (frees 64 KB of shared memory for a 4th stage)              more than a 4th stage
 //   GROUP_M      tile rows per group of the persistent grouped raster (L2 reuse)  16: 104.5 / 99.2 (no change)
-//   UNIFORM_A    1: the consumer index told warp-uniform: A's descriptors in       not yet measured (issue 32);
-//                uniform registers, no R2UR                                       stage 15 gained 1-5 points
-//   DESC_STEP    1: each k32 step's descriptors the first's + 2                    of cuBLASLt with each
+//   UNIFORM_A    1: the consumer index told warp-uniform: A's descriptors in       both (session24b): 105.1 / 99.2
+//                uniform registers, no R2UR                                       vs 104.2 / 98.6 (8192: noisy):
+//   DESC_STEP    1: each k32 step's descriptors the first's + 2                    within noise, left off
 //   BN           128 or 256 columns per tile (wgmma N)                            128 (4 stages): 102.4 / 100.8
 //                                                                                 (8192 unreliable: noise 5.7%)
 // Standalone in the same session (standalone_fp8): 1340 TFLOP/s at 4096 and 1243 at 8192 against
