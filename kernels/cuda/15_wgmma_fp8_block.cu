@@ -22,10 +22,11 @@
 //   k-block-major layout: one 512-byte copy) and the 16 bytes of B's that hold its scale into the slot
 //   beside the tiles, on the slot's full barrier, as DeepGEMM TMA-loads its A scales with each stage.
 // * 128 x 128 tiles by default (stage 13: 128 x 256): the partials double the accumulator registers,
-//   and BN = 256 would need 128 + 2 x 128 of them per thread; BN <= 128 also keeps a tile inside one
+//   and BN = 256 in one piece would need 128 + 2 x 128 of them per thread; BN <= 128 also keeps a tile inside one
 //   128-column block of B, so one B scale per k-block (DeepGEMM's BLOCK_N = 128 case). 128 x 64 where
 //   128-wide tiles fill the persistent grid's waves poorly, 128 x 192 (96 + 96 accumulators, two B scales a
-//   k-block) where its waves cost less: the YAML's BN 0 is chosen per point (BN below).
+//   k-block) or 128 x 256 (in two 128-column halves through one 64-register partial) where their waves cost
+//   less: the YAML's BN 0 is chosen per point (BN below).
 //
 // Techniques, each a define (tune_fp8_block in .ci/h200-session.sh runs its FP8_BLOCK_SWEEP;
 // tests/test_hopper_fp8_block.py builds every entry without spills). Measured: session10b, session14c-e,
@@ -55,7 +56,7 @@
 //                    the three large tune shapes against the defaults' 94.0-100.0 beside it, 116.1 against
 //                    106.6 at 1024 x 2112 x 7168 (102 tiles: one wave); at moe_router's 4096 tokens (44 tiles split in 3:
 //                    132 units, a sixth fewer operand bytes a FLOP) 83.4 against the defaults' 92.3 (session24c); an override
-//   BN               128, 64, 192 or 160 columns per tile (wgmma N; 64 doubles the tiles: fuller last waves; 192 straddles
+//   BN               128, 64, 192, 160 or 256 columns per tile (wgmma N; 64 doubles the tiles: fuller last waves; 192 straddles
 //                    two of B's 128-column scale blocks: from a block boundary 128 + 64 columns, from 64 past one
 //                    64 + 128, so each k-block has two B scales, both bulk-copied into the slot, and the columns
 //                    64-127 take the first or the second by the tile's parity; SCALE_SMEM 2 and PROMOTE_OVERLAP 0
@@ -423,7 +424,7 @@ constexpr int kBShareRows = BN / CLUSTER_M;
 
 static_assert(BM == 64 || BM == 128 || BM == 192, "one to three consumer warpgroups of m64");
 static_assert(BK == kScaleBlock, "a k-tile is one scale block: one promotion per k-tile");
-static_assert(BN != 0, "BN 0 (by waves) is the YAML's: its point_defines pass 64, 128 or 192, never 0");
+static_assert(BN != 0, "BN 0 (by waves) is the YAML's: its point_defines pass 64, 128, 192 or 256, never 0");
 static_assert(BN == 64 || BN == 128 || BN == 160 || BN == 192 || BN == 256,
               "BN 64 or 128 (inside one 128-column scale block of B) or 160, 192, 256 (across two: two B scales a k-block)");
 // BN 256 is written for the plain persistent loop: whole tiles, no ordered turns, no diagnostics (with CLUSTER_M 2
