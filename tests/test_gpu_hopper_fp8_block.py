@@ -165,7 +165,10 @@ SPLIT_SQUARE = [128, 1024]
 
 @pytest.mark.parametrize("defines", ["{SPLIT_K:2}", "{SPLIT_K:4}", "{SPLIT_K:2,BN:64}", "{SPLIT_K:4,PROMOTE_OVERLAP:1}",
                                      "{SPLIT_K:3,SCALE_SMEM:3}", "{SPLIT_K:2,SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1}", "{SPLIT_K:2,WG_ORDER:1}", "{SPLIT_K:3,SCALE_B_TILE:1}",
-                                     "{SPLIT_K:2,BN:192,STAGES:4}", "{SPLIT_K:2,BN:160}", "{}"])
+                                     "{SPLIT_K:2,BN:192,STAGES:4}", "{SPLIT_K:2,BN:160}", "{}",
+                                     # 128 x 256 tiles split; the summing split keeping its own partial (SPLIT_KEEP)
+                                     "{SPLIT_K:4,BN:256}", "{SPLIT_K:2,SPLIT_KEEP:1}", "{SPLIT_K:4,SPLIT_KEEP:1}",
+                                     "{SPLIT_K:4,BN:256,SPLIT_KEEP:1}"])
 def test_split_k_matches_the_dequantized_fp64_product_with_the_same_bits_every_call(tmp_path, defines):
     import re
 

@@ -271,6 +271,22 @@ def test_the_session_tunes_the_sweep_this_file_builds():
     assert f'"sizes.shapes=${{FP8_BLOCK_SHAPES:-[{shapes}]}}"' in re.search(r"\n  tune_fp8_block\)(.*?);;", text, re.S).group(1), shapes
 
 
+def test_the_session_measures_the_moe_router_candidates_beside_the_defaults():
+    """.ci/h200-session.sh's fp8_block_split runs the defaults and MOE_ROUTER_CANDIDATES (the same list) at moe_router's
+    4096 and 1024 tokens with cuBLASLt interleaved, then the DeepSeek-V3 projections with the defaults and with
+    {SPLIT_KEEP:1}."""
+    text = (ROOT / ".ci" / "h200-session.sh").read_text()
+    listed = re.search(r"\nFP8_BLOCK_SPLIT_DEFAULT='([^']*)'", text).group(1)
+    assert listed.split("},") == ",".join([FP8_BLOCK_SWEEP[0], *MOE_ROUTER_CANDIDATES]).split("},"), listed
+    stage = re.search(r"\n  fp8_block_split\)(.*?);;", text, re.S).group(1)
+    m, n, k = MOE_ROUTER_T4096
+    for words in (f"[[{m},{n},{k}],[1024,{n},{k}]]", "measure.baseline=[cublaslt]", "measure.fp8_scaling=block",
+                  "DS3_NAME=ds3_default FP8_BLOCK_OVERRIDES= ds3_fp8_block",
+                  "FP8_BLOCK_OVERRIDES=variant.wgmma_fp8_block.cuda.defines.SPLIT_KEEP=1 ds3_fp8_block"):
+        assert words in stage, words
+    assert " fp8_block_split " in text.split("\n\n")[0].replace("\n# ", " ")  # listed among the stages
+
+
 def test_the_launcher_passes_the_recorded_grids_and_refuses_others(monkeypatch):
     """CudaKernels._fp8_args under block: the grids gemmlab.fp8 recorded for the set's addresses, in the
     layouts cuBLASLt reads (float32 C-contiguous: A (kb, roundup(m, 4)) k-block-major, B (nb, roundup(kb, 4))),
@@ -635,6 +651,37 @@ def test_sweep_configurations_build_without_spills_or_warnings(block_builds, def
 
 
 @pytest.mark.slow
+def test_moe_router_candidates_build_and_the_measured_split_is_pinned(tmp_path_factory):
+    """At moe_router's 4096 tokens the default (split in 2) is still the SASS session24b measured; SPLIT_KEEP 1 there is
+    other code, and on an unsplit point the default's; every candidate of the next run builds without spills or
+    serialised wgmmas, with the split and width it names."""
+    from test_wgmma_ws_nt import sass_digest
+
+    from gemmlab.backends import nvcc
+
+    out = session_folder(tmp_path_factory.getbasetemp(), "cuda-cache")
+    measured = nvcc.find_nvcc() is not None and nvcc.nvcc_version(nvcc.find_nvcc()) == MEASURED_NVCC
+    assert _point(*MOE_ROUTER_T4096).point_defines() == {"SPLIT_TAIL": 0, "SPLIT_K": 2, "BN": 128, "STAGES": 5,
+                                                         "SCALE_READ": 3}
+    default = sass_digest(sass(build(VARIANT, "fp8", out, _overrides("{}", MOE_ROUTER_T4096))[0]))
+    if measured:
+        assert default == MEASURED_SPLIT_SASS, "the moe_router split default is no longer the code session24b measured"
+    for d in MOE_ROUTER_CANDIDATES:
+        p = _point(*MOE_ROUTER_T4096, d)
+        assert p.skip_reason is None, p.skip_reason
+        env = p.expr_env()
+        want = (4, 256) if "BN:256" in d else (2, 128)
+        assert (env["SPLIT_K"], env["BN"]) == want, (d, env["SPLIT_K"], env["BN"])
+        cubin, report = build(VARIANT, "fp8", out, _overrides(d, MOE_ROUTER_T4096))
+        nums = ptxas_numbers(report)
+        assert nums["spill"] == 0 and nums["stack"] == 0, (d, nums)
+        assert "warning" not in report.lower() and "C7514" not in report and "C7517" not in report, report
+        assert sass_digest(sass(cubin)) != default, d
+    unsplit = build(VARIANT, "fp8", out, _overrides("{SPLIT_KEEP:1}"))[0]
+    assert sass_digest(sass(unsplit)) == sass_digest(sass(build(VARIANT, "fp8", out, _overrides("{}"))[0]))
+
+
+@pytest.mark.slow
 def test_register_counts_past_the_launch_do_not_build(tmp_path):
     """setmaxnreg only moves registers inside the CTA's launch allocation (168 a thread at 384 threads:
     64512): PRODUCER_REGS 48 with two consumers at 232 asks 65536 and hung every launch on the H200
@@ -722,6 +769,14 @@ SESSION16_SASS = {
     128: "9d0a35726a13095e34b0c72f585a01b92f076fa070622e026cc648fe21aa9f9d",
     64: "f9f90c257efe36f20be59f0276a450f425e9b4797e0c900ab5ac18e3987bae6c",
 }
+# the default at moe_router's 4096 tokens (4096 x 256 x 7168: 64 tiles of 128 x 128 split in 2), as session24b measured
+# it at 94.9% of cuBLASLt (ec544dc; SPLIT_KEEP 0, the new define's off state, compiles to it)
+MEASURED_SPLIT_SASS = "7a6f4139d92e1e73f54efa31dfe1f3be99f587f48d358cb5202f64cf477aaae3"
+MOE_ROUTER_T4096 = (4096, 256, 7168)
+# What the next run measures there beside the defaults (the two under cuBLASLt of issue 30, session24b): the summing
+# split keeping its own partial, 128 x 256 tiles split in 4 (32 tiles x 4 = 128 units of 14 k-blocks: a quarter fewer
+# operand bytes than 64 x 2 units of 128 x 128, fixup bytes doubled), both, and 6 stages without the staging tiles
+MOE_ROUTER_CANDIDATES = ["{SPLIT_KEEP:1}", "{BN:256,SPLIT_K:4}", "{BN:256,SPLIT_K:4,SPLIT_KEEP:1}", "{STAGES:6,EPI_TMA:0}"]
 
 
 @pytest.mark.slow
@@ -1077,6 +1132,13 @@ SPLIT_CASES = [
     # three consumer warpgroups (192-row tiles): three counters a tile, each slice's partials its own
     ("{SPLIT_K:3,BM:192,BN:128,CONSUMER_REGS:160,PRODUCER_REGS:24,STAGES:4}", EMULATED_SHAPES[:1], 3),
     ("{}", [(100, 72, 3088)], 2),
+    # 128 x 256 tiles split (its two-halves loop over a unit's k-blocks; 128 x 256 fp32 partials, 32 float4 a thread):
+    # at 200 x 264 two tiles of 256 (the second's columns 8 of 256)
+    ("{SPLIT_K:4,BN:256}", EMULATED_SHAPES[:1], 4),
+    ("{SPLIT_K:2,BN:256,SPLIT_KEEP:1}", EMULATED_SHAPES[:1], 2),
+    # the summing split keeping its own partial (test_split_keep_sums_in_the_same_order_on_the_cpu: the same bits)
+    ("{SPLIT_K:2,SPLIT_KEEP:1}", EMULATED_SHAPES, 2),
+    ("{SPLIT_K:4,SPLIT_KEEP:1}", EMULATED_SHAPES[:1], 4),
 ]
 
 
@@ -1112,6 +1174,54 @@ def test_split_k_sums_the_splits_at_every_edge_on_the_cpu(defines, shapes, split
             assert taken > 1
             reverse = emulate(p, folder, qa, qb, sc.a, sc.b, reverse=True)
             assert np.array_equal(c, reverse), f"{defines} at {m}x{n}x{k}: C depends on the arrival order"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("split,width", [(2, 128), (4, 128), (4, 256)])
+def test_split_keep_sums_in_the_same_order_on_the_cpu(split, width, tmp_path_factory):
+    """SPLIT_KEEP 1 (the summing split adds its own partial from its registers where the order allows: it is split 0
+    or 1) sums ((p0 + p1) + p2) + ... as SPLIT_KEEP 0 does: C has the same bits as the kernel that reads every
+    partial back, whichever split arrives last (the blocks run first to last and last to first), at 200 x 264 x 1040
+    (9 k-blocks: 4 + 5 or 2 + 2 + 2 + 3). With 4 splits the operands make the order show in C's bf16 bits: k-blocks
+    2-3 are k-blocks 0-1 with B negated and all four scaled by 2^16, so p1 = -p0 exactly and p0 + p1 = 0, while a
+    sum that adds p2 to p0 first loses p2's low bits. Negative control: split 2 keeping its own too ((p2 + p0) + p1
+    + p3) gives other bits in the arrival order where split 2 sums."""
+    import numpy as np
+
+    pytest.importorskip("ml_dtypes")
+    from gemmlab.backends.cuda_kernels import build_for
+
+    folder, rng = tmp_path_factory.mktemp("emu-fp8-block-keep"), np.random.default_rng(19)
+    m, n, k = EMULATED_SHAPES[0]
+    qa, qb, sc, a64, b64 = operands(rng, m, n, k)
+    if split == 4:  # splits 0 and 1 (k-blocks 0-1, 2-3) cancel exactly, 2^16 x larger than splits 2 and 3
+        qa[:, 256:512], qb[:, 256:512] = qa[:, :256], -qb[:, :256]
+        sc = dataclasses.replace(sc, a=sc.a.copy(), b=sc.b.copy())
+        sc.a[:, 2:4], sc.b[2:4] = sc.a[:, :2], sc.b[:2]
+        sc.a[:, :4] *= np.float32(2.0 ** 16)
+        a64, b64 = sc.dequantize(np, qa, np.ascontiguousarray(qb.T))
+    base = _emu_point(m, n, k, f"{{SPLIT_K:{split},BN:{width}}}")
+    keep = _emu_point(m, n, k, f"{{SPLIT_K:{split},BN:{width},SPLIT_KEEP:1}}")
+    assert _split(base) == _split(keep) == split and _bn(keep) == width
+    c = emulate(base, folder, qa, qb, sc.a, sc.b)
+    assert verdict(base, c, a64, b64).passed
+    # the emulation runs a block's units before the next block's: on 2 SMs the last split to arrive is the last
+    # block's last (forward: split S - 1, reverse: split S - 2), on `split` SMs each block holds one split of a tile
+    # (reverse: split 0 arrives last and keeps its own)
+    for sms in sorted({EMU_SMS, split}):
+        for reverse in (False, True):
+            got = emulate(keep, folder, qa, qb, sc.a, sc.b, sm_count=sms, launches=2, reverse=reverse)
+            assert np.array_equal(got, c), f"SPLIT_KEEP 1 (on {sms} SMs, reverse={reverse}) sums in another order"
+    if split == 4 and width == 128:
+        text = build_for(keep).source.read_text()
+        marker = "const bool keep = split <= 1;"
+        assert text.count(marker) == 1, f"stage 15 changed: update the negative control's patch ({marker!r})"
+        wrong = Path(folder) / "wrong_keep_reorders.cu"
+        # split 2 keeps its own as well and starts the loop past it: (p2 + p0) + p1 + p3
+        wrong.write_text(text.replace(marker, "const bool keep = split <= 2;").replace(
+            "s = keep ? 1 - split : 1;", "s = keep ? (split == 2 ? 0 : 1 - split) : 1;"))
+        outs = [emulate(keep, folder, qa, qb, sc.a, sc.b, source=wrong, reverse=r) for r in (False, True)]
+        assert not all(np.array_equal(o, c) for o in outs), "a reordered sum kept SPLIT_KEEP 0's bits"
 
 
 @pytest.mark.slow

@@ -91,7 +91,7 @@
 //                    192's 96 + 96 do; 3 stages with the TMA-store epilogue (211 KB). Why: a 128-wide k-block still
 //                    takes 647 cycles against cuBLASLt's 609 with L2 throughput at 84% (session23c), and a 256-wide
 //                    tile loads A once for twice the columns: 48 KB a k-block for two 128-wide tiles' work, not 64.
-//                    SPLIT_K 1, WG_ORDER 0, DIAG 0 only ({BN:256,CLUSTER_M:2}: each CTA multicasts a 128-row half
+//                    WG_ORDER 0, DIAG 0 only (split by an override alone: {BN:256,SPLIT_K:4}, below) ({BN:256,CLUSTER_M:2}: each CTA multicasts a 128-row half
 //                    of B's tile, a third fewer operand bytes a FLOP; an override, not taken by waves: session24c
 //                    93.9 / 99.3% of cuBLASLt at 1024 / 4096 x 4096 x 7168 against 97.6 / 103.4 unclustered). Its loop is its own: with SCALE_READ 3 the next
 //                    k-block's slot waited for, its scales read and its descriptors built under the second half's
@@ -207,6 +207,20 @@
 //                    against {SPLIT_K:1} in the run after it): moe_router 123.8 against 77.5 at 1024 tokens,
 //                    87.9 against 84.9 at 4096; at 64 tokens +7 to +60 points at four projections, -0.7 at
 //                    attn_o, and -8 at shared_down with 8 k-blocks a split (hence the 12)
+//   SPLIT_KEEP       (SPLIT_K > 1; read by split builds only) 1: the split that arrives last adds its own partial from
+//                    its registers where the order of the sum allows, reading S - 1 partials back instead of S: the sum
+//                    is ((p0 + p1) + p2) + ..., and IEEE addition commutes, so split 0 or 1 (holding one operand of the
+//                    first addition) adds the other, then p2, p3, ... in order; any other split starts from p0 read back
+//                    (not 0 + p0: a partial of -0 would become +0 and the bits would depend on the arrival order). C has
+//                    SPLIT_KEEP 0's bits whichever split arrives last (tests/test_hopper_fp8_block.py, with operands
+//                    whose order shows in C). Why: at moe_router's 4096 tokens (64 tiles of 128 x 128 split in 2, the
+//                    default: 94.9% of cuBLASLt, session24b) a tile's summing split reads 64 KB of partials a consumer
+//                    after its last k-block, one L2 round trip of 16 loads a thread a partial; with 2 splits it always
+//                    keeps its own: one round trip and 4 MB of the ~133 MB the grid moves out of L2 fewer. With 128 x 256
+//                    tiles split in 4 ({BN:256,SPLIT_K:4}: 32 tiles x 4 = 128 units of 14 k-blocks, each k-block 48 KB of
+//                    operands for a 128 x 256 tile, ~86 MB for the grid against 117 MB of 128 x 128 x 2, the partials 128
+//                    KB a split) it keeps its own when split 0 or 1 sums. Not yet measured (tune_fp8_block with
+//                    FP8_BLOCK_SHAPES at moe_router; tests' MOE_ROUTER_CANDIDATES)
 //   WG_ORDER         1 (BM 128: two consumer warpgroups): they take turns issuing each k-block's wgmmas, by two
 //                    named barriers (bar.sync before the issue, bar.arrive after it; FlashAttention-3's ping-pong
 //                    between warpgroups): consumer 1 issues k-block use u after consumer 0 has, consumer 0 issues
@@ -383,6 +397,11 @@
 #ifndef SPLIT_TAIL
 #define SPLIT_TAIL 0
 #endif
+// SPLIT_KEEP (SPLIT_K > 1): 1 the split that sums a tile keeps its own partial in its registers where the sum's order
+// allows (it is split 0 or 1: p0 + p1 == p1 + p0), reading S - 1 partials back, not S; 0 reads all S (the measured kernel)
+#ifndef SPLIT_KEEP
+#define SPLIT_KEEP 0
+#endif
 // UNIFORM_A, DESC_STEP (hopper/issue_path.cuh): A's descriptors in uniform registers; each k32 step's descriptors the
 // first's advanced by 32 bytes, and with DESC_STEP 2 (and SCALE_READ 3) the next k-block's first ones built under this
 // k-block's wgmmas, after its slot's wait
@@ -429,7 +448,7 @@ static_assert(BN == 64 || BN == 128 || BN == 160 || BN == 192 || BN == 256,
               "BN 64 or 128 (inside one 128-column scale block of B) or 160, 192, 256 (across two: two B scales a k-block)");
 // BN 256 is written for the plain persistent loop: whole tiles, no ordered turns, no diagnostics (with CLUSTER_M 2
 // each CTA multicasts one 128-row half of B's tile: the halves' layout in the slot is the unclustered one)
-static_assert(BN != 256 || (SPLIT_K == 1 && WG_ORDER == 0 && DIAG == 0), "BN 256: SPLIT_K 1, WG_ORDER 0 and DIAG 0");
+static_assert(BN != 256 || (WG_ORDER == 0 && DIAG == 0), "BN 256: WG_ORDER 0 and DIAG 0");
 // the TMA-store epilogue stores whole 64-column boxes of C: BN 160's last 32 columns go from registers
 // BN 192 is written for the producer's bulk copies of the scales and the non-overlapped promotion (two partials
 // of 96 registers with the accumulator's 96 would not fit), not for SCALE_B_TILE's row buffers
@@ -469,6 +488,7 @@ static_assert(SPLIT_K >= 1 && SPLIT_K <= 16, "SPLIT_K: 1 (no split) to 16 runs o
 // possibly past M; refused rather than left unchecked (the emulation runs clusters of one CTA)
 static_assert(SPLIT_K == 1 || CLUSTER_M == 1, "SPLIT_K > 1 with CLUSTER_M 2 is not written");
 static_assert(SPLIT_TAIL == 0 || (SPLIT_TAIL == 1 && SPLIT_K > 1), "SPLIT_TAIL: 0, or 1 with SPLIT_K > 1 (its most runs a tile)");
+static_assert(SPLIT_KEEP == 0 || SPLIT_KEEP == 1, "SPLIT_KEEP: 0 or 1 (read by split builds only)");
 // SPLIT_TAIL: a tail tile's runs keep this many k-blocks at least (the last run's sum of the partials costs
 // about as much as 2 k-blocks of wgmma per partial at BN 192: shorter runs would not pay for it)
 #if SPLIT_TAIL
@@ -997,9 +1017,28 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       float4* const mine = slice + split * kPartialFloat4s;
       if (hand_over_partial(mine, acc, workspace + who, 1 + consumer, local_tid, &arrived[consumer]) != splits - 1)
         return false;  // another split finishes the slice
+#if SPLIT_KEEP
+      // ((p0 + p1) + p2) + ...: split 0 or 1 holds the first sum's one operand already (IEEE addition commutes, so
+      // p1 + p0 has p0 + p1's bits) and reads the other; any other split starts from p0 read back (not 0 + p0,
+      // which would turn a partial of -0 into +0 and make the bits depend on the arrival order)
+      const bool keep = split <= 1;
+      if (!keep) {
+#pragma unroll
+        for (int j = 0; j < kAccum / 4; ++j) {
+          const float4 v = ld_cg_f4(slice + j * 128);
+          acc[4 * j] = v.x;
+          acc[4 * j + 1] = v.y;
+          acc[4 * j + 2] = v.z;
+          acc[4 * j + 3] = v.w;
+          if (j % 8 == 7) asm volatile("" ::: "memory");
+        }
+      }
+      for (int s = keep ? 1 - split : 1; s < splits; s = keep && s + 1 == split ? s + 2 : s + 1) {
+#else
 #pragma unroll
       for (int i = 0; i < kAccum; ++i) acc[i] = 0.0f;
       for (int s = 0; s < splits; ++s) {  // in split order, whichever split this is
+#endif
 #pragma unroll
         for (int j = 0; j < kAccum / 4; ++j) {
           const float4 v = ld_cg_f4(slice + s * kPartialFloat4s + j * 128);
