@@ -168,7 +168,11 @@ SPLIT_SQUARE = [128, 1024]
                                      "{SPLIT_K:2,BN:192,STAGES:4}", "{SPLIT_K:2,BN:160}", "{}",
                                      # 128 x 256 tiles split; the summing split keeping its own partial (SPLIT_KEEP)
                                      "{SPLIT_K:4,BN:256}", "{SPLIT_K:2,SPLIT_KEEP:1}", "{SPLIT_K:4,SPLIT_KEEP:1}",
-                                     "{SPLIT_K:4,BN:256,SPLIT_KEEP:1}"])
+                                     "{SPLIT_K:4,BN:256,SPLIT_KEEP:1}",
+                                     # 2-CTA clusters split (a cluster's CTAs walk the same units, B multicast; not
+                                     # emulated on the CPU): cuBLASLt's configuration at moe_router, at 64 wide, at 256
+                                     "{CLUSTER_M:2,SPLIT_K:2}", "{CLUSTER_M:2,SPLIT_K:3,BN:64}",
+                                     "{CLUSTER_M:2,SPLIT_K:4,BN:256,SPLIT_KEEP:1}"])
 def test_split_k_matches_the_dequantized_fp64_product_with_the_same_bits_every_call(tmp_path, defines):
     import re
 
@@ -192,8 +196,10 @@ def test_split_k_matches_the_dequantized_fp64_product_with_the_same_bits_every_c
         assert built == want, ((m, n, k), r["kernel_name"])
         taken = min(built, -(-k // 128))
         split_seen |= taken > 1
-        # the units, tiles x the splits taken (at most the k-blocks), on the H200's SMs
-        assert extra["grid"][0] == min(H200_SMS, -(-m // 128) * -(-n // bn) * taken), ((m, n, k), extra["grid"])
+        # the units, tiles x the splits taken (at most the k-blocks), on the H200's SMs (clusters: their CTAs' tiles,
+        # cdiv(m, 256) x 2 rows of them)
+        rows = -(-m // 256) * 2 if "CLUSTER_M:2" in defines else -(-m // 128)
+        assert extra["grid"][0] == min(H200_SMS, rows * -(-n // bn) * taken), ((m, n, k), extra["grid"])
         assert extra["check_repeats"] == 3 and extra["rel_error_distinct"] == 1, ((m, n, k), extra)
         assert float(r["check_elem_max"]) <= 1.0, ((m, n, k), r["check_elem_max"])
     assert split_seen, defines  # the defaults split where the rule says (moe_router)

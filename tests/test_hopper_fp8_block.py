@@ -677,6 +677,8 @@ def test_moe_router_candidates_build_and_the_measured_split_is_pinned(tmp_path_f
         assert nums["spill"] == 0 and nums["stack"] == 0, (d, nums)
         assert "warning" not in report.lower() and "C7514" not in report and "C7517" not in report, report
         assert sass_digest(sass(cubin)) != default, d
+        text = sass(cubin)  # every candidate splits (a GPU-scope atomic hands the partials over); clusters multicast B
+        assert "ATOMG.E.ADD" in text and ("UTMALDG.2D.MULTICAST" in text) == ("CLUSTER_M:2" in d), d
     unsplit = build(VARIANT, "fp8", out, _overrides("{SPLIT_KEEP:1}"))[0]
     assert sass_digest(sass(unsplit)) == sass_digest(sass(build(VARIANT, "fp8", out, _overrides("{}"))[0]))
 
@@ -773,10 +775,14 @@ SESSION16_SASS = {
 # it at 94.9% of cuBLASLt (ec544dc; SPLIT_KEEP 0, the new define's off state, compiles to it)
 MEASURED_SPLIT_SASS = "7a6f4139d92e1e73f54efa31dfe1f3be99f587f48d358cb5202f64cf477aaae3"
 MOE_ROUTER_T4096 = (4096, 256, 7168)
-# What the next run measures there beside the defaults (the two under cuBLASLt of issue 30, session24b): the summing
-# split keeping its own partial, 128 x 256 tiles split in 4 (32 tiles x 4 = 128 units of 14 k-blocks: a quarter fewer
-# operand bytes than 64 x 2 units of 128 x 128, fixup bytes doubled), both, and 6 stages without the staging tiles
-MOE_ROUTER_CANDIDATES = ["{SPLIT_KEEP:1}", "{BN:256,SPLIT_K:4}", "{BN:256,SPLIT_K:4,SPLIT_KEEP:1}", "{STAGES:6,EPI_TMA:0}"]
+# What the next run measures there beside the defaults (the DeepSeek-V3 point furthest under cuBLASLt, session24b): the
+# summing split keeping its own partial, 128 x 256 tiles split in 4 (32 tiles x 4 = 128 units of 14 k-blocks: a quarter
+# fewer operand bytes than 64 x 2 units of 128 x 128, fixup bytes doubled), both, 6 stages without the staging tiles,
+# and clusters split
+MOE_ROUTER_CANDIDATES = ["{SPLIT_KEEP:1}", "{BN:256,SPLIT_K:4}", "{BN:256,SPLIT_K:4,SPLIT_KEEP:1}", "{STAGES:6,EPI_TMA:0}",
+                         # cuBLASLt's own configuration there (its row: tile 128 x 128, split_k 2, cluster_shape 2 x 1):
+                         # 2-CTA clusters with B multicast, split in 2 (a quarter fewer operand bytes than unclustered)
+                         "{CLUSTER_M:2,SPLIT_K:2}", "{CLUSTER_M:2,SPLIT_K:2,SPLIT_KEEP:1}"]
 
 
 @pytest.mark.slow
@@ -890,6 +896,31 @@ def test_clusters_launch_a_multiple_of_two_ctas_and_multicast_half_of_b_each():
     # the YAML's default is no clusters: the grid and the box as before the define
     p = _point(130, 264, 1040)
     assert p.variant_cfg.cuda.defines.CLUSTER_M == 1 and "-DCLUSTER_M=1" in build_for(p).flags
+
+
+def test_clusters_split_by_an_override_with_a_workspace_slice_per_cta_tile():
+    """{CLUSTER_M:2,SPLIT_K:S} (cuBLASLt's configuration at moe_router's 4096 tokens: 128 x 128 tiles split in 2 in 2-CTA
+    clusters): the grid is the cluster tiles' CTAs x the splits, a multiple of 2, at most the SMs; the workspace holds a
+    counter and S partials for every CTA's tile, a cluster's second CTA's too where it lies past M (the kernel indexes
+    them cluster tile x 2 + rank: cdiv(m, 2 BM) x 2 rows of tiles); the tail split is refused with clusters. Not
+    emulated (clusters of one CTA on the CPU): tests/test_gpu_hopper_fp8_block.py runs it at the split edges."""
+    from gemmlab.backends.cuda_kernels import launch_shape
+
+    for (m, n, k), defines in [(MOE_ROUTER_T4096, "{CLUSTER_M:2,SPLIT_K:2}"), ((1024, 256, 7168), "{CLUSTER_M:2,SPLIT_K:4,BN:64}"),
+                               ((130, 264, 1040), "{CLUSTER_M:2,SPLIT_K:2}"), ((200, 264, 1040), "{CLUSTER_M:2,SPLIT_K:4,BN:256}"),
+                               ((1, 8, 128), "{CLUSTER_M:2,SPLIT_K:2}")]:
+        p = _point(m, n, k, defines)
+        assert p.skip_reason is None, p.skip_reason
+        env = p.expr_env()
+        bm, bn, split = env["BM"], env["BN"], env["SPLIT_K"]
+        taken = min(split, -(-k // 128))
+        cta_tiles = -(-m // (2 * bm)) * 2 * -(-n // bn)
+        s = launch_shape(p, sm_count=H200_SMS)
+        assert s.grid == (min(H200_SMS, cta_tiles * taken), 1, 1) and s.grid[0] % 2 == 0, (defines, (m, n, k), s.grid)
+        counters = -(-(cta_tiles * (bm // 64) * 4) // 256) * 256  # the kernel's counter_bytes(tiles x CLUSTER_M)
+        assert s.workspace_bytes == counters + cta_tiles * split * bm * bn * 4, (defines, (m, n, k), s.workspace_bytes)
+    # the YAML's rule still splits no clustered point
+    assert _split(_point(*MOE_ROUTER_T4096, "{CLUSTER_M:2}")) == 1
 
 
 # ---- the kernel on the CPU -------------------------------------------------------------------------

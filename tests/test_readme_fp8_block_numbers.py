@@ -375,6 +375,23 @@ def desc_step_phrases() -> list:
                                               for n, v in under.items())]
 
 
+def library_config_phrases() -> list:
+    """session24b: what cuBLASLt's row at moe_router's 4096 tokens says it ran (its algorithm's tile, split and cluster
+    shape), and its time beside the stage's defaults: the configuration {CLUSTER_M:2,SPLIT_K:2} copies."""
+    d = pd.read_csv(folder("h200-2026-12-04/session24b/ds3_default") / "results.csv")
+    at = d[(d["shape_name"] == "deepseek_v3.moe_router.t4096") & (d["status"] == "ok")]
+    ours = at[at["variant"] == "wgmma_fp8_block"].iloc[0]
+    algo = json.loads(at[at["variant"] == "cublaslt"].iloc[0]["extra"])["algorithm"]
+    tile, split, cluster = algo["tile"], algo["split_k"], algo["cluster_shape"]
+    return [f"({tile[0]} x {tile[1]} tiles, `split_k` {split}, `cluster_shape` {cluster[0]} x {cluster[1]}; "
+            f"{ours['baseline_time_median_s'] * 1e6:.1f} us against the defaults' {ours['time_median_s'] * 1e6:.1f})"]
+
+
+@pytest.mark.skipif(not has("h200-2026-12-04/session24b"), reason="session24b's rows are not in this checkout")
+def test_readme_states_the_configuration_cublaslt_runs_at_moe_router():
+    assert_said(library_config_phrases(), "paragraph on stage 15's block scaling")
+
+
 def test_readme_states_what_stage_15_costs():
     assert_said(fp8_block_phrases() + waves_phrases() + cluster_phrases() + split_phrases() + order_and_read_phrases()
                 + wide_tile_phrases() + tail_phrases() + read_ahead_phrases(), "paragraph on stage 15's block scaling")

@@ -198,7 +198,14 @@
 //                    on the arrival order), resets the counter to 0 for the next launch and writes C through
 //                    the epilogue. A slice wholly past M skips the workspace (its C rows are clipped). Grid:
 //                    tiles x S units, at most the SMs; 16 bytes of static shared memory (each consumer's
-//                    arrival word), the dynamic layout unchanged. Refused with CLUSTER_M 2 (static_assert).
+//                    arrival word), the dynamic layout unchanged. With CLUSTER_M 2 (an override: the rule splits no
+//                    clustered point; SPLIT_TAIL refused): a cluster's CTAs walk the same units, so B's multicast
+//                    k-blocks are the same for both, and each hands over its own tile's slices (workspace tile: cluster
+//                    tile x 2 + rank; a second CTA wholly past M skips the workspace as any slice past M).
+//                    {CLUSTER_M:2,SPLIT_K:2} is cuBLASLt's configuration at moe_router's 4096 tokens (its row: tile
+//                    128 x 128, split_k 2, cluster_shape 2 x 1, 23.9 us against the defaults' 25.2 interleaved; session24b): a
+//                    quarter fewer operand bytes a k-block than the defaults' split (A 16 KB + B's half 8 KB). Not
+//                    emulated on the CPU (clusters of one CTA); not yet measured (fp8_block_split)
 //                    SPLIT_K 1 is the measured kernel (the same SASS; the workspace argument unread). The
 //                    YAML's 0 chooses S per point: > 1 only where the tiles leave SMs idle in a single wave
 //                    (of DeepSeek-V3's projections at 1024 and 4096 tokens moe_router alone: 16 / 64 tiles of
@@ -484,9 +491,9 @@ constexpr int kIssuedBar1 = 4;  // consumer 1 has issued its wgmmas of the curre
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "CLUSTER_M: 1 (no clusters) or 2 CTAs along M");
 static_assert(SPLIT_K != 0, "SPLIT_K 0 (by rule) is the YAML's: its point_defines pass 1 or more, never 0");
 static_assert(SPLIT_K >= 1 && SPLIT_K <= 16, "SPLIT_K: 1 (no split) to 16 runs of k-blocks per tile");
-// not written: a cluster's two CTAs would share the unit (B multicast: the same k-blocks), the second
-// possibly past M; refused rather than left unchecked (the emulation runs clusters of one CTA)
-static_assert(SPLIT_K == 1 || CLUSTER_M == 1, "SPLIT_K > 1 with CLUSTER_M 2 is not written");
+// SPLIT_K with clusters: a cluster's CTAs walk the same units (the same k-blocks of B, multicast), each its own tile's
+// slices in the workspace; the tail split is not written for them (its whole units would be cluster tiles)
+static_assert(SPLIT_TAIL == 0 || CLUSTER_M == 1, "SPLIT_TAIL 1 with CLUSTER_M 2 is not written");
 static_assert(SPLIT_TAIL == 0 || (SPLIT_TAIL == 1 && SPLIT_K > 1), "SPLIT_TAIL: 0, or 1 with SPLIT_K > 1 (its most runs a tile)");
 static_assert(SPLIT_KEEP == 0 || SPLIT_KEEP == 1, "SPLIT_KEEP: 0 or 1 (read by split builds only)");
 // SPLIT_TAIL: a tail tile's runs keep this many k-blocks at least (the last run's sum of the partials costs
@@ -719,7 +726,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   const int splits = k_tiles < SPLIT_K ? (k_tiles > 0 ? k_tiles : 1) : SPLIT_K;
   constexpr int whole_units = 0;
   const int units = tiles * splits;
-  const int slice_tiles = tiles;
+  const int slice_tiles = tiles * CLUSTER_M;  // the CTAs' tiles (with clusters: CLUSTER_M a cluster tile)
 #else
   constexpr int splits = 1;
   constexpr int whole_units = 0;
@@ -1010,8 +1017,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     // C do not depend on which split came last), resets the counter for the next launch and goes on to
     // the epilogue. No CTA waits for another, no float atomics.
     __shared__ int arrived[kConsumers];
-    auto holds_the_sum = [&](int tile_index, int split) -> bool {
-      const int who = (tile_index - whole_units) * kConsumers + consumer;  // this slice's counter (SPLIT_TAIL: of the tail)
+    // `tile`: the CTA's tile among the workspace's (SPLIT_TAIL: of the tail; with clusters: cluster tile x CLUSTER_M + rank)
+    auto holds_the_sum = [&](int tile, int split) -> bool {
+      const int who = tile * kConsumers + consumer;  // this slice's counter
       float4* const partials = reinterpret_cast<float4*>(reinterpret_cast<unsigned char*>(workspace) + counter_bytes(slice_tiles));
       float4* const slice = partials + static_cast<size_t>(who) * SPLIT_K * kPartialFloat4s + local_tid;
       float4* const mine = slice + split * kPartialFloat4s;
@@ -1235,7 +1243,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       // is the warpgroup's, told to ptxas as warp-uniform (a `continue` on a per-thread value put the ring's
       // descriptor arithmetic of every k-block in per-thread registers: 16 R2UR a k-block, session22)
       const bool handed_over = splits > 1 && (!SPLIT_TAIL || unit.tile_index >= whole_units) && m0 < M &&
-                               !holds_the_sum(unit.tile_index, unit.split);
+                               !holds_the_sum((unit.tile_index - whole_units) * CLUSTER_M + walk.rank, unit.split);
       if (warp_uniform(handed_over)) continue;
 #endif
 
