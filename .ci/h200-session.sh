@@ -99,6 +99,8 @@ decode_sweep() {
 # (the environment may narrow it: DECODE_ROWS_SWEEP="{XSHARE:0},{XSHARE:1}")
 DECODE_ROWS_SWEEP=${DECODE_ROWS_SWEEP:-"{XSHARE:0},{XSHARE:1},{PREFETCH:0},{SWIZZLE:0},{W_HINT:0},{BLOCKS_SMALL:2,XSHARE:0}"}
 DECODE_ROWS_PRECISIONS=${DECODE_ROWS_PRECISIONS:-"bf16,fp8"}
+# stage 13's define sweep (tests/test_hopper_kernels.py's FP8_SWEEP builds each; FP8_TUNE: other entries)
+FP8_SWEEP='{STAGES:3,EPI_TMA:1},{STAGES:4,EPI_TMA:0},{STAGES:3,EPI_TMA:0},{GROUP_M:16},{BN:128,STAGES:4},{UNIFORM_A:1,DESC_STEP:1},{EPI_BOXES:2,STAGES:4},{EPI_BOXES:1,STAGES:4},{CLUSTER_M:2},{CLUSTER_M:2,EPI_BOXES:2,STAGES:4}'
 # stage 15's define sweep (tests/test_hopper_fp8_block.py's FP8_BLOCK_SWEEP builds each); FP8_BLOCK_TUNE: a subset
 FP8_BLOCK_SWEEP='{PROMOTE_OVERLAP:0},{PROMOTE_OVERLAP:1},{STAGES:4},{STAGES:6,EPI_TMA:0},{BM:64,CONSUMER_REGS:240},{GROUP_M:16},{BN:64},{SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1},{SCALE_SMEM:1,SCALE_WARPS:3,PROMOTE_OVERLAP:1},{SCALE_SMEM:3,PROMOTE_OVERLAP:1},{CLUSTER_M:2},{SPLIT_K:2},{SPLIT_K:4},{SPLIT_K:2,BN:64},{SCALE_READ:0},{BN:128},{BN:160},{SPLIT_TAIL:0},{SCALE_READ:1,UNIFORM_A:0,DESC_STEP:0},{UNIFORM_A:0,DESC_STEP:0},{SCALE_READ:1,DESC_STEP:0},{DESC_STEP:0},{DESC_STEP:1},{BN:256},{BN:256,SCALE_READ:1},{BN:256,CLUSTER_M:2}'
 # stage 15 at moe_router (fp8_block_split): the defaults, then tests/test_hopper_fp8_block.py's MOE_ROUTER_CANDIDATES
@@ -245,7 +247,7 @@ for stage in "$@"; do case $stage in
   hopper_fp8) step gpu_hopper_fp8 300 python3 -m pytest -m gpu tests/test_gpu_hopper_fp8.py -q -rA -s -p no:cacheprovider ;;
   tune_fp8) step tune_wgmma_fp8 300 python3 run.py -m variant=wgmma_fp8 precision=fp8 "layouts=[nt]" measure.fp8_scaling=tensor \
              "sizes.square=[4096,8192]" sizes.shapes=[] "measure.baseline=[cublaslt]" measure.max_time_s=1.5 $Q \
-             'variant.wgmma_fp8.cuda.defines={STAGES:3,EPI_TMA:1},{STAGES:4,EPI_TMA:0},{STAGES:3,EPI_TMA:0},{GROUP_M:16},{BN:128,STAGES:4},{UNIFORM_A:1,DESC_STEP:1}' \
+             "variant.wgmma_fp8.cuda.defines=${FP8_TUNE:-$FP8_SWEEP}" \
              run.name=tune_wgmma_fp8 hydra.sweep.dir=$REF/tune_wgmma_fp8 ;;
   fp8_scaled)  # issue 30: cuBLASLt's Hopper FP8 scale modes (rowcol = OUTER_VEC_32F, block = DeepSeek-V3's
            # VEC128_32F x BLK128x128_32F through nvmath's raw bindings) beside per-tensor: the GPU tests

@@ -313,8 +313,23 @@ FP8_SWEEP = [
     "{STAGES:3,EPI_TMA:0}",
     "{GROUP_M:16}",
     "{BN:128,STAGES:4}",
-    "{UNIFORM_A:1,DESC_STEP:1}",  # stage 15's issue-path defines (issue 32; not yet measured)
+    "{UNIFORM_A:1,DESC_STEP:1}",  # stage 15's issue-path defines (issue 32; session24b: within noise)
+    # issue 32: the staging tiles two boxes (or one) a round, which makes room for a fourth stage with the TMA store
+    # (stage 12's default), and 2-CTA clusters with B multicast (stage 12's; a third fewer operand bytes a FLOP: under
+    # the 700 W cap at 8192, fewer bytes, a higher clock); not yet measured
+    "{EPI_BOXES:2,STAGES:4}",
+    "{EPI_BOXES:1,STAGES:4}",
+    "{CLUSTER_M:2}",
+    "{CLUSTER_M:2,EPI_BOXES:2,STAGES:4}",
 ]
+# The default's SASS as the H200 measured it (session4's kernel; session24b's run at ec544dc; nvcc 13.0.88), and the
+# builds of the sweep entries measured since, unchanged by the defines added after them
+FP8_MEASURED_SASS = {
+    "{STAGES:3,EPI_TMA:1}": "8e31c80b5022914aef8ea4508d60d34127e8a45c2ddb45797c142b5555db29cc",
+    "{STAGES:4,EPI_TMA:0}": "66e0be25c86bae5646dda3f5897509e2e8dc9dea9e37854e03e761f5eb7ef775",
+    "{BN:128,STAGES:4}": "0ddf2afcb7816a0ba964952bcf3c8b3b9e1948fa01d9c113753cdfa8fbed3fda",
+    "{UNIFORM_A:1,DESC_STEP:1}": "cb5f61917041cff58f375922d64c11f805616c7671dee7ee8d15b98e1326c7ae",
+}
 FP8_BASE = ["variant=wgmma_fp8", "precision=fp8", "layouts=[nt]"]
 
 
@@ -358,6 +373,48 @@ def test_fp8_sass_is_e4m3_wgmma_fed_by_tma(fp8_builds):
         tma_store = "EPI_TMA:0" not in defines
         assert any(x.startswith("UTMASTG.2D") for x in ops) == tma_store, defines
         assert any(x.startswith("STSM") for x in ops) == tma_store, defines
+
+
+def test_the_session_tunes_stage_13s_sweep():
+    """.ci/h200-session.sh's tune_fp8 runs FP8_SWEEP (the same list, FP8_TUNE aside) at 4096 and 8192, cuBLASLt FP8
+    interleaved."""
+    text = (ROOT / ".ci" / "h200-session.sh").read_text()
+    listed = re.search(r"\nFP8_SWEEP='([^']*)'", text).group(1)
+    assert listed.split("},") == ",".join(FP8_SWEEP).split("},"), listed
+    stage = re.search(r"\n  tune_fp8\)(.*?);;", text, re.S).group(1)
+    for words in ('"variant.wgmma_fp8.cuda.defines=${FP8_TUNE:-$FP8_SWEEP}"', '"sizes.square=[4096,8192]"',
+                  '"measure.baseline=[cublaslt]"'):
+        assert words in stage, words
+
+
+@pytest.mark.slow
+def test_fp8_default_is_the_measured_code_and_clusters_multicast_with_unfenced_releases(fp8_builds):
+    """Stage 13's default, and the entries the H200 measured, compile to the SASS measured (EPI_BOXES 0 and CLUSTER_M 1
+    change nothing); EPI_BOXES 2 stores each consumer's four boxes in two rounds of two; CLUSTER_M 2 multicasts B's half
+    (UTMALDG.2D.MULTICAST), syncs the cluster at start and end (UCGABAR) and releases each slot to both CTAs with plain
+    remote arrives (no MEMBAR.ALL.GPU before them: stage 12's lesson)."""
+    from test_wgmma_ws_nt import sass_digest
+
+    from gemmlab.backends import nvcc
+
+    found = nvcc.find_nvcc()
+    if found is None or nvcc.nvcc_version(found) != "13.0.88":
+        pytest.skip(f"the recorded SASS is nvcc 13.0.88's (here: {found and nvcc.nvcc_version(found)})")
+    for defines, digest in FP8_MEASURED_SASS.items():
+        assert sass_digest(sass(fp8_builds[defines][0])) == digest, f"{defines} is no longer the code measured"
+    for defines, (cubin, _) in fp8_builds.items():
+        ops = opcodes(sass(cubin))
+        clustered = "CLUSTER_M:2" in defines
+        assert any(x.startswith("UTMALDG.2D.MULTICAST") for x in ops) == clustered, defines
+        assert any(x.startswith("UCGABAR") for x in ops) == clustered, defines
+        fenced, arrives = remote_arrives_fenced(ops)
+        assert fenced == 0 and (arrives > 0) == clustered, (defines, fenced, arrives)
+        stores = sum(x.startswith("UTMASTG.2D") for x in ops)
+        # the TMA stores the consumer's thread 0 issues, unrolled: 4 boxes in one round, or EPI_BOXES a round
+        boxes = 0 if "EPI_TMA:0" in defines else (2 if "BN:128" in defines else 4)
+        assert stores == boxes, (defines, stores)
+    assert sum(x.startswith("BAR.SYNC") for x in opcodes(sass(fp8_builds["{EPI_BOXES:2,STAGES:4}"][0]))) > \
+        sum(x.startswith("BAR.SYNC") for x in opcodes(sass(fp8_builds["{STAGES:3,EPI_TMA:1}"][0])))
 
 
 # ---- mma_sync: the tuning sweep, its loop structure, and the kernel on the CPU ----------------------

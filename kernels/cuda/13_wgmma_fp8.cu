@@ -11,8 +11,8 @@
 //   scale_b (FP32, 1 and 1 when unscaled) to every fp8 launch; the epilogue writes
 //   D = (scale_a * scale_b) * acc rounded to bfloat16, what cuBLASLt's fp8 rows write, so the same
 //   FP64 check of the dequantized inputs applies.
-// * One TMA box per operand per stage (A: BM x 128 B, B: BN x 128 B; boxes up to 256 rows), no
-//   cluster multicast (stage 12 measured it slower at 8192 on the H200).
+// * One TMA box per operand per stage (A: BM x 128 B, B: BN x 128 B; boxes up to 256 rows); by default no
+//   cluster multicast (written before stage 12's clusters were fixed: CLUSTER_M below).
 //
 // Techniques, each a define so that a sweep shows what it buys (tune_fp8 in .ci/h200-session.sh).
 // Measured on the H200, 2026-12-01 (outputs/reference/h200-2026-12-01/session4/tune_wgmma_fp8): % of
@@ -29,6 +29,21 @@
 //   DESC_STEP    1: each k32 step's descriptors the first's + 2                    within noise, left off
 //   BN           128 or 256 columns per tile (wgmma N)                            128 (4 stages): 102.4 / 100.8
 //                                                                                 (8192 unreliable: noise 5.7%)
+// Issue 32's, off by default and not yet measured (tune_fp8 runs them; FP8_SWEEP in tests/test_hopper_kernels.py builds
+// each without spills, the CPU emulation runs the EPI_BOXES ones, tests/test_gpu_hopper_fp8.py the clusters):
+//   EPI_BOXES    64 x 64 boxes of a consumer's output staged per round of the TMA-store epilogue (stage 12's; 0: all
+//                BN / 64, one round: the measured SASS). 2 halves the staging tiles (32 KB for both consumers at 128 x
+//                256, not 64), which makes room for a fourth stage with the TMA store (225 KB): the measured 4th stage
+//                bought 1.3 / 2.5 points without the TMA store (EPI_TMA 0 with 4 stages against 3 above), the TMA store
+//                10-15; each round waits for the previous round's store to have read its boxes
+//   CLUSTER_M    2: 2-CTA clusters along M (both CTAs take vertically adjacent tiles of the grouped raster and need
+//                the same B tile each k-tile): each loads BN / 2 of B's rows (the YAML's B box) and multicasts them
+//                into the same place of both CTAs' slots; a slot is refilled when the consumers of both CTAs released
+//                it (plain remote arrives at CTA scope: stage 12's lesson, MEMBAR.ALL.GPU at cluster scope); a cluster's
+//                second CTA may lie wholly past M (loads zeros, stores nothing). Operand bytes per 128 x 256 tile out of
+//                L2: 128 + 128 rows a k-tile, not 128 + 256 (256 FLOP/B modeled, not 171). Why: at 8192 every FP8 GEMM
+//                here meets the 700 W cap (1335-1575 MHz in the rows), and fewer bytes moved is a higher clock under it;
+//                stage 12's clusters are its fastest configuration at 4096 (99.2 against 96.9 without)
 // Standalone in the same session (standalone_fp8): 1340 TFLOP/s at 4096 and 1243 at 8192 against
 // cuBLASLt's 1279 and 1288 (1.047x and 0.965x; the 8192 rows throttle to 1400-1500 MHz).
 //
@@ -36,11 +51,12 @@
 // bfloat16; A row-major M x K, B stored row-major N x K; K % 16 == 0 (TMA: 16-byte row strides of
 // the 1-byte operands) and N % 8 == 0 (16-byte rows of the bf16 C); any M. BM = 128 (two m64
 // consumer warpgroups), BK = 128, BN in {128, 256}; grid <= SM count (the static persistent schedule
-// assumes every CTA resident). Shared memory: STAGES*(BM + BN)*BK + EPI_TMA*2*64*BN*2 + 1 KB alignment
-// + barriers: 209 KB for 3 stages with the TMA-store epilogue, 193 KB for 4 without.
+// assumes every CTA resident; with clusters a multiple of 2). Shared memory: STAGES*(BM + BN)*BK + EPI_TMA*2*64*
+// (EPI_BOXES*64 or BN)*2 + 1 KB alignment + barriers: 209 KB for 3 stages with the TMA-store epilogue, 193 KB for 4
+// without, 225 KB for 4 with EPI_BOXES 2 (the same with clusters).
 //
-// Modeled intensity (operand bytes per CTA tile, 1-byte elements): 2*BM*BN / ((BM + BN) * 1 B) =
-// 171 FLOP/B for 128x256.
+// Modeled intensity (operand bytes per CTA tile, 1-byte elements): 2*BM*BN / ((BM + BN/CLUSTER_M) * 1 B) =
+// 171 FLOP/B for 128x256 (256 with CLUSTER_M 2: B multicast).
 //
 // Run it alone (cuBLASLt's fp8 row is the baseline): python run.py variant=[cublaslt,wgmma_fp8] precision=fp8
 //   layouts=[nt] measure.fp8_scaling=tensor sizes.square=[4096,8192] sizes.shapes=[]
@@ -72,6 +88,20 @@
 #ifndef CONSUMER_REGS
 #define CONSUMER_REGS 232
 #endif
+// EPI_BOXES: 64 x 64 boxes of a consumer's 64 x BN output staged per round of the TMA-store epilogue (stage 12's);
+// 0: all BN / 64 at once (the measured kernel)
+#ifndef EPI_BOXES
+#define EPI_BOXES 0
+#endif
+#if EPI_BOXES == 0
+#undef EPI_BOXES
+#define EPI_BOXES (BN / 64)
+#endif
+// CLUSTER_M: 1 no clusters (the measured kernel); 2: 2-CTA clusters along M, B's tile multicast to both (stage 12's
+// and stage 15's), each CTA loading BN / 2 of its rows
+#ifndef CLUSTER_M
+#define CLUSTER_M 1
+#endif
 // UNIFORM_A, DESC_STEP (hopper/issue_path.cuh): A's descriptors in uniform registers; each k32 step's descriptors
 // the first's advanced by 32 bytes
 #include "hopper/issue_path.cuh"
@@ -86,14 +116,22 @@ constexpr int kTileBBytes = BN * BK;              // BN rows (N) of 128 bytes (K
 constexpr int kStageBytes = kTileABytes + kTileBBytes;
 constexpr int kOutChunks = BN / 64;              // 64-column boxes of C per consumer tile
 constexpr int kCBoxBytes = 64 * 64 * 2;          // one TMA box of C: 64 rows x 64 bf16 columns
-constexpr int kStagingBytes = EPI_TMA ? kOutChunks * kCBoxBytes : 0;  // one consumer's 64 x BN tile
+constexpr int kStagingBytes = EPI_TMA ? EPI_BOXES * kCBoxBytes : 0;  // one consumer's EPI_BOXES boxes of 64 x 64
 constexpr int kAccum = BN / 2;
+// CLUSTER_M 2: each CTA of the cluster loads BN / CLUSTER_M rows of the slot's B tile (one TMA box, the YAML's B map)
+// and multicasts them to the same place in every CTA's slot
+constexpr int kBShareRows = BN / CLUSTER_M;
+[[maybe_unused]] constexpr int kBShareBytes = kBShareRows * BK;
 
 static_assert(BM == 128, "two consumer warpgroups of m64");
 static_assert(BK == 128, "A and B rows must be exactly one 128-byte swizzle row of 1-byte elements");
 static_assert(BN == 128 || BN == 256, "wgmma N; TMA boxes have at most 256 rows");
 static_assert(EPI_TMA == 0 || EPI_TMA == 1, "EPI_TMA is 0 or 1");
 static_assert(STAGES >= 2, "a ring needs two slots at least");
+static_assert(EPI_BOXES >= 1 && kOutChunks % EPI_BOXES == 0, "EPI_BOXES divides the tile's 64-column boxes");
+static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "CLUSTER_M: 1 (no clusters) or 2 CTAs along M");
+// a CTA's share of B starts on a 1024-byte swizzle atom (8 rows of 128 bytes), where the whole tile's descriptor reads it
+static_assert(kBShareRows % 8 == 0, "B's tile splits across the cluster in whole 8-row swizzle atoms");
 // setmaxnreg moves registers inside what the launch gave the CTA (65536 / kThreads a thread, down to a
 // multiple of 8): past it, setmaxnreg.inc waits for registers that never come (stage 15 hung so, session14e)
 static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * 128 * kConsumers <= 65536 / kThreads / 8 * 8 * kThreads,
@@ -118,11 +156,34 @@ __device__ __forceinline__ TileCoord tile_of(int t, int m_tiles, int n_tiles) {
   return {first_m + local % rows, local / rows};
 }
 
+// What a role walks: schedule indices first, first + stride, ... (the cluster's among all clusters; CLUSTER_M 1: the
+// CTA's among the grid) and the CTA's rank in its cluster. With clusters an index is a cluster tile (CLUSTER_M
+// vertically adjacent tiles, in the same grouped order over cdiv(M, BM x CLUSTER_M) rows of them); the CTA of rank r
+// takes the r-th, which may lie wholly past M (it loads zeros, stores nothing, keeps the ring's protocol).
+struct Walk {
+  int rank, first, stride;
+};
+__device__ __forceinline__ Walk walk_of() {
+#if CLUSTER_M > 1
+  using namespace hopper;
+  return {static_cast<int>(cluster_cta_rank()), static_cast<int>(cluster_id_x()), static_cast<int>(cluster_count_x())};
+#else
+  return {0, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x)};
+#endif
+}
+__device__ __forceinline__ TileCoord cta_tile(int t, int m_rows, int n_tiles, int rank) {
+  const TileCoord c = tile_of(t, m_rows, n_tiles);
+  return {c.m * CLUSTER_M + rank, c.n};
+}
+
 }  // namespace
 
 HOPPER_DECLARE_DYNAMIC_SMEM(kDynamicSmemBytes)
 
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
+#if CLUSTER_M > 1
+    __cluster_dims__(CLUSTER_M, 1, 1)
+#endif
     wgmma_fp8_gemm(const TIN* __restrict__ A, const TIN* __restrict__ B, TOUT* __restrict__ C, int M, int N, int K,
                    const hopper::TensorMap* __restrict__ maps, float scale_a, float scale_b) {
   using namespace hopper;
@@ -146,7 +207,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 
   const int tid = threadIdx.x;
   const int warpgroup = tid / 128;
-  const int m_tiles = (M + BM - 1) / BM;
+  const int m_tiles = (M + BM * CLUSTER_M - 1) / (BM * CLUSTER_M);  // rows of (cluster) tiles
   const int n_tiles = (N + BN - 1) / BN;
   const int tiles = m_tiles * n_tiles;
   const int k_tiles = (K + BK - 1) / BK;
@@ -154,11 +215,16 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(&full[s], 1);            // the producer's expect_tx arrival
-      mbar_init(&empty[s], kConsumers);  // one arrival per consumer warpgroup
+      mbar_init(&empty[s], kConsumers * CLUSTER_M);  // one arrival per consumer warpgroup of every CTA of the cluster
     }
     fence_mbar_init();
   }
+  // CLUSTER_M 2: the peer multicasts into our slots and arrives on our empty barriers: all initialised first
+#if CLUSTER_M > 1
+  cluster_sync();
+#else
   __syncthreads();
+#endif
 
   if (warpgroup == 0) {
     // ---------------------------------------------------------------- producer warpgroup
@@ -167,15 +233,23 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       tensormap_acquire(map_a);
       tensormap_acquire(map_b);
       int it = 0;  // stage uses so far, across tiles: slot = it % STAGES, use = it / STAGES
-      for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-        const TileCoord tile = tile_of(t, m_tiles, n_tiles);
+      const Walk walk = walk_of();
+      for (int t = walk.first; t < tiles; t += walk.stride) {
+        const TileCoord tile = cta_tile(t, m_tiles, n_tiles, walk.rank);
         for (int kt = 0; kt < k_tiles; ++kt, ++it) {
           const int slot = it % STAGES;
           mbar_wait(&empty[slot], (static_cast<uint32_t>(it / STAGES) & 1u) ^ 1u);  // use-1 released
           unsigned char* stage = smem + slot * kStageBytes;
-          mbar_arrive_expect_tx(&full[slot], kStageBytes);  // out-of-bounds box parts count too (zeros)
+          // out-of-bounds box parts count too (zeros); with clusters all of B, whichever CTA sends it
+          mbar_arrive_expect_tx(&full[slot], kStageBytes);
           tma_load_2d(stage, map_a, &full[slot], kt * BK, tile.m * BM);
+#if CLUSTER_M > 1
+          // this CTA's BN / CLUSTER_M rows of B's tile, into the same place of every CTA's slot
+          tma_load_2d_multicast(stage + kTileABytes + walk.rank * kBShareBytes, map_b, &full[slot], kt * BK,
+                                tile.n * BN + walk.rank * kBShareRows, static_cast<uint16_t>((1u << CLUSTER_M) - 1u));
+#else
           tma_load_2d(stage + kTileABytes, map_b, &full[slot], kt * BK, tile.n * BN);
+#endif
         }
       }
     }
@@ -193,14 +267,24 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     if (local_tid == 0) tensormap_acquire(map_c);
 #endif
 
+    // CLUSTER_M 2: to the slot's empty barrier in every CTA of the cluster (the peer multicast into ours, we into
+    // theirs), a plain remote arrive (release at CTA scope, as stages 12 and 15)
     auto release = [&](int slot) {
+#if CLUSTER_M > 1
+      if (local_tid == 0) {
+#pragma unroll
+        for (int r = 0; r < CLUSTER_M; ++r) mbar_arrive_remote(&empty[slot], static_cast<uint32_t>(r));
+      }
+#else
       if (local_tid == 0) mbar_arrive(&empty[slot]);
+#endif
     };
 
     float acc[kAccum];
     int it = 0;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-      const TileCoord tile = tile_of(t, m_tiles, n_tiles);
+    const Walk walk = walk_of();
+    for (int t = walk.first; t < tiles; t += walk.stride) {
+      const TileCoord tile = cta_tile(t, m_tiles, n_tiles, walk.rank);
       const int m0 = tile.m * BM + consumer * 64;
       const int n0 = tile.n * BN;
 
@@ -234,27 +318,32 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       if (k_tiles > 0) release((it - 1) % STAGES);
 
 #if EPI_TMA
-      // Epilogue: scaled registers -> swizzled staging tile (stmatrix) -> TMA store (clips at C's edges).
-      if (local_tid == 0) bulk_wait_group_read0();  // the last tile's store has read the buffer
-      named_barrier_sync(1 + consumer, 128);
-      const int row = warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8;  // row this lane addresses
-      const uint32_t staging_base = smem_u32(my_staging);
+      // Epilogue: scaled registers -> swizzled staging tile (stmatrix) -> TMA store (clips at C's edges), EPI_BOXES
+      // 64-column boxes a round (all of them in one by default)
 #pragma unroll
-      for (int j2 = 0; j2 < BN / 16; ++j2) {
-        const int col = 16 * j2 + (lane / 16) * 8;
-        const uint32_t addr = staging_base + (col / 64) * kCBoxBytes + row * 128 +
-                              ((((col % 64) / 8) ^ (row % 8)) * 16);
-        stmatrix_x4(addr, pack2<TOUT>(scale * acc[8 * j2 + 0], scale * acc[8 * j2 + 1]),
-                    pack2<TOUT>(scale * acc[8 * j2 + 2], scale * acc[8 * j2 + 3]),
-                    pack2<TOUT>(scale * acc[8 * j2 + 4], scale * acc[8 * j2 + 5]),
-                    pack2<TOUT>(scale * acc[8 * j2 + 6], scale * acc[8 * j2 + 7]));
-      }
-      fence_proxy_async_smem();  // stmatrix writes -> visible to the TMA engine
-      named_barrier_sync(1 + consumer, 128);
-      if (local_tid == 0) {
+      for (int r = 0; r < kOutChunks / EPI_BOXES; ++r) {
+        if (local_tid == 0) bulk_wait_group_read0();  // the last store has read the buffer
+        named_barrier_sync(1 + consumer, 128);
+        const int row = warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8;  // row this lane addresses
+        const uint32_t staging_base = smem_u32(my_staging);
 #pragma unroll
-        for (int b = 0; b < kOutChunks; ++b) tma_store_2d(map_c, my_staging + b * kCBoxBytes, n0 + 64 * b, m0);
-        bulk_commit_group();
+        for (int j2 = r * EPI_BOXES * 4; j2 < (r + 1) * EPI_BOXES * 4; ++j2) {
+          const int col = 16 * j2 + (lane / 16) * 8;  // in the tile's box col / 64, the round's col / 64 - r x EPI_BOXES
+          const uint32_t addr = staging_base + (col / 64 - r * EPI_BOXES) * kCBoxBytes + row * 128 +
+                                ((((col % 64) / 8) ^ (row % 8)) * 16);
+          stmatrix_x4(addr, pack2<TOUT>(scale * acc[8 * j2 + 0], scale * acc[8 * j2 + 1]),
+                      pack2<TOUT>(scale * acc[8 * j2 + 2], scale * acc[8 * j2 + 3]),
+                      pack2<TOUT>(scale * acc[8 * j2 + 4], scale * acc[8 * j2 + 5]),
+                      pack2<TOUT>(scale * acc[8 * j2 + 6], scale * acc[8 * j2 + 7]));
+        }
+        fence_proxy_async_smem();  // stmatrix writes -> visible to the TMA engine
+        named_barrier_sync(1 + consumer, 128);
+        if (local_tid == 0) {
+#pragma unroll
+          for (int b = 0; b < EPI_BOXES; ++b)
+            tma_store_2d(map_c, my_staging + b * kCBoxBytes, n0 + 64 * (r * EPI_BOXES + b), m0);
+          bulk_commit_group();
+        }
       }
 #else
       // Epilogue: scaled registers -> global, two bf16 per 32-bit store (N % 8 == 0: pairs never
@@ -278,4 +367,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     if (local_tid == 0) bulk_wait_group0();
 #endif
   }
+
+#if CLUSTER_M > 1
+  // The peer may still arrive on our empty barriers: no CTA leaves before the whole cluster is done.
+  cluster_sync();
+#endif
 }
