@@ -65,7 +65,9 @@ def _failures(rows):
                                      "{SCALE_SMEM:1,SCALE_WARPS:2}", "{STAGES:6,EPI_TMA:0}", "{SCALE_SMEM:3}",
                                      "{SCALE_SMEM:3,SCALE_WARPS:2,PROMOTE_OVERLAP:1}", "{CLUSTER_M:2}", "{CLUSTER_M:2,BN:64}",
                                      "{WG_ORDER:1}", "{WG_ORDER:1,PROMOTE_OVERLAP:1}", "{SCALE_READ:0}", "{SCALE_READ:2}", "{SCALE_B_TILE:1}",
-                                     "{BN:192,STAGES:4}", "{BN:160}", "{SCALE_READ:1,UNIFORM_A:0,DESC_STEP:0}", "{SCALE_READ:1}", "{DESC_STEP:0}", "{BN:256}"])
+                                     "{BN:192,STAGES:4}", "{BN:160}", "{SCALE_READ:1,UNIFORM_A:0,DESC_STEP:0}", "{SCALE_READ:1}", "{DESC_STEP:0}", "{BN:256}",
+                                     # C staged one box a round, a stage more (at the widths the waves choose; 256)
+                                     "{EPI_BOXES:1,STAGES:6}", "{BN:256,EPI_BOXES:1}"])
 def test_block_scaled_stage_matches_the_dequantized_fp64_product(tmp_path, defines):
     rows = _run(tmp_path, SQUARE, SHAPES, [f"variant.{VARIANT}.cuda.defines={defines}", DEBUG])
     assert len(rows) == len(SQUARE) + len(SHAPES)

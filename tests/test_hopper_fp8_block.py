@@ -280,11 +280,17 @@ def test_the_session_measures_the_moe_router_candidates_beside_the_defaults():
     assert listed.split("},") == ",".join([FP8_BLOCK_SWEEP[0], *MOE_ROUTER_CANDIDATES]).split("},"), listed
     stage = re.search(r"\n  fp8_block_split\)(.*?);;", text, re.S).group(1)
     m, n, k = MOE_ROUTER_T4096
-    for words in (f"[[{m},{n},{k}],[1024,{n},{k}]]", "measure.baseline=[cublaslt]", "measure.fp8_scaling=block",
-                  "DS3_NAME=ds3_default FP8_BLOCK_OVERRIDES= ds3_fp8_block",
-                  "FP8_BLOCK_OVERRIDES=variant.wgmma_fp8_block.cuda.defines.SPLIT_KEEP=1 ds3_fp8_block"):
+    for words in (f"[[{m},{n},{k}],[1024,{n},{k}]]", "measure.baseline=[cublaslt]", "measure.fp8_scaling=block"):
         assert words in stage, words
-    assert " fp8_block_split " in text.split("\n\n")[0].replace("\n# ", " ")  # listed among the stages
+    # the DeepSeek-V3 projections with the defaults and each override that changes many points, one run after the other
+    stage = re.search(r"\n  fp8_block_ds3_candidates\)(.*?);;", text, re.S).group(1)
+    v = "variant.wgmma_fp8_block.cuda.defines"
+    for words in ("DS3_NAME=ds3_default FP8_BLOCK_OVERRIDES= ds3_fp8_block",
+                  f"FP8_BLOCK_OVERRIDES={v}.SPLIT_KEEP=1 ds3_fp8_block",
+                  f'FP8_BLOCK_OVERRIDES="{v}.EPI_BOXES=1 {v}.STAGES=6" ds3_fp8_block'):
+        assert words in stage, words
+    head = text.split("\n\n")[0].replace("\n# ", " ")
+    assert " fp8_block_split " in head and " fp8_block_ds3_candidates " in head  # listed among the stages
 
 
 def test_the_launcher_passes_the_recorded_grids_and_refuses_others(monkeypatch):
@@ -782,7 +788,9 @@ MOE_ROUTER_T4096 = (4096, 256, 7168)
 MOE_ROUTER_CANDIDATES = ["{SPLIT_KEEP:1}", "{BN:256,SPLIT_K:4}", "{BN:256,SPLIT_K:4,SPLIT_KEEP:1}", "{STAGES:6,EPI_TMA:0}",
                          # cuBLASLt's own configuration there (its row: tile 128 x 128, split_k 2, cluster_shape 2 x 1):
                          # 2-CTA clusters with B multicast, split in 2 (a quarter fewer operand bytes than unclustered)
-                         "{CLUSTER_M:2,SPLIT_K:2}", "{CLUSTER_M:2,SPLIT_K:2,SPLIT_KEEP:1}"]
+                         "{CLUSTER_M:2,SPLIT_K:2}", "{CLUSTER_M:2,SPLIT_K:2,SPLIT_KEEP:1}",
+                         # a sixth stage, made room for by staging one box of C a round (EPI_BOXES 1: 16 KB, not 32)
+                         "{EPI_BOXES:1,STAGES:6}"]
 
 
 @pytest.mark.slow
@@ -1027,12 +1035,15 @@ EMULATED_CONFIGS = ["{}", "{PROMOTE_OVERLAP:1}", "{SCALE_SMEM:0,STAGES:6,PROMOTE
                     "{DESC_STEP:0}", "{DESC_STEP:1,BN:192,STAGES:4}",
                     # 128 x 256 in two halves (at 200 x 264: one tile column, its second half's columns 128-255 past
                     # N but 8, B's second n-block the last one's again where past N)
-                    "{BN:256}", "{BN:256,SCALE_READ:1}"]
+                    "{BN:256}", "{BN:256,SCALE_READ:1}",
+                    # C staged one box a round (EPI_BOXES 1; 2 rounds at 128, 3 at 192, 4 at 256; BN 160: 2 and the
+                    # registers' 32 columns), which makes room for a stage more
+                    "{EPI_BOXES:1,STAGES:6}", "{BN:192,EPI_BOXES:1,STAGES:5}", "{BN:256,EPI_BOXES:1}", "{BN:160,EPI_BOXES:1}"]
 # ... and these every shape: the defaults, the overlapped promotion, the consumers' own loads, cp.async, BN 192
 # and 128
 EMULATED_EVERY_SHAPE = [*EMULATED_CONFIGS[:3], "{SCALE_SMEM:3}", "{BN:192,STAGES:4}", "{BN:128}", "{BN:160}",
                         "{SCALE_READ:1,UNIFORM_A:0,DESC_STEP:0}", "{SCALE_READ:1,UNIFORM_A:0,DESC_STEP:0,BN:192,STAGES:4}", "{DESC_STEP:0}",
-                        "{DESC_STEP:1,BN:192,STAGES:4}", "{BN:256}", "{BN:256,SCALE_READ:1}"]
+                        "{DESC_STEP:1,BN:192,STAGES:4}", "{BN:256}", "{BN:256,SCALE_READ:1}", "{BN:256,EPI_BOXES:1}"]
 
 
 @pytest.mark.slow

@@ -47,6 +47,14 @@
 //   STAGES           shared-memory ring depth (6 fit with the TMA-store epilogue at 128 x 128 without
 //                    the scales in the slots; 5 with them)
 //   EPI_TMA          1: stmatrix -> swizzled staging tile -> TMA store (stage 13's); 0: direct stores
+//   EPI_BOXES        (EPI_TMA 1) 64 x 64 boxes of C staged per round (stage 12's); 0: all of a consumer's at once (the
+//                    measured kernel, its code kept apart: the rounds' loop with one round compiles to other register
+//                    numbers at 192 and 256). 1 halves the staging tiles at 128 (16 KB for both consumers, not 32) and
+//                    quarters them at 256, which makes room for a stage more at every width: 6 at 64 and 128, 5 at 192,
+//                    4 at 256 (the YAML's STAGES rule); each round waits for the previous store to have read its box.
+//                    Why: moe_router at 4096 tokens and shared_gate_up at 1024 (94.9 and 97.5% of cuBLASLt, session24b)
+//                    stream 28-56 k-blocks a unit with 5 and 3 stages in flight. Not yet measured ({EPI_BOXES:1,STAGES:6}:
+//                    fp8_block_split, fp8_block_ds3_candidates)
 //   BM               128 (two m64 consumer warpgroups) or 64 (one: small M, DeepGEMM's BLOCK_M 64;
 //                    with CONSUMER_REGS 240: at 232 ptxas spills 32 bytes) or 192 (three: each warpgroup's
 //                    promotion behind two others' wgmmas; 512 threads leave 128 registers a thread at launch,
@@ -301,7 +309,7 @@
 // any M. BK = 128 = the scale block; grid <= SM count (the static persistent schedule assumes every CTA
 // resident), a multiple of CLUSTER_M. Last argument: the launcher's workspace (read with SPLIT_K > 1 only:
 // counters + partials, the YAML's workspace_bytes; the kernel leaves the counters at zero). Shared memory (the same with clusters): STAGES*(BM + BN)*BK +
-// EPI_TMA*(BM/64)*64*(BN/64*64)*2 + 1 KB alignment + barriers (+ SCALE_SMEM: STAGES*(BM + 4)*4, BM + 8 at BN 160
+// EPI_TMA*(BM/64)*64*(EPI_BOXES or BN/64)*64*2 + 1 KB alignment + barriers (+ SCALE_SMEM: STAGES*(BM + 4)*4, BM + 8 at BN 160
 // and 192): 196 KB for 5
 // stages of 128 x 128 with the TMA-store epilogue and the scales (6 stages: 228 KB, past the 227 KB a block
 // may have).
@@ -404,6 +412,11 @@
 #ifndef SPLIT_TAIL
 #define SPLIT_TAIL 0
 #endif
+// EPI_BOXES (EPI_TMA 1): 64 x 64 boxes of a consumer's output staged per round of the TMA-store epilogue (stage 12's);
+// 0: all of them at once (the measured kernel)
+#ifndef EPI_BOXES
+#define EPI_BOXES 0
+#endif
 // SPLIT_KEEP (SPLIT_K > 1): 1 the split that sums a tile keeps its own partial in its registers where the sum's order
 // allows (it is split 0 or 1: p0 + p1 == p1 + p0), reading S - 1 partials back, not S; 0 reads all S (the measured kernel)
 #ifndef SPLIT_KEEP
@@ -424,7 +437,9 @@ constexpr int kTileBBytes = BN * BK;              // BN rows (N) of 128 bytes (K
 constexpr int kStageBytes = kTileABytes + kTileBBytes;
 constexpr int kOutChunks = BN / 64;               // 64-column boxes of C per consumer tile
 constexpr int kCBoxBytes = 64 * 64 * 2;           // one TMA box of C: 64 rows x 64 bf16 columns
-constexpr int kStagingBytes = EPI_TMA ? kOutChunks * kCBoxBytes : 0;  // one consumer's 64 x BN tile
+// EPI_BOXES boxes a round (0: all kOutChunks)
+constexpr int kEpiBoxes = EPI_BOXES ? EPI_BOXES : kOutChunks;
+constexpr int kStagingBytes = EPI_TMA ? kEpiBoxes * kCBoxBytes : 0;  // one consumer's kEpiBoxes boxes of 64 x 64
 constexpr int kAccum = BN / 2;
 // BN 256: a k-block's wgmmas in two 128-column halves through one partial of 64 registers (m64n128), each half
 // promoted before the next is issued, so the accumulator's 128 registers and the partial's 64 fit as BN 192's do
@@ -462,6 +477,7 @@ static_assert(BN != 256 || (WG_ORDER == 0 && DIAG == 0), "BN 256: WG_ORDER 0 and
 static_assert(!kStraddle || (SCALE_SMEM == 2 && PROMOTE_OVERLAP == 0 && SCALE_B_TILE == 0),
               "BN 160, 192: SCALE_SMEM 2, PROMOTE_OVERLAP 0 and SCALE_B_TILE 0");
 static_assert(EPI_TMA == 0 || EPI_TMA == 1, "EPI_TMA is 0 or 1");
+static_assert(kEpiBoxes >= 1 && kOutChunks % kEpiBoxes == 0, "EPI_BOXES divides the tile's whole 64-column boxes");
 static_assert(PROMOTE_OVERLAP == 0 || PROMOTE_OVERLAP == 1, "PROMOTE_OVERLAP is 0 or 1");
 static_assert(SCALE_SMEM >= 0 && SCALE_SMEM <= 3, "SCALE_SMEM is 0, 1, 2 or 3");
 static_assert(SCALE_COPY_FIRST == 0 || (SCALE_COPY_FIRST == 1 && SCALE_SMEM == 2), "SCALE_COPY_FIRST: 0, or 1 with SCALE_SMEM 2");
@@ -1263,6 +1279,33 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
         }
       };
 #if EPI_TMA
+#if EPI_BOXES
+      // Epilogue: registers -> swizzled staging tile (stmatrix) -> TMA store (clips at C's edges), the whole 64-column
+      // boxes (BN 160: the first 128 columns) kEpiBoxes a round (all in one by default)
+#pragma unroll
+      for (int r = 0; r < kOutChunks / kEpiBoxes; ++r) {
+        if (local_tid == 0) bulk_wait_group_read0();  // the last store has read the buffer
+        named_barrier_sync(1 + consumer, 128);
+        const int row = warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8;  // row this lane addresses
+        const uint32_t staging_base = smem_u32(my_staging);
+#pragma unroll
+        for (int j2 = r * kEpiBoxes * 4; j2 < (r + 1) * kEpiBoxes * 4; ++j2) {
+          const int col = 16 * j2 + (lane / 16) * 8;  // in the tile's box col / 64, the round's col / 64 - r x kEpiBoxes
+          const uint32_t addr = staging_base + (col / 64 - r * kEpiBoxes) * kCBoxBytes + row * 128 +
+                                ((((col % 64) / 8) ^ (row % 8)) * 16);
+          stmatrix_x4(addr, pack2<TOUT>(acc[8 * j2 + 0], acc[8 * j2 + 1]), pack2<TOUT>(acc[8 * j2 + 2], acc[8 * j2 + 3]),
+                      pack2<TOUT>(acc[8 * j2 + 4], acc[8 * j2 + 5]), pack2<TOUT>(acc[8 * j2 + 6], acc[8 * j2 + 7]));
+        }
+        fence_proxy_async_smem();  // stmatrix writes -> visible to the TMA engine
+        named_barrier_sync(1 + consumer, 128);
+        if (local_tid == 0) {
+#pragma unroll
+          for (int b = 0; b < kEpiBoxes; ++b)
+            tma_store_2d(map_c, my_staging + b * kCBoxBytes, n0 + 64 * (r * kEpiBoxes + b), m0);
+          bulk_commit_group();
+        }
+      }
+#else
       // Epilogue: registers -> swizzled staging tile (stmatrix) -> TMA store (clips at C's edges).
       if (local_tid == 0) bulk_wait_group_read0();  // the last tile's store has read the buffer
       named_barrier_sync(1 + consumer, 128);
@@ -1283,6 +1326,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
         for (int b = 0; b < kOutChunks; ++b) tma_store_2d(map_c, my_staging + b * kCBoxBytes, n0 + 64 * b, m0);
         bulk_commit_group();
       }
+#endif
 #if BN % 64
       store_from_registers(kOutChunks * 8);  // BN 160: columns 128-159 from registers
 #endif
