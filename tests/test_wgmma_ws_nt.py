@@ -406,7 +406,7 @@ def test_emulation_catches_an_order_that_never_visits_a_column(tmp_path_factory)
     """The serpentine order off by one: the second group's first column is never computed (its C stays
     NaN) and a column past N is computed instead (TMA clips it)."""
     folder = tmp_path_factory.mktemp("emu-ws-order")
-    src = mutant(folder.parent, "order", "n_tiles - 1 - col", "n_tiles - col", header=True)
+    src = mutant(folder.parent, "order", "n_tiles - 1 - c.n", "n_tiles - c.n", header=True)
     p = ws_point(300, 1032, 64, "nt", "{" + EMU + ",RASTER:1,GROUP_M:2}")
     c, res = emulate(p, folder, np.random.default_rng(2), 4, source=src)
     assert np.isnan(c[256:300, 0:256]).all() and not res.passed, "a tile never computed went unnoticed"

@@ -61,6 +61,7 @@
 // Run it alone (cuBLASLt's fp8 row is the baseline): python run.py variant=[cublaslt,wgmma_fp8] precision=fp8
 //   layouts=[nt] measure.fp8_scaling=tensor sizes.square=[4096,8192] sizes.shapes=[]
 // Debug aids as stage 12: GEMMLAB_DEBUG=1 turns a hung barrier wait into a printf and a trap.
+#include "hopper/cluster_walk.cuh"
 #include "hopper/ptx.cuh"
 #include "hopper/wgmma.cuh"
 
@@ -141,40 +142,7 @@ static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * 128 * kConsumers <= 65536 / 
 constexpr int kDynamicSmemBytes = STAGES * kStageBytes + kConsumers * kStagingBytes + 1024 + 2 * STAGES * 8;
 static_assert(kDynamicSmemBytes <= 227 * 1024, "more shared memory than one sm_90 block may have");
 
-struct TileCoord {
-  int m;  // row of tiles (each BM rows)
-  int n;  // column of tiles (each BN columns)
-};
-
-// Output tile for schedule index t: groups of GROUP_M tile rows, walked column by column.
-__device__ __forceinline__ TileCoord tile_of(int t, int m_tiles, int n_tiles) {
-  const int group_tiles = GROUP_M * n_tiles;
-  const int group = t / group_tiles;
-  const int first_m = group * GROUP_M;
-  const int rows = m_tiles - first_m < GROUP_M ? m_tiles - first_m : GROUP_M;
-  const int local = t - group * group_tiles;
-  return {first_m + local % rows, local / rows};
-}
-
-// What a role walks: schedule indices first, first + stride, ... (the cluster's among all clusters; CLUSTER_M 1: the
-// CTA's among the grid) and the CTA's rank in its cluster. With clusters an index is a cluster tile (CLUSTER_M
-// vertically adjacent tiles, in the same grouped order over cdiv(M, BM x CLUSTER_M) rows of them); the CTA of rank r
-// takes the r-th, which may lie wholly past M (it loads zeros, stores nothing, keeps the ring's protocol).
-struct Walk {
-  int rank, first, stride;
-};
-__device__ __forceinline__ Walk walk_of() {
-#if CLUSTER_M > 1
-  using namespace hopper;
-  return {static_cast<int>(cluster_cta_rank()), static_cast<int>(cluster_id_x()), static_cast<int>(cluster_count_x())};
-#else
-  return {0, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x)};
-#endif
-}
-__device__ __forceinline__ TileCoord cta_tile(int t, int m_rows, int n_tiles, int rank) {
-  const TileCoord c = tile_of(t, m_rows, n_tiles);
-  return {c.m * CLUSTER_M + rank, c.n};
-}
+using hopper::TileCoord;
 
 }  // namespace
 
@@ -233,9 +201,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       tensormap_acquire(map_a);
       tensormap_acquire(map_b);
       int it = 0;  // stage uses so far, across tiles: slot = it % STAGES, use = it / STAGES
-      const Walk walk = walk_of();
+      const ClusterWalk walk = cluster_walk<CLUSTER_M>();
       for (int t = walk.first; t < tiles; t += walk.stride) {
-        const TileCoord tile = cta_tile(t, m_tiles, n_tiles, walk.rank);
+        const TileCoord tile = cta_tile<CLUSTER_M, GROUP_M>(t, m_tiles, n_tiles, walk.rank);
         for (int kt = 0; kt < k_tiles; ++kt, ++it) {
           const int slot = it % STAGES;
           mbar_wait(&empty[slot], (static_cast<uint32_t>(it / STAGES) & 1u) ^ 1u);  // use-1 released
@@ -282,9 +250,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 
     float acc[kAccum];
     int it = 0;
-    const Walk walk = walk_of();
+    const ClusterWalk walk = cluster_walk<CLUSTER_M>();
     for (int t = walk.first; t < tiles; t += walk.stride) {
-      const TileCoord tile = cta_tile(t, m_tiles, n_tiles, walk.rank);
+      const TileCoord tile = cta_tile<CLUSTER_M, GROUP_M>(t, m_tiles, n_tiles, walk.rank);
       const int m0 = tile.m * BM + consumer * 64;
       const int n0 = tile.n * BN;
 
@@ -320,31 +288,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 #if EPI_TMA
       // Epilogue: scaled registers -> swizzled staging tile (stmatrix) -> TMA store (clips at C's edges), EPI_BOXES
       // 64-column boxes a round (all of them in one by default)
-#pragma unroll
-      for (int r = 0; r < kOutChunks / EPI_BOXES; ++r) {
-        if (local_tid == 0) bulk_wait_group_read0();  // the last store has read the buffer
-        named_barrier_sync(1 + consumer, 128);
-        const int row = warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8;  // row this lane addresses
-        const uint32_t staging_base = smem_u32(my_staging);
-#pragma unroll
-        for (int j2 = r * EPI_BOXES * 4; j2 < (r + 1) * EPI_BOXES * 4; ++j2) {
-          const int col = 16 * j2 + (lane / 16) * 8;  // in the tile's box col / 64, the round's col / 64 - r x EPI_BOXES
-          const uint32_t addr = staging_base + (col / 64 - r * EPI_BOXES) * kCBoxBytes + row * 128 +
-                                ((((col % 64) / 8) ^ (row % 8)) * 16);
-          stmatrix_x4(addr, pack2<TOUT>(scale * acc[8 * j2 + 0], scale * acc[8 * j2 + 1]),
-                      pack2<TOUT>(scale * acc[8 * j2 + 2], scale * acc[8 * j2 + 3]),
-                      pack2<TOUT>(scale * acc[8 * j2 + 4], scale * acc[8 * j2 + 5]),
-                      pack2<TOUT>(scale * acc[8 * j2 + 6], scale * acc[8 * j2 + 7]));
-        }
-        fence_proxy_async_smem();  // stmatrix writes -> visible to the TMA engine
-        named_barrier_sync(1 + consumer, 128);
-        if (local_tid == 0) {
-#pragma unroll
-          for (int b = 0; b < EPI_BOXES; ++b)
-            tma_store_2d(map_c, my_staging + b * kCBoxBytes, n0 + 64 * (r * EPI_BOXES + b), m0);
-          bulk_commit_group();
-        }
-      }
+      store_boxes_tma<kOutChunks, EPI_BOXES, TOUT>([&](int i) { return scale * acc[i]; }, my_staging, map_c, n0, m0,
+                                                   1 + consumer, local_tid, warp, lane);
 #else
       // Epilogue: scaled registers -> global, two bf16 per 32-bit store (N % 8 == 0: pairs never
       // straddle the edge). acc[4j + r]: row 16*warp + lane/4 + 8*(r/2), column 8j + 2*(lane%4).

@@ -322,6 +322,7 @@
 //   python run.py variant=[cublaslt,wgmma_fp8_block] precision=fp8 layouts=[nt] measure.fp8_scaling=block
 //     sizes=llm sizes.model_names=[deepseek_v3] 'sizes.tokens=[64,1024,4096]'
 // Debug aids as stage 12: GEMMLAB_DEBUG=1 turns a hung barrier wait into a printf and a trap.
+#include "hopper/cluster_walk.cuh"
 #include "hopper/ptx.cuh"
 #include "hopper/wgmma.cuh"
 
@@ -533,43 +534,8 @@ constexpr int kDynamicSmemBytes = STAGES * kStageBytes + kConsumers * kStagingBy
                                   kBRowBytes;
 static_assert(kDynamicSmemBytes <= 227 * 1024, "more shared memory than one sm_90 block may have");
 
-struct TileCoord {
-  int m;  // row of tiles (each BM rows)
-  int n;  // column of tiles (each BN columns)
-};
-
-// Output tile for schedule index t: groups of GROUP_M tile rows, walked column by column (stage 13's).
-__device__ __forceinline__ TileCoord tile_of(int t, int m_tiles, int n_tiles) {
-  const int group_tiles = GROUP_M * n_tiles;
-  const int group = t / group_tiles;
-  const int first_m = group * GROUP_M;
-  const int rows = m_tiles - first_m < GROUP_M ? m_tiles - first_m : GROUP_M;
-  const int local = t - group * group_tiles;
-  return {first_m + local % rows, local / rows};
-}
-
-// What a role of the CTA walks: schedule indices first, first + stride, ... (the cluster's, of all clusters;
-// CLUSTER_M 1: the CTA's, of the grid), and the CTA's rank in its cluster. Read by each role where its walk
-// begins (after setmaxnreg), as the kernel without clusters read blockIdx.x and gridDim.x there.
-struct ClusterWalk {
-  int rank, first, stride;
-};
-__device__ __forceinline__ ClusterWalk cluster_walk() {
-#if CLUSTER_M > 1
-  using namespace hopper;
-  return {static_cast<int>(cluster_cta_rank()), static_cast<int>(cluster_id_x()), static_cast<int>(cluster_count_x())};
-#else
-  return {0, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x)};
-#endif
-}
-
-// This CTA's tile at schedule index t. With clusters t counts cluster tiles (CLUSTER_M vertically adjacent
-// tiles: m_rows rows of them, in the same grouped order) and the CTA of rank r takes the r-th, which may lie
-// wholly past M (it loads zeros, copies no A scales, stores nothing, but keeps the ring's protocol).
-__device__ __forceinline__ TileCoord cta_tile(int t, int m_rows, int n_tiles, int cta_rank) {
-  const TileCoord c = tile_of(t, m_rows, n_tiles);
-  return {c.m * CLUSTER_M + cta_rank, c.n};
-}
+using hopper::ClusterWalk;
+using hopper::TileCoord;
 
 // A unit of work: the tile at schedule index `tile_index` (cta_tile), k-blocks [kb_begin, kb_end) of it
 // (split `split`). SPLIT_K 1: unit t is tile t, all its k-blocks. SPLIT_K > 1: unit t is split t % splits of
@@ -585,18 +551,18 @@ struct Unit {
 __device__ __forceinline__ Unit unit_of(int t, int splits, int whole_units, int m_rows, int n_tiles, int k_tiles, int cta_rank) {
 #if SPLIT_K > 1
 #if SPLIT_TAIL
-  if (t < whole_units) return {cta_tile(t, m_rows, n_tiles, cta_rank), t, 0, 0, k_tiles};
+  if (t < whole_units) return {hopper::cta_tile<CLUSTER_M, GROUP_M>(t, m_rows, n_tiles, cta_rank), t, 0, 0, k_tiles};
   const int tile_index = whole_units + (t - whole_units) / splits, split = t - whole_units - (tile_index - whole_units) * splits;
 #else
   (void)whole_units;
   const int tile_index = t / splits, split = t - tile_index * splits;
 #endif
-  return {cta_tile(tile_index, m_rows, n_tiles, cta_rank), tile_index, split, split * k_tiles / splits,
+  return {hopper::cta_tile<CLUSTER_M, GROUP_M>(tile_index, m_rows, n_tiles, cta_rank), tile_index, split, split * k_tiles / splits,
           (split + 1) * k_tiles / splits};
 #else
   (void)splits;
   (void)whole_units;
-  return {cta_tile(t, m_rows, n_tiles, cta_rank), t, 0, 0, k_tiles};
+  return {hopper::cta_tile<CLUSTER_M, GROUP_M>(t, m_rows, n_tiles, cta_rank), t, 0, 0, k_tiles};
 #endif
 }
 
@@ -776,7 +742,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       tensormap_acquire(map_a);
       tensormap_acquire(map_b);
       int it = 0;  // stage uses so far, across tiles: slot = it % STAGES, use = it / STAGES
-      const ClusterWalk walk = cluster_walk();
+      const ClusterWalk walk = hopper::cluster_walk<CLUSTER_M>();
       for (int t = walk.first; t < units; t += walk.stride) {
         const Unit unit = unit_of(t, splits, whole_units, m_tiles, n_tiles, k_tiles, walk.rank);
         const TileCoord tile = unit.tile;
@@ -864,7 +830,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       // (SCALE_SMEM 0) are pending registers at their next wgmma fence.
       const int lane = tid % 32, me = tid / 32 - 1;
       int it = 0;
-      const ClusterWalk walk = cluster_walk();
+      const ClusterWalk walk = hopper::cluster_walk<CLUSTER_M>();
       for (int t = walk.first; t < units; t += walk.stride) {
         const Unit unit = unit_of(t, splits, whole_units, m_tiles, n_tiles, k_tiles, walk.rank);
         const TileCoord tile = unit.tile;
@@ -1079,7 +1045,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 #endif
 
     int it = 0;  // ring uses so far, across tiles (as the producer counts them)
-    const ClusterWalk walk = cluster_walk();
+    const ClusterWalk walk = hopper::cluster_walk<CLUSTER_M>();
     for (int t = walk.first; t < units; t += walk.stride) {
       const Unit unit = unit_of(t, splits, whole_units, m_tiles, n_tiles, k_tiles, walk.rank);
       const TileCoord tile = unit.tile;
@@ -1281,32 +1247,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 #if EPI_TMA
 #if EPI_BOXES
       // Epilogue: registers -> swizzled staging tile (stmatrix) -> TMA store (clips at C's edges), the whole 64-column
-      // boxes (BN 160: the first 128 columns) kEpiBoxes a round (all in one by default)
-#pragma unroll
-      for (int r = 0; r < kOutChunks / kEpiBoxes; ++r) {
-        if (local_tid == 0) bulk_wait_group_read0();  // the last store has read the buffer
-        named_barrier_sync(1 + consumer, 128);
-        const int row = warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8;  // row this lane addresses
-        const uint32_t staging_base = smem_u32(my_staging);
-#pragma unroll
-        for (int j2 = r * kEpiBoxes * 4; j2 < (r + 1) * kEpiBoxes * 4; ++j2) {
-          const int col = 16 * j2 + (lane / 16) * 8;  // in the tile's box col / 64, the round's col / 64 - r x kEpiBoxes
-          const uint32_t addr = staging_base + (col / 64 - r * kEpiBoxes) * kCBoxBytes + row * 128 +
-                                ((((col % 64) / 8) ^ (row % 8)) * 16);
-          stmatrix_x4(addr, pack2<TOUT>(acc[8 * j2 + 0], acc[8 * j2 + 1]), pack2<TOUT>(acc[8 * j2 + 2], acc[8 * j2 + 3]),
-                      pack2<TOUT>(acc[8 * j2 + 4], acc[8 * j2 + 5]), pack2<TOUT>(acc[8 * j2 + 6], acc[8 * j2 + 7]));
-        }
-        fence_proxy_async_smem();  // stmatrix writes -> visible to the TMA engine
-        named_barrier_sync(1 + consumer, 128);
-        if (local_tid == 0) {
-#pragma unroll
-          for (int b = 0; b < kEpiBoxes; ++b)
-            tma_store_2d(map_c, my_staging + b * kCBoxBytes, n0 + 64 * (r * kEpiBoxes + b), m0);
-          bulk_commit_group();
-        }
-      }
+      // boxes (BN 160: the first 128 columns) kEpiBoxes a round
+      store_boxes_tma<kOutChunks, kEpiBoxes, TOUT>([&](int i) { return acc[i]; }, my_staging, map_c, n0, m0, 1 + consumer,
+                                                   local_tid, warp, lane);
 #else
-      // Epilogue: registers -> swizzled staging tile (stmatrix) -> TMA store (clips at C's edges).
+      // Epilogue: registers -> swizzled staging tile (stmatrix) -> TMA store (clips at C's edges). The measured code,
+      // kept as written: store_boxes_tma with one round of all the boxes compiles to other SASS at BN 64, 192 and 256
       if (local_tid == 0) bulk_wait_group_read0();  // the last tile's store has read the buffer
       named_barrier_sync(1 + consumer, 128);
       const int row = warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8;  // row this lane addresses

@@ -366,4 +366,38 @@ __device__ __forceinline__ int hand_over_partial(float4* mine, const float (&acc
   named_barrier_sync(barrier_id, 128);  // the acquire before every thread's reads
   return *arrived;
 }
+
+// A consumer warpgroup's TMA-store epilogue (stages 13 and 15; stage 12 writes the same inline): its 64 x (Boxes x 64)
+// output, accumulator element i (the wgmma fragment layout: 8 a stmatrix.x4) as `value(i)` gives it, through the
+// 128B-swizzled 64 x 64 staging boxes at `staging` (stmatrix: bank-conflict free) to one TMA store a box at
+// (n0 + 64 b, m0), which clips at C's edges; RoundBoxes boxes a round, each round after the last store has read the
+// buffer. `barrier_id`: the warpgroup's own named barrier.
+template <int Boxes, int RoundBoxes, typename TOUT, typename Value>
+__device__ __forceinline__ void store_boxes_tma(Value value, unsigned char* staging, const TensorMap* map_c, int n0,
+                                                int m0, int barrier_id, int local_tid, int warp, int lane) {
+  static_assert(RoundBoxes >= 1 && Boxes % RoundBoxes == 0, "whole rounds of boxes");
+  constexpr int kBoxBytes = 64 * 64 * static_cast<int>(sizeof(TOUT));
+#pragma unroll
+  for (int r = 0; r < Boxes / RoundBoxes; ++r) {
+    if (local_tid == 0) bulk_wait_group_read0();  // the last store has read the buffer
+    named_barrier_sync(barrier_id, 128);
+    const int row = warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8;  // row this lane addresses
+    const uint32_t staging_base = smem_u32(staging);
+#pragma unroll
+    for (int j2 = r * RoundBoxes * 4; j2 < (r + 1) * RoundBoxes * 4; ++j2) {
+      const int col = 16 * j2 + (lane / 16) * 8;  // in the tile's box col / 64, the round's col / 64 - r x RoundBoxes
+      const uint32_t addr =
+          staging_base + (col / 64 - r * RoundBoxes) * kBoxBytes + row * 128 + ((((col % 64) / 8) ^ (row % 8)) * 16);
+      stmatrix_x4(addr, pack2<TOUT>(value(8 * j2 + 0), value(8 * j2 + 1)), pack2<TOUT>(value(8 * j2 + 2), value(8 * j2 + 3)),
+                  pack2<TOUT>(value(8 * j2 + 4), value(8 * j2 + 5)), pack2<TOUT>(value(8 * j2 + 6), value(8 * j2 + 7)));
+    }
+    fence_proxy_async_smem();  // stmatrix writes -> visible to the TMA engine
+    named_barrier_sync(barrier_id, 128);
+    if (local_tid == 0) {
+#pragma unroll
+      for (int b = 0; b < RoundBoxes; ++b) tma_store_2d(map_c, staging + b * kBoxBytes, n0 + 64 * (r * RoundBoxes + b), m0);
+      bulk_commit_group();
+    }
+  }
+}
 }  // namespace hopper

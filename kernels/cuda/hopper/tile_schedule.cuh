@@ -35,16 +35,21 @@ struct TileCoord {
 __device__ __forceinline__ int sched_abs(int x) { return x < 0 ? -x : x; }
 __device__ __forceinline__ int sched_sign(int x) { return (x > 0) - (x < 0); }
 
-// Groups of group_m tile rows (the last group may be shorter), each walked down its columns;
-// serpentine: odd groups walk the columns from the right.
-__device__ __forceinline__ TileCoord grouped_tile(int t, int m_tiles, int n_tiles, int group_m, bool serpentine) {
+// Groups of group_m tile rows (the last group may be shorter), each walked down its columns (stages 13 and 15's order,
+// RASTER 0's)
+__device__ __forceinline__ TileCoord grouped_raster(int t, int m_tiles, int n_tiles, int group_m) {
   const int group_tiles = group_m * n_tiles;
   const int group = t / group_tiles;
   const int first_m = group * group_m;
   const int rows = m_tiles - first_m < group_m ? m_tiles - first_m : group_m;
   const int local = t - group * group_tiles;
-  const int col = local / rows;
-  return {first_m + local % rows, serpentine && (group & 1) ? n_tiles - 1 - col : col};
+  return {first_m + local % rows, local / rows};
+}
+
+// The same; serpentine: odd groups walk the columns from the right.
+__device__ __forceinline__ TileCoord grouped_tile(int t, int m_tiles, int n_tiles, int group_m, bool serpentine) {
+  const TileCoord c = grouped_raster(t, m_tiles, n_tiles, group_m);
+  return {c.m, serpentine && ((t / (group_m * n_tiles)) & 1) ? n_tiles - 1 - c.n : c.n};
 }
 
 // The idx-th cell of a generalized Hilbert curve through a w x h grid (x < w, y < h). The curve
