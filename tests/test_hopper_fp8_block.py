@@ -1043,7 +1043,8 @@ EMULATED_CONFIGS = ["{}", "{PROMOTE_OVERLAP:1}", "{SCALE_SMEM:0,STAGES:6,PROMOTE
 # and 128
 EMULATED_EVERY_SHAPE = [*EMULATED_CONFIGS[:3], "{SCALE_SMEM:3}", "{BN:192,STAGES:4}", "{BN:128}", "{BN:160}",
                         "{SCALE_READ:1,UNIFORM_A:0,DESC_STEP:0}", "{SCALE_READ:1,UNIFORM_A:0,DESC_STEP:0,BN:192,STAGES:4}", "{DESC_STEP:0}",
-                        "{DESC_STEP:1,BN:192,STAGES:4}", "{BN:256}", "{BN:256,SCALE_READ:1}", "{BN:256,EPI_BOXES:1}"]
+                        "{DESC_STEP:1,BN:192,STAGES:4}", "{BN:256}", "{BN:256,SCALE_READ:1}", "{BN:256,EPI_BOXES:1}",
+                        "{EPI_BOXES:1,STAGES:6}"]
 
 
 @pytest.mark.slow
