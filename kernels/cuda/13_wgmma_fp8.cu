@@ -42,7 +42,7 @@
 //                it (plain remote arrives at CTA scope: stage 12's lesson, MEMBAR.ALL.GPU at cluster scope); a cluster's
 //                second CTA may lie wholly past M (loads zeros, stores nothing). Operand bytes per 128 x 256 tile out of
 //                L2: 128 + 128 rows a k-tile, not 128 + 256 (256 FLOP/B modeled, not 171). Why: at 8192 every FP8 GEMM
-//                here meets the 700 W cap (1335-1575 MHz in the rows), and fewer bytes moved is a higher clock under it;
+//                here meets the 700 W cap (its rows throttle to 1400-1500 MHz), and fewer bytes moved is a higher clock under it;
 //                stage 12's clusters are its fastest configuration at 4096 (99.2 against 96.9 without)
 // Standalone in the same session (standalone_fp8): 1340 TFLOP/s at 4096 and 1243 at 8192 against
 // cuBLASLt's 1279 and 1288 (1.047x and 0.965x; the 8192 rows throttle to 1400-1500 MHz).

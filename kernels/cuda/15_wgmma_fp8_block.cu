@@ -99,7 +99,8 @@
 //                    192's 96 + 96 do; 3 stages with the TMA-store epilogue (211 KB). Why: a 128-wide k-block still
 //                    takes 647 cycles against cuBLASLt's 609 with L2 throughput at 84% (session23c), and a 256-wide
 //                    tile loads A once for twice the columns: 48 KB a k-block for two 128-wide tiles' work, not 64.
-//                    WG_ORDER 0, DIAG 0 only (split by an override alone: {BN:256,SPLIT_K:4}, below) ({BN:256,CLUSTER_M:2}: each CTA multicasts a 128-row half
+//                    WG_ORDER 0, DIAG 0 only (split by an override alone: {BN:256,SPLIT_K:4}, SPLIT_KEEP below;
+//                    {BN:256,CLUSTER_M:2}: each CTA multicasts a 128-row half
 //                    of B's tile, a third fewer operand bytes a FLOP; an override, not taken by waves: session24c
 //                    93.9 / 99.3% of cuBLASLt at 1024 / 4096 x 4096 x 7168 against 97.6 / 103.4 unclustered). Its loop is its own: with SCALE_READ 3 the next
 //                    k-block's slot waited for, its scales read and its descriptors built under the second half's
@@ -234,8 +235,8 @@
 //                    keeps its own: one round trip and 4 MB of the ~133 MB the grid moves out of L2 fewer. With 128 x 256
 //                    tiles split in 4 ({BN:256,SPLIT_K:4}: 32 tiles x 4 = 128 units of 14 k-blocks, each k-block 48 KB of
 //                    operands for a 128 x 256 tile, ~86 MB for the grid against 117 MB of 128 x 128 x 2, the partials 128
-//                    KB a split) it keeps its own when split 0 or 1 sums. Not yet measured (tune_fp8_block with
-//                    FP8_BLOCK_SHAPES at moe_router; tests' MOE_ROUTER_CANDIDATES)
+//                    KB a split) it keeps its own when split 0 or 1 sums. Not yet measured (.ci/h200-session.sh's
+//                    fp8_block_split: tests' MOE_ROUTER_CANDIDATES at moe_router; fp8_block_ds3_candidates)
 //   WG_ORDER         1 (BM 128: two consumer warpgroups): they take turns issuing each k-block's wgmmas, by two
 //                    named barriers (bar.sync before the issue, bar.arrive after it; FlashAttention-3's ping-pong
 //                    between warpgroups): consumer 1 issues k-block use u after consumer 0 has, consumer 0 issues
@@ -312,7 +313,7 @@
 // EPI_TMA*(BM/64)*64*(EPI_BOXES or BN/64)*64*2 + 1 KB alignment + barriers (+ SCALE_SMEM: STAGES*(BM + 4)*4, BM + 8 at BN 160
 // and 192): 196 KB for 5
 // stages of 128 x 128 with the TMA-store epilogue and the scales (6 stages: 228 KB, past the 227 KB a block
-// may have).
+// may have; 212 KB with EPI_BOXES 1).
 //
 // Modeled intensity (operand bytes per CTA tile, 1-byte elements; the scales add 4*BM + 4 bytes per
 // 128 x (BM + BN) bytes of operands, under 1%): 2*BM*BN / ((BM + BN/CLUSTER_M) * 1 B) = 128 FLOP/B for 128 x 128
