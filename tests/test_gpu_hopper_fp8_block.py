@@ -56,8 +56,8 @@ def _failures(rows):
 
 # the defaults (SCALE_SMEM 2: the scales bulk-copied into the slots), the overlapped promotion, the
 # consumers' own loads (the defaults before session15), the gathering warps, 6 stages without staging tiles,
-# the cp.async copies (SCALE_SMEM 3); 2-CTA clusters with B multicast (CLUSTER_M 2, not emulated on the CPU:
-# first run here) at the width the waves choose and at 64; 128 x 192 tiles across two of B's scale blocks (BN 192:
+# the cp.async copies (SCALE_SMEM 3); 2-CTA clusters with B multicast (CLUSTER_M 2; emulated on the CPU since
+# session25) at the width the waves choose and at 64; 128 x 192 tiles across two of B's scale blocks (BN 192:
 # N = 2112's last tile from a block boundary, 256's second 64 past one with no n-block after it) and 160 (its last 32
 # columns of C stored from registers)
 @pytest.mark.parametrize("defines", ["{PROMOTE_OVERLAP:0}", "{PROMOTE_OVERLAP:1}", "{SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1}",
@@ -171,8 +171,8 @@ SPLIT_SQUARE = [128, 1024]
                                      # 128 x 256 tiles split; the summing split keeping its own partial (SPLIT_KEEP)
                                      "{SPLIT_K:4,BN:256}", "{SPLIT_K:2,SPLIT_KEEP:1}", "{SPLIT_K:4,SPLIT_KEEP:1}",
                                      "{SPLIT_K:4,BN:256,SPLIT_KEEP:1}",
-                                     # 2-CTA clusters split (a cluster's CTAs walk the same units, B multicast; not
-                                     # emulated on the CPU): cuBLASLt's configuration at moe_router, at 64 wide, at 256
+                                     # 2-CTA clusters split (a cluster's CTAs walk the same units, B multicast):
+                                     # cuBLASLt's configuration at moe_router, at 64 wide, at 256
                                      "{CLUSTER_M:2,SPLIT_K:2}", "{CLUSTER_M:2,SPLIT_K:3,BN:64}",
                                      "{CLUSTER_M:2,SPLIT_K:4,BN:256,SPLIT_KEEP:1}"])
 def test_split_k_matches_the_dequantized_fp64_product_with_the_same_bits_every_call(tmp_path, defines):

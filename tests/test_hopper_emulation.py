@@ -48,7 +48,10 @@ def run_hopper_emulation(point, exe: Path, folder: Path, a_bytes, b_bytes, sm_co
                     f"{s.elem_bytes},{s.swizzle}" for s in specs)
     a_bytes.tofile(folder / "a.bin")
     b_bytes.tofile(folder / "b.bin")
-    run_env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0", "GEMMLAB_EMU_MAPS": maps, **(env or {})}
+    # the kernel's clusters along x (CLUSTER_M: its __cluster_dims__), run together by the driver
+    cluster = int(point.expr_env().get("CLUSTER_M", 1))
+    run_env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0", "GEMMLAB_EMU_MAPS": maps,
+               "GEMMLAB_EMU_CLUSTER": str(cluster), **(env or {})}
     r = subprocess.run([str(exe), str(point.m), str(point.n), str(point.k), *map(str, shape.grid),
                         *map(str, shape.block), str(shape.smem_bytes), str(folder / "a.bin"), str(folder / "b.bin"),
                         str(folder / "c.bin")], capture_output=True, text=True, env=run_env, timeout=900)
@@ -106,8 +109,7 @@ def _fp8_point(m, n, k, defines=None):
 
 
 @pytest.mark.slow
-# (clusters are not emulated: CLUSTER_M 2 runs on the H200, tests/test_gpu_hopper_fp8.py)
-@pytest.mark.parametrize("defines", [d for d in FP8_SWEEP if "CLUSTER_M:2" not in d])
+@pytest.mark.parametrize("defines", FP8_SWEEP)
 def test_fp8_sweep_configurations_compute_scaled_a_b_on_the_cpu(defines, tmp_path_factory):
     """The stage's own code through the host emulation: TMA boxes and swizzle, K-major descriptors
     of both operands, the k32 steps, the ring's barriers across tiles (wgmma deferred to the wait
@@ -146,7 +148,7 @@ UNIT_ROUNDOFF = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("defines", [d for d in WS_SWEEP if "CLUSTER_M:1" in d])
+@pytest.mark.parametrize("defines", WS_SWEEP)
 def test_wgmma_ws_sweep_configurations_compute_a_b_on_the_cpu(defines, tmp_path_factory):
     """Stage 12's own code on the CPU: the N-major B descriptors (LBO between 64-column chunks), the
     ring across tiles of a persistent CTA, the stmatrix + TMA-store or direct epilogue."""
@@ -158,8 +160,10 @@ def test_wgmma_ws_sweep_configurations_compute_a_b_on_the_cpu(defines, tmp_path_
     from gemmlab.points import expand
 
     folder, rng = tmp_path_factory.mktemp("emu-ws"), np.random.default_rng(7)
-    first = next(d for d in WS_SWEEP if "CLUSTER_M:1" in d)  # clusters are not emulated: its first
-    for m, n, k in WS_EMULATED_SHAPES if defines == first else WS_EMULATED_SHAPES[:1]:  # unclustered one
+    # the default (2-CTA clusters: the driver runs a cluster's blocks together) and the first unclustered entry at
+    # every shape, the others at the first
+    every = (WS_SWEEP[0], next(d for d in WS_SWEEP if "CLUSTER_M:1" in d))
+    for m, n, k in WS_EMULATED_SHAPES if defines in every else WS_EMULATED_SHAPES[:1]:
         (p,) = expand(compose_cfg(["variant=wgmma_ws", "precision=bf16", "sizes.square=[]",
                                    f"sizes.shapes=[[{m},{n},{k}]]", f"variant.wgmma_ws.cuda.defines={defines}"]))
         assert p.skip_reason is None, p.skip_reason

@@ -910,8 +910,9 @@ def test_clusters_split_by_an_override_with_a_workspace_slice_per_cta_tile():
     """{CLUSTER_M:2,SPLIT_K:S} (cuBLASLt's configuration at moe_router's 4096 tokens: 128 x 128 tiles split in 2 in 2-CTA
     clusters): the grid is the cluster tiles' CTAs x the splits, a multiple of 2, at most the SMs; the workspace holds a
     counter and S partials for every CTA's tile, a cluster's second CTA's too where it lies past M (the kernel indexes
-    them cluster tile x 2 + rank: cdiv(m, 2 BM) x 2 rows of tiles); the tail split is refused with clusters. Not
-    emulated (clusters of one CTA on the CPU): tests/test_gpu_hopper_fp8_block.py runs it at the split edges."""
+    them cluster tile x 2 + rank: cdiv(m, 2 BM) x 2 rows of tiles); the tail split is refused with clusters. Emulated
+    (test_split_k_sums_the_splits_at_every_edge_on_the_cpu, test_clusters_split_with_the_same_bits_whichever_split_
+    arrives_last) and run on the H200 at the split edges (tests/test_gpu_hopper_fp8_block.py)."""
     from gemmlab.backends.cuda_kernels import launch_shape
 
     for (m, n, k), defines in [(MOE_ROUTER_T4096, "{CLUSTER_M:2,SPLIT_K:2}"), ((1024, 256, 7168), "{CLUSTER_M:2,SPLIT_K:4,BN:64}"),
@@ -1005,8 +1006,9 @@ EMULATED_SHAPES = [
     (64, 136, 256),  # M = 64 (half a tile); 2 k-blocks: the two peeled steps alone
     (1, 8, 128),  # one row, 8 columns, K = one scale block (one tile of either width: 128, a tile busies half the 2 SMs)
 ]
-# Other configurations run the first shape only: the builds are most of the time. Clusters are not emulated
-# (hopper_emu.h runs clusters of one CTA): CLUSTER_M 2 runs on the H200 (tests/test_gpu_hopper_fp8_block.py).
+# Other configurations run the first shape only: the builds are most of the time. Clusters (CLUSTER_M 2): the driver
+# runs a cluster's two blocks together (GEMMLAB_EMU_CLUSTER, from the point's CLUSTER_M); on the H200 too
+# (tests/test_gpu_hopper_fp8_block.py).
 EMULATED_CONFIGS = ["{}", "{PROMOTE_OVERLAP:1}", "{SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1}",
                     "{BM:64,BN:64,EPI_TMA:0,STAGES:2}", "{BM:64,STAGES:3,SCALE_COPY_FIRST:1}", "{SCALE_SMEM:1,BM:64,STAGES:2}",
                     "{SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1,SCALE_AHEAD:2}",
@@ -1038,13 +1040,17 @@ EMULATED_CONFIGS = ["{}", "{PROMOTE_OVERLAP:1}", "{SCALE_SMEM:0,STAGES:6,PROMOTE
                     "{BN:256}", "{BN:256,SCALE_READ:1}",
                     # C staged one box a round (EPI_BOXES 1; 2 rounds at 128, 3 at 192, 4 at 256; BN 160: 2 and the
                     # registers' 32 columns), which makes room for a stage more
-                    "{EPI_BOXES:1,STAGES:6}", "{BN:192,EPI_BOXES:1,STAGES:5}", "{BN:256,EPI_BOXES:1}", "{BN:160,EPI_BOXES:1}"]
+                    "{EPI_BOXES:1,STAGES:6}", "{BN:192,EPI_BOXES:1,STAGES:5}", "{BN:256,EPI_BOXES:1}", "{BN:160,EPI_BOXES:1}",
+                    # 2-CTA clusters, B's tile multicast in halves (the driver runs a cluster's two blocks together): at
+                    # 200 x 264 one cluster tile row (the second CTA's tile 72 rows), at 130 x 128 the second CTA's 2 rows,
+                    # at 64 x 136 and 1 x 8 the second CTA wholly past M
+                    "{CLUSTER_M:2}", "{CLUSTER_M:2,BN:64}", "{BN:256,CLUSTER_M:2}", "{CLUSTER_M:2,BM:64,CONSUMER_REGS:240}"]
 # ... and these every shape: the defaults, the overlapped promotion, the consumers' own loads, cp.async, BN 192
 # and 128
 EMULATED_EVERY_SHAPE = [*EMULATED_CONFIGS[:3], "{SCALE_SMEM:3}", "{BN:192,STAGES:4}", "{BN:128}", "{BN:160}",
                         "{SCALE_READ:1,UNIFORM_A:0,DESC_STEP:0}", "{SCALE_READ:1,UNIFORM_A:0,DESC_STEP:0,BN:192,STAGES:4}", "{DESC_STEP:0}",
                         "{DESC_STEP:1,BN:192,STAGES:4}", "{BN:256}", "{BN:256,SCALE_READ:1}", "{BN:256,EPI_BOXES:1}",
-                        "{EPI_BOXES:1,STAGES:6}"]
+                        "{EPI_BOXES:1,STAGES:6}", "{CLUSTER_M:2}"]
 
 
 @pytest.mark.slow
@@ -1182,6 +1188,11 @@ SPLIT_CASES = [
     # the summing split keeping its own partial (test_split_keep_sums_in_the_same_order_on_the_cpu: the same bits)
     ("{SPLIT_K:2,SPLIT_KEEP:1}", EMULATED_SHAPES, 2),
     ("{SPLIT_K:4,SPLIT_KEEP:1}", EMULATED_SHAPES[:1], 4),
+    # split in 2-CTA clusters (the cluster's CTAs walk the same units, each its own tile's slices): one cluster on the 2
+    # emulated SMs walks every unit; at 130 x 128 and 64 x 136 the second CTA's tile 2 rows or wholly past M
+    ("{CLUSTER_M:2,SPLIT_K:2}", EMULATED_SHAPES, 2),
+    ("{CLUSTER_M:2,SPLIT_K:4,BN:256,SPLIT_KEEP:1}", EMULATED_SHAPES[:1], 4),
+    ("{CLUSTER_M:2,SPLIT_K:3,BN:64}", EMULATED_SHAPES[:1], 3),
 ]
 
 
@@ -1198,7 +1209,7 @@ def test_split_k_sums_the_splits_at_every_edge_on_the_cpu(defines, shapes, split
         # the protocol's own properties (the counters left at zero for the next launch; C's bits whatever
         # split arrives last) once per split count, at the first shape (2 x 3 tiles, 9 k-blocks, both
         # edges): the fixup is the same code under every other define; the rest check the k-ranges walked
-        protocol = i == 0 and defines in ("{SPLIT_K:2}", "{SPLIT_K:4}")
+        protocol = i == 0 and defines in ("{SPLIT_K:2}", "{SPLIT_K:4}", "{CLUSTER_M:2,SPLIT_K:2}")
         p = _emu_point(m, n, k, defines)
         assert p.skip_reason is None, p.skip_reason
         assert _split(p) == split, (defines, (m, n, k))
@@ -1207,7 +1218,8 @@ def test_split_k_sums_the_splits_at_every_edge_on_the_cpu(defines, shapes, split
             assert bn == waves_bn(m, n, EMU_SMS, bm, split, _wide(p), _wide256(p)), (defines, (m, n, k))
         taken = min(split, -(-k // 128))  # the splits the kernel takes: at most the k-blocks
         s = launch_shape(p, sm_count=EMU_SMS)
-        assert s.grid == (min(EMU_SMS, -(-m // bm) * -(-n // bn) * taken), 1, 1), (defines, (m, n, k), s.grid)
+        rows = -(-m // (2 * bm)) * 2 if "CLUSTER_M:2" in defines else -(-m // bm)  # clusters: cdiv(m, 2 BM) x 2 CTA rows
+        assert s.grid == (min(EMU_SMS, rows * -(-n // bn) * taken), 1, 1), (defines, (m, n, k), s.grid)
         qa, qb, sc, a64, b64 = operands(rng, m, n, k)
         c = emulate(p, folder, qa, qb, sc.a, sc.b, launches=2 if protocol else 1)
         res = verdict(p, c, a64, b64)
@@ -1265,6 +1277,55 @@ def test_split_keep_sums_in_the_same_order_on_the_cpu(split, width, tmp_path_fac
             "s = keep ? 1 - split : 1;", "s = keep ? (split == 2 ? 0 : 1 - split) : 1;"))
         outs = [emulate(keep, folder, qa, qb, sc.a, sc.b, source=wrong, reverse=r) for r in (False, True)]
         assert not all(np.array_equal(o, c) for o in outs), "a reordered sum kept SPLIT_KEEP 0's bits"
+
+
+@pytest.mark.slow
+def test_clusters_split_with_the_same_bits_whichever_split_arrives_last(tmp_path_factory):
+    """{CLUSTER_M:2,SPLIT_K:2} on 4 emulated SMs (two clusters, a tile's two splits on different clusters), the blocks run
+    first to last and last to first: right at every edge, twice on one workspace, with the same bits either way."""
+    import numpy as np
+
+    pytest.importorskip("ml_dtypes")
+    folder, rng = tmp_path_factory.mktemp("emu-fp8-block-cluster-split"), np.random.default_rng(29)
+    for m, n, k in EMULATED_SHAPES[:2]:
+        p = _point(m, n, k, "{CLUSTER_M:2,SPLIT_K:2}", extra=("device.sm_count=4",))
+        qa, qb, sc, a64, b64 = operands(rng, m, n, k)
+        c = emulate(p, folder, qa, qb, sc.a, sc.b, sm_count=4, launches=2)
+        res = verdict(p, c, a64, b64)
+        assert res.passed, f"at {m}x{n}x{k}: {res.failure()}"
+        assert np.array_equal(c, emulate(p, folder, qa, qb, sc.a, sc.b, sm_count=4, reverse=True))
+
+
+@pytest.mark.slow
+def test_the_emulated_clusters_fail_a_cta_that_multicasts_into_the_wrong_half_or_releases_its_own_slots_alone(
+        tmp_path_factory):
+    """Negative controls of the clusters' emulation (the driver runs a cluster's two blocks together): stage 15 patched
+    so that (1) each CTA multicasts its half of B's tile into the slot's first half (the second half keeps what the
+    slot held: the check fails element-wise), (2) a consumer releases a slot to its own CTA only (the peer's producer
+    waits for an arrival that never comes: the driver names the deadlock, where the GPU would hang)."""
+    import numpy as np
+
+    pytest.importorskip("ml_dtypes")
+    from gemmlab.backends.cuda_kernels import build_for
+
+    folder, rng = tmp_path_factory.mktemp("emu-fp8-block-cluster-wrong"), np.random.default_rng(31)
+    m, n, k = EMULATED_SHAPES[0]
+    p = _emu_point(m, n, k, "{CLUSTER_M:2}")
+    qa, qb, sc, a64, b64 = operands(rng, m, n, k)
+    assert verdict(p, emulate(p, folder, qa, qb, sc.a, sc.b), a64, b64).passed
+    text = build_for(p).source.read_text()
+    marker = "stage + kTileABytes + walk.rank * kBShareBytes"
+    assert text.count(marker) == 1, f"stage 15 changed: update the negative control's patch ({marker!r})"
+    wrong = Path(folder) / "wrong_multicast_half.cu"
+    wrong.write_text(text.replace(marker, "stage + kTileABytes"))
+    c = emulate(p, folder, qa, qb, sc.a, sc.b, source=wrong)
+    assert np.isnan(c).any() or not verdict(p, c, a64, b64).passed, "B's second half never loaded went unnoticed"
+    marker = "for (int r = 0; r < CLUSTER_M; ++r) mbar_arrive_remote(&empty[use % STAGES], static_cast<uint32_t>(r));"
+    assert text.count(marker) == 1, f"stage 15 changed: update the negative control's patch ({marker!r})"
+    wrong = Path(folder) / "wrong_release_own.cu"
+    wrong.write_text(text.replace(marker, "mbar_arrive(&empty[use % STAGES]);"))
+    with pytest.raises(AssertionError, match="deadlock"):
+        emulate(p, folder, qa, qb, sc.a, sc.b, source=wrong)
 
 
 @pytest.mark.slow

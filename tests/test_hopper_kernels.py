@@ -265,9 +265,9 @@ def test_tensor_map_rules_reject_what_tma_cannot_encode():
 
 # ---- wgmma_ws (stage 12): the tuning sweep -------------------------------------------------------------
 # Deltas from conf/variant/wgmma_ws.yaml's defines that one H200 run compares (tune_ws in
-# .ci/h200-session.sh runs the same list); the first is the default. Clusters are not emulated: the
-# CLUSTER_M=1 entries also run through the host emulation (tests/test_hopper_emulation.py), the first
-# of them at every emulated shape.
+# .ci/h200-session.sh runs the same list); the first is the default. Every entry also runs through the host
+# emulation (tests/test_hopper_emulation.py; clusters: the driver runs a cluster's blocks together), the default and
+# the first unclustered entry at every emulated shape.
 WS_SWEEP = [
     "{CLUSTER_M:2,GRID_CTAS:128,STAGES:4,EPI_BOXES:2}",
     "{CLUSTER_M:1,GRID_CTAS:0,STAGES:4,EPI_BOXES:2}",

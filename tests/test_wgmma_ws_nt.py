@@ -293,7 +293,8 @@ def test_the_default_kernel_is_the_measured_code(precision, tmp_path_factory):
 
 
 # ---- the stage on the CPU ----------------------------------------------------------------------------
-# Clusters are not emulated: CLUSTER_M 1 and GRID_CTAS 0 (one CTA per emulated SM).
+# Most entries run without clusters (CLUSTER_M 1) on one CTA per emulated SM (GRID_CTAS 0); the driver runs 2-CTA
+# clusters too (a cluster's blocks together: B's multicast halves, the slot releases to both CTAs), the YAML's defaults.
 EMU = "CLUSTER_M:1,GRID_CTAS:0"
 EMU_ARGS = ("a.data(), b.data(), c.data(), M, N, K, gemm_host::emu_tensor_maps(a.data(), b.data(), c.data()), "
             "gemm_host::emu_workspace()")
@@ -359,6 +360,11 @@ EMULATED = [
     # and K-major B, 2 KB for N-major B) at both layouts
     ("nt", EMU + ",UNIFORM_A:1,DESC_STEP:1", EDGES, 2, 1),
     ("nn", EMU + ",UNIFORM_A:1,DESC_STEP:1", EDGES, 2, 1),
+    # the YAML's defaults: 2-CTA clusters with B multicast on the grid its rule gives (2 and 4 emulated SMs: one and two
+    # clusters; at 129 x 264 and 1 x 8 the cluster's second CTA lies wholly past M), both layouts; stream-K in clusters
+    ("nt", "", EDGES, 2, 1),
+    ("nn", "", EDGES, 4, 1),
+    ("nt", "GRID_CTAS:0" + SK, [SK_SHAPE], 4, 2),
 ]
 
 

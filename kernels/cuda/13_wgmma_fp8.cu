@@ -30,7 +30,7 @@
 //   BN           128 or 256 columns per tile (wgmma N)                            128 (4 stages): 102.4 / 100.8
 //                                                                                 (8192 unreliable: noise 5.7%)
 // Issue 32's, off by default and not yet measured (tune_fp8 runs them; FP8_SWEEP in tests/test_hopper_kernels.py builds
-// each without spills, the CPU emulation runs the EPI_BOXES ones, tests/test_gpu_hopper_fp8.py the clusters):
+// each without spills, the CPU emulation runs every one, tests/test_gpu_hopper_fp8.py the new ones on the H200):
 //   EPI_BOXES    64 x 64 boxes of a consumer's output staged per round of the TMA-store epilogue (stage 12's; 0: all
 //                BN / 64, one round: the measured SASS). 2 halves the staging tiles (32 KB for both consumers at 128 x
 //                256, not 64), which makes room for a fourth stage with the TMA store (225 KB): the measured 4th stage

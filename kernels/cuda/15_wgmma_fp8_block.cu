@@ -177,8 +177,9 @@
 //                    of 128 + 128 at 128 x 128: 171 instead of 128 FLOP/B modeled), a few points at the large
 //                    shapes where stage 15 runs at 87-98% of cuBLASLt, whose block-scaled kernel (nvjet 128x128)
 //                    runs its 128 x 128 tiles in 2-CTA clusters with TMA multicast. Builds for every SCALE_SMEM
-//                    mode, BN 64 and BM 64; not emulated on the CPU (hopper_emu.h: clusters of one CTA),
-//                    checked on the H200 by tests/test_gpu_hopper_fp8_block.py
+//                    mode, BN 64 and BM 64; emulated on the CPU since session25 (the driver runs a cluster's two
+//                    blocks together: multicast halves, remote releases), checked on the H200 by
+//                    tests/test_gpu_hopper_fp8_block.py
 //   SPLIT_TAIL       (SPLIT_K > 1) 1: only the last, partial wave's tiles are split (tiles % grid of them, all
 //                    where fewer than the grid), each into min(SPLIT_K, grid / tail, k-blocks / 8) runs; the
 //                    waves before it walk whole tiles, unit t < tiles - tail being tile t (stream-K's data-
@@ -213,8 +214,8 @@
 //                    tile x 2 + rank; a second CTA wholly past M skips the workspace as any slice past M).
 //                    {CLUSTER_M:2,SPLIT_K:2} is cuBLASLt's configuration at moe_router's 4096 tokens (its row: tile
 //                    128 x 128, split_k 2, cluster_shape 2 x 1, 23.9 us against the defaults' 25.2 interleaved; session24b): a
-//                    quarter fewer operand bytes a k-block than the defaults' split (A 16 KB + B's half 8 KB). Not
-//                    emulated on the CPU (clusters of one CTA); not yet measured (fp8_block_split)
+//                    quarter fewer operand bytes a k-block than the defaults' split (A 16 KB + B's half 8 KB). Emulated
+//                    on the CPU at the split edges, both arrival orders; not yet measured (fp8_block_split)
 //                    SPLIT_K 1 is the measured kernel (the same SASS; the workspace argument unread). The
 //                    YAML's 0 chooses S per point: > 1 only where the tiles leave SMs idle in a single wave
 //                    (of DeepSeek-V3's projections at 1024 and 4096 tokens moe_router alone: 16 / 64 tiles of
@@ -999,7 +1000,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     // last (count splits - 1) sums all the stored partials, its own too, in split order 0..S-1 (the bits of
     // C do not depend on which split came last), resets the counter for the next launch and goes on to
     // the epilogue. No CTA waits for another, no float atomics.
-    __shared__ int arrived[kConsumers];
+    HOPPER_BLOCK_SHARED(int, arrived, kConsumers);
     // `tile`: the CTA's tile among the workspace's (SPLIT_TAIL: of the tail; with clusters: cluster tile x CLUSTER_M + rank)
     auto holds_the_sum = [&](int tile, int split) -> bool {
       const int who = tile * kConsumers + consumer;  // this slice's counter

@@ -34,6 +34,8 @@
 
 // The kernel's dynamic shared memory (the host emulation points it at its own buffer).
 #define HOPPER_DYNAMIC_SMEM(name) extern __shared__ unsigned char name[]
+// A static shared array (the host emulation keeps one per block: a cluster's blocks run together there)
+#define HOPPER_BLOCK_SHARED(type, name, count) __shared__ type name[count]
 
 // The dynamic shared memory a kernel needs with its defines, readable by the launcher
 // (gemmlab/backends/cuda_kernels.py) so that a YAML `smem_bytes` rule that gives less is refused

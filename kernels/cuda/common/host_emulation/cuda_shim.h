@@ -37,6 +37,7 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
+#define __cluster_dims__(...)  // the driver runs a cluster's blocks together (GEMMLAB_EMU_CLUSTER)
 #define __align__(n) __attribute__((aligned(n)))
 // Static shared arrays become function statics: one copy shared by the block's threads (blocks
 // run one at a time). Dynamic shared memory goes through GEMMLAB_DYNAMIC_SMEM.
@@ -101,6 +102,21 @@ extern unsigned char* dynamic_smem;
 extern std::size_t dynamic_smem_size;  // the launch's dynamic shared memory (%dynamic_smem_size)
 extern Barrier* block_barrier;
 extern std::vector<std::unique_ptr<Barrier>>* warp_barriers;
+// Thread-block clusters (driver.cpp, GEMMLAB_EMU_CLUSTER): the blocks a cluster has, the running block's rank in its
+// cluster, the dynamic shared memory of the cluster's block of rank `rank`, and the barrier all its threads meet at
+extern unsigned cluster_size;
+unsigned cluster_rank();
+unsigned char* cluster_block_smem(unsigned rank);
+void cluster_sync();
+// A static __shared__ array of `count` T, one per block (HOPPER_BLOCK_SHARED: the blocks of a cluster run together
+// here, where a function-static array would be one for all of them), known by the declaring line
+template <class T>
+T* block_static(int line, std::size_t count) {
+  static std::map<std::pair<unsigned char*, int>, std::vector<T>> arrays;
+  auto& v = arrays[{dynamic_smem, line}];
+  if (v.size() < count) v.resize(count);
+  return v.data();
+}
 
 [[noreturn]] inline void fail(const char* what, const void* p) {
     std::fprintf(stderr, "host emulation: %s (address %p)\n", what, p);

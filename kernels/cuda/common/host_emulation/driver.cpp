@@ -19,6 +19,11 @@
 // before each, so a kernel that leaves its workspace dirty for the next launch fails the check.
 // GEMMLAB_EMU_REVERSE_BLOCKS=1: the blocks run last to first, so a kernel whose CTAs meet through
 // global memory (stage 12's stream-K) is seen with the other arrival order too.
+// GEMMLAB_EMU_CLUSTER=c: thread-block clusters of c blocks along x (the kernel's __cluster_dims__(c, 1, 1)):
+// a cluster's blocks run together, their threads' fibers in one scheduler, each block with its own shared
+// memory and barriers (the driver sets blockIdx, the shared memory and the barriers to the running thread's
+// block before it resumes it), so that a block's multicast copies and remote mbarrier arrivals reach the
+// other's (hopper_emu.h) and cluster_sync meets all of them; clusters run one after another.
 // Hopper stages (hopper_emu.h) take more arguments: launch.cpp passes them (KERNEL_ARGS);
 // B.bin then holds B as the stage reads it (N x K for layout nt: the same element count).
 // The block's threads are fibers (fibers.h) run by this one thread: each in turn until it waits
@@ -50,6 +55,35 @@ int* emu_workspace() {  // 256-byte aligned, as CuPy's allocations; null without
 Barrier* block_barrier = nullptr;
 std::vector<std::unique_ptr<Barrier>>* warp_barriers = nullptr;
 
+// The running cluster's blocks (one without GEMMLAB_EMU_CLUSTER): what the driver switches to before it resumes
+// one of a block's threads, and what a block reaches of another's (cluster_block_smem, cluster_sync)
+struct BlockContext {
+  uint3 idx;
+  unsigned char* smem = nullptr;
+  std::unique_ptr<Barrier> bar;
+  std::vector<std::unique_ptr<Barrier>> warps;
+};
+static std::vector<BlockContext> cluster_blocks;
+static std::unique_ptr<Barrier> cluster_bar;
+unsigned cluster_size = 1;
+unsigned cluster_rank() { return blockIdx.x % cluster_size; }
+unsigned char* cluster_block_smem(unsigned rank) {
+  if (rank >= cluster_blocks.size()) fail("a cluster rank past the cluster's blocks", nullptr);
+  return cluster_blocks[rank].smem;
+}
+void cluster_sync() {
+  if (cluster_size == 1) block_barrier->arrive_and_wait();
+  else cluster_bar->arrive_and_wait();
+}
+static unsigned block_threads = 0;  // threads of one block (the fibers: cluster_size x block_threads)
+static void enter_block(unsigned rank) {
+  const BlockContext& b = cluster_blocks[rank];
+  blockIdx = b.idx;
+  dynamic_smem = b.smem;
+  block_barrier = b.bar.get();
+  warp_barriers = &cluster_blocks[rank].warps;
+}
+
 // The scheduler's state: the block's fibers, the one running, and the kernel call each one makes.
 static std::vector<std::unique_ptr<Fiber>> fibers;
 static std::vector<const char*> waiting_on;  // per thread: the wait it last yielded from
@@ -76,23 +110,26 @@ static void thread_entry() {
     self.entered();
     const unsigned t = running;
     emu_call_kernel(kernel_abc[0], kernel_abc[1], kernel_abc[2], kernel_mnk[0], kernel_mnk[1], kernel_mnk[2]);
-    // a thread that has returned no longer holds up the barriers, as on the GPU
+    // a thread that has returned no longer holds up the barriers, as on the GPU (its block's: the driver set them)
     block_barrier->arrive_and_drop();
-    (*warp_barriers)[t / 32]->arrive_and_drop();
+    (*warp_barriers)[(t % block_threads) / 32]->arrive_and_drop();
+    if (cluster_size > 1) cluster_bar->arrive_and_drop();
     finished = true;
     self.finish();
 }
 
 [[noreturn]] static void deadlock(const std::vector<unsigned char>& live) {
-    std::fprintf(stderr, "host emulation: deadlock in block (%u, %u, %u): every live thread waits and none can go on\n",
-                 blockIdx.x, blockIdx.y, blockIdx.z);
+    std::fprintf(stderr, "host emulation: deadlock in block (%u, %u, %u)%s: every live thread waits and none can go on\n",
+                 blockIdx.x, blockIdx.y, blockIdx.z, cluster_size > 1 ? " and its cluster" : "");
     unsigned shown = 0;
     for (unsigned t = 0; t < live.size(); ++t)
-        if (live[t] && shown++ < 16) std::fprintf(stderr, "  thread %u waits on %s\n", t, waiting_on[t]);
+        if (live[t] && shown++ < 16)
+            std::fprintf(stderr, "  block %u thread %u waits on %s\n", cluster_blocks[t / block_threads].idx.x,
+                         t % block_threads, waiting_on[t]);
     std::abort();
 }
 
-// Runs the block's `threads` threads (blockIdx and the barriers set) until every one has returned.
+// Runs the cluster's blocks' threads (`threads`: all of them, cluster_blocks set) until every one has returned.
 static void run_block(unsigned threads) {
     std::vector<unsigned char> live(threads, 1);
     for (unsigned t = 0; t < threads; ++t) fibers[t]->start(thread_entry);
@@ -103,7 +140,9 @@ static void run_block(unsigned threads) {
             const unsigned t = forward ? i : threads - 1 - i;
             if (!live[t]) continue;
             running = t;
-            threadIdx = {t % blockDim.x, (t / blockDim.x) % blockDim.y, t / (blockDim.x * blockDim.y)};
+            enter_block(t / block_threads);
+            const unsigned l = t % block_threads;
+            threadIdx = {l % blockDim.x, (l / blockDim.x) % blockDim.y, l / (blockDim.x * blockDim.y)};
             finished = idle = napped = false;
             fibers[t]->resume();
             moved |= !idle;
@@ -161,9 +200,19 @@ int main(int argc, char** argv) {
     const char* launches_env = std::getenv("GEMMLAB_EMU_LAUNCHES");
     const unsigned long launches = launches_env ? std::strtoul(launches_env, nullptr, 10) : 1;
     const bool reverse = std::getenv("GEMMLAB_EMU_REVERSE_BLOCKS") != nullptr;
+    if (const char* cl = std::getenv("GEMMLAB_EMU_CLUSTER")) gemm_host::cluster_size = unsigned(std::strtoul(cl, nullptr, 10));
+    const unsigned csize = gemm_host::cluster_size;
+    if (csize < 1 || (csize > 1 && (gridDim.x % csize || gridDim.y != 1 || gridDim.z != 1))) {
+        std::fprintf(stderr, "a grid of (%u, %u, %u) does not split into clusters of %u blocks along x\n", gridDim.x,
+                     gridDim.y, gridDim.z, csize);
+        return 2;
+    }
     gemm_host::dynamic_smem_size = smem;
-    std::vector<unsigned char> smem_buf(smem + 128);  // 128-byte aligned, as the device declares it
-    gemm_host::dynamic_smem = smem_buf.data() + (128 - reinterpret_cast<std::uintptr_t>(smem_buf.data()) % 128) % 128;
+    std::vector<std::vector<unsigned char>> smem_bufs(csize, std::vector<unsigned char>(smem + 128));
+    gemm_host::cluster_blocks.resize(csize);
+    for (unsigned r = 0; r < csize; ++r)  // 128-byte aligned, as the device declares it
+        gemm_host::cluster_blocks[r].smem =
+            smem_bufs[r].data() + (128 - reinterpret_cast<std::uintptr_t>(smem_bufs[r].data()) % 128) % 128;
 
     const unsigned threads = blockDim.x * blockDim.y * blockDim.z;
     if (threads == 0 || threads > gemm_host::kMaxThreads) {
@@ -171,24 +220,27 @@ int main(int argc, char** argv) {
         return 2;
     }
     const unsigned long blocks = std::size_t(gridDim.x) * gridDim.y * gridDim.z;
-    std::unique_ptr<gemm_host::Barrier> block_bar;
-    std::vector<std::unique_ptr<gemm_host::Barrier>> warp_bars;
-    gemm_host::warp_barriers = &warp_bars;
-    for (unsigned t = 0; t < threads; ++t) gemm_host::fibers.push_back(std::make_unique<gemm_host::Fiber>());
-    gemm_host::waiting_on.assign(threads, "");
+    gemm_host::block_threads = threads;
+    for (unsigned t = 0; t < csize * threads; ++t) gemm_host::fibers.push_back(std::make_unique<gemm_host::Fiber>());
+    gemm_host::waiting_on.assign(csize * threads, "");
     gemm_host::kernel_abc[0] = a.data(), gemm_host::kernel_abc[1] = b.data(), gemm_host::kernel_abc[2] = c.data();
     gemm_host::kernel_mnk[0] = M, gemm_host::kernel_mnk[1] = N, gemm_host::kernel_mnk[2] = K;
-    for (unsigned long i = 0; i < launches * blocks; ++i) {
-        if (i % blocks == 0) std::memset(c.data(), 0xff, c.size());  // each launch poisons C
-        const unsigned long j = reverse ? blocks - 1 - i % blocks : i % blocks;
-        blockIdx = {unsigned(j % gridDim.x), unsigned((j / gridDim.x) % gridDim.y), unsigned(j / (std::size_t(gridDim.x) * gridDim.y))};
-        std::memset(gemm_host::dynamic_smem, 0xff, smem);
-        block_bar = std::make_unique<gemm_host::Barrier>(threads, "__syncthreads");
-        warp_bars.clear();
-        for (unsigned w = 0; w * 32 < threads; ++w)
-            warp_bars.push_back(std::make_unique<gemm_host::Barrier>(std::min(32u, threads - 32 * w), "__syncwarp (a warp collective)"));
-        gemm_host::block_barrier = block_bar.get();
-        gemm_host::run_block(threads);
+    const unsigned long clusters = blocks / csize;
+    for (unsigned long i = 0; i < launches * clusters; ++i) {
+        if (i % clusters == 0) std::memset(c.data(), 0xff, c.size());  // each launch poisons C
+        const unsigned long q = reverse ? clusters - 1 - i % clusters : i % clusters;
+        for (unsigned r = 0; r < csize; ++r) {  // the cluster's blocks: q x csize + r, with their own barriers
+            gemm_host::BlockContext& b = gemm_host::cluster_blocks[r];
+            const unsigned long j = q * csize + r;
+            b.idx = {unsigned(j % gridDim.x), unsigned((j / gridDim.x) % gridDim.y), unsigned(j / (std::size_t(gridDim.x) * gridDim.y))};
+            std::memset(b.smem, 0xff, smem);
+            b.bar = std::make_unique<gemm_host::Barrier>(threads, "__syncthreads");
+            b.warps.clear();
+            for (unsigned w = 0; w * 32 < threads; ++w)
+                b.warps.push_back(std::make_unique<gemm_host::Barrier>(std::min(32u, threads - 32 * w), "__syncwarp (a warp collective)"));
+        }
+        if (csize > 1) gemm_host::cluster_bar = std::make_unique<gemm_host::Barrier>(csize * threads, "barrier.cluster (cluster_sync)");
+        gemm_host::run_block(csize * threads);
     }
 
     FILE* f = std::fopen(argv[13], "wb");

@@ -12,10 +12,25 @@ std::mutex& lock() {
   return m;
 }
 
-std::unordered_map<uint32_t, Bar>& bars() {
-  static std::unordered_map<uint32_t, Bar> b;
-  return b;
+// What a block has of its own: its mbarriers (by shared address), its warps' stmatrix exchange, its threads' wgmma
+// groups, its warpgroups' and named barriers. Kept per block's shared memory (the driver's: one buffer a block of the
+// running cluster, the same buffer for blocks that run one after another, which then find the last one's as before)
+struct BlockState {
+  std::unordered_map<uint32_t, Bar> bars;
+  uint32_t published[32][32] = {};
+  Group open[gemm_host::kMaxThreads];
+  std::deque<Group> committed[gemm_host::kMaxThreads];
+  std::unique_ptr<gemm_host::Barrier> wg[8];
+  std::map<std::pair<int, int>, std::unique_ptr<gemm_host::Barrier>> named;
+};
+static BlockState& block_state() {
+  static std::map<unsigned char*, std::unique_ptr<BlockState>> states;
+  auto& s = states[gemm_host::dynamic_smem];
+  if (!s) s = std::make_unique<BlockState>();
+  return *s;
 }
+
+std::unordered_map<uint32_t, Bar>& bars() { return block_state().bars; }
 
 Bar& bar_at(uint32_t addr) {
   auto it = bars().find(addr);
@@ -35,20 +50,11 @@ double wait_limit_s() {
   return s ? std::atof(s) : 60.0;
 }
 
-uint32_t* published(unsigned lane) {
-  static uint32_t table[32][32];
-  return &table[tid() / 32][lane];
-}
+uint32_t* published(unsigned lane) { return &block_state().published[tid() / 32][lane]; }
 
-Group& open_group() {  // per thread
-  static Group g[gemm_host::kMaxThreads];
-  return g[tid()];
-}
+Group& open_group() { return block_state().open[tid()]; }  // per thread
 
-std::deque<Group>& committed() {
-  static std::deque<Group> q[gemm_host::kMaxThreads];
-  return q[tid()];
-}
+std::deque<Group>& committed() { return block_state().committed[tid()]; }
 void retire_groups(size_t pending) {
   while (committed().size() > pending) {
     for (auto& op : committed().front()) op();
@@ -153,6 +159,31 @@ void cp_async_16(void* smem_dst, const void* src) {
   std::memcpy(smem_dst, src, 16);
 }
 
+// The same shared address in the cluster's block of rank `rank` (the mapa of the device), and back.
+namespace {
+struct AsBlock {
+  unsigned char* saved;
+  explicit AsBlock(uint32_t rank) : saved(gemm_host::dynamic_smem) { gemm_host::dynamic_smem = gemm_host::cluster_block_smem(rank); }
+  ~AsBlock() { gemm_host::dynamic_smem = saved; }
+};
+}  // namespace
+
+void mbar_arrive_cluster(uint64_t* bar, uint32_t cta_rank) {
+  const uint32_t addr = smem_u32(bar);
+  AsBlock as(cta_rank);
+  mbar_arrive(reinterpret_cast<uint64_t*>(emu::smem(addr)));
+}
+
+void tma_load_2d_multicast(void* smem_dst, const TensorMap* map, uint64_t* bar, int col, int row, uint16_t mask) {
+  const uint32_t dst = smem_u32(smem_dst), b = smem_u32(bar);
+  if (mask >> gemm_host::cluster_size) gemm_host::fail("a TMA multicast mask with ranks past the cluster", smem_dst);
+  for (uint32_t r = 0; r < gemm_host::cluster_size; ++r) {
+    if (!((mask >> r) & 1u)) continue;
+    AsBlock as(r);  // the box into rank r's shared memory, its bytes completed on rank r's barrier
+    tma_load_2d(emu::smem(dst), map, reinterpret_cast<uint64_t*>(emu::smem(b)), col, row);
+  }
+}
+
 void tma_store_2d(const TensorMap* map, const void* smem_src, int col, int row) {
   tma_box<false>(static_cast<unsigned char*>(const_cast<void*>(smem_src)), const_cast<TensorMap*>(map), col, row);
 }
@@ -173,17 +204,14 @@ void wgmma_commit() {
 }
 
 void warpgroup_sync() {
-  static std::unique_ptr<gemm_host::Barrier> wg[8];
-  static std::once_flag once;
-  std::call_once(once, [] {
-    for (auto& b : wg) b = std::make_unique<gemm_host::Barrier>(128, "wgmma.wait_group (its warpgroup)");
-  });
-  wg[(emu::tid() / 128) % 8]->arrive_and_wait();
+  auto& wg = emu::block_state().wg[(emu::tid() / 128) % 8];
+  if (!wg) wg = std::make_unique<gemm_host::Barrier>(128, "wgmma.wait_group (its warpgroup)");
+  wg->arrive_and_wait();
 }
 
-// Named barriers by (id, thread count): bar.sync arrives and waits for its phase, bar.arrive only arrives.
+// Named barriers by (id, thread count), the block's: bar.sync arrives and waits for its phase, bar.arrive only arrives.
 static gemm_host::Barrier* named_barrier(int id, int threads) {
-  static std::map<std::pair<int, int>, std::unique_ptr<gemm_host::Barrier>> table;
+  auto& table = emu::block_state().named;
   std::lock_guard<std::mutex> g(emu::lock());
   auto& slot = table[{id, threads}];
   if (!slot) slot = std::make_unique<gemm_host::Barrier>(threads, "a named barrier (bar.sync)");

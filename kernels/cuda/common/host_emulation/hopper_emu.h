@@ -23,7 +23,10 @@
 //   Each thread computes its own accumulator fragment (row 16w + l/4 + 8(r/2), column 8j + 2(l%4) +
 //   r%2 of d[4j + r]) from the operands the descriptors address (K-major or MN-major, 128B swizzle).
 //   wgmma.wait_group is also where the warpgroup's threads meet (it is .sync.aligned).
-// * setmaxnreg, fences, tensormap acquire, bulk-group waits: no-ops. Clusters: size 1 only.
+// * setmaxnreg, fences, tensormap acquire, bulk-group waits: no-ops.
+// * Clusters along x (the driver's GEMMLAB_EMU_CLUSTER): the cluster's blocks run together; a multicast TMA load
+//   writes its box into every masked block's shared memory at the same address and completes its bytes on each one's
+//   barrier there, a remote mbarrier arrival arrives on the addressed block's, cluster_sync meets all their threads.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -50,6 +53,8 @@ using std::min;
   int gemmlab_dynamic_smem_bytes = (bytes); \
   }
 #define HOPPER_DYNAMIC_SMEM(name) unsigned char* name = gemm_host::dynamic_smem
+// a static __shared__ array, one per block (the blocks of a cluster run together here)
+#define HOPPER_BLOCK_SHARED(type, name, count) type* name = gemm_host::block_static<type>(__LINE__, (count))
 
 namespace hopper {
 
@@ -159,10 +164,11 @@ void mbar_init(uint64_t* bar, uint32_t arrivals);
 inline void fence_mbar_init() {}
 void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes);
 void mbar_arrive(uint64_t* bar);
+// a plain arrival on the same shared address in the cluster's block of rank cta_rank
+void mbar_arrive_cluster(uint64_t* bar, uint32_t cta_rank);
 template <bool ClusterScope = false>
 inline void mbar_arrive_remote(uint64_t* bar, uint32_t cta_rank) {
-  if (cta_rank != 0) gemm_host::fail("clusters of more than one CTA are not emulated", bar);
-  mbar_arrive(bar);
+  mbar_arrive_cluster(bar, cta_rank);
 }
 void mbar_wait(uint64_t* bar, uint32_t parity);
 inline void mbar_wait_cluster(uint64_t* bar, uint32_t parity) { mbar_wait(bar, parity); }
@@ -177,9 +183,7 @@ void bulk_load_1d(void* smem_dst, const void* src, uint32_t bytes, uint64_t* bar
 // plain arrival: what the emulation checks is that the barrier counts it and that the slot was free
 void cp_async_16(void* smem_dst, const void* src);
 inline void cp_async_mbar_arrive_noinc(uint64_t* bar) { mbar_arrive(bar); }
-inline void tma_load_2d_multicast(void*, const TensorMap*, uint64_t* bar, int, int, uint16_t) {
-  gemm_host::fail("TMA multicast (clusters) is not emulated", bar);
-}
+void tma_load_2d_multicast(void* smem_dst, const TensorMap* map, uint64_t* bar, int col, int row, uint16_t mask);
 void tma_store_2d(const TensorMap* map, const void* smem_src, int col, int row);
 inline void bulk_commit_group() {}
 inline void bulk_wait_group_read0() {}
@@ -235,10 +239,10 @@ template <int Regs>
 inline void setmaxnreg_inc() {}
 template <int Regs>
 inline void setmaxnreg_dec() {}
-inline uint32_t cluster_cta_rank() { return 0; }
-inline uint32_t cluster_id_x() { return blockIdx.x; }
-inline uint32_t cluster_count_x() { return gridDim.x; }
-inline void cluster_sync() { __syncthreads(); }
+inline uint32_t cluster_cta_rank() { return gemm_host::cluster_rank(); }
+inline uint32_t cluster_id_x() { return blockIdx.x / gemm_host::cluster_size; }
+inline uint32_t cluster_count_x() { return gridDim.x / gemm_host::cluster_size; }
+inline void cluster_sync() { gemm_host::cluster_sync(); }
 void named_barrier_sync(int id, int threads);
 // every lane already agrees on `v` (the device's shuffle from lane 0 only tells ptxas so)
 inline bool warp_uniform(bool v) { return v; }
