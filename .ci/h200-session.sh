@@ -104,7 +104,7 @@ FP8_SWEEP='{STAGES:3,EPI_TMA:1},{STAGES:4,EPI_TMA:0},{STAGES:3,EPI_TMA:0},{GROUP
 # stage 15's define sweep (tests/test_hopper_fp8_block.py's FP8_BLOCK_SWEEP builds each); FP8_BLOCK_TUNE: a subset
 FP8_BLOCK_SWEEP='{PROMOTE_OVERLAP:0},{PROMOTE_OVERLAP:1},{STAGES:4},{STAGES:6,EPI_TMA:0},{BM:64,CONSUMER_REGS:240},{GROUP_M:16},{BN:64},{SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1},{SCALE_SMEM:1,SCALE_WARPS:3,PROMOTE_OVERLAP:1},{SCALE_SMEM:3,PROMOTE_OVERLAP:1},{CLUSTER_M:2},{SPLIT_K:2},{SPLIT_K:4},{SPLIT_K:2,BN:64},{SCALE_READ:0},{BN:128},{BN:160},{SPLIT_TAIL:0},{SCALE_READ:1,UNIFORM_A:0,DESC_STEP:0},{UNIFORM_A:0,DESC_STEP:0},{SCALE_READ:1,DESC_STEP:0},{DESC_STEP:0},{DESC_STEP:1},{BN:256},{BN:256,SCALE_READ:1},{BN:256,CLUSTER_M:2}'
 # stage 15 at moe_router (fp8_block_split): the defaults, then tests/test_hopper_fp8_block.py's MOE_ROUTER_CANDIDATES
-FP8_BLOCK_SPLIT_DEFAULT='{PROMOTE_OVERLAP:0},{SPLIT_KEEP:1},{BN:256,SPLIT_K:4},{BN:256,SPLIT_K:4,SPLIT_KEEP:1},{STAGES:6,EPI_TMA:0},{CLUSTER_M:2,SPLIT_K:2},{CLUSTER_M:2,SPLIT_K:2,SPLIT_KEEP:1},{EPI_BOXES:1,STAGES:6}'
+FP8_BLOCK_SPLIT_DEFAULT='{PROMOTE_OVERLAP:0},{SPLIT_KEEP:1},{BN:256,SPLIT_K:4},{BN:256,SPLIT_K:4,SPLIT_KEEP:1},{STAGES:6,EPI_TMA:0},{CLUSTER_M:2,SPLIT_K:2},{CLUSTER_M:2,SPLIT_K:2,SPLIT_KEEP:1},{EPI_BOXES:1,STAGES:6},{CLUSTER_M:2,BN:256,SPLIT_K:4,SPLIT_KEEP:1}'
 # stage 15's diagnostic builds beside the real ones they strip (FP8_BLOCK_DIAG may replace the list)
 FP8_BLOCK_DIAG_DEFAULT='{PROMOTE_OVERLAP:0},{DIAG:1},{SCALE_SMEM:0,STAGES:6},{SCALE_SMEM:0,STAGES:6,DIAG:1},{SCALE_SMEM:0,STAGES:6,DIAG:2}'
 DECODE_ROWS_SHAPES=${DECODE_ROWS_SHAPES:-"[[1,6144,4096],[16,6144,4096],[64,6144,4096],[1,8192,8192],[16,8192,8192],[1,57344,8192],[16,57344,8192]]"}
@@ -279,7 +279,14 @@ for stage in "$@"; do case $stage in
              measure.fp8_scaling=block "sizes.square=[]" "sizes.shapes=[[4096,256,7168],[1024,256,7168]]" \
              "measure.baseline=[cublaslt]" measure.max_time_s=1.5 run.fail_on_error=false $Q \
              "variant.wgmma_fp8_block.cuda.defines=${FP8_BLOCK_SPLIT:-$FP8_BLOCK_SPLIT_DEFAULT}" \
-             run.name=fp8_block_split hydra.sweep.dir=$REF/fp8_block_split ;;
+             run.name=fp8_block_split hydra.sweep.dir=$REF/fp8_block_split
+           # shared_gate_up at 1024 tokens (97.5%): the defaults (128 x 256, 3 stages), a fourth stage, and with it B
+           # multicast in 2-CTA clusters (tests' SHARED_GATE_UP_CANDIDATES)
+           step fp8_block_wide 120 python3 run.py -m variant=wgmma_fp8_block precision=fp8 "layouts=[nt]" \
+             measure.fp8_scaling=block "sizes.square=[]" "sizes.shapes=[[1024,4096,7168]]" \
+             "measure.baseline=[cublaslt]" measure.max_time_s=1.5 run.fail_on_error=false $Q \
+             'variant.wgmma_fp8_block.cuda.defines={PROMOTE_OVERLAP:0},{EPI_BOXES:1},{BN:256,CLUSTER_M:2,EPI_BOXES:1}' \
+             run.name=fp8_block_wide hydra.sweep.dir=$REF/fp8_block_wide ;;
   fp8_block_ds3_candidates)  # issue 30: every DeepSeek-V3 projection with the defaults, then with {SPLIT_KEEP:1} (it
            # changes every split point: moe_router, attn_o's and dense_down's tail splits, the 64-token splits; elsewhere
            # the same SASS), then with {EPI_BOXES:1,STAGES:6} (one box staged a round: a stage more at every width, 6 at

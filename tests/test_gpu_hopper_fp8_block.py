@@ -101,7 +101,7 @@ CLUSTER_SQUARE = [128, 4096]
                                      "{CLUSTER_M:2,SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1}",
                                      "{CLUSTER_M:2,SCALE_SMEM:1,SCALE_WARPS:3,PROMOTE_OVERLAP:1}",
                                      "{CLUSTER_M:2,SCALE_SMEM:3,PROMOTE_OVERLAP:1}", "{CLUSTER_M:2,BN:192,STAGES:4}",
-                                     "{CLUSTER_M:2,BN:256}"])
+                                     "{CLUSTER_M:2,BN:256}", "{BN:256,CLUSTER_M:2,EPI_BOXES:1}"])
 def test_clusters_match_the_dequantized_fp64_product_at_the_edges_a_cluster_adds(tmp_path, defines):
     rows = _run(tmp_path, CLUSTER_SQUARE, CLUSTER_SHAPES, [f"variant.{VARIANT}.cuda.defines={defines}", DEBUG])
     assert len(rows) == len(CLUSTER_SQUARE) + len(CLUSTER_SHAPES)

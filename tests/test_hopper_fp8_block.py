@@ -282,6 +282,10 @@ def test_the_session_measures_the_moe_router_candidates_beside_the_defaults():
     m, n, k = MOE_ROUTER_T4096
     for words in (f"[[{m},{n},{k}],[1024,{n},{k}]]", "measure.baseline=[cublaslt]", "measure.fp8_scaling=block"):
         assert words in stage, words
+    # and at shared_gate_up's 1024 tokens: the defaults and SHARED_GATE_UP_CANDIDATES
+    m, n, k = SHARED_GATE_UP_T1024
+    wide = ",".join([FP8_BLOCK_SWEEP[0], *SHARED_GATE_UP_CANDIDATES])
+    assert f'"sizes.shapes=[[{m},{n},{k}]]"' in stage and f"'variant.wgmma_fp8_block.cuda.defines={wide}'" in stage
     # the DeepSeek-V3 projections with the defaults and each override that changes many points, one run after the other
     stage = re.search(r"\n  fp8_block_ds3_candidates\)(.*?);;", text, re.S).group(1)
     v = "variant.wgmma_fp8_block.cuda.defines"
@@ -685,6 +689,11 @@ def test_moe_router_candidates_build_and_the_measured_split_is_pinned(tmp_path_f
         assert sass_digest(sass(cubin)) != default, d
         text = sass(cubin)  # every candidate splits (a GPU-scope atomic hands the partials over); clusters multicast B
         assert "ATOMG.E.ADD" in text and ("UTMALDG.2D.MULTICAST" in text) == ("CLUSTER_M:2" in d), d
+    for d in SHARED_GATE_UP_CANDIDATES:  # 128 x 256 with 4 stages, unsplit
+        env = _point(*SHARED_GATE_UP_T1024, d).expr_env()
+        assert (env["BN"], env["STAGES"], env["SPLIT_K"]) == (256, 4, 1), (d, env["BN"], env["STAGES"])
+        nums = ptxas_numbers(build(VARIANT, "fp8", out, _overrides(d, SHARED_GATE_UP_T1024))[1])
+        assert nums["spill"] == 0 and nums["stack"] == 0, (d, nums)
     unsplit = build(VARIANT, "fp8", out, _overrides("{SPLIT_KEEP:1}"))[0]
     assert sass_digest(sass(unsplit)) == sass_digest(sass(build(VARIANT, "fp8", out, _overrides("{}"))[0]))
 
@@ -790,7 +799,15 @@ MOE_ROUTER_CANDIDATES = ["{SPLIT_KEEP:1}", "{BN:256,SPLIT_K:4}", "{BN:256,SPLIT_
                          # 2-CTA clusters with B multicast, split in 2 (a quarter fewer operand bytes than unclustered)
                          "{CLUSTER_M:2,SPLIT_K:2}", "{CLUSTER_M:2,SPLIT_K:2,SPLIT_KEEP:1}",
                          # a sixth stage, made room for by staging one box of C a round (EPI_BOXES 1: 16 KB, not 32)
-                         "{EPI_BOXES:1,STAGES:6}"]
+                         "{EPI_BOXES:1,STAGES:6}",
+                         # 128 x 256 tiles split in 4 in 2-CTA clusters: 32 KB of operands a k-block for a 128 x 256 tile
+                         # (~57 MB for the grid against the defaults' 117)
+                         "{CLUSTER_M:2,BN:256,SPLIT_K:4,SPLIT_KEEP:1}"]
+# ... and at shared_gate_up's 1024 tokens (1024 x 4096 x 7168: 128 tiles of 128 x 256 by waves, 3 stages, 97.5% of
+# cuBLASLt in session24b, at the L2 roof by arithmetic): a fourth stage (EPI_BOXES 1), and with it B multicast in
+# 2-CTA clusters ({BN:256,CLUSTER_M:2} lost at 3 stages, session24c: 93.9 against 97.6)
+SHARED_GATE_UP_T1024 = (1024, 4096, 7168)
+SHARED_GATE_UP_CANDIDATES = ["{EPI_BOXES:1}", "{BN:256,CLUSTER_M:2,EPI_BOXES:1}"]
 
 
 @pytest.mark.slow
@@ -1044,7 +1061,8 @@ EMULATED_CONFIGS = ["{}", "{PROMOTE_OVERLAP:1}", "{SCALE_SMEM:0,STAGES:6,PROMOTE
                     # 2-CTA clusters, B's tile multicast in halves (the driver runs a cluster's two blocks together): at
                     # 200 x 264 one cluster tile row (the second CTA's tile 72 rows), at 130 x 128 the second CTA's 2 rows,
                     # at 64 x 136 and 1 x 8 the second CTA wholly past M
-                    "{CLUSTER_M:2}", "{CLUSTER_M:2,BN:64}", "{BN:256,CLUSTER_M:2}", "{CLUSTER_M:2,BM:64,CONSUMER_REGS:240}"]
+                    "{CLUSTER_M:2}", "{CLUSTER_M:2,BN:64}", "{BN:256,CLUSTER_M:2}", "{CLUSTER_M:2,BM:64,CONSUMER_REGS:240}",
+                    "{BN:256,CLUSTER_M:2,EPI_BOXES:1}"]
 # ... and these every shape: the defaults, the overlapped promotion, the consumers' own loads, cp.async, BN 192
 # and 128
 EMULATED_EVERY_SHAPE = [*EMULATED_CONFIGS[:3], "{SCALE_SMEM:3}", "{BN:192,STAGES:4}", "{BN:128}", "{BN:160}",
