@@ -136,6 +136,24 @@ def test_fp8_emulation_fails_a_launch_that_forgets_the_scales(tmp_path_factory):
     assert not res.passed and res.elem_fail > 0
 
 
+@pytest.mark.slow
+def test_the_emulated_cluster_launch_refuses_a_grid_it_cannot_split(tmp_path_factory):
+    """GEMMLAB_EMU_CLUSTER=2 with an odd grid (the device refuses such a launch of a __cluster_dims__(2, 1, 1) kernel):
+    the driver stops with exit status 2 and says why, before any block runs."""
+    import numpy as np
+
+    folder = tmp_path_factory.mktemp("emu-cluster-grid")
+    p = _fp8_point(200, 264, 400, "{CLUSTER_M:2}")
+    exe = hopper_emulator(p, folder, ", gemm_host::emu_scale(0), gemm_host::emu_scale(1)")
+    np.zeros((200, 400), np.uint8).tofile(folder / "a.bin")
+    np.zeros((264, 400), np.uint8).tofile(folder / "b.bin")
+    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0", "GEMMLAB_EMU_CLUSTER": "2",
+           "GEMMLAB_EMU_MAPS": "A,200,400,400,128,128,1,128;B,264,400,400,128,128,1,128;C,200,264,528,64,64,2,128"}
+    r = subprocess.run([str(exe), "200", "264", "400", "3", "1", "1", "384", "1", "1", "232448", str(folder / "a.bin"),
+                        str(folder / "b.bin"), str(folder / "c.bin")], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 2 and "does not split into clusters of 2 blocks" in r.stderr, (r.returncode, r.stderr[-2000:])
+
+
 # ---- wgmma_ws (stage 12): B row-major K x N (layout nn), read N-major through the transpose bit ----------
 # As FP8_EMULATED_SHAPES (all for the default, the first for the other entries), for 128 x 256 x 64
 # tiles (sm_count 2: two CTAs; GRID_CTAS 128: one per tile).
