@@ -67,7 +67,7 @@ ncu_points() {
 }
 
 # the GPU tests of issue 30's FP8 items, a stage of their own and the first step of their sweep's stage
-# (stage 15's file: 57 tests since session25, ~230 s by session24's 176 s for 46)
+# (stage 15's file: 56 tests since session25, ~215 s at session24's rate, 176 s for 46)
 fp8_scaled_tests() { step gpu_fp8_scaled 540 python3 -m pytest -m gpu tests/test_gpu_fp8_scaling.py -q -rA -p no:cacheprovider; }
 fp8_block_tests() { step gpu_hopper_fp8_block 360 python3 -m pytest -m gpu tests/test_gpu_hopper_fp8_block.py -q -rA -s -p no:cacheprovider; }
 
