@@ -2,7 +2,8 @@
 // tests/test_cuda_kernels.py can run them on a machine without a GPU and catch indexing, guard
 // and launch-rule mistakes before any GPU time is spent. Not a simulator: every CUDA thread is
 // a fiber (its own stack) that driver.cpp's one OS thread runs in turn, each until it waits
-// (gemm_host::wait_turn: a barrier, an mbarrier, __nanosleep); blocks run one after another,
+// (gemm_host::wait_turn: a barrier, an mbarrier, __nanosleep); blocks run one after another (the
+// blocks of a thread-block cluster together, driver.cpp's GEMMLAB_EMU_CLUSTER),
 // __syncthreads() is a gemm_host::Barrier, cp.async is a synchronous copy, and WMMA fragments
 // hold whole tiles (see mma.h beside this file). Fibers, not OS threads: a warp collective is a
 // barrier, and with hundreds of OS threads on two cores the kernel's scheduler was most of an
@@ -40,7 +41,9 @@
 #define __cluster_dims__(...)  // the driver runs a cluster's blocks together (GEMMLAB_EMU_CLUSTER)
 #define __align__(n) __attribute__((aligned(n)))
 // Static shared arrays become function statics: one copy shared by the block's threads (blocks
-// run one at a time). Dynamic shared memory goes through GEMMLAB_DYNAMIC_SMEM.
+// run one at a time; a cluster's run together, so a kernel run in clusters declares its static
+// shared arrays with HOPPER_BLOCK_SHARED: one per block). Dynamic shared memory goes through
+// GEMMLAB_DYNAMIC_SMEM.
 #define __shared__ static
 
 struct uint3 {
