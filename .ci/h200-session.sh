@@ -18,7 +18,9 @@
 # stale .git, and the rows' git_commit would name that one.
 set -u
 [ -n "${GEMMLAB_GIT_COMMIT:-}" ] || echo "warning: GEMMLAB_GIT_COMMIT is not set: rows name whatever .git says"
-source .ci/gpu-env.sh || exit 1
+# SESSION_DRY=FILE: run nothing; record each step (name, limit, command) in FILE instead (tests/test_session_plan.py
+# composes every run.py command of every stage on a machine without a GPU)
+[ -n "${SESSION_DRY:-}" ] || source .ci/gpu-env.sh || exit 1
 : "${OUT:=/tmp/gemmlab-out}"; mkdir -p "$OUT"
 LOGS=${LOGS:-/tmp/gemmlab-logs}; mkdir -p "$LOGS"
 REF=outputs/reference/${GEMMLAB_REF:-h200-$(date +%Y-%m-%d)}
@@ -30,6 +32,8 @@ CORRECTNESS=(variant=default "precision=[fp64,fp32,tf32,fp16,bf16,fp8]"
 
 step() {  # step NAME SECONDS CMD...: run, keep the tail in the log, never stop the session
   local name=$1 secs=$2; shift 2
+  # dry: the fields NUL-terminated, an ASCII record separator after the command's last
+  [ -n "${SESSION_DRY:-}" ] && { printf '%s\0' "$name" "$secs" "$@" $'\x1e' >> "$SESSION_DRY"; return; }
   if [ -n "${DEADLINE:-}" ]; then  # DEADLINE=<epoch s>: no step runs past it (the command's limit)
     local left=$(( DEADLINE - $(date +%s) ))
     [ "$left" -lt "$secs" ] && secs=$left
