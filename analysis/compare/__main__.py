@@ -10,10 +10,11 @@ from .. import data
 from . import report, stats
 from .core import COMPARED, NOT_EVIDENCE, compare
 from .match import Side
+from .normalized import compare_normalized
 from .paired import compare_paired
 
 PROG = "analysis.compare"
-OUT_SUBFOLDER, PAIRED_SUBFOLDER = "compare", "compare_paired"
+OUT_SUBFOLDER, PAIRED_SUBFOLDER, NORMALIZED_SUBFOLDER = "compare", "compare_paired", "compare_normalized"
 OK, REGRESSED, BAD_INPUT = 0, 1, 2
 
 
@@ -31,15 +32,20 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--paired", action="store_true",
                     help="paired (interleaved in one run): each row's variant (B) against the baselines timed "
                          "batch by batch with it in the same run (A; variant=B measure.baseline=[A])")
+    ap.add_argument("--normalized", action="store_true",
+                    help="two runs, each point's time over the baseline timed interleaved with it in its own run "
+                         "(measure.baseline): the clock and power drift between the runs divided out")
     ap.add_argument("--threshold", type=float, default=None,
                     help="fraction, e.g. 0.05 (default: per point, the larger of the measured run-to-run "
                          f"drift {stats.RUN_TO_RUN_DRIFT} and the noisier side's noise; with --paired, of the "
-                         f"within-run clock movement {stats.WITHIN_RUN_DRIFT} and the noisier call's noise)")
+                         f"within-run clock movement {stats.WITHIN_RUN_DRIFT} and the noisier call's noise; with "
+                         f"--normalized, the normalized ratio's measured drift {stats.NORMALIZED_DRIFT})")
     ap.add_argument("--match", action="append", default=[], metavar="B_VARIANT=A_VARIANT",
                     help="compare B's variant B_VARIANT with A's A_VARIANT at the same problems (a "
                          "configuration saved under its own name against the default); repeatable")
     ap.add_argument("--out", type=Path, default=None,
-                    help=f"output folder (default B/{OUT_SUBFOLDER}; with --paired RUN/{PAIRED_SUBFOLDER})")
+                    help=f"output folder (default B/{OUT_SUBFOLDER}; with --paired RUN/{PAIRED_SUBFOLDER}; with "
+                         f"--normalized B/{NORMALIZED_SUBFOLDER})")
     ap.add_argument("--seed", type=int, default=0, help="bootstrap seed (mixed with each point's key)")
     return ap
 
@@ -61,6 +67,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.threshold is not None and not 0 < args.threshold < 1:
         print(f"{PROG}: --threshold must lie between 0 and 1, got {args.threshold}", file=sys.stderr)
         return BAD_INPUT
+    if args.paired and args.normalized:
+        print(f"{PROG}: --normalized compares two runs, --paired the calls of one: give one of them", file=sys.stderr)
+        return BAD_INPUT
     if (args.b is None) != args.paired:
         print(f"{PROG}: " + ("--paired takes one run or sweep (its rows hold both calls), not two" if args.paired
                              else "give A and B, or --paired RUN"), file=sys.stderr)
@@ -79,7 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{PROG}: no results file or folder at {p}", file=sys.stderr)
             return BAD_INPUT
     given = args.a if args.paired else args.b
-    out = data.output_folder(PROG, [given], args.out, subfolder=PAIRED_SUBFOLDER if args.paired else OUT_SUBFOLDER)
+    sub = PAIRED_SUBFOLDER if args.paired else NORMALIZED_SUBFOLDER if args.normalized else OUT_SUBFOLDER
+    out = data.output_folder(PROG, [given], args.out, subfolder=sub)
     if out is None:
         return BAD_INPUT
     try:
@@ -92,7 +102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if unknown:
                 print(f"{PROG}: --match names {', '.join(unknown)}, which B has no rows of", file=sys.stderr)
                 return BAD_INPUT
-            comp = compare(a, b.renamed(renames), args.threshold, args.seed)
+            how = compare_normalized if args.normalized else compare
+            comp = how(a, b.renamed(renames), args.threshold, args.seed)
             comp.notes[:0] = [f"B's {old} compared as A's {new} (--match)" for old, new in renames.items()]
     except FileNotFoundError as e:
         print(f"{PROG}: {e}", file=sys.stderr)

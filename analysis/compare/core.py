@@ -18,6 +18,7 @@ COMPARED, NOT_EVIDENCE, ONLY_A, ONLY_B = "compared", "not evidence", "only in A"
 SKIPPED = "skipped on both sides"  # neither side measured it (the variant cannot run it): no verdict
 NO_BASELINE = "no baseline"  # paired mode: a row no baseline was timed with (listed, not compared)
 TWO_RUNS, PAIRED = "two runs", "paired (interleaved in one run)"  # the `pairing` column
+NORMALIZED = "normalized (each run over the baseline timed in it)"  # two runs, each over its baseline (.normalized)
 OUT_COLUMNS = [
     "status", "verdict", "time_ratio", "ci_lo", "ci_hi", "threshold", "interval_from", "why",
     "time_a_s", "time_b_s", "samples_a", "samples_b", "rows_a", "rows_b", "run_id_a", "run_id_b",
@@ -145,7 +146,11 @@ def _notes(comp: Comparison) -> List[str]:
     da, db = comp.a.devices, comp.b.devices
     if da != db:
         notes.append(f"devices differ: A {', '.join(da) or 'none'}; B {', '.join(db) or 'none'}")
-    if comp.threshold_given is None and comp.mode == PAIRED:
+    if comp.threshold_given is None and comp.mode == NORMALIZED:
+        notes.append(f"threshold per point: the measured run-to-run drift of a time over its interleaved baseline "
+                     f"({100 * stats.NORMALIZED_DRIFT:.1f}%, {stats.NORMALIZED_SOURCE}); the raw times' drift "
+                     f"({100 * stats.RUN_TO_RUN_DRIFT:.1f}%) is divided out by the baseline that lived through it")
+    elif comp.threshold_given is None and comp.mode == PAIRED:
         notes.append(f"threshold per point: the larger of the SM clock movement an evidence row allows inside "
                      f"one run ({100 * stats.WITHIN_RUN_DRIFT:.1f}%, {stats.WITHIN_RUN_SOURCE}) and the noisier "
                      f"call's (p80 - p20) / median; the run-to-run drift ({100 * stats.RUN_TO_RUN_DRIFT:.1f}%) "
@@ -159,8 +164,9 @@ def _notes(comp: Comparison) -> List[str]:
     shaky = int(comp.table["why"].astype(str).str.contains(" unreliable (", regex=False).sum())
     if shaky:
         notes.append(f"{shaky} compared points have a side that is unreliable (noise above max_noise or the SM "
-                     f"clock drifting over the samples; why names it): compared from that row, their band "
-                     f"widened by the drift")
+                     f"clock drifting over the samples; why names it): compared from that row" +
+                     (" over its baseline, which drifted with it" if comp.mode == NORMALIZED else
+                      ", their band widened by the drift"))
     t = comp.table
     several = t[(pd.to_numeric(t["rows_a"], errors="coerce") > 1) | (pd.to_numeric(t["rows_b"], errors="coerce") > 1)]
     if len(several):

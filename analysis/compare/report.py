@@ -8,12 +8,14 @@ import pandas as pd
 
 from .. import style
 from . import stats
-from .core import COMPARED, NO_BASELINE, NOT_EVIDENCE, ONLY_A, ONLY_B, PAIRED, SKIPPED, Comparison
+from .core import COMPARED, NO_BASELINE, NORMALIZED, TWO_RUNS, NOT_EVIDENCE, ONLY_A, ONLY_B, PAIRED, SKIPPED, Comparison
 
 FILES = ("compare.csv", "compare.md", "compare.pdf", "compare.png")
 DIRECTION = "time_ratio = median time B / median time A: below 1 B is faster, above 1 B is slower"
 PAIRED_DIRECTION = ("paired (interleaved in one run): A = the baseline, B = the row's variant, timed batch by "
                     "batch by one timer; " + DIRECTION)
+NORMALIZED_DIRECTION = ("normalized: time_ratio = (B's median time / its baseline's) / (A's / its baseline's), each "
+                        "baseline timed interleaved with the point in its own run: below 1 B is faster")
 VERDICT_COLORS = {stats.SAME: "#7f7f7f", stats.FASTER: "#2d9600", stats.SLOWER: "#b40000",
                   stats.UNSURE: "#f0b400"}
 MEANING = {
@@ -49,12 +51,14 @@ def write_csv(comp: Comparison, path: Path) -> None:
 
 
 def direction(comp: Comparison) -> str:
-    return PAIRED_DIRECTION if comp.mode == PAIRED else DIRECTION
+    return {PAIRED: PAIRED_DIRECTION, NORMALIZED: NORMALIZED_DIRECTION}.get(comp.mode, DIRECTION)
 
 
 def title(comp: Comparison) -> str:
     if comp.mode == PAIRED:
         return f"{comp.b.path}: each variant (B) against the baseline timed interleaved with it (A)"
+    if comp.mode == NORMALIZED:
+        return f"B = {comp.b.path} vs A = {comp.a.path}, each over the baseline timed in its run"
     return f"B = {comp.b.path} vs A = {comp.a.path}"
 
 
@@ -65,8 +69,10 @@ def summary(comp: Comparison) -> str:
     if comp.mode == PAIRED:
         return head + (f"the variant's rows are not evidence; {int((status == NO_BASELINE).sum())} with no "
                        f"baseline timed with them (listed, not compared)")
+    tail = f"; {int((status == NO_BASELINE).sum())} with no baseline timed on both sides" if comp.mode == NORMALIZED else ""
     return head + (f"a side's rows are not evidence; {int((status == ONLY_A).sum())} only in A, "
-                   f"{int((status == ONLY_B).sum())} only in B, {int((status == SKIPPED).sum())} skipped on both")
+                   f"{int((status == ONLY_B).sum())} only in B, {int((status == SKIPPED).sum())} skipped on both"
+                   + tail)
 
 
 def render_markdown(comp: Comparison) -> str:
@@ -75,7 +81,7 @@ def render_markdown(comp: Comparison) -> str:
              f"- B: `{comp.b.path}` ({', '.join(comp.b.devices) or 'no device'})"]
     if comp.mode == PAIRED:
         sides = [f"- run: `{comp.b.path}` ({', '.join(comp.b.devices) or 'no device'})"]
-    lines = [f"# {title(comp) if comp.mode == PAIRED else f'{comp.b.path} against {comp.a.path}'}", "",
+    lines = [f"# {title(comp) if comp.mode != TWO_RUNS else f'{comp.b.path} against {comp.a.path}'}", "",
              *sides, f"- {direction(comp)}; the interval is 95%.",
              f"- key: {', '.join(comp.key)} (not run_id, point_key, timestamp, host or device)",
              *[f"- {n}" for n in comp.notes],
@@ -149,7 +155,8 @@ def build_figure(comp: Comparison):
         ax.set_xticks(xs)
         ax.set_xticklabels([point_name(r) for _, r in shown.iterrows()], rotation=90, fontsize=4.5)
         ax.set_xlim(-0.7, max(len(shown) - 0.3, 0.7))
-        ax.set_ylabel("time B / A (< 1: B faster)")
+        ax.set_ylabel("time B / A" + (", each over its baseline" if comp.mode == NORMALIZED else "")
+                      + " (< 1: B faster)")
         if shown.empty:
             style.note(ax, ["no point measured as evidence on both sides"], where="center")
         handles = [Line2D([], [], color=VERDICT_COLORS[v], marker="o", ms=3, lw=1.2, label=v)
