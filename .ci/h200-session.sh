@@ -109,7 +109,7 @@ FP8_SWEEP='{STAGES:3,EPI_TMA:1},{STAGES:4,EPI_TMA:0},{STAGES:3,EPI_TMA:0},{GROUP
 # stage 15's define sweep (tests/test_hopper_fp8_block.py's FP8_BLOCK_SWEEP builds each); FP8_BLOCK_TUNE: a subset
 FP8_BLOCK_SWEEP='{PROMOTE_OVERLAP:0},{PROMOTE_OVERLAP:1},{STAGES:4},{STAGES:6,EPI_TMA:0},{BM:64,CONSUMER_REGS:240},{GROUP_M:16},{BN:64},{SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1},{SCALE_SMEM:1,SCALE_WARPS:3,PROMOTE_OVERLAP:1},{SCALE_SMEM:3,PROMOTE_OVERLAP:1},{CLUSTER_M:2},{SPLIT_K:2},{SPLIT_K:4},{SPLIT_K:2,BN:64},{SCALE_READ:0},{BN:128},{BN:160},{SPLIT_TAIL:0},{SCALE_READ:1,UNIFORM_A:0,DESC_STEP:0},{UNIFORM_A:0,DESC_STEP:0},{SCALE_READ:1,DESC_STEP:0},{DESC_STEP:0},{DESC_STEP:1},{BN:256},{BN:256,SCALE_READ:1},{BN:256,CLUSTER_M:2}'
 # stage 15 at moe_router (fp8_block_split): the defaults, then tests/test_hopper_fp8_block.py's MOE_ROUTER_CANDIDATES
-FP8_BLOCK_SPLIT_DEFAULT='{PROMOTE_OVERLAP:0},{SPLIT_KEEP:1},{BN:256,SPLIT_K:4},{BN:256,SPLIT_K:4,SPLIT_KEEP:1},{STAGES:6,EPI_TMA:0},{CLUSTER_M:2,SPLIT_K:2},{CLUSTER_M:2,SPLIT_K:2,SPLIT_KEEP:1},{EPI_BOXES:1,STAGES:6},{CLUSTER_M:2,BN:256,SPLIT_K:4,SPLIT_KEEP:1}'
+FP8_BLOCK_SPLIT_DEFAULT='{PROMOTE_OVERLAP:0},{SPLIT_KEEP:1},{BN:256,SPLIT_K:4},{BN:256,SPLIT_K:4,SPLIT_KEEP:1},{STAGES:6,EPI_TMA:0},{CLUSTER_M:2,SPLIT_K:2},{CLUSTER_M:2,SPLIT_K:2,SPLIT_KEEP:1},{EPI_BOXES:1,STAGES:6},{CLUSTER_M:2,BN:256,SPLIT_K:4,SPLIT_KEEP:1},{DESC_STEP:0},{DESC_STEP:0,SPLIT_KEEP:1}'
 # stage 15's diagnostic builds beside the real ones they strip (FP8_BLOCK_DIAG may replace the list)
 FP8_BLOCK_DIAG_DEFAULT='{PROMOTE_OVERLAP:0},{DIAG:1},{SCALE_SMEM:0,STAGES:6},{SCALE_SMEM:0,STAGES:6,DIAG:1},{SCALE_SMEM:0,STAGES:6,DIAG:2}'
 DECODE_ROWS_SHAPES=${DECODE_ROWS_SHAPES:-"[[1,6144,4096],[16,6144,4096],[64,6144,4096],[1,8192,8192],[16,8192,8192],[1,57344,8192],[16,57344,8192]]"}
@@ -293,8 +293,8 @@ for stage in "$@"; do case $stage in
   fp8_block_split)  # issue 30: moe_router at 4096 tokens, the DeepSeek-V3 point furthest under cuBLASLt (94.9%,
            # session24b; 64 tiles of 128 x 128 split in 2): FP8_BLOCK_SPLIT_DEFAULT (the defaults, the summing split
            # keeping its own partial, 128 x 256 tiles split in 4, both, 6 stages without staging tiles, cuBLASLt's own
-           # 2-CTA clusters split in 2, with and without keeping, 6 stages with one box staged a round) at 4096 and
-           # 1024 tokens, cuBLASLt interleaved (the DeepSeek-V3 projections: fp8_block_ds3_candidates)
+           # 2-CTA clusters split in 2, with and without keeping, 6 stages with one box staged a round, the k-loop
+           # before DESC_STEP 2 with and without keeping) at 4096 and 1024 tokens, cuBLASLt interleaved (the DeepSeek-V3 projections: fp8_block_ds3_candidates)
            step fp8_block_split 240 python3 run.py -m variant=wgmma_fp8_block precision=fp8 "layouts=[nt]" \
              measure.fp8_scaling=block "sizes.square=[]" "sizes.shapes=[[4096,256,7168],[1024,256,7168]]" \
              "measure.baseline=[cublaslt]" measure.max_time_s=1.5 run.fail_on_error=false $Q \

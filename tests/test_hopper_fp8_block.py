@@ -802,7 +802,12 @@ MOE_ROUTER_CANDIDATES = ["{SPLIT_KEEP:1}", "{BN:256,SPLIT_K:4}", "{BN:256,SPLIT_
                          "{EPI_BOXES:1,STAGES:6}",
                          # 128 x 256 tiles split in 4 in 2-CTA clusters: 32 KB of operands a k-block for a 128 x 256 tile
                          # (~57 MB for the grid against the defaults' 117)
-                         "{CLUSTER_M:2,BN:256,SPLIT_K:4,SPLIT_KEEP:1}"]
+                         "{CLUSTER_M:2,BN:256,SPLIT_K:4,SPLIT_KEEP:1}",
+                         # the k-loop before DESC_STEP 2: session23e's {DESC_STEP:0} run had moe_router at 96.0 / 134.0%
+                         # of cuBLASLt (4096 / 1024 tokens) against the defaults' 92.9 / 129.4 beside it, 3.4 / 3.5%
+                         # faster by analysis.compare --normalized (the split builds: 14-28 k-blocks a unit), and
+                         # DESC_STEP 2 has held 92.3-94.9 at 4096 tokens since; with and without keeping the partial
+                         "{DESC_STEP:0}", "{DESC_STEP:0,SPLIT_KEEP:1}"]
 # ... and at shared_gate_up's 1024 tokens (1024 x 4096 x 7168: 128 tiles of 128 x 256 by waves, 3 stages, 97.5% of
 # cuBLASLt in session24b, at the L2 roof by arithmetic): a fourth stage (EPI_BOXES 1), and with it B multicast in
 # 2-CTA clusters ({BN:256,CLUSTER_M:2} lost at 3 stages, session24c: 93.9 against 97.6)
