@@ -114,20 +114,6 @@ FP8_BLOCK_SPLIT_DEFAULT='{PROMOTE_OVERLAP:0},{SPLIT_KEEP:1},{BN:256,SPLIT_K:4},{
 FP8_BLOCK_DIAG_DEFAULT='{PROMOTE_OVERLAP:0},{DIAG:1},{SCALE_SMEM:0,STAGES:6},{SCALE_SMEM:0,STAGES:6,DIAG:1},{SCALE_SMEM:0,STAGES:6,DIAG:2}'
 DECODE_ROWS_SHAPES=${DECODE_ROWS_SHAPES:-"[[1,6144,4096],[16,6144,4096],[64,6144,4096],[1,8192,8192],[16,8192,8192],[1,57344,8192],[16,57344,8192]]"}
 
-# normalized RUN_A RUN_B ...: each later run against the first, each point over the baseline timed in its own run
-# (python -m analysis.compare --normalized: the drift between the runs divided out, a 1.0% threshold); the
-# verdicts go into the logs (LOGS/normalized/<sweep>_<job>/compare.md), never under outputs/reference
-normalized() {
-  local a=$1 b name; shift
-  for b in "$@"; do
-    [ -d "$b" ] || continue
-    name="$(basename "$(dirname "$b")")_$(basename "$b")"
-    step "normalized_$name" 60 python3 -m analysis.compare --normalized "$a" "$b" --out "$LOGS/normalized/$name"
-  done
-}
-# a sweep's jobs (SWEEP/1, SWEEP/2, ...) against its first (SWEEP/0: the list's first entry, the defaults)
-normalized_sweep() { normalized "$1/0" $(ls -d "$1"/[1-9]* 2>/dev/null | sort -V); }
-
 # DS3_NAME: the run's folder and log name (a second run with FP8_BLOCK_OVERRIDES beside the defaults' own)
 ds3_fp8_block() {
            local name="${DS3_NAME:-ds3_wgmma_fp8_block}"
@@ -267,8 +253,7 @@ for stage in "$@"; do case $stage in
   tune_fp8) step tune_wgmma_fp8 300 python3 run.py -m variant=wgmma_fp8 precision=fp8 "layouts=[nt]" measure.fp8_scaling=tensor \
              "sizes.square=[4096,8192]" sizes.shapes=[] "measure.baseline=[cublaslt]" measure.max_time_s=1.5 $Q \
              "variant.wgmma_fp8.cuda.defines=${FP8_TUNE:-$FP8_SWEEP}" \
-             run.name=tune_wgmma_fp8 hydra.sweep.dir=$REF/tune_wgmma_fp8
-           normalized_sweep $REF/tune_wgmma_fp8 ;;
+             run.name=tune_wgmma_fp8 hydra.sweep.dir=$REF/tune_wgmma_fp8 ;;
   fp8_scaled)  # issue 30: cuBLASLt's Hopper FP8 scale modes (rowcol = OUTER_VEC_32F, block = DeepSeek-V3's
            # VEC128_32F x BLK128x128_32F through nvmath's raw bindings) beside per-tensor: the GPU tests
            # (right scales pass, misplaced ones fail), then DeepSeek-V3's projections at 64 / 1024 / 4096
@@ -306,16 +291,14 @@ for stage in "$@"; do case $stage in
              measure.fp8_scaling=block "sizes.square=[]" "sizes.shapes=[[1024,4096,7168]]" \
              "measure.baseline=[cublaslt]" measure.max_time_s=1.5 run.fail_on_error=false $Q \
              'variant.wgmma_fp8_block.cuda.defines={PROMOTE_OVERLAP:0},{EPI_BOXES:1},{BN:256,CLUSTER_M:2,EPI_BOXES:1}' \
-             run.name=fp8_block_wide hydra.sweep.dir=$REF/fp8_block_wide
-           normalized_sweep $REF/fp8_block_split; normalized_sweep $REF/fp8_block_wide ;;
+             run.name=fp8_block_wide hydra.sweep.dir=$REF/fp8_block_wide ;;
   fp8_block_ds3_candidates)  # issue 30: every DeepSeek-V3 projection with the defaults, then with {SPLIT_KEEP:1} (it
            # changes every split point: moe_router, attn_o's and dense_down's tail splits, the 64-token splits; elsewhere
            # the same SASS), then with {EPI_BOXES:1,STAGES:6} (one box staged a round: a stage more at every width, 6 at
            # 64 and 128, 5 at 192, 4 at 256), one run after the other
            DS3_NAME=ds3_default FP8_BLOCK_OVERRIDES= ds3_fp8_block
            DS3_NAME=ds3_split_keep FP8_BLOCK_OVERRIDES=variant.wgmma_fp8_block.cuda.defines.SPLIT_KEEP=1 ds3_fp8_block
-           DS3_NAME=ds3_epi_boxes FP8_BLOCK_OVERRIDES="variant.wgmma_fp8_block.cuda.defines.EPI_BOXES=1 variant.wgmma_fp8_block.cuda.defines.STAGES=6" ds3_fp8_block
-           normalized $REF/ds3_default $REF/ds3_split_keep $REF/ds3_epi_boxes ;;
+           DS3_NAME=ds3_epi_boxes FP8_BLOCK_OVERRIDES="variant.wgmma_fp8_block.cuda.defines.EPI_BOXES=1 variant.wgmma_fp8_block.cuda.defines.STAGES=6" ds3_fp8_block ;;
   fp8_block_diag)  # issue 30: what stage 15's promotion costs: its DIAG builds (1: no scale loads, 2: no promotion),
            # wrong by design, so timed with the check off (measure.check=false), cuBLASLt block-scaled interleaved
            step fp8_block_diag 240 python3 run.py -m variant=wgmma_fp8_block precision=fp8 "layouts=[nt]" \
