@@ -8,7 +8,8 @@ import pandas as pd
 
 from .. import style
 from . import stats
-from .core import COMPARED, NO_BASELINE, NORMALIZED, TWO_RUNS, NOT_EVIDENCE, ONLY_A, ONLY_B, PAIRED, SKIPPED, Comparison
+from .core import (COMPARED, NO_BASELINE, NORMALIZED, NOT_EVIDENCE, ONLY_A, ONLY_B, PAIRED, SKIPPED, TWO_RUNS,
+                   Comparison)
 
 FILES = ("compare.csv", "compare.md", "compare.pdf", "compare.png")
 DIRECTION = "time_ratio = median time B / median time A: below 1 B is faster, above 1 B is slower"
@@ -69,7 +70,8 @@ def summary(comp: Comparison) -> str:
     if comp.mode == PAIRED:
         return head + (f"the variant's rows are not evidence; {int((status == NO_BASELINE).sum())} with no "
                        f"baseline timed with them (listed, not compared)")
-    tail = f"; {int((status == NO_BASELINE).sum())} with no baseline timed on both sides" if comp.mode == NORMALIZED else ""
+    tail = f"; {int((status == NO_BASELINE).sum())} with no baseline timed on both sides" \
+        if comp.mode == NORMALIZED else ""
     return head + (f"a side's rows are not evidence; {int((status == ONLY_A).sum())} only in A, "
                    f"{int((status == ONLY_B).sum())} only in B, {int((status == SKIPPED).sum())} skipped on both"
                    + tail)
