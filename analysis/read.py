@@ -146,10 +146,9 @@ def _warn_unmigrated(rows: int, stacklevel: int) -> None:
 def _normalized(df: pd.DataFrame) -> Tuple[pd.DataFrame, int]:
     """:func:`normalize`'s frame, and how many of its rows were written before rows said what their
     variant was (for the warning)."""
-    df = df.copy()
-    for c in result_rows.COLUMN_NAMES:
-        if c not in df.columns:
-            df[c] = pd.NA
+    missing = [c for c in result_rows.COLUMN_NAMES if c not in df.columns]
+    # the columns an older file lacks, added at once (one at a time fragments the frame)
+    df = pd.concat([df, pd.DataFrame(pd.NA, index=df.index, columns=missing)], axis=1) if missing else df.copy()
     for c in NUMERIC_COLUMNS:
         df[c] = stable(pd.to_numeric(df[c], errors="coerce").astype("float64"))
     for c in SHAPE_COLUMNS:
