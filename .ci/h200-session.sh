@@ -280,7 +280,7 @@ for stage in "$@"; do case $stage in
            # keeping its own partial, 128 x 256 tiles split in 4, both, 6 stages without staging tiles, cuBLASLt's own
            # 2-CTA clusters split in 2, with and without keeping, 6 stages with one box staged a round, the k-loop
            # before DESC_STEP 2 with and without keeping) at 4096 and 1024 tokens, cuBLASLt interleaved (the DeepSeek-V3
-           # projections: fp8_block_ds3_candidates; judge each job against the first: analysis.compare --normalized)
+           # projections: fp8_block_ds3_candidates; each job against the first: python -m analysis.compare --normalized SWEEP)
            step fp8_block_split 240 python3 run.py -m variant=wgmma_fp8_block precision=fp8 "layouts=[nt]" \
              measure.fp8_scaling=block "sizes.square=[]" "sizes.shapes=[[4096,256,7168],[1024,256,7168]]" \
              "measure.baseline=[cublaslt]" measure.max_time_s=1.5 run.fail_on_error=false $Q \

@@ -168,3 +168,54 @@ def test_desc_step_against_its_predecessor_on_deepseek_v3(tmp_path):
     big = done[done["m"] >= 1024].set_index("shape_name")
     assert big.loc["deepseek_v3.dense_gate_up.t4096", "verdict"] == stats.FASTER
     assert big.loc["deepseek_v3.moe_router.t4096", "verdict"] == stats.SLOWER
+
+
+# -- a define sweep's jobs, each against its first ------------------------------------------------
+def write_job(sweep: Path, job: int, own_s: float, base_s: float, defines: str, seed: int) -> Path:
+    """Job ``job`` of a define sweep, with the overrides Hydra saves beside it."""
+    folder = write_run(sweep / str(job), own_s, base_s, f"run-{job}", seed)
+    (folder / ".hydra").mkdir()
+    (folder / ".hydra" / "overrides.yaml").write_text(
+        f"- variant=wgmma_ws\n- precision=bf16\n- variant.wgmma_ws.cuda.defines={defines}\n")
+    return folder
+
+
+def test_a_sweep_is_judged_job_by_job_against_its_first(tmp_path, capsys):
+    """Job 1: the same kernel in a run 7% slower throughout (SAME); job 2: 5% faster against the library
+    while its run was 3% slower (FASTER, its ratio ~0.95); one summary line each, every job's comparison
+    written beside it; exit 0 even with a slower job (a sweep's answer, not a regression)."""
+    sweep = tmp_path / "sweep"
+    write_job(sweep, 0, 1.00e-3, 1.00e-3, "{STAGES:4}", 30)
+    write_job(sweep, 1, 1.07e-3, 1.07e-3, "{STAGES:3}", 31)
+    write_job(sweep, 2, 1.03e-3 * 0.95, 1.03e-3, "{BN:128}", 32)
+    write_job(sweep, 3, 1.00e-3 * 1.06, 1.00e-3, "{GROUP_M:16}", 33)
+    assert main(["--normalized", str(sweep)]) == 0
+    out = sweep / "compare_normalized"
+    s = pd.read_csv(out / "summary.csv", keep_default_na=False).set_index("job")
+    assert list(s.index) == [1, 2, 3]
+    assert s.loc[1, "overrides"] == "variant.wgmma_ws.cuda.defines={STAGES:3}" and s.loc[1, "SAME"] == 1
+    assert s.loc[2, "FASTER"] == 1 and 0.94 < s.loc[2, "geomean_ratio"] < 0.96
+    assert s.loc[3, "SLOWER"] == 1
+    for job in (1, 2, 3):
+        assert (out / f"job{job}" / "compare.csv").exists()
+    md = (out / "summary.md").read_text()
+    assert "each job against job 0 (`variant.wgmma_ws.cuda.defines={STAGES:4}`)" in md and "(job2/compare.md)" in md
+    # bad input: a folder without two jobs, --match, a file
+    capsys.readouterr()
+    assert main(["--normalized", str(sweep / "0"), "--out", str(tmp_path / "x")]) == 2
+    assert "a sweep to compare needs two or more" in capsys.readouterr().err
+    assert main(["--normalized", str(sweep), "--match", "a=b"]) == 2
+    assert main(["--normalized", str(sweep / "0" / "results.csv")]) == 2
+
+
+@needs_23e
+def test_a_committed_sweep_needs_out_and_reads_as_its_jobs(tmp_path, capsys):
+    """session24c's stage-15 sweep (the defaults, then three configurations at three points): nothing is
+    written under outputs/reference/ (--out is needed); with --out, every configuration SLOWER at all three."""
+    sweep = REFERENCE / "h200-2026-12-04" / "session24c" / "tune_wgmma_fp8_block"
+    assert main(["--normalized", str(sweep)]) == 2
+    assert "inside outputs/reference/" in capsys.readouterr().err
+    assert main(["--normalized", str(sweep), "--out", str(tmp_path)]) == 0
+    s = pd.read_csv(tmp_path / "summary.csv", keep_default_na=False)
+    assert list(s["job"]) == [1, 2, 3] and (s["SLOWER"] == 3).all() and (s["geomean_ratio"] > 1.15).all()
+    assert s.loc[0, "overrides"] == "variant.wgmma_fp8_block.cuda.defines={BN:256,CLUSTER_M:2}"

@@ -6,6 +6,7 @@ under the run-to-run drift of a GPU.
     python -m analysis.compare --paired RUN        # each variant against the baseline timed with it
     python -m analysis.compare DEFAULT_RUN S4_RUN --match warp_tiled_s4=warp_tiled  # another name
     python -m analysis.compare --normalized A B    # each run's times over the baseline timed in it
+    python -m analysis.compare --normalized SWEEP  # a define sweep: each job against its first (.sweep)
 
 A and B are runs, sweeps or reference datasets (results.csv files or folders). Points are matched
 by what was measured (:mod:`.match`), the ratio of median times gets an interval (:mod:`.stats`:

@@ -12,6 +12,8 @@ from .core import COMPARED, NOT_EVIDENCE, compare
 from .match import Side
 from .normalized import compare_normalized
 from .paired import compare_paired
+from .sweep import compare_sweep, print_summary
+from .sweep import write as write_sweep
 
 PROG = "analysis.compare"
 OUT_SUBFOLDER, PAIRED_SUBFOLDER, NORMALIZED_SUBFOLDER = "compare", "compare_paired", "compare_normalized"
@@ -28,7 +30,8 @@ def parser() -> argparse.ArgumentParser:
     ap = _Parser(prog=f"python -m {PROG}", description=__doc__)
     ap.add_argument("a", type=Path, help="A: the baseline (results.csv, run, sweep or reference folder); "
                                          "with --paired, the one run or sweep")
-    ap.add_argument("b", type=Path, nargs="?", help="B: the one asked about (not with --paired)")
+    ap.add_argument("b", type=Path, nargs="?", help="B: the one asked about (not with --paired; with --normalized "
+                                                    "alone, A is a sweep and each job is compared with its first)")
     ap.add_argument("--paired", action="store_true",
                     help="paired (interleaved in one run): each row's variant (B) against the baselines timed "
                          "batch by batch with it in the same run (A; variant=B measure.baseline=[A])")
@@ -70,6 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.paired and args.normalized:
         print(f"{PROG}: --normalized compares two runs, --paired the calls of one: give one of them", file=sys.stderr)
         return BAD_INPUT
+    if args.normalized and args.b is None:
+        return _sweep(args)
     if (args.b is None) != args.paired:
         print(f"{PROG}: " + ("--paired takes one run or sweep (its rows hold both calls), not two" if args.paired
                              else "give A and B, or --paired RUN"), file=sys.stderr)
@@ -117,6 +122,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     for f in report.write(comp, out):
         print(f"  {f}")
     return REGRESSED if comp.regressed else OK
+
+
+def _sweep(args) -> int:
+    """--normalized SWEEP: each job against the sweep's first (analysis/compare/sweep.py)."""
+    if renames_given := args.match:
+        print(f"{PROG}: --match is for two runs, not a sweep's jobs ({' '.join(renames_given)})", file=sys.stderr)
+        return BAD_INPUT
+    if not args.a.is_dir():
+        print(f"{PROG}: --normalized with one folder compares a sweep's jobs: {args.a} is no folder", file=sys.stderr)
+        return BAD_INPUT
+    out = data.output_folder(PROG, [args.a], args.out, subfolder=NORMALIZED_SUBFOLDER)
+    if out is None:
+        return BAD_INPUT
+    try:
+        summary = compare_sweep(args.a, out, args.threshold, args.seed)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return BAD_INPUT
+    print_summary(args.a, summary)
+    for f in write_sweep(args.a, summary, out):
+        print(f"  {f}")
+    return OK  # a sweep's slower entries are its answer, not a regression
 
 
 if __name__ == "__main__":
