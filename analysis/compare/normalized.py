@@ -2,6 +2,7 @@
 own run, compared.
 
     python -m analysis.compare --normalized A B     # A, B: runs or sweeps with measure.baseline set
+    python -m analysis.compare --normalized SWEEP   # each job of a define sweep against its first (.sweep)
 
 Between two runs the H200's clock and power state move every time by a few percent (the two-run mode's
 threshold, :data:`.stats.RUN_TO_RUN_DRIFT`, 3.2%), more than most changes a kernel writer weighs. A
