@@ -157,8 +157,8 @@ def build_figure(comp: Comparison):
         ax.set_xticks(xs)
         ax.set_xticklabels([point_name(r) for _, r in shown.iterrows()], rotation=90, fontsize=4.5)
         ax.set_xlim(-0.7, max(len(shown) - 0.3, 0.7))
-        ax.set_ylabel("time B / A" + (", each over its baseline" if comp.mode == NORMALIZED else "")
-                      + " (< 1: B faster)")
+        ax.set_ylabel("time B / A, each over its baseline\n(< 1: B faster)" if comp.mode == NORMALIZED
+                      else "time B / A (< 1: B faster)")
         if shown.empty:
             style.note(ax, ["no point measured as evidence on both sides"], where="center")
         handles = [Line2D([], [], color=VERDICT_COLORS[v], marker="o", ms=3, lw=1.2, label=v)
