@@ -22,7 +22,7 @@ Used by the ladder figure and the ladder table.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import List, Mapping, Optional
 
 import pandas as pd
 
@@ -135,17 +135,20 @@ def _with_ceiling(line: dict, best: pd.Series, probes: pd.DataFrame, notes: list
     return line
 
 
-def current_configuration(rows: pd.DataFrame, variant: str) -> pd.Series:
+def current_configuration(rows: pd.DataFrame, variant: str, overrides: Optional[Mapping] = None) -> pd.Series:
     """Which of ``rows`` (one hand-written variant) ran the defines its YAML has now: every
     define a row ran equals the YAML's. A define the row lacks predates it: the row ran the
     YAML's ``defines_before`` value where one is given, and agrees otherwise. A define the YAML
     leaves to its point defines (stage 15's BN 0: chosen by waves) agrees at any value a row
-    built. All True where the variant's YAML is not in this checkout or has no defines."""
+    built. All True where the variant's YAML is not in this checkout or has no defines.
+    ``overrides``: the YAML's defines with these changed (a candidate's configuration; a
+    point define named here must match too)."""
     yaml = _yaml_defines(variant)
-    if not yaml or "defines" not in rows.columns:
+    if not (yaml or overrides) or "defines" not in rows.columns:
         return pd.Series(True, index=rows.index)
     info = _info(variant)
     yaml = {k: v for k, v in yaml.items() if not info or k not in info.per_point}
+    yaml.update(overrides or {})
     before = _defines_before(variant)
     ran = ({**before, **data.extra_of(t)} for t in rows["defines"])
     return pd.Series([all(str(d[k]) == str(v) for k, v in yaml.items() if k in d) for d in ran], index=rows.index)
