@@ -109,7 +109,7 @@ FP8_SWEEP='{STAGES:3,EPI_TMA:1},{STAGES:4,EPI_TMA:0},{STAGES:3,EPI_TMA:0},{GROUP
 # stage 15's define sweep (tests/test_hopper_fp8_block.py's FP8_BLOCK_SWEEP builds each); FP8_BLOCK_TUNE: a subset
 FP8_BLOCK_SWEEP='{PROMOTE_OVERLAP:0},{PROMOTE_OVERLAP:1},{STAGES:4},{STAGES:6,EPI_TMA:0},{BM:64,CONSUMER_REGS:240},{GROUP_M:16},{BN:64},{SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1},{SCALE_SMEM:1,SCALE_WARPS:3,PROMOTE_OVERLAP:1},{SCALE_SMEM:3,PROMOTE_OVERLAP:1},{CLUSTER_M:2},{SPLIT_K:2},{SPLIT_K:4},{SPLIT_K:2,BN:64},{SCALE_READ:0},{BN:128},{BN:160},{SPLIT_TAIL:0},{SCALE_READ:1,UNIFORM_A:0,DESC_STEP:0},{UNIFORM_A:0,DESC_STEP:0},{SCALE_READ:1,DESC_STEP:0},{DESC_STEP:0},{DESC_STEP:1},{BN:256},{BN:256,SCALE_READ:1},{BN:256,CLUSTER_M:2}'
 # stage 15 at moe_router (fp8_block_split): the defaults, then tests/test_hopper_fp8_block.py's MOE_ROUTER_CANDIDATES
-FP8_BLOCK_SPLIT_DEFAULT='{PROMOTE_OVERLAP:0},{SPLIT_KEEP:1},{BN:256,SPLIT_K:4},{BN:256,SPLIT_K:4,SPLIT_KEEP:1},{STAGES:6,EPI_TMA:0},{CLUSTER_M:2,SPLIT_K:2},{CLUSTER_M:2,SPLIT_K:2,SPLIT_KEEP:1},{EPI_BOXES:1,STAGES:6},{CLUSTER_M:2,BN:256,SPLIT_K:4,SPLIT_KEEP:1},{DESC_STEP:0},{DESC_STEP:0,SPLIT_KEEP:1}'
+FP8_BLOCK_SPLIT_DEFAULT='{PROMOTE_OVERLAP:0},{SPLIT_KEEP:0},{DESC_STEP:0},{STAGES:6,EPI_TMA:0},{EPI_BOXES:1,STAGES:6}'
 # stage 15's diagnostic builds beside the real ones they strip (FP8_BLOCK_DIAG may replace the list)
 FP8_BLOCK_DIAG_DEFAULT='{PROMOTE_OVERLAP:0},{DIAG:1},{SCALE_SMEM:0,STAGES:6},{SCALE_SMEM:0,STAGES:6,DIAG:1},{SCALE_SMEM:0,STAGES:6,DIAG:2}'
 DECODE_ROWS_SHAPES=${DECODE_ROWS_SHAPES:-"[[1,6144,4096],[16,6144,4096],[64,6144,4096],[1,8192,8192],[16,8192,8192],[1,57344,8192],[16,57344,8192]]"}
@@ -275,31 +275,30 @@ for stage in "$@"; do case $stage in
              "measure.baseline=[cublaslt]" measure.max_time_s=1.5 run.fail_on_error=false $Q \
              "variant.wgmma_fp8_block.cuda.defines=${FP8_BLOCK_TUNE:-$FP8_BLOCK_SWEEP}" \
              run.name=tune_wgmma_fp8_block hydra.sweep.dir=$REF/tune_wgmma_fp8_block ;;
-  fp8_block_split)  # issue 30: moe_router at 4096 tokens, the DeepSeek-V3 point furthest under cuBLASLt (94.9%,
-           # session24b; 64 tiles of 128 x 128 split in 2): FP8_BLOCK_SPLIT_DEFAULT (the defaults, the summing split
-           # keeping its own partial, 128 x 256 tiles split in 4, both, 6 stages without staging tiles, cuBLASLt's own
-           # 2-CTA clusters split in 2, with and without keeping, 6 stages with one box staged a round, the k-loop
-           # before DESC_STEP 2 with and without keeping) at 4096 and 1024 tokens, cuBLASLt interleaved (the DeepSeek-V3
+  fp8_block_split)  # issue 30: moe_router at 4096 tokens, the DeepSeek-V3 point furthest under cuBLASLt (99.3-99.7%
+           # with the partial kept, session27; 64 tiles of 128 x 128 split in 2): FP8_BLOCK_SPLIT_DEFAULT (the defaults,
+           # the previous default without keeping, the k-loop before DESC_STEP 2, 6 stages without staging tiles or with
+           # one box staged a round; tests' MOE_ROUTER_CANDIDATES) at 4096 and 1024 tokens, cuBLASLt interleaved (the DeepSeek-V3
            # projections: fp8_block_ds3_candidates; each job against the first: python -m analysis.compare --normalized SWEEP)
            step fp8_block_split 240 python3 run.py -m variant=wgmma_fp8_block precision=fp8 "layouts=[nt]" \
              measure.fp8_scaling=block "sizes.square=[]" "sizes.shapes=[[4096,256,7168],[1024,256,7168]]" \
              "measure.baseline=[cublaslt]" measure.max_time_s=1.5 run.fail_on_error=false $Q \
              "variant.wgmma_fp8_block.cuda.defines=${FP8_BLOCK_SPLIT:-$FP8_BLOCK_SPLIT_DEFAULT}" \
              run.name=fp8_block_split hydra.sweep.dir=$REF/fp8_block_split
-           # shared_gate_up at 1024 tokens (97.5%): the defaults (128 x 256, 3 stages), a fourth stage, and with it B
-           # multicast in 2-CTA clusters (tests' SHARED_GATE_UP_CANDIDATES)
+           # shared_gate_up at 1024 tokens (99.6-100.2% with a fourth stage, session27): the defaults (128 x 256, 4 stages,
+           # one box of C a round) and the previous default (3 stages; tests' SHARED_GATE_UP_CANDIDATES)
            step fp8_block_wide 120 python3 run.py -m variant=wgmma_fp8_block precision=fp8 "layouts=[nt]" \
              measure.fp8_scaling=block "sizes.square=[]" "sizes.shapes=[[1024,4096,7168]]" \
              "measure.baseline=[cublaslt]" measure.max_time_s=1.5 run.fail_on_error=false $Q \
-             'variant.wgmma_fp8_block.cuda.defines={PROMOTE_OVERLAP:0},{EPI_BOXES:1},{BN:256,CLUSTER_M:2,EPI_BOXES:1}' \
+             'variant.wgmma_fp8_block.cuda.defines={PROMOTE_OVERLAP:0},{EPI_BOXES:0}' \
              run.name=fp8_block_wide hydra.sweep.dir=$REF/fp8_block_wide ;;
-  fp8_block_ds3_candidates)  # issue 30: every DeepSeek-V3 projection with the defaults, then with {SPLIT_KEEP:1} (it
-           # changes every split point: moe_router, attn_o's and dense_down's tail splits, the 64-token splits; elsewhere
-           # the same SASS), then with {EPI_BOXES:1,STAGES:6} (one box staged a round: a stage more at every width, 6 at
-           # 64 and 128, 5 at 192, 4 at 256), one run after the other
+  fp8_block_ds3_candidates)  # issue 30: every DeepSeek-V3 projection with the defaults (session27's rules: the partial
+           # kept where a tile is split in 2, one box of C a round and a fourth stage at 128 x 256), then with the previous
+           # defaults (both rules off: moe_router at 4096 tokens and the 256-wide points change, the rest is the same SASS),
+           # then the defaults again, one run after the other (python -m analysis.compare --normalized A B on each pair)
            DS3_NAME=ds3_default FP8_BLOCK_OVERRIDES= ds3_fp8_block
-           DS3_NAME=ds3_split_keep FP8_BLOCK_OVERRIDES=variant.wgmma_fp8_block.cuda.defines.SPLIT_KEEP=1 ds3_fp8_block
-           DS3_NAME=ds3_epi_boxes FP8_BLOCK_OVERRIDES="variant.wgmma_fp8_block.cuda.defines.EPI_BOXES=1 variant.wgmma_fp8_block.cuda.defines.STAGES=6" ds3_fp8_block ;;
+           DS3_NAME=ds3_previous FP8_BLOCK_OVERRIDES="variant.wgmma_fp8_block.cuda.defines.SPLIT_KEEP=0 variant.wgmma_fp8_block.cuda.defines.EPI_BOXES=0" ds3_fp8_block
+           DS3_NAME=ds3_default_again FP8_BLOCK_OVERRIDES= ds3_fp8_block ;;
   fp8_block_diag)  # issue 30: what stage 15's promotion costs: its DIAG builds (1: no scale loads, 2: no promotion),
            # wrong by design, so timed with the check off (measure.check=false), cuBLASLt block-scaled interleaved
            step fp8_block_diag 240 python3 run.py -m variant=wgmma_fp8_block precision=fp8 "layouts=[nt]" \
