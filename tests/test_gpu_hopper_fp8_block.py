@@ -168,8 +168,9 @@ SPLIT_SQUARE = [128, 1024]
 @pytest.mark.parametrize("defines", ["{SPLIT_K:2}", "{SPLIT_K:4}", "{SPLIT_K:2,BN:64}", "{SPLIT_K:4,PROMOTE_OVERLAP:1}",
                                      "{SPLIT_K:3,SCALE_SMEM:3}", "{SPLIT_K:2,SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1}", "{SPLIT_K:2,WG_ORDER:1}", "{SPLIT_K:3,SCALE_B_TILE:1}",
                                      "{SPLIT_K:2,BN:192,STAGES:4}", "{SPLIT_K:2,BN:160}", "{}",
-                                     # 128 x 256 tiles split; the summing split keeping its own partial (SPLIT_KEEP)
-                                     "{SPLIT_K:4,BN:256}", "{SPLIT_K:2,SPLIT_KEEP:1}", "{SPLIT_K:4,SPLIT_KEEP:1}",
+                                     # 128 x 256 tiles split; the summing split keeping its own partial (SPLIT_KEEP: by
+                                     # rule where split in 2 since session27, so {SPLIT_K:2} keeps and 0 reads both)
+                                     "{SPLIT_K:4,BN:256}", "{SPLIT_K:2,SPLIT_KEEP:0}", "{SPLIT_K:4,SPLIT_KEEP:1}",
                                      "{SPLIT_K:4,BN:256,SPLIT_KEEP:1}",
                                      # 2-CTA clusters split (a cluster's CTAs walk the same units, B multicast):
                                      # cuBLASLt's configuration at moe_router, at 64 wide, at 256
