@@ -27,7 +27,8 @@ from typing import List, Mapping, Optional
 import pandas as pd
 
 from gemmlab import variants
-from gemmlab.rows import highest_clock_mhz
+from gemmlab.expr import evaluate
+from gemmlab.rows import fp8_scaling, highest_clock_mhz
 
 from . import data, decode
 
@@ -135,23 +136,64 @@ def _with_ceiling(line: dict, best: pd.Series, probes: pd.DataFrame, notes: list
     return line
 
 
+_BYTES = {"fp64": (8, 8), "fp32": (4, 4), "tf32": (4, 4), "fp16": (2, 2), "bf16": (2, 2), "fp8": (1, 2)}  # in, out
+
+
+def _number(v):
+    """A define's value as the YAML's rules read it (a number where it is one)."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return v
+    return int(f) if f.is_integer() else f
+
+
+def _rule_values(row, info: variants.VariantInfo, yaml: Mapping) -> Optional[dict]:
+    """What the variant's point rules choose at ``row``'s point from the defines ``yaml`` (the YAML's, with any
+    overrides), as :meth:`gemmlab.points.Point.point_defines` evaluates them: None where the row lacks what a
+    rule reads (then the row's values are taken as they are)."""
+    sizes, out_sizes = _BYTES.get(str(row.get("precision")), (None, None))
+    env = {k: _number(v) for k, v in yaml.items()}
+    out = {}
+    try:
+        env.update(m=int(row["m"]), n=int(row["n"]), k=int(row["k"]), layout=str(row.get("layout")),
+                   fp8_scaling=fp8_scaling(row), elem_bytes=sizes, out_bytes=out_sizes)
+        sm = pd.to_numeric(pd.Series([row.get("sm_count")]), errors="coerce").iloc[0]
+        if pd.notna(sm):
+            env["sm_count"] = int(sm)
+        for name, rule in info.point_rules.items():
+            value = evaluate(rule, env)
+            out[name] = env[name] = int(value) if isinstance(value, bool) else value
+    except Exception:  # a name the row does not give (an older row without sm_count): no verdict here
+        return None
+    return out
+
+
 def current_configuration(rows: pd.DataFrame, variant: str, overrides: Optional[Mapping] = None) -> pd.Series:
     """Which of ``rows`` (one hand-written variant) ran the defines its YAML has now: every
     define a row ran equals the YAML's. A define the row lacks predates it: the row ran the
     YAML's ``defines_before`` value where one is given, and agrees otherwise. A define the YAML
-    leaves to its point defines (stage 15's BN 0: chosen by waves) agrees at any value a row
-    built. All True where the variant's YAML is not in this checkout or has no defines.
-    ``overrides``: the YAML's defines with these changed (a candidate's configuration; a
-    point define named here must match too)."""
+    leaves to its point rules (stage 15's BN 0: chosen by waves) must equal what those rules choose
+    at the row's point (its m, n, k, layout and recorded SM count); where a rule cannot be evaluated
+    there, it agrees at any value a row built. All True where the variant's YAML is not in this
+    checkout or has no defines. ``overrides``: the YAML's defines with these changed (a candidate's
+    configuration; a point define named here must match too)."""
     yaml = _yaml_defines(variant)
     if not (yaml or overrides) or "defines" not in rows.columns:
         return pd.Series(True, index=rows.index)
     info = _info(variant)
-    yaml = {k: v for k, v in yaml.items() if not info or k not in info.per_point}
-    yaml.update(overrides or {})
+    given = {**yaml, **(overrides or {})}
+    fixed = {k: v for k, v in given.items() if not info or k not in info.per_point or k in (overrides or {})}
     before = _defines_before(variant)
-    ran = ({**before, **data.extra_of(t)} for t in rows["defines"])
-    return pd.Series([all(str(d[k]) == str(v) for k, v in yaml.items() if k in d) for d in ran], index=rows.index)
+    keep = []
+    for (_, row), text in zip(rows.iterrows(), rows["defines"]):
+        ran = {**before, **data.extra_of(text)}
+        want = dict(fixed)
+        chosen = _rule_values(row, info, given) if info and info.per_point else None
+        if chosen:
+            want.update({k: v for k, v in chosen.items() if k in info.per_point and k not in (overrides or {})})
+        keep.append(all(str(ran[k]) == str(v) for k, v in want.items() if k in ran))
+    return pd.Series(keep, index=rows.index, dtype=bool)
 
 
 def _best(rows: pd.DataFrame) -> pd.Series:

@@ -40,6 +40,11 @@ class VariantInfo:
     ceiling: Optional[str] = None  # the probe variant that measures this stage's instruction rate
     # defines a cuda.point_defines rule of the same name chooses per point (stage 15's BN 0: by waves)
     per_point: Tuple[str, ...] = ()
+    point_rules_items: Tuple[Tuple[str, str], ...] = ()  # cuda.point_defines, in order: (name, expression)
+
+    @property
+    def point_rules(self) -> Dict[str, str]:
+        return dict(self.point_rules_items)
 
     @property
     def defines_before(self) -> Dict[str, str]:
@@ -74,7 +79,9 @@ def _read(path: Path) -> VariantInfo:
                                                   ((node.get("cuda") or {}).get("defines_before") or {}).items()),
                        ceiling=None if node.get("ceiling") is None else str(node.get("ceiling")),
                        per_point=tuple(str(k) for k in ((node.get("cuda") or {}).get("point_defines") or {})
-                                       if str(k) in ((node.get("cuda") or {}).get("defines") or {})))
+                                       if str(k) in ((node.get("cuda") or {}).get("defines") or {})),
+                       point_rules_items=tuple((str(k), str(v)) for k, v in
+                                               ((node.get("cuda") or {}).get("point_defines") or {}).items()))
 
 
 @functools.lru_cache(maxsize=None)

@@ -21,7 +21,9 @@ PACKAGES = ("gemmlab", "analysis")
 # devices: coverage notes, colours and datasheets, never a row's meaning), paths, file writing, and
 # the per-sample times beside the rows (samples: a result file, like rows).
 ANALYSIS_MAY_IMPORT = {"gemmlab", "gemmlab.rows", "gemmlab.variants", "gemmlab.devices", "gemmlab.paths",
-                       "gemmlab.cache", "gemmlab.samples"}
+                       "gemmlab.cache", "gemmlab.samples",
+                       # the YAML's expression language (what a variant's point rules choose at a row's point)
+                       "gemmlab.expr", "gemmlab.expr.evaluate"}
 
 
 def modules(package: str):

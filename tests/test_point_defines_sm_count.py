@@ -11,6 +11,8 @@ name (stage 15's BN 0: the tile width by waves; tests/test_hopper_fp8_block.py h
 """
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 from pathlib import Path
 
@@ -129,3 +131,11 @@ def test_analysis_takes_any_built_value_of_a_define_chosen_per_point(monkeypatch
     rows = pd.DataFrame({"defines": ['{"BN": 64, "STAGES": 5}', '{"BN": 128, "STAGES": 5}', '{"BN": 128, "STAGES": 4}']})
     monkeypatch.setattr(ladder.variants, "info", lambda name, *a, **k: info)
     assert list(ladder.current_configuration(rows, "k")) == [True, True, False]
+    # with the rule the YAML gives and the rows' points, a built value must be the rule's there (a candidate's
+    # override of a per-point define is not the defaults); a row the rule cannot be read at (no SM count) agrees
+    info = dataclasses.replace(info, point_rules_items=(("BN", "BN if BN > 0 else (64 if n * 4 <= sm_count else 128)"),))
+    rows = rows.assign(m=[128, 128, 128, 128][:3], n=[32, 32, 4096], k=4096, sm_count=[132, 132, None])
+    assert list(ladder.current_configuration(rows, "k")) == [True, False, False]
+    rows = rows.assign(defines=['{"BN": 64, "STAGES": 5}', '{"BN": 128, "STAGES": 5}', '{"BN": 64, "STAGES": 5}'])
+    assert list(ladder.current_configuration(rows, "k")) == [True, False, True]
+    assert list(ladder.current_configuration(rows, "k", {"BN": 128})) == [False, True, False]
