@@ -181,17 +181,27 @@ def test_percent_of_the_library_of_the_same_run_and_scaling(tmp_path):
 
 
 def test_a_candidates_defines_select_its_rows_and_the_defaults_otherwise(tmp_path):
-    info = variants.info("wgmma_fp8_block")
-    defaults = {k: v for k, v in info.defines.items()}
-    candidate = dict(defaults, SPLIT_KEEP=1)
+    """Rows record the defines they built, point rules resolved (stage 15 at 4096 x 256 x 7168 on 132 SMs: split in 2,
+    the partial kept by rule). A row is at the defaults where every define equals the YAML's, a per-point one what the
+    YAML's rule chooses at that row's point; a target's ``defines`` asks for a candidate's instead."""
+    from test_hopper_fp8_block import _point
+
+    def built(overrides):
+        p = _point(4096, 256, 7168, overrides)
+        env = p.expr_env()
+        return json.dumps({k: env[k] for k in variants.info("wgmma_fp8_block").defines})
+
     run = "20261203T000000Z-c"
     ds = _ds(tmp_path, [
-        _gemm("wgmma_fp8_block", 4096, 256, 7168, 95.0, run, precision="fp8", defines=json.dumps(defaults)),
-        _gemm("wgmma_fp8_block", 4096, 256, 7168, 101.0, run + "2", precision="fp8", defines=json.dumps(candidate)),
+        _gemm("wgmma_fp8_block", 4096, 256, 7168, 95.0, run, precision="fp8", defines=built("{}"), sm_count=132),
+        _gemm("wgmma_fp8_block", 4096, 256, 7168, 101.0, run + "2", precision="fp8", defines=built("{SPLIT_KEEP:0}"),
+              sm_count=132, cubin="k-2.cubin"),
     ])
+    assert json.loads(built("{}"))["SPLIT_KEEP"] == 1 and json.loads(built("{SPLIT_KEEP:0}"))["SPLIT_KEEP"] == 0
     t = dict(variant="wgmma_fp8_block", at_least=100)
-    assert evaluate(ds, _t(**t)).points.iloc[0]["value"] == pytest.approx(95.0)
-    r = evaluate(ds, _t(**t, defines={"SPLIT_KEEP": 1}))
+    r = evaluate(ds, _t(**t))  # the later row is a candidate's: SPLIT_KEEP 0 where the rule keeps
+    assert r.verdict == NOT_MET and r.points.iloc[0]["value"] == pytest.approx(95.0)
+    r = evaluate(ds, _t(**t, defines={"SPLIT_KEEP": 0}))
     assert r.verdict == MET and r.points.iloc[0]["value"] == pytest.approx(101.0)
 
 
@@ -280,10 +290,15 @@ def test_the_project_targets_on_the_reference_data(reference_dataset):
     for ok in ("block_ok_cublaslt", "rowcol_ok_cublaslt", "block_ok_stage", "cutlass_fp8_ok"):
         assert got[ok].verdict == MET, got[ok].summary
     assert len(got["block_ok_stage"].points) == 27
+    # stage 15 at or above cuBLASLt at every DeepSeek-V3 point of >= 1024 tokens since session27c's rules (the
+    # partial kept where split in 2, a fourth stage at 128 x 256): each point's latest evidence row, that build's
     block = got["block_vs_cublaslt"]
-    assert block.verdict == NOT_MET and len(block.points) == 18
+    assert block.verdict == MET and len(block.points) == 18, block.summary
+    assert (block.points["git_commit"] == "97667bb").all()
     low = block.points.loc[block.points["value"].idxmin()]
-    assert low["point"] == "deepseek_v3.moe_router.t4096" and 90 < low["value"] < 100
+    assert 100 <= low["value"] < 102, low
+    router = block.points.set_index("point").loc["deepseek_v3.moe_router.t4096"]
+    assert router["low"] < 100 <= router["value"]  # the same build at 99.3 in session27b: at the bar, not past it
     # issue 32: parity, not past it
     for bar in ("bf16_4096_6144", "bf16_8192", "fp8_4096_8192", "llama3_70b_prefill"):
         assert got[bar].verdict == NOT_MET, got[bar].summary

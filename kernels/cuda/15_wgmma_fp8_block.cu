@@ -53,8 +53,11 @@
 //                    quarters them at 256, which makes room for a stage more at every width: 6 at 64 and 128, 5 at 192,
 //                    4 at 256 (the YAML's STAGES rule); each round waits for the previous store to have read its box.
 //                    Why: moe_router at 4096 tokens and shared_gate_up at 1024 (94.9 and 97.5% of cuBLASLt, session24b)
-//                    stream 28-56 k-blocks a unit with 5 and 3 stages in flight. Not yet measured ({EPI_BOXES:1,STAGES:6}:
-//                    fp8_block_split, fp8_block_ds3_candidates)
+//                    stream 28-56 k-blocks a unit with 5 and 3 stages in flight. Measured (session27, % of cuBLASLt
+//                    against the defaults of the run before): at 256 wide, 4 stages, it won everywhere (shared_gate_up
+//                    100.2 / 98.1 and 107.7 / 103.6 at 1024 / 4096 tokens, shared_down +0.4 to +0.6), at 192 wide it
+//                    lost 5-14 points, at 128 and 64 mixed: the YAML's rule takes 1 at BN 256 only (session27c: shared_gate_up
+//                    at 1024 tokens 101.1 / 97.7 against EPI_BOXES 0 between two runs of the rule)
 //   BM               128 (two m64 consumer warpgroups) or 64 (one: small M, DeepGEMM's BLOCK_M 64;
 //                    with CONSUMER_REGS 240: at 232 ptxas spills 32 bytes) or 192 (three: each warpgroup's
 //                    promotion behind two others' wgmmas; 512 threads leave 128 registers a thread at launch,
@@ -236,8 +239,10 @@
 //                    keeps its own: one round trip and 4 MB of the ~133 MB the grid moves out of L2 fewer. With 128 x 256
 //                    tiles split in 4 ({BN:256,SPLIT_K:4}: 32 tiles x 4 = 128 units of 14 k-blocks, each k-block 48 KB of
 //                    operands for a 128 x 256 tile, ~86 MB for the grid against 117 MB of 128 x 128 x 2, the partials 128
-//                    KB a split) it keeps its own when split 0 or 1 sums. Not yet measured (.ci/h200-session.sh's
-//                    fp8_block_split: tests' MOE_ROUTER_CANDIDATES at moe_router; fp8_block_ds3_candidates)
+//                    KB a split) it keeps its own when split 0 or 1 sums. Measured (session27): at moe_router's 4096
+//                    tokens 99.7 / 93.9 and 99.3 / 91.6% of cuBLASLt against SPLIT_KEEP 0 (session27c, by rule: 101.2 and
+//                    101.3 against 93.5 between); mixed where tiles split in 4. The YAML's rule keeps where split in 2.
+//                    {BN:256,SPLIT_K:4} lost there (83.2; 82.2 keeping), as did split-K in 2-CTA clusters (84.9; 89.4)
 //   WG_ORDER         1 (BM 128: two consumer warpgroups): they take turns issuing each k-block's wgmmas, by two
 //                    named barriers (bar.sync before the issue, bar.arrive after it; FlashAttention-3's ping-pong
 //                    between warpgroups): consumer 1 issues k-block use u after consumer 0 has, consumer 0 issues
@@ -416,12 +421,13 @@
 #define SPLIT_TAIL 0
 #endif
 // EPI_BOXES (EPI_TMA 1): 64 x 64 boxes of a consumer's output staged per round of the TMA-store epilogue (stage 12's);
-// 0: all of them at once (the measured kernel)
+// 0: all of them at once (the YAML's rule below BN 256)
 #ifndef EPI_BOXES
 #define EPI_BOXES 0
 #endif
 // SPLIT_KEEP (SPLIT_K > 1): 1 the split that sums a tile keeps its own partial in its registers where the sum's order
-// allows (it is split 0 or 1: p0 + p1 == p1 + p0), reading S - 1 partials back, not S; 0 reads all S (the measured kernel)
+// allows (it is split 0 or 1: p0 + p1 == p1 + p0), reading S - 1 partials back, not S; 0 reads all S (the YAML's rule
+// keeps where a tile is split in 2)
 #ifndef SPLIT_KEEP
 #define SPLIT_KEEP 0
 #endif
