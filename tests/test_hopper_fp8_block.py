@@ -370,9 +370,10 @@ WAVES_TAILS = {(4096, 7168, 16384), (1024, 7168, 16384)}  # split tails (then SP
 def test_the_tile_width_follows_the_waves_on_the_device_configs_sms():
     from gemmlab import variants
 
-    # the YAML's SPLIT_TAIL -1, SPLIT_K 0 and BN 0: chosen per point, the tail split first (it sets the other
-    # two), then the split (the width reads it), then the stages (4 at most at BN 192); the scales' read position
-    # last (1 where WG_ORDER takes the waits in turn)
+    # the YAML's SPLIT_TAIL -1, SPLIT_K 0, SPLIT_KEEP -1, BN 0 and EPI_BOXES -1: chosen per point, the tail split first
+    # (it sets the split and the width), then the split (the width reads it) and whether its summing split keeps its
+    # partial, then the width and the boxes of C a round, then the stages (4 at most at BN 192 and 256); the scales'
+    # read position last (1 where WG_ORDER takes the waits in turn)
     assert variants.info(VARIANT).per_point == ("SPLIT_TAIL", "SPLIT_K", "SPLIT_KEEP", "BN", "EPI_BOXES", "STAGES",
                                                 "SCALE_READ")
     assert _point(4096, 7168, 2048, "{WG_ORDER:1}").point_defines()["SCALE_READ"] == 1
