@@ -112,9 +112,7 @@ def _select(ds: data.Dataset, t: Target) -> Tuple[pd.DataFrame, str]:
 
 def _library_pct(ds: data.Dataset, rows: pd.DataFrame) -> pd.Series:
     """100 x the fastest standalone cuBLAS/cuBLASLt time of the same run, point and FP8 scaling / the row's."""
-    lib = ds.gpu
-    lib = lib[(lib["op"] == data.GEMM) & lib["backend"].isin(data.CUBLAS_BACKENDS)
-              & lib["variant"].isin(data.CUBLAS_VARIANTS) & (lib["time_median_s"] > 0)]
+    lib = data._library_rows(ds.gpu)  # what "the library" is wherever a baseline is read (data.cublas_per_run)
     if lib.empty:
         return pd.Series(np.nan, index=rows.index)
     lib = lib.assign(scaling=[fp8_scaling(r) for r in lib.to_dict("records")])
