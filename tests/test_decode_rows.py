@@ -50,7 +50,8 @@ BUILDS = ([(p, m, None) for p in ("bf16", "fp8") for m in (1, 16, 32, 64)]
           + [(p, m, "{BAL:1,XSHARE:0}") for p in ("bf16", "fp8") for m in (1, 16)]
           + [(p, m, "{XS:0}") for p in ("bf16", "fp8") for m in (1, 16)]
           + [("fp8", m, "{XF16:1}") for m in (1, 16)]
-          + [(p, 16, "{WARPS:12}") for p in ("bf16", "fp8")])
+          + [(p, 16, "{WARPS:12}") for p in ("bf16", "fp8")]
+          + [(p, m, "{XS_WIDE:1}") for p in ("bf16", "fp8") for m in (32, 64)] + [("fp8", 64, "{XS_WIDE:1,XF16:1}")])
 
 
 @NEEDS_NVCC
@@ -103,6 +104,11 @@ def test_launch_rules_on_the_h200():
     p64 = rows_point(64, 8192, 8192, "fp8")
     assert dict(build_for(p64).point_defines) == {"NT": 8, "MIN_BLOCKS": 1, "BALANCE": 0, "XSTAGE": 0}
     assert launch_shape(p64, sm_count=132).grid == (132, 1, 1)
+    # XS_WIDE: the CTA's two activation tiles past 16 tokens (64 tokens: 2 x 64 x 512 bytes); not per warp
+    w64 = rows_point(64, 8192, 8192, "fp8", defines="{XS_WIDE:1}")
+    assert dict(build_for(w64).point_defines)["XSTAGE"] == 1
+    assert launch_shape(w64, sm_count=132).smem_bytes == 8 * 8192 + 2 * 64 * 512
+    assert dict(build_for(rows_point(64, 8192, 8192, defines="{XS_WIDE:1,XSHARE:0}")).point_defines)["XSTAGE"] == 0
     # BALANCE up to 16 tokens: its claim counter in shared memory, 2 x (8 + 64) slots of NT x 512 bytes
     # per CTA after the partials; past 16 tokens the define is dropped (and the build is the plain one)
     pb = rows_point(16, 6144, 4096, defines="{BAL:1,XSHARE:0}")
@@ -170,6 +176,19 @@ def test_fp8_activations_held_as_f16_compute_right(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("defines", ["{XS_WIDE:1}", "{XS_WIDE:1,XF16:1}"])
+def test_fp8_activations_staged_past_16_tokens_compute_right(defines, tmp_path_factory):
+    """XS_WIDE in fp8: the CTA's activation tiles at four and eight n8 tiles (tokens past M in the last
+    one), with the activations converted by every warp or, with XF16, once into f16 tiles."""
+    folder, rng = tmp_path_factory.mktemp("emu-rows-xswide"), np.random.default_rng(18)
+    for m, n, k in [(33, 70, 528), SHAPES["fp8"][3]]:
+        p = rows_point(m, n, k, "fp8", defines=defines)
+        assert dict(build_for(p).point_defines)["XSTAGE"] == 1
+        c, res = emulate_decode(p, decode_emulator(p, folder.parent), folder, rng)
+        _assert_right(p, c, res, f"{defines}: ")
+
+
+@pytest.mark.slow
 def test_prefetch_and_swizzle_switched_off_still_compute_right(tmp_path_factory):
     folder, rng = tmp_path_factory.mktemp("emu-rows-off"), np.random.default_rng(12)
     p = rows_point(5, 70, 2056, defines="{PREFETCH:0,SWIZZLE:0}")
@@ -195,6 +214,8 @@ DEFINE_SHAPES = {
     "{BAL:1,TRACE:1,XSHARE:0}": CROSS,
     "{XS:0}": [SHORT, *CROSS],
     "{XS:0,XSHARE:0}": [SHORT, *CROSS],
+    # XSTAGE past 16 tokens (the CTA's tiles): four and eight n-tiles, tokens past M in the last tile
+    "{XS_WIDE:1}": [WIDE, (64, 40, 1032), CROSS[0]],
     # 384 threads: the CTA's activation copy ends in a part-empty pass (256 or 512 chunks a step)
     "{WARPS:12}": [SHORT, *CROSS],
 }

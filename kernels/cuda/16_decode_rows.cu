@@ -83,6 +83,11 @@
 //               better. Since then, XSTAGE with XSHARE shares two tiles among the CTA's warps (all at
 //               the same step): its threads copy a step's activations together, a barrier a step
 //               (__syncthreads: the copies visible, the other tile free), the activations' L2 reads / 8
+//               XS_WIDE 1 (the YAML's; 0 by default until measured) takes XSTAGE past 16 tokens (NT 4, 8) with
+//               the CTA's tiles only (XSHARE 1: 2 x NT x 4 KB, 64 KB at 64 tokens beside the weights' 64 KB;
+//               a warp's own would be 512 KB). Why: at 64 tokens every chunk of every n-tile is an L2 round
+//               trip inside the step (ld.global.nc, 4x the weight bytes per warp), and the H200 rows put
+//               stage 16 at 20-47% of the copy probe there (bf16) against 94-97% at 16 tokens
 //   XF16        1 (fp8, with XSTAGE and XSHARE): the CTA's threads load a step's e4m3 activations into
 //               registers one step ahead, convert them to f16 once and store them in the shared tiles
 //               (twice the bytes; the halves of odd rows swapped); the MMAs then convert only the
@@ -187,7 +192,8 @@ static_assert(NT == 1 || NT == 2 || NT == 4 || NT == 8, "NT: 1, 2, 4 or 8 n8 til
 static_assert(RING == 0 || (RING >= 2 && RING <= 4), "RING: 0 (registers) or 2..4 shared-memory stages");
 constexpr int kStages = RING ? RING : 1;     // a warp's tiles in shared memory
 static_assert(!BALANCE || (!RING && !XSHARE && NT <= 2), "BALANCE: the register path, XSHARE 0, at most 16 tokens");
-static_assert(!XSTAGE || (!RING && PREFETCH && !BALANCE && NT <= 2 && MIN_BLOCKS == 1), "XSTAGE: the register path with PREFETCH, BALANCE 0, at most 16 tokens, one CTA a SM");
+static_assert(!XSTAGE || (!RING && PREFETCH && !BALANCE && (NT <= 2 || XSHARE) && MIN_BLOCKS == 1),
+              "XSTAGE: the register path with PREFETCH, BALANCE 0, one CTA a SM; past 16 tokens only the CTA's tiles (XSHARE)");
 // BALANCE: a CTA's chunks (WARPS static, at most kDynMax claimed) and their partial slots (two each:
 // the chunk's first and last unit) in the workspace, after the trace
 constexpr int kDynMax = 64;
