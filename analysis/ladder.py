@@ -27,7 +27,7 @@ from typing import List, Mapping, Optional
 import pandas as pd
 
 from gemmlab import variants
-from gemmlab.expr import evaluate
+from gemmlab.expr import evaluate_rules
 from gemmlab.rows import fp8_scaling, highest_clock_mhz
 
 from . import data, decode
@@ -154,19 +154,15 @@ def _rule_values(row, info: variants.VariantInfo, yaml: Mapping) -> Optional[dic
     rule reads (then the row's values are taken as they are)."""
     sizes, out_sizes = _BYTES.get(str(row.get("precision")), (None, None))
     env = {k: _number(v) for k, v in yaml.items()}
-    out = {}
     try:
         env.update(m=int(row["m"]), n=int(row["n"]), k=int(row["k"]), layout=str(row.get("layout")),
                    fp8_scaling=fp8_scaling(row), elem_bytes=sizes, out_bytes=out_sizes)
         sm = pd.to_numeric(pd.Series([row.get("sm_count")]), errors="coerce").iloc[0]
         if pd.notna(sm):
             env["sm_count"] = int(sm)
-        for name, rule in info.point_rules.items():
-            value = evaluate(rule, env)
-            out[name] = env[name] = int(value) if isinstance(value, bool) else value
+        return evaluate_rules(info.point_rules, env)
     except Exception:  # a name the row does not give (an older row without sm_count): no verdict here
         return None
-    return out
 
 
 def current_configuration(rows: pd.DataFrame, variant: str, overrides: Optional[Mapping] = None) -> pd.Series:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
-from typing import Any, Mapping
+from typing import Any, Callable, Dict, MutableMapping, Mapping, Optional
 
 _BINOPS = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
@@ -79,6 +79,22 @@ def _eval(node: ast.AST, env: Mapping[str, Any], src: str) -> Any:
             raise ExprError(f"keyword arguments are not allowed in {src!r}")
         return FUNCTIONS[node.func.id](*[_eval(a, env, src) for a in node.args])
     raise ExprError(f"unsupported syntax {ast.dump(node)[:60]} in {src!r}")
+
+
+def evaluate_rules(rules: Mapping[str, Any], env: MutableMapping[str, Any],
+                   check: Optional[Callable[[str, Any, Mapping[str, Any]], None]] = None) -> Dict[str, Any]:
+    """A variant's ``cuda.point_defines`` evaluated in order, each over ``env`` and the rules before it
+    (a bool as 0 or 1), each value added to ``env``; ``check(name, rule, env)`` first, where given. The
+    build (:meth:`gemmlab.points.Point.point_defines`) and the analysis that judges a row's configuration
+    (``analysis.ladder``) both evaluate them here."""
+    out: Dict[str, Any] = {}
+    for name, rule in rules.items():
+        name = str(name)
+        if check is not None:
+            check(name, rule, env)
+        value = evaluate(rule, env)
+        out[name] = env[name] = int(value) if isinstance(value, bool) else value
+    return out
 
 
 def names(expr: Any) -> frozenset:

@@ -4,12 +4,12 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from omegaconf import DictConfig, OmegaConf
 
 from gemmlab import dtypes, fp8
-from gemmlab.expr import evaluate, names
+from gemmlab.expr import evaluate, evaluate_rules, names
 from gemmlab.operands import DEFAULT_LAYOUT
 
 
@@ -102,16 +102,13 @@ class Point:
             env["sm_count"] = gpu_sm_count(self.variant)
         cuda = self.variant_cfg.get("cuda")
         defines = {str(k) for k in cuda.defines} if cuda is not None else set()
-        out: Dict[str, Any] = {}
-        for name, rule in rules.items():
-            name = str(name)
+
+        def check(name: str, rule: Any, env: Mapping[str, Any]) -> None:
             if name in env and not (name in defines and name in names(rule)):
                 raise ConfigError(f"{self.variant}: cuda.point_defines.{name} would hide the name {name!r} "
                                   "(a point field or a define; a rule refines a define of its name only "
                                   "by reading it)")
-            value = evaluate(rule, env)
-            out[name] = env[name] = int(value) if isinstance(value, bool) else value
-        return out
+        return evaluate_rules(rules, env, check)
 
     @property
     def intensity_model(self) -> Optional[float]:
