@@ -11,7 +11,7 @@
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block fp8_block_diag wgmma_peak mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation conduct sanitize precompile_default default_run default_run_noguard fidelity_default
-# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide pinning multi_gpu
+# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # Set GEMMLAB_GIT_COMMIT to the commit being measured: the tree copied to a GPU host may carry a
@@ -93,8 +93,8 @@ decode_precompile() {
     "precision=[bf16,fp8]" "layouts=[nt]" measure.fp8_scaling=tensor sizes.square=[] "sizes.shapes=[[16,6144,4096]]" \
     "variant.decode_splitk.cuda.defines=$d" & done; wait' "$3"
 }
-rows_sweep() {  # NAME SECONDS DEFINE_SETS SHAPES: stage 16's define sets, cuBLAS / cuBLASLt interleaved
-  step "$1" "$2" python3 run.py -m variant=decode_rows "precision=$DECODE_ROWS_PRECISIONS" "layouts=[nt]" \
+rows_sweep() {  # NAME SECONDS DEFINE_SETS SHAPES [PRECISIONS]: stage 16's define sets, cuBLAS / cuBLASLt interleaved
+  step "$1" "$2" python3 run.py -m variant=decode_rows "precision=${5:-$DECODE_ROWS_PRECISIONS}" "layouts=[nt]" \
     measure.fp8_scaling=tensor sizes.square=[] "sizes.shapes=$4" "measure.baseline=[cublas,cublaslt]" \
     measure.max_noise=0.05 measure.warmup_s=0.2 measure.min_time_s=0.1 measure.max_time_s=0.5 \
     "variant.decode_rows.cuda.defines=$3" run.fail_on_error=false $Q run.name=$1 hydra.sweep.dir=$REF/$1
@@ -112,6 +112,8 @@ DECODE_ROWS_SWEEP=${DECODE_ROWS_SWEEP:-"{XSHARE:0},{XSHARE:1},{PREFETCH:0},{SWIZ
 DECODE_ROWS_PRECISIONS=${DECODE_ROWS_PRECISIONS:-"bf16,fp8"}
 # issue 30: stage 16's activations staged in the CTA's tiles past 16 tokens (XS_WIDE), at 32 and 64 tokens
 DECODE_WIDE_SHAPES="[[64,6144,4096],[64,8192,8192],[64,8192,28672],[64,57344,8192],[32,8192,8192]]"
+# and XF16 2 (fp8): 1, 16 and 64 tokens (XS_WIDE changes nothing at 16 tokens or fewer: those builds repeat)
+DECODE_XF16_SHAPES="[[1,57344,8192],[16,57344,8192],[16,8192,28672],[16,36864,7168],[64,57344,8192],[64,8192,28672]]"
 # stage 13's define sweep (tests/test_hopper_kernels.py's FP8_SWEEP builds each; FP8_TUNE: other entries)
 FP8_SWEEP='{STAGES:3,EPI_TMA:1},{STAGES:4,EPI_TMA:0},{STAGES:3,EPI_TMA:0},{GROUP_M:16},{BN:128,STAGES:4},{UNIFORM_A:1,DESC_STEP:1},{EPI_BOXES:2,STAGES:4},{EPI_BOXES:1,STAGES:4},{CLUSTER_M:2},{CLUSTER_M:2,EPI_BOXES:2,STAGES:4}'
 # stage 15's define sweep (tests/test_hopper_fp8_block.py's FP8_BLOCK_SWEEP builds each); FP8_BLOCK_TUNE: a subset
@@ -522,7 +524,9 @@ while time.time()-t<45: a@a" &
   decode_rows_sweep)  # issue 30: stage 16's defines one at a time at Llama-3 8B qkv, 70B attn_o and mlp_gate_up
            rows_sweep decode_rows_sweep 200 "$DECODE_ROWS_SWEEP" "$DECODE_ROWS_SHAPES" ;;
   decode_rows_wide)  # issue 30: XS_WIDE (stage 16's activation tiles at 32-64 tokens) against the path before it
-           rows_sweep decode_rows_wide 300 "{XS_WIDE:0},{XS_WIDE:1},{XS_WIDE:1,XF16:1}" "$DECODE_WIDE_SHAPES" ;;
+           rows_sweep decode_rows_wide 240 "{XS_WIDE:0},{XS_WIDE:1}" "$DECODE_WIDE_SHAPES" ;;
+  decode_rows_xf16)  # issue 30: fp8 activations converted once a step ahead (XF16 2) against every warp converting
+           rows_sweep decode_rows_xf16 300 "{XF16:0},{XF16:2},{XS_WIDE:1,XF16:0},{XS_WIDE:1,XF16:2}" "$DECODE_XF16_SHAPES" fp8 ;;
   decode_rows_ncu)  # issue 30: why stage 16 streams slower at 16 tokens than at 1 (X's L1 hits, L2 traffic, stalls),
            # at Llama-3 70B mlp_down (8192 x 28672), beside cuBLAS at 16 tokens; one launch each (past the checked call)
            for mk in "decode_rows 1 decode_rows" "decode_rows 16 decode_rows" "cublas 16 ^(?!gemmlab).*(gemv|gemm|xmma|cutlass)"; do set -- $mk

@@ -51,7 +51,7 @@ BUILDS = ([(p, m, None) for p in ("bf16", "fp8") for m in (1, 16, 32, 64)]
           + [(p, m, "{XS:0}") for p in ("bf16", "fp8") for m in (1, 16)]
           + [("fp8", m, "{XF16:1}") for m in (1, 16)]
           + [(p, 16, "{WARPS:12}") for p in ("bf16", "fp8")]
-          + [(p, m, "{XS_WIDE:1}") for p in ("bf16", "fp8") for m in (32, 64)] + [("fp8", 64, "{XS_WIDE:1,XF16:1}")])
+          + [(p, m, "{XS_WIDE:1}") for p in ("bf16", "fp8") for m in (32, 64)] + [("fp8", 64, "{XS_WIDE:1,XF16:1}"), ("fp8", 64, "{XS_WIDE:1,XF16:2}"), ("fp8", 16, "{XF16:2}")])
 
 
 @NEEDS_NVCC
@@ -109,6 +109,11 @@ def test_launch_rules_on_the_h200():
     assert dict(build_for(w64).point_defines)["XSTAGE"] == 1
     assert launch_shape(w64, sm_count=132).smem_bytes == 8 * 8192 + 2 * 64 * 512
     assert dict(build_for(rows_point(64, 8192, 8192, defines="{XS_WIDE:1,XSHARE:0}")).point_defines)["XSTAGE"] == 0
+    # XF16 2 (fp8): two f16 tiles (twice the bytes) and the e4m3 staging tile: 224 KB at 64 tokens
+    assert launch_shape(rows_point(64, 8192, 8192, "fp8", defines="{XS_WIDE:1,XF16:2}"), sm_count=132).smem_bytes \
+        == 8 * 8192 + 2 * 64 * 1024 + 64 * 512
+    assert launch_shape(rows_point(16, 8192, 8192, "fp8", defines="{XF16:2}"), sm_count=132).smem_bytes \
+        == 8 * 8192 + 2 * 16 * 1024 + 16 * 512
     # BALANCE up to 16 tokens: its claim counter in shared memory, 2 x (8 + 64) slots of NT x 512 bytes
     # per CTA after the partials; past 16 tokens the define is dropped (and the build is the plain one)
     pb = rows_point(16, 6144, 4096, defines="{BAL:1,XSHARE:0}")
@@ -176,12 +181,14 @@ def test_fp8_activations_held_as_f16_compute_right(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("defines", ["{XS_WIDE:1}", "{XS_WIDE:1,XF16:1}"])
+@pytest.mark.parametrize("defines", ["{XS_WIDE:1}", "{XS_WIDE:1,XF16:1}", "{XS_WIDE:1,XF16:2}", "{XF16:2}"])
 def test_fp8_activations_staged_past_16_tokens_compute_right(defines, tmp_path_factory):
     """XS_WIDE in fp8: the CTA's activation tiles at four and eight n8 tiles (tokens past M in the last
-    one), with the activations converted by every warp or, with XF16, once into f16 tiles."""
+    one), with the activations converted by every warp or, with XF16, once into f16 tiles (2: from a
+    staging tile a step ahead); XF16 2 at one and two n8 tiles too (the first shapes: one-step ranges)."""
     folder, rng = tmp_path_factory.mktemp("emu-rows-xswide"), np.random.default_rng(18)
-    for m, n, k in [(33, 70, 528), SHAPES["fp8"][3]]:
+    shapes = [(33, 70, 528), SHAPES["fp8"][3]] if "XS_WIDE" in defines else SHAPES["fp8"][:3]
+    for m, n, k in shapes:
         p = rows_point(m, n, k, "fp8", defines=defines)
         assert dict(build_for(p).point_defines)["XSTAGE"] == 1
         c, res = emulate_decode(p, decode_emulator(p, folder.parent), folder, rng)
@@ -265,6 +272,8 @@ MUTANTS = [
     # XF16: the f16 activations read without the odd rows' swap they were stored with
     ("xf16_unswapped_read", "lds16(xt + token * kXRow + xhalf(token, 2 * q) * 16)", "lds16(xt + token * kXRow + 2 * q * 16)", 1,
      "{XF16:1}"),
+    # XF16 2: the next step's activations converted before their copy has landed
+    ("xf16_staged_early", "cp_async_wait<0>();\n      load_x_staged", "load_x_staged", 1, "{XF16:2}"),
     ("xcta_no_barrier", "cp_async_wait<0>();\n    __syncthreads();", "cp_async_wait<0>();", 1, None),
     ("xstage_tile_clash", "copy_x<32>(xtiles + ((it - i0 + 1) & 1) * kXTile", "copy_x<32>(xtiles + ((it - i0) & 1) * kXTile", 1,
      "{XSHARE:0}"),

@@ -94,7 +94,16 @@
 //               weights (0, the default: every warp converts the activations too, 8 of the 24
 //               conversions of a chunk at 16 tokens). Measured (session13d, fp8, GB/s): 16 tokens
 //               -10.3 to -14.4% (the loads wait in registers for the barrier, where cp.async did not),
-//               1 token -0.3 / -1.4%: off
+//               1 token -0.3 / -1.4%: off.
+//               XF16 2: the same f16 tiles, filled one step ahead without waiting in registers: a step's e4m3
+//               activations land by cp.async in a staging tile (NT x 8 tokens x 512 bytes) a step before
+//               they are converted; after the step's barrier each thread converts the chunks it copied
+//               itself (visible to it after cp.async.wait_group: no barrier between copy and conversion)
+//               into the f16 tile the next step reads, then copies the step after into the staging tile.
+//               Why: at 16 tokens the warps convert the activations as often as the weights (128 e4m3x2
+//               conversions a lane a step each), at 64 tokens four times as often (session14's ncu at 16
+//               tokens: ALU the busiest pipe, 50%); XF16 1 removed them but its loads waited in registers
+//               for the barrier. Shared memory: two f16 tiles and one staging tile (224 KB at 64 tokens)
 // NT (n8 tiles of tokens: 1, 2, 4, 8) comes from the point (point_defines): one build per tile count,
 // so M <= 16 is not held to M = 64's registers.
 //
@@ -207,9 +216,13 @@ constexpr int kBalanceBytes = BALANCE ? 16 : 0;  // the claim counter (the slots
 // XF16 (fp8, the CTA's tiles): a step's activations converted to f16 once, by the thread that loads them,
 // into tiles of twice the bytes; the MMAs read f16 (no conversion of X by every warp at every chunk)
 #define DROWS_XF16 (XF16 && DROWS_FP8 && DROWS_XCTA)
+// XF16 2: converted one step ahead from a staging tile the thread's own cp.async filled
+#define DROWS_XF16P (DROWS_XF16 && XF16 == 2)
+static_assert(XF16 >= 0 && XF16 <= 2, "XF16: 0, 1 or 2");
 constexpr int kXRow = DROWS_XF16 ? 2 * kStep : kStep;  // bytes of a token's step in the tile
 constexpr int kXTile = NT * 8 * kXRow;
-constexpr int kXBytes = XSTAGE ? 2 * kXTile : 0;  // per warp, or per CTA (DROWS_XCTA)
+constexpr int kXStage = DROWS_XF16P ? NT * 8 * kStep : 0;  // XF16 2: the e4m3 staging tile after the two f16 tiles
+constexpr int kXBytes = XSTAGE ? 2 * kXTile + kXStage : 0;  // per warp, or per CTA (DROWS_XCTA)
 constexpr int kSmemBytes = kWarps * kStages * kTile + (DROWS_XCTA ? 1 : kWarps) * kXBytes + kBalanceBytes;
 static_assert(kSmemBytes <= 232448, "WARPS x RING tiles of 8 KB (+ BALANCE's slots) past the H100/H200's 227 KB a block");
 static_assert(sizeof(TIN) == 2 || DROWS_FP8, "bf16 or e4m3 operands");
@@ -307,6 +320,17 @@ __device__ __forceinline__ void load_x_regs(U4 (&xr)[NT], const Job& j, int s) {
     xr[i] = ldg_cached(j.X + static_cast<long long>(r) * j.row_bytes + off, off < j.row_bytes && r < j.M);
   }
 }
+#if DROWS_XF16P
+// XF16 2: the thread's chunks of a step from the staging tile (where its own copy_x put them; tokens past M
+// are neither copied nor read)
+__device__ __forceinline__ void load_x_staged(U4 (&xr)[NT], uint32_t st, const Job& j) {
+#pragma unroll
+  for (int i = 0; i < NT; ++i) {
+    const int c = i * kThreads + static_cast<int>(threadIdx.x), r = c / 32, l = c % 32;
+    xr[i] = r < j.M ? lds16(st + r * kStep + swz(r, l) * 16) : U4{0, 0, 0, 0};
+  }
+}
+#endif
 __device__ __forceinline__ int xhalf(int r, int h) { return h ^ (r & 1); }
 __device__ __forceinline__ void store_x_f16(uint32_t xt, const U4 (&xr)[NT], const Job& j) {
 #pragma unroll
@@ -509,7 +533,19 @@ __device__ void run_warp(const Job& j, unsigned char* smem) {
 #else
   U4 wr[kRows];
   load_step(wr, j, u, s, lane);
-#if DROWS_XF16
+#if DROWS_XF16P
+  // the first step's activations converted now (the loop's first barrier shows them to every warp), the
+  // second's copy in flight
+  const uint32_t xstage = xtiles + 2 * kXTile;
+  U4 xr[NT];
+  copy_x<kThreads>(xstage, j, s, static_cast<int>(threadIdx.x));
+  cp_async_commit();
+  cp_async_wait<0>();
+  load_x_staged(xr, xstage, j);
+  store_x_f16(xtiles, xr, j);
+  if (i0 + 1 < i1) copy_x<kThreads>(xstage, j, s + 1 == j.P ? 0 : s + 1, static_cast<int>(threadIdx.x));
+  cp_async_commit();
+#elif DROWS_XF16
   U4 xr[NT];
   load_x_regs(xr, j, s);
 #elif DROWS_XCTA
@@ -545,6 +581,21 @@ __device__ void run_warp(const Job& j, unsigned char* smem) {
     const int un = s + 1 == j.P ? u + kUnitsPerPos : u, sn = s + 1 == j.P ? 0 : s + 1;
 #if RING
     mma_step(acc, j, tile, s, lane);
+#elif DROWS_XF16P
+    // the barrier: this step's f16 tile complete (converted in the previous iteration by every thread),
+    // every warp done with the previous step's (into which the next step's conversions go). Then the next
+    // weights' loads; the next step's activations (copied a step ago by this thread) converted; the step
+    // after copied into the staging tile this thread has just read
+    __syncthreads();
+    if (more) {
+      load_step(wr, j, un, sn, lane);
+      cp_async_wait<0>();
+      load_x_staged(xr, xstage, j);
+      store_x_f16(xtiles + ((it - i0 + 1) & 1) * kXTile, xr, j);
+      if (it + 2 < i1) copy_x<kThreads>(xstage, j, sn + 1 == j.P ? 0 : sn + 1, static_cast<int>(threadIdx.x));
+      cp_async_commit();
+    }
+    mma_step(acc, j, tile, s, lane, xtiles + ((it - i0) & 1) * kXTile);
 #elif DROWS_XF16
     // as below, the activations through registers: this step's converted into its tile (last read two
     // steps ago: every warp passed the previous barrier since), the barrier, then the next step's loads
