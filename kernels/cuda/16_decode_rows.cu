@@ -87,7 +87,9 @@
 //               the CTA's tiles only (XSHARE 1: 2 x NT x 4 KB, 64 KB at 64 tokens beside the weights' 64 KB;
 //               a warp's own would be 512 KB). Why: at 64 tokens every chunk of every n-tile is an L2 round
 //               trip inside the step (ld.global.nc, 4x the weight bytes per warp), and the H200 rows put
-//               stage 16 at 20-47% of the copy probe there (bf16) against 94-97% at 16 tokens
+//               stage 16 at 20-47% of the copy probe there (bf16) against 94-97% at 16 tokens. Measured
+//               (session28 decode_rows_wide, GB/s against XS_WIDE 0): bf16 64 tokens -14 to -27%, 32 tokens
+//               -4%, fp8 -14 to -28%: off. The round trips are not the limit at 64 tokens
 //   XF16        1 (fp8, with XSTAGE and XSHARE): the CTA's threads load a step's e4m3 activations into
 //               registers one step ahead, convert them to f16 once and store them in the shared tiles
 //               (twice the bytes; the halves of odd rows swapped); the MMAs then convert only the
@@ -103,7 +105,9 @@
 //               Why: at 16 tokens the warps convert the activations as often as the weights (128 e4m3x2
 //               conversions a lane a step each), at 64 tokens four times as often (session14's ncu at 16
 //               tokens: ALU the busiest pipe, 50%); XF16 1 removed them but its loads waited in registers
-//               for the barrier. Shared memory: two f16 tiles and one staging tile (224 KB at 64 tokens)
+//               for the barrier. Shared memory: two f16 tiles and one staging tile (224 KB at 64 tokens).
+//               Measured (session28 decode_rows_xf16, fp8 GB/s against XF16 0): 16 tokens -16 to -18%,
+//               1 token -0.5%: off; the conversions are not what limits 16 tokens
 // NT (n8 tiles of tokens: 1, 2, 4, 8) comes from the point (point_defines): one build per tile count,
 // so M <= 16 is not held to M = 64's registers.
 //
