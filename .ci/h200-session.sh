@@ -11,7 +11,7 @@
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block fp8_block_diag wgmma_peak mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation conduct sanitize precompile_default default_run default_run_noguard fidelity_default
-# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 pinning multi_gpu
+# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_wide_ncu pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # Set GEMMLAB_GIT_COMMIT to the commit being measured: the tree copied to a GPU host may carry a
@@ -536,6 +536,10 @@ while time.time()-t<45: a@a" &
                python3 run.py variant=$1 precision=bf16 "layouts=[nt]" sizes.square=[] "sizes.shapes=[[$2,8192,28672]]" \
                measure=quick "measure.baseline=[]" measure.guard_bytes=0 run.isolate=none $Q hydra.run.dir=/tmp/ncu_rows_$1_$2
            done ;;
+  decode_wide_ncu)  # issue 30: what holds stage 16 at 64 tokens to 20-47% of the copy probe (session28: neither the
+           # activations' L2 round trips nor, in fp8, the conversions): stage 16 at 64 and 1 tokens, cuBLASLt at 64,
+           # Llama-3 70B mlp_down (8192 x 28672), bf16; DECODE_NCU: other ncu_points entries
+           ncu_points bf16 "${DECODE_NCU:-decode_rows 64 8192 28672 - decode_rows -;decode_rows 1 8192 28672 - decode_rows -;cublaslt 64 8192 28672 - ^(?!gemmlab).*(gemv|gemm|xmma|cutlass|nvjet) -}" ;;
   fp8_ncu)  # issue 30: what limits FP8: stage 16 at 1 and 16 tokens (Llama-3 70B mlp_gate_up; the e4m3 -> f16
            # conversions, issue slots?) and stage 15 beside cuBLASLt's block-scaled kernel (DeepSeek-V3 4096 x 7168 x
            # 16384: pipes, stalls). FP8_NCU: entries "variant m n k scaling kernel-regex defines" (ncu_points)
