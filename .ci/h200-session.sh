@@ -537,9 +537,9 @@ while time.time()-t<45: a@a" &
                measure=quick "measure.baseline=[]" measure.guard_bytes=0 run.isolate=none $Q hydra.run.dir=/tmp/ncu_rows_$1_$2
            done ;;
   decode_wide_ncu)  # issue 30: what holds stage 16 at 64 tokens to 20-47% of the copy probe (session28: neither the
-           # activations' L2 round trips nor, in fp8, the conversions): stage 16 at 64 and 1 tokens, cuBLASLt at 64,
-           # Llama-3 70B mlp_down (8192 x 28672), bf16; DECODE_NCU: other ncu_points entries
-           ncu_points bf16 "${DECODE_NCU:-decode_rows 64 8192 28672 - decode_rows -;decode_rows 1 8192 28672 - decode_rows -;cublaslt 64 8192 28672 - ^(?!gemmlab).*(gemv|gemm|xmma|cutlass|nvjet) -}" ;;
+           # activations' L2 round trips nor, in fp8, the conversions): stage 16 at 64 tokens with and without XS_WIDE,
+           # cuBLASLt at 64, Llama-3 70B mlp_down (8192 x 28672), bf16; DECODE_NCU: other ncu_points entries
+           ncu_points bf16 "${DECODE_NCU:-decode_rows 64 8192 28672 - decode_rows -;decode_rows 64 8192 28672 - decode_rows {XS_WIDE:1};cublaslt 64 8192 28672 - ^(?!gemmlab).*(gemv|gemm|xmma|cutlass|nvjet) -}" ;;
   fp8_ncu)  # issue 30: what limits FP8: stage 16 at 1 and 16 tokens (Llama-3 70B mlp_gate_up; the e4m3 -> f16
            # conversions, issue slots?) and stage 15 beside cuBLASLt's block-scaled kernel (DeepSeek-V3 4096 x 7168 x
            # 16384: pipes, stalls). FP8_NCU: entries "variant m n k scaling kernel-regex defines" (ncu_points)
