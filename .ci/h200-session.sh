@@ -112,6 +112,8 @@ DECODE_ROWS_SWEEP=${DECODE_ROWS_SWEEP:-"{XSHARE:0},{XSHARE:1},{PREFETCH:0},{SWIZ
 DECODE_ROWS_PRECISIONS=${DECODE_ROWS_PRECISIONS:-"bf16,fp8"}
 # issue 30: stage 16's activations staged in the CTA's tiles past 16 tokens (XS_WIDE), at 32 and 64 tokens
 DECODE_WIDE_SHAPES="[[64,6144,4096],[64,8192,8192],[64,8192,28672],[64,57344,8192],[32,8192,8192]]"
+# decode_wide_ncu's ncu_points entries (a define set's braces would end a ${VAR:-default} early: kept here)
+DECODE_NCU_DEFAULT='decode_rows 64 8192 28672 - decode_rows -;decode_rows 64 8192 28672 - decode_rows {XS_WIDE:1};cublaslt 64 8192 28672 - ^(?!gemmlab).*(gemv|gemm|xmma|cutlass|nvjet) -'
 # and XF16 2 (fp8): 1, 16 and 64 tokens (XS_WIDE changes nothing at 16 tokens or fewer: those builds repeat)
 DECODE_XF16_SHAPES="[[1,57344,8192],[16,57344,8192],[16,8192,28672],[16,36864,7168],[64,57344,8192],[64,8192,28672]]"
 # stage 13's define sweep (tests/test_hopper_kernels.py's FP8_SWEEP builds each; FP8_TUNE: other entries)
@@ -539,7 +541,7 @@ while time.time()-t<45: a@a" &
   decode_wide_ncu)  # issue 30: what holds stage 16 at 64 tokens to 20-47% of the copy probe (session28: neither the
            # activations' L2 round trips nor, in fp8, the conversions): stage 16 at 64 tokens with and without XS_WIDE,
            # cuBLASLt at 64, Llama-3 70B mlp_down (8192 x 28672), bf16; DECODE_NCU: other ncu_points entries
-           ncu_points bf16 "${DECODE_NCU:-decode_rows 64 8192 28672 - decode_rows -;decode_rows 64 8192 28672 - decode_rows {XS_WIDE:1};cublaslt 64 8192 28672 - ^(?!gemmlab).*(gemv|gemm|xmma|cutlass|nvjet) -}" ;;
+           ncu_points bf16 "${DECODE_NCU:-$DECODE_NCU_DEFAULT}" ;;
   fp8_ncu)  # issue 30: what limits FP8: stage 16 at 1 and 16 tokens (Llama-3 70B mlp_gate_up; the e4m3 -> f16
            # conversions, issue slots?) and stage 15 beside cuBLASLt's block-scaled kernel (DeepSeek-V3 4096 x 7168 x
            # 16384: pipes, stalls). FP8_NCU: entries "variant m n k scaling kernel-regex defines" (ncu_points)
