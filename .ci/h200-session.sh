@@ -11,7 +11,7 @@
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block fp8_block_diag wgmma_peak mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation conduct sanitize precompile_default default_run default_run_noguard fidelity_default
-# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_wide_ncu pinning multi_gpu
+# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # Set GEMMLAB_GIT_COMMIT to the commit being measured: the tree copied to a GPU host may carry a
@@ -112,6 +112,7 @@ DECODE_ROWS_SWEEP=${DECODE_ROWS_SWEEP:-"{XSHARE:0},{XSHARE:1},{PREFETCH:0},{SWIZ
 DECODE_ROWS_PRECISIONS=${DECODE_ROWS_PRECISIONS:-"bf16,fp8"}
 # issue 30: stage 16's activations staged in the CTA's tiles past 16 tokens (XS_WIDE), at 32 and 64 tokens
 DECODE_WIDE_SHAPES="[[64,6144,4096],[64,8192,8192],[64,8192,28672],[64,57344,8192],[32,8192,8192]]"
+DECODE_FRAG_SHAPES="[[1,57344,8192],[16,57344,8192],[64,57344,8192],[1,8192,28672],[16,8192,28672],[64,8192,28672],[1,6144,4096],[64,6144,4096]]"
 # decode_wide_ncu's ncu_points entries (a define set's braces would end a ${VAR:-default} early: kept here)
 DECODE_NCU_DEFAULT='decode_rows 64 8192 28672 - decode_rows -;decode_rows 64 8192 28672 - decode_rows {XS_WIDE:1};cublaslt 64 8192 28672 - ^(?!gemmlab).*(gemv|gemm|xmma|cutlass|nvjet) -'
 # and XF16 2 (fp8): 1, 16 and 64 tokens (XS_WIDE changes nothing at 16 tokens or fewer: those builds repeat)
@@ -527,6 +528,9 @@ while time.time()-t<45: a@a" &
            rows_sweep decode_rows_sweep 200 "$DECODE_ROWS_SWEEP" "$DECODE_ROWS_SHAPES" ;;
   decode_rows_wide)  # issue 30: XS_WIDE (stage 16's activation tiles at 32-64 tokens) against the path before it
            rows_sweep decode_rows_wide 240 "{XS_WIDE:0},{XS_WIDE:1}" "$DECODE_WIDE_SHAPES" ;;
+  decode_rows_frag)  # issue 30: stage 16's weight tile in the A operand's order (AFRAG) and unconditional activation
+           # reads (XPAD): 1, 16 and 64 tokens, the defaults beside them in the same sweep
+           rows_sweep decode_rows_frag 300 "{AFRAG:0,XPAD:0},{AFRAG:1},{AFRAG:1,XPAD:1},{XS_WIDE:1,XPAD:1,AFRAG:1}" "$DECODE_FRAG_SHAPES" ;;
   decode_rows_xf16)  # issue 30: fp8 activations converted once a step ahead (XF16 2) against every warp converting
            rows_sweep decode_rows_xf16 300 "{XF16:0},{XF16:2},{XS_WIDE:1,XF16:0},{XS_WIDE:1,XF16:2}" "$DECODE_XF16_SHAPES" fp8 ;;
   decode_rows_ncu)  # issue 30: why stage 16 streams slower at 16 tokens than at 1 (X's L1 hits, L2 traffic, stalls),

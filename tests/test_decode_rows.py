@@ -51,7 +51,10 @@ BUILDS = ([(p, m, None) for p in ("bf16", "fp8") for m in (1, 16, 32, 64)]
           + [(p, m, "{XS:0}") for p in ("bf16", "fp8") for m in (1, 16)]
           + [("fp8", m, "{XF16:1}") for m in (1, 16)]
           + [(p, 16, "{WARPS:12}") for p in ("bf16", "fp8")]
-          + [(p, m, "{XS_WIDE:1}") for p in ("bf16", "fp8") for m in (32, 64)] + [("fp8", 64, "{XS_WIDE:1,XF16:1}"), ("fp8", 64, "{XS_WIDE:1,XF16:2}"), ("fp8", 16, "{XF16:2}")])
+          + [(p, m, "{XS_WIDE:1}") for p in ("bf16", "fp8") for m in (32, 64)] + [("fp8", 64, "{XS_WIDE:1,XF16:1}"), ("fp8", 64, "{XS_WIDE:1,XF16:2}"), ("fp8", 16, "{XF16:2}")]
+          + [(p, m, "{AFRAG:1}") for p in ("bf16", "fp8") for m in (1, 16, 64)]
+          + [(p, m, "{AFRAG:1,XPAD:1}") for p in ("bf16", "fp8") for m in (16,)]
+          + [(p, 64, "{XS_WIDE:1,XPAD:1,AFRAG:1}") for p in ("bf16", "fp8")])
 
 
 @NEEDS_NVCC
@@ -181,7 +184,8 @@ def test_fp8_activations_held_as_f16_compute_right(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("defines", ["{XS_WIDE:1}", "{XS_WIDE:1,XF16:1}", "{XS_WIDE:1,XF16:2}", "{XF16:2}"])
+@pytest.mark.parametrize("defines", ["{XS_WIDE:1}", "{XS_WIDE:1,XF16:1}", "{XS_WIDE:1,XF16:2}", "{XF16:2}",
+                                     "{AFRAG:1}", "{XF16:1,XPAD:1}", "{XS_WIDE:1,XPAD:1,AFRAG:1}"])
 def test_fp8_activations_staged_past_16_tokens_compute_right(defines, tmp_path_factory):
     """XS_WIDE in fp8: the CTA's activation tiles at four and eight n8 tiles (tokens past M in the last
     one), with the activations converted by every warp or, with XF16, once into f16 tiles (2: from a
@@ -190,7 +194,7 @@ def test_fp8_activations_staged_past_16_tokens_compute_right(defines, tmp_path_f
     shapes = [(33, 70, 528), SHAPES["fp8"][3]] if "XS_WIDE" in defines else SHAPES["fp8"][:3]
     for m, n, k in shapes:
         p = rows_point(m, n, k, "fp8", defines=defines)
-        assert dict(build_for(p).point_defines)["XSTAGE"] == 1
+        assert dict(build_for(p).point_defines)["XSTAGE"] == (1 if "XS_WIDE" in defines or m <= 16 else 0)
         c, res = emulate_decode(p, decode_emulator(p, folder.parent), folder, rng)
         _assert_right(p, c, res, f"{defines}: ")
 
@@ -223,6 +227,11 @@ DEFINE_SHAPES = {
     "{XS:0,XSHARE:0}": [SHORT, *CROSS],
     # XSTAGE past 16 tokens (the CTA's tiles): four and eight n-tiles, tokens past M in the last tile
     "{XS_WIDE:1}": [WIDE, (64, 40, 1032), CROSS[0]],
+    # the weight tile in the A operand's order; the activation tiles' pad rows zeroed once (M = 5, 9, 33)
+    "{AFRAG:1}": [SHORT, *CROSS, WIDE],
+    "{XPAD:1}": [SHORT, *CROSS],
+    "{XPAD:1,XSHARE:0}": [SHORT, CROSS[1]],
+    "{XS_WIDE:1,XPAD:1,AFRAG:1}": [WIDE, (64, 40, 1032), CROSS[1]],
     # 384 threads: the CTA's activation copy ends in a part-empty pass (256 or 512 chunks a step)
     "{WARPS:12}": [SHORT, *CROSS],
 }
@@ -274,6 +283,9 @@ MUTANTS = [
      "{XF16:1}"),
     # XF16 2: the next step's activations converted before their copy has landed
     ("xf16_staged_early", "cp_async_wait<0>();\n      load_x_staged", "load_x_staged", 1, "{XF16:2}"),
+    # AFRAG: the A operands read back with rows g and g + 8 swapped against how they were stored
+    ("afrag_rows_swapped", "const U4 a{f0.x, f0.z, f1.x, f1.z}, b{f0.y, f0.w, f1.y, f1.w};",
+     "const U4 b{f0.x, f0.z, f1.x, f1.z}, a{f0.y, f0.w, f1.y, f1.w};", 1, "{AFRAG:1}"),
     ("xcta_no_barrier", "cp_async_wait<0>();\n    __syncthreads();", "cp_async_wait<0>();", 1, None),
     ("xstage_tile_clash", "copy_x<32>(xtiles + ((it - i0 + 1) & 1) * kXTile", "copy_x<32>(xtiles + ((it - i0) & 1) * kXTile", 1,
      "{XSHARE:0}"),

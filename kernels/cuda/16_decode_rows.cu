@@ -108,6 +108,17 @@
 //               for the barrier. Shared memory: two f16 tiles and one staging tile (224 KB at 64 tokens).
 //               Measured (session28 decode_rows_xf16, fp8 GB/s against XF16 0): 16 tokens -16 to -18%,
 //               1 token -0.5%: off; the conversions are not what limits 16 tokens
+//   AFRAG       1 (bf16 and fp8, RING 0): the weight tile stored in the mma.sync A fragment's order: pair-row p
+//               holds rows p and p + 8 interleaved by 4-byte words, so one ld.shared.v4 is an MMA's A operand
+//               (a.x, b.x, a.y, b.y) as it stands. 0: rows as loaded; the compiler then builds each operand
+//               from two loads with register moves, again for every n-tile (SASS at 64 tokens, bf16: 78
+//               IMAD.MOV a 32 HMMA of the loop, 113 instructions in all). The lane interleaves its 16 rows'
+//               words when it stores the step (once a step, not once an MMA); 16-byte halves swizzled by
+//               pair-row and chunk parity (conflict-free stores and loads)
+//   XPAD        1 (XSTAGE): the activation tiles' rows of tokens past M zeroed once at the start, and every
+//               token's chunk read without a test (0: token < M ? ld.shared : zeros, which at 32-64 tokens
+//               (XS_WIDE) compiles to a branch around each read: BSSY/BSYNC 15 times in the loop's body,
+//               397 instructions a 32 HMMA)
 // NT (n8 tiles of tokens: 1, 2, 4, 8) comes from the point (point_defines): one build per tile count,
 // so M <= 16 is not held to M = 64's registers.
 //
@@ -173,6 +184,12 @@
 #ifndef XF16
 #define XF16 0
 #endif
+#ifndef AFRAG
+#define AFRAG 0
+#endif
+#ifndef XPAD
+#define XPAD 0
+#endif
 
 // fp8 builds take the per-tensor scales: e4m3 detected from the TIN token (as stage 14 does)
 #define DROWS_IS_FP8___nv_fp8_e4m3 1
@@ -203,6 +220,7 @@ constexpr int kRows = 16;                  // rows of a unit: one m16 tile
 constexpr int kTile = kRows * kStep;       // a warp's staging tile in shared memory
 static_assert(NT == 1 || NT == 2 || NT == 4 || NT == 8, "NT: 1, 2, 4 or 8 n8 tiles of tokens");
 static_assert(RING == 0 || (RING >= 2 && RING <= 4), "RING: 0 (registers) or 2..4 shared-memory stages");
+static_assert(!AFRAG || !RING, "AFRAG: the lane interleaves its rows' words when it stores them (the ring copies rows as they are)");
 constexpr int kStages = RING ? RING : 1;     // a warp's tiles in shared memory
 static_assert(!BALANCE || (!RING && !XSHARE && NT <= 2), "BALANCE: the register path, XSHARE 0, at most 16 tokens");
 static_assert(!XSTAGE || (!RING && PREFETCH && !BALANCE && (NT <= 2 || XSHARE) && MIN_BLOCKS == 1),
@@ -235,6 +253,11 @@ static_assert(sizeof(TOUT) == 2, "the result is bf16");
 // the 16-byte chunk position of chunk q of a tile row: conflict-free stores (a row by 32 lanes) and
 // loads (rows g and g + 1 of a quarter warp take opposite halves of the 8 bank groups)
 __device__ __forceinline__ int swz(int row, int q) { return SWIZZLE ? (q ^ ((row & 1) << 2)) : q; }
+
+// AFRAG: the byte offset of half h (0: words x, y of rows p and p + 8; 1: words z, w) of 32-byte chunk q of
+// pair-row p (1 KB each); the halves swapped where pair-row and chunk / 4 differ in parity: a store (one p,
+// 32 lanes' q) and a quarter warp's load (p = g, g + 1 at one q) both reach 8 different 16-byte bank groups
+__device__ __forceinline__ int afrag_at(int p, int q, int h) { return p * 2 * kStep + q * 32 + ((h ^ (q >> 2) ^ p) & 1) * 16; }
 
 struct Job {
   const unsigned char* X;  // activations, M rows of row_bytes
@@ -277,8 +300,16 @@ __device__ __forceinline__ void load_step(U4 (&w)[kRows], const Job& j, int u, i
 }
 
 __device__ __forceinline__ void store_step(const U4 (&w)[kRows], uint32_t tile, int lane) {
+#if AFRAG
+#pragma unroll
+  for (int p = 0; p < kRows / 2; ++p) {  // rows p and p + 8 interleaved by words: two A operands
+    sts16(tile + afrag_at(p, lane, 0), U4{w[p].x, w[p + 8].x, w[p].y, w[p + 8].y});
+    sts16(tile + afrag_at(p, lane, 1), U4{w[p].z, w[p + 8].z, w[p].w, w[p + 8].w});
+  }
+#else
 #pragma unroll
   for (int r = 0; r < kRows; ++r) sts16(tile + r * kStep + swz(r, lane) * 16, w[r]);
+#endif
 }
 
 // RING: the 16 pieces of step s of unit u straight into a tile (cp.async, no registers), where
@@ -354,6 +385,16 @@ __device__ __forceinline__ void store_x_f16(uint32_t xt, const U4 (&xr)[NT], con
 }
 #endif
 
+#if XPAD && XSTAGE
+__device__ __forceinline__ void zero_pad(uint32_t xt, const Job& j, int t, int by) {
+  const int chunks = (NT * 8 - j.M) * (kXRow / 16);  // of one tile: rows M .. NT x 8 - 1
+  for (int c = t; c < 2 * chunks; c += by) {
+    const int tile = c / chunks, r = j.M + (c % chunks) / (kXRow / 16), q = (c % chunks) % (kXRow / 16);
+    sts16(xt + tile * kXTile + r * kXRow + q * 16, U4{0, 0, 0, 0});
+  }
+}
+#endif
+
 // the MMAs of step s (its 16 rows in the warp's tile; XSTAGE: its activations in the tile xt) into acc
 __device__ __forceinline__ void mma_step(float (&acc)[NT][4], const Job& j, uint32_t tile, int s, int lane,
                                          uint32_t xt = 0) {
@@ -364,8 +405,13 @@ __device__ __forceinline__ void mma_step(float (&acc)[NT][4], const Job& j, uint
 #pragma unroll kUnroll
   for (int i = 0; i < 8; ++i) {
     const int q = 4 * i + c;
+#if AFRAG
+    const U4 f0 = lds16(tile + afrag_at(g, q, 0)), f1 = lds16(tile + afrag_at(g, q, 1));  // the two A operands
+    const U4 a{f0.x, f0.z, f1.x, f1.z}, b{f0.y, f0.w, f1.y, f1.w};  // rows g and g + 8 (fp8's conversions)
+#else
     const U4 a = lds16(tile + g * kStep + swz(g, q) * 16);
     const U4 b = lds16(tile + (g + 8) * kStep + swz(g + 8, q) * 16);
+#endif
     const long long off = static_cast<long long>(s) * kStep + 16 * q;
     const bool in_k = off < j.row_bytes;
 #pragma unroll
@@ -374,12 +420,12 @@ __device__ __forceinline__ void mma_step(float (&acc)[NT][4], const Job& j, uint
 #if DROWS_XF16
       (void)in_k;
       const U4 z{0, 0, 0, 0};
-      const U4 xlo = token < j.M ? lds16(xt + token * kXRow + xhalf(token, 2 * q) * 16) : z;
-      const U4 xhi = token < j.M ? lds16(xt + token * kXRow + xhalf(token, 2 * q + 1) * 16) : z;
+      const U4 xlo = XPAD || token < j.M ? lds16(xt + token * kXRow + xhalf(token, 2 * q) * 16) : z;
+      const U4 xhi = XPAD || token < j.M ? lds16(xt + token * kXRow + xhalf(token, 2 * q + 1) * 16) : z;
       const uint32_t xf[8] = {xlo.x, xlo.y, xlo.z, xlo.w, xhi.x, xhi.y, xhi.z, xhi.w};
 #elif XSTAGE
       (void)in_k;
-      const U4 x = token < j.M ? lds16(xt + token * kStep + swz(token, q) * 16) : U4{0, 0, 0, 0};
+      const U4 x = XPAD || token < j.M ? lds16(xt + token * kStep + swz(token, q) * 16) : U4{0, 0, 0, 0};
 #else
       const U4 x = ldg_cached(j.X + static_cast<long long>(token) * j.row_bytes + off, in_k && token < j.M);
 #endif
@@ -512,6 +558,14 @@ __device__ void run_warp(const Job& j, unsigned char* smem) {
   // XSTAGE: step it's activations are in tile (it - i0) % 2, copied one step ahead with the weights' loads
   const uint32_t xtiles = hopper::smem_u32(smem) + kWarps * kStages * kTile + (DROWS_XCTA ? 0 : wib * kXBytes);
   (void)xtiles;
+#if XPAD && XSTAGE
+  // the rows of tokens past M in both activation tiles, zeroed once (no copy ever writes them): the MMAs read
+  // every token's chunk without a test. The CTA's threads (or the warp's lanes) together; the loop's first
+  // barrier (__syncthreads, or __syncwarp) shows them to every reader. (C does not need it: a token's column
+  // of the MMA reaches only that token's outputs, never written past M; it keeps the split units' partials
+  // free of whatever the shared memory held)
+  zero_pad(xtiles, j, DROWS_XCTA ? static_cast<int>(threadIdx.x) : lane, DROWS_XCTA ? kThreads : 32);
+#endif
   int u = static_cast<int>(i0 / j.P) * kUnitsPerPos + (XSHARE ? wib : 0), s = static_cast<int>(i0 % j.P), first = s;
   const int u0 = u;
   bool pend = false;  // DEFER: the first unit (u0, steps i0 % P .. P - 1), split, waiting for the end of the range
