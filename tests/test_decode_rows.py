@@ -54,7 +54,8 @@ BUILDS = ([(p, m, None) for p in ("bf16", "fp8") for m in (1, 16, 32, 64)]
           + [(p, m, "{XS_WIDE:1}") for p in ("bf16", "fp8") for m in (32, 64)] + [("fp8", 64, "{XS_WIDE:1,XF16:1}"), ("fp8", 64, "{XS_WIDE:1,XF16:2}"), ("fp8", 16, "{XF16:2}")]
           + [(p, m, "{AFRAG:1}") for p in ("bf16", "fp8") for m in (1, 16, 64)]
           + [(p, m, "{AFRAG:1,XPAD:1}") for p in ("bf16", "fp8") for m in (16,)]
-          + [(p, 64, "{XS_WIDE:1,XPAD:1,AFRAG:1}") for p in ("bf16", "fp8")])
+          + [(p, 64, "{XS_WIDE:1,XPAD:1,AFRAG:1}") for p in ("bf16", "fp8")]
+          + [("fp8", m, "{CVT_H1:1,AFRAG:1,XPAD:1}") for m in (1, 16, 64)] + [("fp8", 16, "{CVT_H1:1,XF16:1}")])
 
 
 @NEEDS_NVCC
@@ -185,7 +186,8 @@ def test_fp8_activations_held_as_f16_compute_right(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("defines", ["{XS_WIDE:1}", "{XS_WIDE:1,XF16:1}", "{XS_WIDE:1,XF16:2}", "{XF16:2}",
-                                     "{AFRAG:1}", "{XF16:1,XPAD:1}", "{XS_WIDE:1,XPAD:1,AFRAG:1}"])
+                                     "{AFRAG:1}", "{XF16:1,XPAD:1}", "{XS_WIDE:1,XPAD:1,AFRAG:1}", "{CVT_H1:1}",
+                                     "{CVT_H1:1,AFRAG:1,XPAD:1}", "{CVT_H1:1,XF16:1}", "{XS_WIDE:1,XPAD:1,AFRAG:1,CVT_H1:1}"])
 def test_fp8_activations_staged_past_16_tokens_compute_right(defines, tmp_path_factory):
     """XS_WIDE in fp8: the CTA's activation tiles at four and eight n8 tiles (tokens past M in the last
     one), with the activations converted by every warp or, with XF16, once into f16 tiles (2: from a

@@ -119,6 +119,9 @@
 //               token's chunk read without a test (0: token < M ? ld.shared : zeros, which at 32-64 tokens
 //               (XS_WIDE) compiles to a branch around each read: BSSY/BSYNC 15 times in the loop's body,
 //               397 instructions a 32 HMMA)
+//   CVT_H1      1 (fp8): a word's high two e4m3 converted from the register's high half (F2FP .H1) instead of
+//               shifted down first (0: SHF then F2FP; the fp8 loop's SASS at 1 token: 88 SHF beside 176 F2FP
+//               and 32 HMMA)
 // NT (n8 tiles of tokens: 1, 2, 4, 8) comes from the point (point_defines): one build per tile count,
 // so M <= 16 is not held to M = 64's registers.
 //
@@ -190,6 +193,9 @@
 #ifndef XPAD
 #define XPAD 0
 #endif
+#ifndef CVT_H1
+#define CVT_H1 0
+#endif
 
 // fp8 builds take the per-tensor scales: e4m3 detected from the TIN token (as stage 14 does)
 #define DROWS_IS_FP8___nv_fp8_e4m3 1
@@ -209,6 +215,15 @@ struct U4 {
 }  // namespace decode
 
 #include "common/decode_ptx.cuh"  // ld/st wrappers, mma.sync, e4m3 -> f16, the split-K atomic
+
+// fp8: the low / high two e4m3 of a word to f16x2 (CVT_H1: the high ones without a shift)
+#if CVT_H1
+#define DROWS_CVT_LO(w) e4m3x2_lo_to_f16x2(w)
+#define DROWS_CVT_HI(w) e4m3x2_hi_to_f16x2(w)
+#else
+#define DROWS_CVT_LO(w) e4m3x2_to_f16x2((w) & 0xffffu)
+#define DROWS_CVT_HI(w) e4m3x2_to_f16x2((w) >> 16)
+#endif
 
 namespace drows {
 
@@ -376,8 +391,8 @@ __device__ __forceinline__ void store_x_f16(uint32_t xt, const U4 (&xr)[NT], con
     uint32_t f[8];
 #pragma unroll
     for (int h = 0; h < 4; ++h) {
-      f[2 * h] = e4m3x2_to_f16x2(w[h] & 0xffffu);
-      f[2 * h + 1] = e4m3x2_to_f16x2(w[h] >> 16);
+      f[2 * h] = DROWS_CVT_LO(w[h]);
+      f[2 * h + 1] = DROWS_CVT_HI(w[h]);
     }
     sts16(xt + r * kXRow + xhalf(r, 2 * l) * 16, U4{f[0], f[1], f[2], f[3]});
     sts16(xt + r * kXRow + xhalf(r, 2 * l + 1) * 16, U4{f[4], f[5], f[6], f[7]});
@@ -433,15 +448,14 @@ __device__ __forceinline__ void mma_step(float (&acc)[NT][4], const Job& j, uint
       const uint32_t aw[4] = {a.x, a.y, a.z, a.w}, bw[4] = {b.x, b.y, b.z, b.w};
 #pragma unroll
       for (int h = 0; h < 4; ++h)  // the weights converted here, the activations already f16
-        mma_f16(acc[t], e4m3x2_to_f16x2(aw[h] & 0xffffu), e4m3x2_to_f16x2(bw[h] & 0xffffu),
-                e4m3x2_to_f16x2(aw[h] >> 16), e4m3x2_to_f16x2(bw[h] >> 16), xf[2 * h], xf[2 * h + 1]);
+        mma_f16(acc[t], DROWS_CVT_LO(aw[h]), DROWS_CVT_LO(bw[h]), DROWS_CVT_HI(aw[h]), DROWS_CVT_HI(bw[h]), xf[2 * h],
+                xf[2 * h + 1]);
 #elif DROWS_FP8
       const uint32_t aw[4] = {a.x, a.y, a.z, a.w}, bw[4] = {b.x, b.y, b.z, b.w}, xw[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
       for (int h = 0; h < 4; ++h) {  // 4 e4m3 a word -> two f16x2: one MMA's two k-pairs
-        mma_f16(acc[t], e4m3x2_to_f16x2(aw[h] & 0xffffu), e4m3x2_to_f16x2(bw[h] & 0xffffu),
-                e4m3x2_to_f16x2(aw[h] >> 16), e4m3x2_to_f16x2(bw[h] >> 16),
-                e4m3x2_to_f16x2(xw[h] & 0xffffu), e4m3x2_to_f16x2(xw[h] >> 16));
+        mma_f16(acc[t], DROWS_CVT_LO(aw[h]), DROWS_CVT_LO(bw[h]), DROWS_CVT_HI(aw[h]), DROWS_CVT_HI(bw[h]),
+                DROWS_CVT_LO(xw[h]), DROWS_CVT_HI(xw[h]));
       }
 #else
       mma_bf16(acc[t], a.x, b.x, a.y, b.y, x.x, x.y);

@@ -77,6 +77,18 @@ __device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t two) {
   asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h) : "h"(static_cast<unsigned short>(two)));
   return h;
 }
+// The low / high two e4m3 of a word -> f16x2, the halves taken as a register pair (mov.b32 {lo, hi}): ptxas
+// reads the high half as F2FP's .H1 operand instead of shifting it down first (stage 16's CVT_H1)
+__device__ __forceinline__ uint32_t e4m3x2_lo_to_f16x2(uint32_t four) {
+  uint32_t h;
+  asm("{\n .reg .b16 lo, hi;\n mov.b32 {lo, hi}, %1;\n cvt.rn.f16x2.e4m3x2 %0, lo;\n}" : "=r"(h) : "r"(four));
+  return h;
+}
+__device__ __forceinline__ uint32_t e4m3x2_hi_to_f16x2(uint32_t four) {
+  uint32_t h;
+  asm("{\n .reg .b16 lo, hi;\n mov.b32 {lo, hi}, %1;\n cvt.rn.f16x2.e4m3x2 %0, hi;\n}" : "=r"(h) : "r"(four));
+  return h;
+}
 __device__ __forceinline__ float shfl_xor(float v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
 __device__ __forceinline__ int shfl_lane0(int v) { return __shfl_sync(0xffffffffu, v, 0); }
 __device__ __forceinline__ int shfl_idx(int v, int lane) { return __shfl_sync(0xffffffffu, v, lane); }
@@ -134,6 +146,8 @@ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
 void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1);
 void mma_f16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1);
 uint32_t e4m3x2_to_f16x2(uint32_t two);
+uint32_t e4m3x2_lo_to_f16x2(uint32_t four);
+uint32_t e4m3x2_hi_to_f16x2(uint32_t four);
 float shfl_xor(float v, int mask);
 int shfl_lane0(int v);
 int shfl_idx(int v, int lane);

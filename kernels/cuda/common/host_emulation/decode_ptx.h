@@ -44,6 +44,8 @@ uint32_t e4m3x2_to_f16x2(uint32_t two) {  // exact: every e4m3 value is an f16 v
   }();
   return static_cast<uint32_t>(f16[two & 0xFF]) | (static_cast<uint32_t>(f16[(two >> 8) & 0xFF]) << 16);
 }
+uint32_t e4m3x2_lo_to_f16x2(uint32_t four) { return e4m3x2_to_f16x2(four & 0xFFFFu); }
+uint32_t e4m3x2_hi_to_f16x2(uint32_t four) { return e4m3x2_to_f16x2(four >> 16); }
 float bits_to_float(uint32_t u) {
   float f;
   std::memcpy(&f, &u, 4);
