@@ -80,7 +80,8 @@ def test_split_k_at_64_tokens_against_the_libraries(tmp_path):
                                      "{BAL:1,XSHARE:0}", "{BAL:1,TRACE:1,XSHARE:0}", "{XS:0}", "{XS:1,XSHARE:0}", "{XF16:1}",
                                      "{XS_WIDE:1}", "{XS_WIDE:1,XF16:1}", "{XF16:2}", "{XS_WIDE:1,XF16:2}",
                                      "{AFRAG:1}", "{AFRAG:1,XPAD:1}", "{XS_WIDE:1,XPAD:1,AFRAG:1}",
-                                     "{CVT_H1:1,AFRAG:1,XPAD:1}", "{XS_WIDE:1,XPAD:1,AFRAG:1,CVT_H1:1}"])
+                                     "{CVT_H1:1,AFRAG:1,XPAD:1}", "{XS_WIDE:1,XPAD:1,AFRAG:1,CVT_H1:1}",
+                                     "{AFRAG:0,XPAD:0,CVT_H1:0,XS_WIDE:0}"])
 def test_stage_16_matches_the_fp64_product(tmp_path, precision, defines):
     """Stage 16 (decode_rows, tests/test_decode_rows.py on the CPU) on the same shapes: every M from 1
     to 64 (n8 tiles 1, 2, 8), N and K tails, units split between warps; the call repeated and re-checked

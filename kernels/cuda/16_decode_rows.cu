@@ -83,13 +83,15 @@
 //               better. Since then, XSTAGE with XSHARE shares two tiles among the CTA's warps (all at
 //               the same step): its threads copy a step's activations together, a barrier a step
 //               (__syncthreads: the copies visible, the other tile free), the activations' L2 reads / 8
-//               XS_WIDE 1 (the YAML's; 0 by default until measured) takes XSTAGE past 16 tokens (NT 4, 8) with
+//               XS_WIDE 1 (the YAML's; -1 by default: 1 past 16 tokens) takes XSTAGE past 16 tokens (NT 4, 8) with
 //               the CTA's tiles only (XSHARE 1: 2 x NT x 4 KB, 64 KB at 64 tokens beside the weights' 64 KB;
 //               a warp's own would be 512 KB). Why: at 64 tokens every chunk of every n-tile is an L2 round
 //               trip inside the step (ld.global.nc, 4x the weight bytes per warp), and the H200 rows put
 //               stage 16 at 20-47% of the copy probe there (bf16) against 94-97% at 16 tokens. Measured
 //               (session28 decode_rows_wide, GB/s against XS_WIDE 0): bf16 64 tokens -14 to -27%, 32 tokens
-//               -4%, fp8 -14 to -28%: off. The round trips are not the limit at 64 tokens
+//               -4%, fp8 -14 to -28%, while every activation read was a branch (XPAD 0). With XPAD, AFRAG and
+//               CVT_H1 (session28b decode_rows_frag, against the previous defaults): 64 tokens bf16 +29 to
+//               +43%, fp8 +27 to +48%: on past 16 tokens since
 //   XF16        1 (fp8, with XSTAGE and XSHARE): the CTA's threads load a step's e4m3 activations into
 //               registers one step ahead, convert them to f16 once and store them in the shared tiles
 //               (twice the bytes; the halves of odd rows swapped); the MMAs then convert only the
@@ -108,7 +110,7 @@
 //               for the barrier. Shared memory: two f16 tiles and one staging tile (224 KB at 64 tokens).
 //               Measured (session28 decode_rows_xf16, fp8 GB/s against XF16 0): 16 tokens -16 to -18%,
 //               1 token -0.5%: off; the conversions are not what limits 16 tokens
-//   AFRAG       1 (bf16 and fp8, RING 0): the weight tile stored in the mma.sync A fragment's order: pair-row p
+//   AFRAG       1 (bf16 and fp8; RING 0, ignored with RING): the weight tile stored in the mma.sync A fragment's order: pair-row p
 //               holds rows p and p + 8 interleaved by 4-byte words, so one ld.shared.v4 is an MMA's A operand
 //               (a.x, b.x, a.y, b.y) as it stands. 0: rows as loaded; the compiler then builds each operand
 //               from two loads with register moves, again for every n-tile (SASS at 64 tokens, bf16: 78
@@ -122,6 +124,10 @@
 //   CVT_H1      1 (fp8): a word's high two e4m3 converted from the register's high half (F2FP .H1) instead of
 //               shifted down first (0: SHF then F2FP; the fp8 loop's SASS at 1 token: 88 SHF beside 176 F2FP
 //               and 32 HMMA)
+//               Measured (session28b decode_rows_frag, GB/s, each against the previous defaults in one sweep):
+//               all three with XS_WIDE past 16 tokens, the defaults since: 64 tokens bf16 +29 to +43%, fp8 +27
+//               to +48%, fp8 16 tokens +10%, 1 token and bf16 16 tokens -1.8 to +0.4%. Alone: AFRAG -2% (bf16
+//               64, fp8 16), CVT_H1 +6 to +7% at fp8 16 tokens
 // NT (n8 tiles of tokens: 1, 2, 4, 8) comes from the point (point_defines): one build per tile count,
 // so M <= 16 is not held to M = 64's registers.
 //
@@ -235,7 +241,9 @@ constexpr int kRows = 16;                  // rows of a unit: one m16 tile
 constexpr int kTile = kRows * kStep;       // a warp's staging tile in shared memory
 static_assert(NT == 1 || NT == 2 || NT == 4 || NT == 8, "NT: 1, 2, 4 or 8 n8 tiles of tokens");
 static_assert(RING == 0 || (RING >= 2 && RING <= 4), "RING: 0 (registers) or 2..4 shared-memory stages");
-static_assert(!AFRAG || !RING, "AFRAG: the lane interleaves its rows' words when it stores them (the ring copies rows as they are)");
+// AFRAG on the register path only: there the lane interleaves its rows' words when it stores them (the ring
+// copies rows as they are, and keeps the row order)
+#define DROWS_AFRAG (AFRAG && !RING)
 constexpr int kStages = RING ? RING : 1;     // a warp's tiles in shared memory
 static_assert(!BALANCE || (!RING && !XSHARE && NT <= 2), "BALANCE: the register path, XSHARE 0, at most 16 tokens");
 static_assert(!XSTAGE || (!RING && PREFETCH && !BALANCE && (NT <= 2 || XSHARE) && MIN_BLOCKS == 1),
@@ -315,7 +323,7 @@ __device__ __forceinline__ void load_step(U4 (&w)[kRows], const Job& j, int u, i
 }
 
 __device__ __forceinline__ void store_step(const U4 (&w)[kRows], uint32_t tile, int lane) {
-#if AFRAG
+#if DROWS_AFRAG
 #pragma unroll
   for (int p = 0; p < kRows / 2; ++p) {  // rows p and p + 8 interleaved by words: two A operands
     sts16(tile + afrag_at(p, lane, 0), U4{w[p].x, w[p + 8].x, w[p].y, w[p + 8].y});
@@ -420,7 +428,7 @@ __device__ __forceinline__ void mma_step(float (&acc)[NT][4], const Job& j, uint
 #pragma unroll kUnroll
   for (int i = 0; i < 8; ++i) {
     const int q = 4 * i + c;
-#if AFRAG
+#if DROWS_AFRAG
     const U4 f0 = lds16(tile + afrag_at(g, q, 0)), f1 = lds16(tile + afrag_at(g, q, 1));  // the two A operands
     const U4 a{f0.x, f0.z, f1.x, f1.z}, b{f0.y, f0.w, f1.y, f1.w};  // rows g and g + 8 (fp8's conversions)
 #else
