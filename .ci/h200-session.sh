@@ -114,7 +114,7 @@ DECODE_ROWS_PRECISIONS=${DECODE_ROWS_PRECISIONS:-"bf16,fp8"}
 DECODE_WIDE_SHAPES="[[64,6144,4096],[64,8192,8192],[64,8192,28672],[64,57344,8192],[32,8192,8192]]"
 DECODE_FRAG_SHAPES="[[1,57344,8192],[16,57344,8192],[64,57344,8192],[1,8192,28672],[16,8192,28672],[64,8192,28672],[1,6144,4096],[64,6144,4096]]"
 # decode_wide_ncu's ncu_points entries (a define set's braces would end a ${VAR:-default} early: kept here)
-DECODE_NCU_DEFAULT='decode_rows 64 8192 28672 - decode_rows -;decode_rows 64 8192 28672 - decode_rows {XS_WIDE:1};cublaslt 64 8192 28672 - ^(?!gemmlab).*(gemv|gemm|xmma|cutlass|nvjet) -'
+DECODE_NCU_DEFAULT='decode_rows 64 8192 28672 - decode_rows -;decode_rows 64 8192 28672 - decode_rows {AFRAG:0,XPAD:0,CVT_H1:0,XS_WIDE:0};cublaslt 64 8192 28672 - ^(?!gemmlab).*(gemv|gemm|xmma|cutlass|nvjet) -'
 # and XF16 2 (fp8): 1, 16 and 64 tokens (XS_WIDE changes nothing at 16 tokens or fewer: those builds repeat)
 DECODE_XF16_SHAPES="[[1,57344,8192],[16,57344,8192],[16,8192,28672],[16,36864,7168],[64,57344,8192],[64,8192,28672]]"
 # stage 13's define sweep (tests/test_hopper_kernels.py's FP8_SWEEP builds each; FP8_TUNE: other entries)
@@ -529,8 +529,9 @@ while time.time()-t<45: a@a" &
   decode_rows_wide)  # issue 30: XS_WIDE (stage 16's activation tiles at 32-64 tokens) against the path before it
            rows_sweep decode_rows_wide 240 "{XS_WIDE:0},{XS_WIDE:1}" "$DECODE_WIDE_SHAPES" ;;
   decode_rows_frag)  # issue 30: stage 16's weight tile in the A operand's order (AFRAG), unconditional activation
-           # reads (XPAD), fp8's high halves converted without a shift (CVT_H1; a repeat of the defaults in bf16):
-           # 1, 16 and 64 tokens, the defaults beside them in the same sweep
+           # reads (XPAD), fp8's high halves converted without a shift (CVT_H1; a repeat in bf16): 1, 16 and 64
+           # tokens, the defaults before session28b (the first set) beside them in the same sweep; the last set is
+           # the defaults since
            rows_sweep decode_rows_frag 300 "{AFRAG:0,XPAD:0,CVT_H1:0},{AFRAG:1,XPAD:1,CVT_H1:1},{AFRAG:1},{CVT_H1:1},{XS_WIDE:1,XPAD:1,AFRAG:1,CVT_H1:1}" "$DECODE_FRAG_SHAPES" ;;
   decode_rows_xf16)  # issue 30: fp8 activations converted once a step ahead (XF16 2) against every warp converting
            rows_sweep decode_rows_xf16 300 "{XF16:0},{XF16:2},{XS_WIDE:1,XF16:0},{XS_WIDE:1,XF16:2}" "$DECODE_XF16_SHAPES" fp8 ;;
@@ -543,9 +544,9 @@ while time.time()-t<45: a@a" &
                python3 run.py variant=$1 precision=bf16 "layouts=[nt]" sizes.square=[] "sizes.shapes=[[$2,8192,28672]]" \
                measure=quick "measure.baseline=[]" measure.guard_bytes=0 run.isolate=none $Q hydra.run.dir=/tmp/ncu_rows_$1_$2
            done ;;
-  decode_wide_ncu)  # issue 30: what holds stage 16 at 64 tokens to 20-47% of the copy probe (session28: neither the
-           # activations' L2 round trips nor, in fp8, the conversions): stage 16 at 64 tokens with and without XS_WIDE,
-           # cuBLASLt at 64, Llama-3 70B mlp_down (8192 x 28672), bf16; DECODE_NCU: other ncu_points entries
+  decode_wide_ncu)  # issue 30: what holds stage 16 at 64 tokens to ~70% of the library (session28b's defaults)
+           # beside the defaults before them and cuBLASLt, Llama-3 70B mlp_down (8192 x 28672), bf16; DECODE_NCU: other
+           # ncu_points entries
            ncu_points bf16 "${DECODE_NCU:-$DECODE_NCU_DEFAULT}" ;;
   fp8_ncu)  # issue 30: what limits FP8: stage 16 at 1 and 16 tokens (Llama-3 70B mlp_gate_up; the e4m3 -> f16
            # conversions, issue slots?) and stage 15 beside cuBLASLt's block-scaled kernel (DeepSeek-V3 4096 x 7168 x
