@@ -529,10 +529,10 @@ while time.time()-t<45: a@a" &
   decode_rows_wide)  # issue 30: XS_WIDE (stage 16's activation tiles at 32-64 tokens) against the path before it
            rows_sweep decode_rows_wide 240 "{XS_WIDE:0},{XS_WIDE:1}" "$DECODE_WIDE_SHAPES" ;;
   decode_rows_frag)  # issue 30: stage 16's weight tile in the A operand's order (AFRAG), unconditional activation
-           # reads (XPAD), fp8's high halves converted without a shift (CVT_H1; a repeat in bf16): 1, 16 and 64
-           # tokens, the defaults before session28b (the first set) beside them in the same sweep; the last set is
-           # the defaults since
-           rows_sweep decode_rows_frag 300 "{AFRAG:0,XPAD:0,CVT_H1:0},{AFRAG:1,XPAD:1,CVT_H1:1},{AFRAG:1},{CVT_H1:1},{XS_WIDE:1,XPAD:1,AFRAG:1,CVT_H1:1}" "$DECODE_FRAG_SHAPES" ;;
+           # reads (XPAD), fp8's high halves converted without a shift (CVT_H1; a repeat in bf16), XS_WIDE: 1, 16 and
+           # 64 tokens. session28b ran it when all four were off by default; since they are the defaults, the sets
+           # are the defaults before session28b, the defaults, and each of the four taken away from them
+           rows_sweep decode_rows_frag 300 "{AFRAG:0,XPAD:0,CVT_H1:0,XS_WIDE:0},{XS_WIDE:-1},{AFRAG:0},{XPAD:0},{CVT_H1:0},{XS_WIDE:0}" "$DECODE_FRAG_SHAPES" ;;
   decode_rows_xf16)  # issue 30: fp8 activations converted once a step ahead (XF16 2) against every warp converting
            rows_sweep decode_rows_xf16 300 "{XF16:0},{XF16:2},{XS_WIDE:1,XF16:0},{XS_WIDE:1,XF16:2}" "$DECODE_XF16_SHAPES" fp8 ;;
   decode_rows_ncu)  # issue 30: why stage 16 streams slower at 16 tokens than at 1 (X's L1 hits, L2 traffic, stalls),
