@@ -11,7 +11,7 @@
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block fp8_block_diag wgmma_peak mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation conduct sanitize precompile_default default_run default_run_noguard fidelity_default
-# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu pinning multi_gpu
+# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # Set GEMMLAB_GIT_COMMIT to the commit being measured: the tree copied to a GPU host may carry a
@@ -93,11 +93,14 @@ decode_precompile() {
     "precision=[bf16,fp8]" "layouts=[nt]" measure.fp8_scaling=tensor sizes.square=[] "sizes.shapes=[[16,6144,4096]]" \
     "variant.decode_splitk.cuda.defines=$d" & done; wait' "$3"
 }
-rows_sweep() {  # NAME SECONDS DEFINE_SETS SHAPES [PRECISIONS]: stage 16's define sets, cuBLAS / cuBLASLt interleaved
-  step "$1" "$2" python3 run.py -m variant=decode_rows "precision=${5:-$DECODE_ROWS_PRECISIONS}" "layouts=[nt]" \
-    measure.fp8_scaling=tensor sizes.square=[] "sizes.shapes=$4" "measure.baseline=[cublas,cublaslt]" \
+stage_sweep() {  # VARIANT NAME SECONDS DEFINE_SETS SHAPES PRECISIONS: a decode stage's define sets, cuBLAS / cuBLASLt interleaved
+  step "$2" "$3" python3 run.py -m variant=$1 "precision=$6" "layouts=[nt]" \
+    measure.fp8_scaling=tensor sizes.square=[] "sizes.shapes=$5" "measure.baseline=[cublas,cublaslt]" \
     measure.max_noise=0.05 measure.warmup_s=0.2 measure.min_time_s=0.1 measure.max_time_s=0.5 \
-    "variant.decode_rows.cuda.defines=$3" run.fail_on_error=false $Q run.name=$1 hydra.sweep.dir=$REF/$1
+    "variant.$1.cuda.defines=$4" run.fail_on_error=false $Q run.name=$2 hydra.sweep.dir=$REF/$2
+}
+rows_sweep() {  # NAME SECONDS DEFINE_SETS SHAPES [PRECISIONS]: stage 16's define sets
+  stage_sweep decode_rows "$1" "$2" "$3" "$4" "${5:-$DECODE_ROWS_PRECISIONS}"
 }
 decode_sweep() {
   step "$1" "$2" python3 run.py -m variant=decode_splitk "precision=$3" "layouts=[nt]" measure.fp8_scaling=tensor \
@@ -125,6 +128,10 @@ FP8_BLOCK_SWEEP='{PROMOTE_OVERLAP:0},{PROMOTE_OVERLAP:1},{STAGES:4},{STAGES:6,EP
 FP8_BLOCK_SPLIT_DEFAULT='{PROMOTE_OVERLAP:0},{SPLIT_KEEP:0},{DESC_STEP:0},{STAGES:6,EPI_TMA:0},{EPI_BOXES:1,STAGES:6}'
 # stage 15's diagnostic builds beside the real ones they strip (FP8_BLOCK_DIAG may replace the list)
 FP8_BLOCK_DIAG_DEFAULT='{PROMOTE_OVERLAP:0},{DIAG:1},{SCALE_SMEM:0,STAGES:6},{SCALE_SMEM:0,STAGES:6,DIAG:1},{SCALE_SMEM:0,STAGES:6,DIAG:2}'
+# stage 17's define sets (tests/test_decode_wgmma.py's SWEEP builds each without spills; the first is the YAML's
+# defaults) and its shapes: Llama-3 8B qkv and 70B mlp_down / mlp_gate_up at 1, 16 and 64 tokens
+DECODE_WGMMA_SWEEP='{CONSUMERS:2,MSUB:1,STAGES:8},{CONSUMERS:1,MSUB:1,STAGES:8},{CONSUMERS:2,MSUB:2,STAGES:8},{CONSUMERS:2,MSUB:1,STAGES:4},{CONSUMERS:2,MSUB:1,STAGES:16}'
+DECODE_WGMMA_SHAPES="[[1,6144,4096],[64,6144,4096],[1,8192,28672],[16,8192,28672],[64,8192,28672],[1,57344,8192],[16,57344,8192],[64,57344,8192]]"
 DECODE_ROWS_SHAPES=${DECODE_ROWS_SHAPES:-"[[1,6144,4096],[16,6144,4096],[64,6144,4096],[1,8192,8192],[16,8192,8192],[1,57344,8192],[16,57344,8192]]"}
 
 # DS3_NAME: the run's folder and log name (a second run with FP8_BLOCK_OVERRIDES beside the defaults' own)
@@ -514,6 +521,11 @@ while time.time()-t<45: a@a" &
            # of 32 rows a warp, the ring's depth no help; bf16 at 1 and 16 tokens, the faster library interleaved
            decode_sweep decode_v3 150 bf16 "[[1,6144,4096],[16,6144,4096],[1,8192,8192],[1,57344,8192],[16,57344,8192]]" \
              "[cublas,cublaslt]" '{W_PIPE:1},{W_PIPE:1,MT:1,WP_CHUNKS_SMALL:12},{W_PIPE:1,MT:1,WP_CHUNKS_SMALL:8,WP_STAGES_SMALL:3},{W_PIPE:1,MT:1,WARPS:4,WP_CHUNKS_SMALL:24},{W_PIPE:1,MT:1,WARPS:4,WP_CHUNKS_SMALL:12,WP_STAGES_SMALL:4}' ;;
+  decode_wgmma_tests)  # issue 30: stage 17 (decode_wgmma) on the GPU: correctness at every M, tails, the define sets
+           step gpu_decode_wgmma 300 python3 -m pytest -m gpu tests/test_gpu_decode.py -k stage_17 -q -rA -p no:cacheprovider ;;
+  decode_wgmma)  # issue 30: stage 17's define sets (DECODE_WGMMA_SETS: others) at 1, 16 and 64 tokens, bf16 and fp8, the
+           # libraries interleaved
+           stage_sweep decode_wgmma decode_wgmma 360 "${DECODE_WGMMA_SETS:-$DECODE_WGMMA_SWEEP}" "$DECODE_WGMMA_SHAPES" "bf16,fp8" ;;
   decode_rows_tests)  # issue 30: stage 16 (decode_rows) on the GPU: correctness at every M, tails, defines
            step gpu_decode_rows 240 python3 -m pytest -m gpu tests/test_gpu_decode.py -k stage_16 -q -rA -p no:cacheprovider ;;
   decode_rows)  # issue 30: the decode experiment (stages 14 and 16 beside cuBLAS / cuBLASLt, also interleaved, and

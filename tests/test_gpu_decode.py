@@ -1,4 +1,4 @@
-"""Stages 14 (decode_splitk) and 16 (decode_rows) on a GPU (`pytest -m gpu`): bf16 and fp8 (per-tensor scales) against the
+"""Stages 14 (decode_splitk), 16 (decode_rows) and 17 (decode_wgmma) on a GPU (`pytest -m gpu`): bf16 and fp8 (per-tensor scales) against the
 FP64 product through the real runner at decode shapes with tails, with and without the split-K
 reduction (its workspace zeroed once per launch object, then reused by every call: the check of the
 call repeated three times and the re-check after the timed samples fail a kernel that leaves its
@@ -38,14 +38,14 @@ def _run(tmp, precision, extra=(), baseline="[]", shapes=SHAPES, variant="decode
     return out
 
 
-def _checked(rows, precision):
-    """One row per shape: skipped exactly where M > 64 or K's bytes are no multiple of 16, else ok;
-    returns the ok rows."""
+def _checked(rows, precision, also_skips=lambda m, n, k: False):
+    """One row per shape: skipped exactly where M > 64 or K's bytes are no multiple of 16 (or
+    ``also_skips``), else ok; returns the ok rows."""
     assert len(rows) == len(SHAPES)
     ok = []
     for r in rows:
         m, n, k = int(r["m"]), int(r["n"]), int(r["k"])
-        should_skip = m > 64 or (k * (1 if precision == "fp8" else 2)) % 16 != 0
+        should_skip = m > 64 or (k * (1 if precision == "fp8" else 2)) % 16 != 0 or also_skips(m, n, k)
         assert (r["status"] == "skipped") == should_skip, ((m, n, k), r["status"], r["reason"])
         if not should_skip:
             assert r["status"] == "ok", ((m, n, k), r["reason"])
@@ -87,3 +87,14 @@ def test_stage_16_matches_the_fp64_product(tmp_path, precision, defines):
     to 64 (n8 tiles 1, 2, 8), N and K tails, units split between warps; the call repeated and re-checked
     after timing (its counters must be left zero)."""
     _checked(_run(tmp_path, precision, [f"variant.decode_rows.cuda.defines={defines}"], variant="decode_rows"), precision)
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp8"])
+@pytest.mark.parametrize("defines", ["{CONSUMERS:2,MSUB:1,STAGES:8}", "{CONSUMERS:1}", "{MSUB:2}", "{STAGES:4}",
+                                     "{STAGES:16}"])
+def test_stage_17_matches_the_fp64_product(tmp_path, precision, defines):
+    """Stage 17 (decode_wgmma, tests/test_decode_wgmma.py on the CPU) on the same shapes: TMA boxes past M, N and
+    K, tiles cut between CTAs (stream-K), the call repeated and re-checked after timing (its counters must be left
+    zero); N = 257 is skipped (16-byte stores of C's rows)."""
+    _checked(_run(tmp_path, precision, [f"variant.decode_wgmma.cuda.defines={defines}"], variant="decode_wgmma"),
+             precision, lambda m, n, k: n % 8 != 0)

@@ -1,6 +1,7 @@
 # Writes kernels/cuda/hopper/wgmma.cuh (the wgmma operand lists are long and mechanical).
 # Run from the project root after changing it: python kernels/cuda/hopper/gen_wgmma.py
-NS = [64, 128, 160, 192, 256]
+# 8..56: stage 17's (the decode GEMM's) token tiles, N = the tokens rounded up to 8
+NS = [8, 16, 24, 32, 40, 48, 56, 64, 128, 160, 192, 256]
 out = []
 out.append('''// Written by gen_wgmma.py beside this file (do not edit by hand): wgmma.mma_async wrappers.
 //
@@ -50,13 +51,8 @@ out.append('''
 // Pick the wrapper by N at compile time (the tile's N is a define of the kernel).
 template <int N, int TransB, class T>
 __device__ __forceinline__ void wgmma_m64k16(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d) {
-  static_assert(N == 64 || N == 128 || N == 160 || N == 192 || N == 256, "wgmma N must be 64, 128, 160, 192 or 256 here");
-  if constexpr (N == 64) wgmma_m64n64k16<TransB, T>(d, desc_a, desc_b, scale_d);
-  if constexpr (N == 128) wgmma_m64n128k16<TransB, T>(d, desc_a, desc_b, scale_d);
-  if constexpr (N == 160) wgmma_m64n160k16<TransB, T>(d, desc_a, desc_b, scale_d);
-  if constexpr (N == 192) wgmma_m64n192k16<TransB, T>(d, desc_a, desc_b, scale_d);
-  if constexpr (N == 256) wgmma_m64n256k16<TransB, T>(d, desc_a, desc_b, scale_d);
-}
+  static_assert((N % 8 == 0 && N <= 64) || N == 128 || N == 160 || N == 192 || N == 256, "wgmma N must be 8..64 (a multiple of 8), 128, 160, 192 or 256 here");
+''' + ''.join(f'  if constexpr (N == {n}) wgmma_m64n{n}k16<TransB, T>(d, desc_a, desc_b, scale_d);\n' for n in NS) + '''}
 ''')
 
 # FP8 (stage 13): wgmma_m64nNk32<T>(d, desc_a, desc_b, scale_d) with T = __nv_fp8_e4m3 or
@@ -97,13 +93,8 @@ __device__ __forceinline__ void wgmma_m64n{n}k32(float (&d)[{nreg}], uint64_t de
 out.append('''
 template <int N, class T>
 __device__ __forceinline__ void wgmma_m64k32(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d) {
-  static_assert(N == 64 || N == 128 || N == 160 || N == 192 || N == 256, "wgmma N must be 64, 128, 160, 192 or 256 here");
-  if constexpr (N == 64) wgmma_m64n64k32<T>(d, desc_a, desc_b, scale_d);
-  if constexpr (N == 128) wgmma_m64n128k32<T>(d, desc_a, desc_b, scale_d);
-  if constexpr (N == 160) wgmma_m64n160k32<T>(d, desc_a, desc_b, scale_d);
-  if constexpr (N == 192) wgmma_m64n192k32<T>(d, desc_a, desc_b, scale_d);
-  if constexpr (N == 256) wgmma_m64n256k32<T>(d, desc_a, desc_b, scale_d);
-}
+  static_assert((N % 8 == 0 && N <= 64) || N == 128 || N == 160 || N == 192 || N == 256, "wgmma N must be 8..64 (a multiple of 8), 128, 160, 192 or 256 here");
+''' + ''.join(f'  if constexpr (N == {n}) wgmma_m64n{n}k32<T>(d, desc_a, desc_b, scale_d);\n' for n in NS) + '''}
 ''')
 out.append("#endif  // GEMMLAB_HOST_EMULATION\n")
 import pathlib

@@ -16,6 +16,153 @@
 #include <cstdint>
 #include <type_traits>
 
+#define GEMMLAB_WGMMA_M64N8K16(TYPE)                                                       \
+  asm volatile(                                                                            \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"                                         \
+      "wgmma.mma_async.sync.aligned.m64n8k16.f32." TYPE "." TYPE " "                       \
+      "{%0, %1, %2, %3}, "                                                                      \
+      "%4, %5, p, 1, 1, 0, %7;\n}\n"                                                  \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                                                             \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TransB))
+
+template <int TransB, class T>
+__device__ __forceinline__ void wgmma_m64n8k16(float (&d)[4], uint64_t desc_a, uint64_t desc_b,
+                                                 int scale_d) {
+  if constexpr (std::is_same<T, __half>::value) {
+    GEMMLAB_WGMMA_M64N8K16("f16");
+  } else {
+    static_assert(std::is_same<T, __nv_bfloat16>::value, "wgmma wrappers take bf16 or f16 inputs");
+    GEMMLAB_WGMMA_M64N8K16("bf16");
+  }
+}
+#undef GEMMLAB_WGMMA_M64N8K16
+
+#define GEMMLAB_WGMMA_M64N16K16(TYPE)                                                       \
+  asm volatile(                                                                            \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"                                         \
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32." TYPE "." TYPE " "                       \
+      "{%0, %1, %2, %3, %4, %5, %6, %7}, "                                                                      \
+      "%8, %9, p, 1, 1, 0, %11;\n}\n"                                                  \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])                                                                             \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TransB))
+
+template <int TransB, class T>
+__device__ __forceinline__ void wgmma_m64n16k16(float (&d)[8], uint64_t desc_a, uint64_t desc_b,
+                                                 int scale_d) {
+  if constexpr (std::is_same<T, __half>::value) {
+    GEMMLAB_WGMMA_M64N16K16("f16");
+  } else {
+    static_assert(std::is_same<T, __nv_bfloat16>::value, "wgmma wrappers take bf16 or f16 inputs");
+    GEMMLAB_WGMMA_M64N16K16("bf16");
+  }
+}
+#undef GEMMLAB_WGMMA_M64N16K16
+
+#define GEMMLAB_WGMMA_M64N24K16(TYPE)                                                       \
+  asm volatile(                                                                            \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %14, 0;\n"                                         \
+      "wgmma.mma_async.sync.aligned.m64n24k16.f32." TYPE "." TYPE " "                       \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11}, "                                                                      \
+      "%12, %13, p, 1, 1, 0, %15;\n}\n"                                                  \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11])                                                                             \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TransB))
+
+template <int TransB, class T>
+__device__ __forceinline__ void wgmma_m64n24k16(float (&d)[12], uint64_t desc_a, uint64_t desc_b,
+                                                 int scale_d) {
+  if constexpr (std::is_same<T, __half>::value) {
+    GEMMLAB_WGMMA_M64N24K16("f16");
+  } else {
+    static_assert(std::is_same<T, __nv_bfloat16>::value, "wgmma wrappers take bf16 or f16 inputs");
+    GEMMLAB_WGMMA_M64N24K16("bf16");
+  }
+}
+#undef GEMMLAB_WGMMA_M64N24K16
+
+#define GEMMLAB_WGMMA_M64N32K16(TYPE)                                                       \
+  asm volatile(                                                                            \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"                                         \
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32." TYPE "." TYPE " "                       \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "                                                                      \
+      "%16, %17, p, 1, 1, 0, %19;\n}\n"                                                  \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])                                                                             \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TransB))
+
+template <int TransB, class T>
+__device__ __forceinline__ void wgmma_m64n32k16(float (&d)[16], uint64_t desc_a, uint64_t desc_b,
+                                                 int scale_d) {
+  if constexpr (std::is_same<T, __half>::value) {
+    GEMMLAB_WGMMA_M64N32K16("f16");
+  } else {
+    static_assert(std::is_same<T, __nv_bfloat16>::value, "wgmma wrappers take bf16 or f16 inputs");
+    GEMMLAB_WGMMA_M64N32K16("bf16");
+  }
+}
+#undef GEMMLAB_WGMMA_M64N32K16
+
+#define GEMMLAB_WGMMA_M64N40K16(TYPE)                                                       \
+  asm volatile(                                                                            \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %22, 0;\n"                                         \
+      "wgmma.mma_async.sync.aligned.m64n40k16.f32." TYPE "." TYPE " "                       \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19}, "                                                                      \
+      "%20, %21, p, 1, 1, 0, %23;\n}\n"                                                  \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19])                                                                             \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TransB))
+
+template <int TransB, class T>
+__device__ __forceinline__ void wgmma_m64n40k16(float (&d)[20], uint64_t desc_a, uint64_t desc_b,
+                                                 int scale_d) {
+  if constexpr (std::is_same<T, __half>::value) {
+    GEMMLAB_WGMMA_M64N40K16("f16");
+  } else {
+    static_assert(std::is_same<T, __nv_bfloat16>::value, "wgmma wrappers take bf16 or f16 inputs");
+    GEMMLAB_WGMMA_M64N40K16("bf16");
+  }
+}
+#undef GEMMLAB_WGMMA_M64N40K16
+
+#define GEMMLAB_WGMMA_M64N48K16(TYPE)                                                       \
+  asm volatile(                                                                            \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %26, 0;\n"                                         \
+      "wgmma.mma_async.sync.aligned.m64n48k16.f32." TYPE "." TYPE " "                       \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23}, "                                                                      \
+      "%24, %25, p, 1, 1, 0, %27;\n}\n"                                                  \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])                                                                             \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TransB))
+
+template <int TransB, class T>
+__device__ __forceinline__ void wgmma_m64n48k16(float (&d)[24], uint64_t desc_a, uint64_t desc_b,
+                                                 int scale_d) {
+  if constexpr (std::is_same<T, __half>::value) {
+    GEMMLAB_WGMMA_M64N48K16("f16");
+  } else {
+    static_assert(std::is_same<T, __nv_bfloat16>::value, "wgmma wrappers take bf16 or f16 inputs");
+    GEMMLAB_WGMMA_M64N48K16("bf16");
+  }
+}
+#undef GEMMLAB_WGMMA_M64N48K16
+
+#define GEMMLAB_WGMMA_M64N56K16(TYPE)                                                       \
+  asm volatile(                                                                            \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %30, 0;\n"                                         \
+      "wgmma.mma_async.sync.aligned.m64n56k16.f32." TYPE "." TYPE " "                       \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27}, "                                                                      \
+      "%28, %29, p, 1, 1, 0, %31;\n}\n"                                                  \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27])                                                                             \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TransB))
+
+template <int TransB, class T>
+__device__ __forceinline__ void wgmma_m64n56k16(float (&d)[28], uint64_t desc_a, uint64_t desc_b,
+                                                 int scale_d) {
+  if constexpr (std::is_same<T, __half>::value) {
+    GEMMLAB_WGMMA_M64N56K16("f16");
+  } else {
+    static_assert(std::is_same<T, __nv_bfloat16>::value, "wgmma wrappers take bf16 or f16 inputs");
+    GEMMLAB_WGMMA_M64N56K16("bf16");
+  }
+}
+#undef GEMMLAB_WGMMA_M64N56K16
+
 #define GEMMLAB_WGMMA_M64N64K16(TYPE)                                                       \
   asm volatile(                                                                            \
       "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                         \
@@ -124,7 +271,14 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_
 // Pick the wrapper by N at compile time (the tile's N is a define of the kernel).
 template <int N, int TransB, class T>
 __device__ __forceinline__ void wgmma_m64k16(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d) {
-  static_assert(N == 64 || N == 128 || N == 160 || N == 192 || N == 256, "wgmma N must be 64, 128, 160, 192 or 256 here");
+  static_assert((N % 8 == 0 && N <= 64) || N == 128 || N == 160 || N == 192 || N == 256, "wgmma N must be 8..64 (a multiple of 8), 128, 160, 192 or 256 here");
+  if constexpr (N == 8) wgmma_m64n8k16<TransB, T>(d, desc_a, desc_b, scale_d);
+  if constexpr (N == 16) wgmma_m64n16k16<TransB, T>(d, desc_a, desc_b, scale_d);
+  if constexpr (N == 24) wgmma_m64n24k16<TransB, T>(d, desc_a, desc_b, scale_d);
+  if constexpr (N == 32) wgmma_m64n32k16<TransB, T>(d, desc_a, desc_b, scale_d);
+  if constexpr (N == 40) wgmma_m64n40k16<TransB, T>(d, desc_a, desc_b, scale_d);
+  if constexpr (N == 48) wgmma_m64n48k16<TransB, T>(d, desc_a, desc_b, scale_d);
+  if constexpr (N == 56) wgmma_m64n56k16<TransB, T>(d, desc_a, desc_b, scale_d);
   if constexpr (N == 64) wgmma_m64n64k16<TransB, T>(d, desc_a, desc_b, scale_d);
   if constexpr (N == 128) wgmma_m64n128k16<TransB, T>(d, desc_a, desc_b, scale_d);
   if constexpr (N == 160) wgmma_m64n160k16<TransB, T>(d, desc_a, desc_b, scale_d);
@@ -134,6 +288,146 @@ __device__ __forceinline__ void wgmma_m64k16(float (&d)[N / 2], uint64_t desc_a,
 
 // ---- FP8: K = 32 per instruction, both operands K-major ------------------------------------------
 #include <cuda_fp8.h>
+
+#define GEMMLAB_WGMMA_M64N8K32(TYPE)                                                       \
+  asm volatile(                                                                            \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"                                         \
+      "wgmma.mma_async.sync.aligned.m64n8k32.f32." TYPE "." TYPE " "                       \
+      "{%0, %1, %2, %3}, "                                                                      \
+      "%4, %5, p, 1, 1;\n}\n"                                                  \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                                                             \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+
+template <class T>
+__device__ __forceinline__ void wgmma_m64n8k32(float (&d)[4], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+  if constexpr (std::is_same<T, __nv_fp8_e5m2>::value) {
+    GEMMLAB_WGMMA_M64N8K32("e5m2");
+  } else {
+    static_assert(std::is_same<T, __nv_fp8_e4m3>::value, "k32 wgmma wrappers take e4m3 or e5m2 inputs");
+    GEMMLAB_WGMMA_M64N8K32("e4m3");
+  }
+}
+#undef GEMMLAB_WGMMA_M64N8K32
+
+#define GEMMLAB_WGMMA_M64N16K32(TYPE)                                                       \
+  asm volatile(                                                                            \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"                                         \
+      "wgmma.mma_async.sync.aligned.m64n16k32.f32." TYPE "." TYPE " "                       \
+      "{%0, %1, %2, %3, %4, %5, %6, %7}, "                                                                      \
+      "%8, %9, p, 1, 1;\n}\n"                                                  \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])                                                                             \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+
+template <class T>
+__device__ __forceinline__ void wgmma_m64n16k32(float (&d)[8], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+  if constexpr (std::is_same<T, __nv_fp8_e5m2>::value) {
+    GEMMLAB_WGMMA_M64N16K32("e5m2");
+  } else {
+    static_assert(std::is_same<T, __nv_fp8_e4m3>::value, "k32 wgmma wrappers take e4m3 or e5m2 inputs");
+    GEMMLAB_WGMMA_M64N16K32("e4m3");
+  }
+}
+#undef GEMMLAB_WGMMA_M64N16K32
+
+#define GEMMLAB_WGMMA_M64N24K32(TYPE)                                                       \
+  asm volatile(                                                                            \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %14, 0;\n"                                         \
+      "wgmma.mma_async.sync.aligned.m64n24k32.f32." TYPE "." TYPE " "                       \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11}, "                                                                      \
+      "%12, %13, p, 1, 1;\n}\n"                                                  \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11])                                                                             \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+
+template <class T>
+__device__ __forceinline__ void wgmma_m64n24k32(float (&d)[12], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+  if constexpr (std::is_same<T, __nv_fp8_e5m2>::value) {
+    GEMMLAB_WGMMA_M64N24K32("e5m2");
+  } else {
+    static_assert(std::is_same<T, __nv_fp8_e4m3>::value, "k32 wgmma wrappers take e4m3 or e5m2 inputs");
+    GEMMLAB_WGMMA_M64N24K32("e4m3");
+  }
+}
+#undef GEMMLAB_WGMMA_M64N24K32
+
+#define GEMMLAB_WGMMA_M64N32K32(TYPE)                                                       \
+  asm volatile(                                                                            \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"                                         \
+      "wgmma.mma_async.sync.aligned.m64n32k32.f32." TYPE "." TYPE " "                       \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "                                                                      \
+      "%16, %17, p, 1, 1;\n}\n"                                                  \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])                                                                             \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+
+template <class T>
+__device__ __forceinline__ void wgmma_m64n32k32(float (&d)[16], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+  if constexpr (std::is_same<T, __nv_fp8_e5m2>::value) {
+    GEMMLAB_WGMMA_M64N32K32("e5m2");
+  } else {
+    static_assert(std::is_same<T, __nv_fp8_e4m3>::value, "k32 wgmma wrappers take e4m3 or e5m2 inputs");
+    GEMMLAB_WGMMA_M64N32K32("e4m3");
+  }
+}
+#undef GEMMLAB_WGMMA_M64N32K32
+
+#define GEMMLAB_WGMMA_M64N40K32(TYPE)                                                       \
+  asm volatile(                                                                            \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %22, 0;\n"                                         \
+      "wgmma.mma_async.sync.aligned.m64n40k32.f32." TYPE "." TYPE " "                       \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19}, "                                                                      \
+      "%20, %21, p, 1, 1;\n}\n"                                                  \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19])                                                                             \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+
+template <class T>
+__device__ __forceinline__ void wgmma_m64n40k32(float (&d)[20], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+  if constexpr (std::is_same<T, __nv_fp8_e5m2>::value) {
+    GEMMLAB_WGMMA_M64N40K32("e5m2");
+  } else {
+    static_assert(std::is_same<T, __nv_fp8_e4m3>::value, "k32 wgmma wrappers take e4m3 or e5m2 inputs");
+    GEMMLAB_WGMMA_M64N40K32("e4m3");
+  }
+}
+#undef GEMMLAB_WGMMA_M64N40K32
+
+#define GEMMLAB_WGMMA_M64N48K32(TYPE)                                                       \
+  asm volatile(                                                                            \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %26, 0;\n"                                         \
+      "wgmma.mma_async.sync.aligned.m64n48k32.f32." TYPE "." TYPE " "                       \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23}, "                                                                      \
+      "%24, %25, p, 1, 1;\n}\n"                                                  \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])                                                                             \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+
+template <class T>
+__device__ __forceinline__ void wgmma_m64n48k32(float (&d)[24], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+  if constexpr (std::is_same<T, __nv_fp8_e5m2>::value) {
+    GEMMLAB_WGMMA_M64N48K32("e5m2");
+  } else {
+    static_assert(std::is_same<T, __nv_fp8_e4m3>::value, "k32 wgmma wrappers take e4m3 or e5m2 inputs");
+    GEMMLAB_WGMMA_M64N48K32("e4m3");
+  }
+}
+#undef GEMMLAB_WGMMA_M64N48K32
+
+#define GEMMLAB_WGMMA_M64N56K32(TYPE)                                                       \
+  asm volatile(                                                                            \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %30, 0;\n"                                         \
+      "wgmma.mma_async.sync.aligned.m64n56k32.f32." TYPE "." TYPE " "                       \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27}, "                                                                      \
+      "%28, %29, p, 1, 1;\n}\n"                                                  \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27])                                                                             \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+
+template <class T>
+__device__ __forceinline__ void wgmma_m64n56k32(float (&d)[28], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+  if constexpr (std::is_same<T, __nv_fp8_e5m2>::value) {
+    GEMMLAB_WGMMA_M64N56K32("e5m2");
+  } else {
+    static_assert(std::is_same<T, __nv_fp8_e4m3>::value, "k32 wgmma wrappers take e4m3 or e5m2 inputs");
+    GEMMLAB_WGMMA_M64N56K32("e4m3");
+  }
+}
+#undef GEMMLAB_WGMMA_M64N56K32
 
 #define GEMMLAB_WGMMA_M64N64K32(TYPE)                                                       \
   asm volatile(                                                                            \
@@ -237,7 +531,14 @@ __device__ __forceinline__ void wgmma_m64n256k32(float (&d)[128], uint64_t desc_
 
 template <int N, class T>
 __device__ __forceinline__ void wgmma_m64k32(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d) {
-  static_assert(N == 64 || N == 128 || N == 160 || N == 192 || N == 256, "wgmma N must be 64, 128, 160, 192 or 256 here");
+  static_assert((N % 8 == 0 && N <= 64) || N == 128 || N == 160 || N == 192 || N == 256, "wgmma N must be 8..64 (a multiple of 8), 128, 160, 192 or 256 here");
+  if constexpr (N == 8) wgmma_m64n8k32<T>(d, desc_a, desc_b, scale_d);
+  if constexpr (N == 16) wgmma_m64n16k32<T>(d, desc_a, desc_b, scale_d);
+  if constexpr (N == 24) wgmma_m64n24k32<T>(d, desc_a, desc_b, scale_d);
+  if constexpr (N == 32) wgmma_m64n32k32<T>(d, desc_a, desc_b, scale_d);
+  if constexpr (N == 40) wgmma_m64n40k32<T>(d, desc_a, desc_b, scale_d);
+  if constexpr (N == 48) wgmma_m64n48k32<T>(d, desc_a, desc_b, scale_d);
+  if constexpr (N == 56) wgmma_m64n56k32<T>(d, desc_a, desc_b, scale_d);
   if constexpr (N == 64) wgmma_m64n64k32<T>(d, desc_a, desc_b, scale_d);
   if constexpr (N == 128) wgmma_m64n128k32<T>(d, desc_a, desc_b, scale_d);
   if constexpr (N == 160) wgmma_m64n160k32<T>(d, desc_a, desc_b, scale_d);

@@ -1,0 +1,298 @@
+// Stage 17: decode_wgmma -- the decode GEMM (M = 1..64 tokens, layout nt: the weights stored (out, in) as PyTorch
+// keeps them) as the libraries run it on Hopper: the weights streamed by TMA through a deep shared-memory ring into
+// wgmma with the operands swapped, stream-K over one CTA per SM, a deterministic reduction of the split tiles.
+//
+// Why a stage after stage 16 (decode_rows): stage 16 reads the weights as a copy kernel does and feeds mma.sync from
+// registers. In bf16 it streams at 91-97% of the copy probe at the large shapes at 1 and 16 tokens (6 of the decode
+// experiment's 51 points); at 64 tokens it reaches 56-71% of the faster library (session28b), and in fp8 mma.sync's
+// e4m3 form is emulated on sm_90 (F2FP conversions into HMMA, in stage 16's SASS), so fp8 reaches 90% of the copy
+// probe at one point of 51. The libraries at 64 tokens (cuBLASLt's algo 66: tiles of 64-448 weight rows by 64
+// tokens, split-K up to 3) stream at 83-96% of the copy probe at the shapes of 136 MB or more (session28b's bf16
+// decode experiment).
+// This stage is that recipe, hand-written:
+// * Swap AB: C^T (N x M) = W (N x K) X^T. The weights are wgmma's A operand (m64 rows of N a consumer warpgroup),
+//   the tokens its B operand, N = NTOK (M rounded up to 8: 8..64), both K-major as stored (layout nt), so
+//   the same code runs bf16 (k16) and e4m3 (k32, native QGMMA: no conversion of either operand).
+// * TMA: one box of kBW weight rows x 128 bytes and one of NTOK token rows x 128 bytes a stage (128-byte
+//   swizzle; out-of-bounds rows and K read as zeros: no tail code), STAGES stages in flight per SM: 8 stages hold
+//   136 KiB (1 token) to 192 KiB (64 tokens) of the stream in flight, several times the ~33 KB per SM that the copy
+//   probe's 4.3 TB/s over 132 SMs asks for if a load takes ~1 us under load (an assumption, not a measurement).
+// * Stream-K: the tiles' k-blocks (tile-major) cut into gridDim.x equal contiguous runs, one per CTA; a tile cut
+//   across CTAs is summed by the last of its parts to arrive (a counter per tile and consumer), in part order
+//   whoever arrives last: the same bits every run. Partials are FP32 in the workspace (two slots per CTA: a run's
+//   first and last pieces are the only ones that can be parts).
+// * Epilogue: the accumulators (scaled by scale_a * scale_b in fp8) through a padded shared-memory tile that
+//   transposes them (144-byte token rows: conflict-free), then 16-byte stores of C's rows (the token rows).
+//
+// Defines (each measurable; the YAML's defaults):
+//   NTOK       token columns of the wgmma (the point's: M rounded up to 8)
+//   CONSUMERS  consumer warpgroups (1 or 2), each MSUB m64 slices of the tile's weight rows
+//   MSUB       m64 slices a consumer takes (1 or 2): tile = 64 x CONSUMERS x MSUB weight rows (a TMA box: <= 256)
+//   STAGES     the ring's depth
+// Not yet measured on the H200 (written on the CPU machine, checked in the host emulation: tests/test_decode_wgmma.py).
+//
+// Constraints: TIN bf16 or e4m3 (TOUT bf16); A (the activations) M x K row-major, B (the weights) N x K row-major
+// (layout nt); M <= NTOK; K * sizeof(TIN) % 16 == 0 (TMA row strides) and N % 8 == 0 (16-byte stores of C's rows).
+// Workspace: a counter per tile and consumer (reset by the last part: ready for the next launch), then two partial
+// slots of kBW x NTOK floats per CTA.
+#include <cuda_bf16.h>
+#include <cstdint>
+
+#include "hopper/ptx.cuh"
+#include "hopper/wgmma.cuh"
+
+#define DWG_IS_FP8___nv_fp8_e4m3 1
+#define DWG_CAT2(a, b) a##b
+#define DWG_CAT(a, b) DWG_CAT2(a, b)
+#if DWG_CAT(DWG_IS_FP8_, TIN)
+#define DWG_FP8 1
+#include <cuda_fp8.h>
+#else
+#define DWG_FP8 0
+#endif
+
+#ifndef NTOK
+#define NTOK 64
+#endif
+#ifndef CONSUMERS
+#define CONSUMERS 2
+#endif
+#ifndef MSUB
+#define MSUB 1
+#endif
+#ifndef STAGES
+#define STAGES 8
+#endif
+
+namespace dwg {
+constexpr int kElem = static_cast<int>(sizeof(TIN));
+constexpr int kBK = 128 / kElem;                 // K elements a stage: one 128-byte swizzle row of each operand
+constexpr int kBW = 64 * CONSUMERS * MSUB;       // weight rows a tile
+constexpr int kTileWBytes = kBW * 128;
+constexpr int kTileXBytes = NTOK * 128;
+constexpr int kStageBytes = kTileWBytes + kTileXBytes;
+constexpr int kAccum = NTOK / 2;                 // accumulators a thread, per m64 slice
+constexpr int kThreads = 128 * CONSUMERS + 32;   // the consumer warpgroups, then the producer warp
+constexpr int kStagingStride = 128 + 16;         // bytes a token row of the transposing tile (64 bf16 + 16: no conflicts)
+constexpr int kStagingBytes = NTOK * kStagingStride;
+constexpr int kSliceF4 = 128 * NTOK / 8;         // float4s of one m64 slice's partial (128 threads x kAccum / 4)
+constexpr int kSlotF4 = CONSUMERS * MSUB * kSliceF4;
+// the ring (1024-aligned slots), each consumer's staging tile, 1 KB to align, full + empty barriers, arrival words
+constexpr int kSmemBytes = STAGES * kStageBytes + CONSUMERS * kStagingBytes + 1024 + 2 * STAGES * 8 + 4 * CONSUMERS;
+
+static_assert(NTOK % 8 == 0 && NTOK >= 8 && NTOK <= 64, "NTOK: the tokens rounded up to 8, at most 64");
+static_assert(CONSUMERS == 1 || CONSUMERS == 2, "CONSUMERS: 1 or 2 warpgroups");
+static_assert(MSUB == 1 || MSUB == 2, "MSUB: 1 or 2 m64 slices a consumer");
+static_assert(kBW <= 256, "a TMA box has at most 256 rows");
+static_assert(STAGES >= 2, "a ring needs two slots at least");
+static_assert(kStageBytes % 1024 == 0, "slots on 1024-byte swizzle atoms");
+static_assert(kSmemBytes <= 227 * 1024, "more shared memory than one sm_90 block may have");
+
+// The first k-block (tile-major) of CTA g's run: the runs cut tiles x k_blocks into `ctas` equal parts.
+__device__ __forceinline__ long long run_begin(int g, long long total, int ctas) {
+  return total * g / ctas;
+}
+// The CTA whose run holds k-block i (the last g with run_begin(g) <= i).
+__device__ __forceinline__ int run_owner(long long i, long long total, int ctas) {
+  return static_cast<int>(((i + 1) * ctas - 1) / total);
+}
+}  // namespace dwg
+
+HOPPER_DECLARE_DYNAMIC_SMEM(dwg::kSmemBytes)
+
+extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
+    decode_wgmma(const TIN* __restrict__ A, const TIN* __restrict__ B, TOUT* __restrict__ C, int M, int N, int K,
+                 const hopper::TensorMap* __restrict__ maps,
+#if DWG_FP8
+                 float scale_a, float scale_b,
+#endif
+                 int* __restrict__ workspace) {
+  using namespace hopper;
+  using namespace dwg;
+  static_assert(std::is_same<TOUT, __nv_bfloat16>::value, "bf16 results");
+  (void)A;
+  (void)B;
+  const TensorMap* map_w = maps + 0;  // B: the weights, N x K, box kBW x 128 bytes
+  const TensorMap* map_x = maps + 1;  // A: the activations, M x K, box NTOK x 128 bytes
+#if DWG_FP8
+  const float scale = scale_a * scale_b;
+#else
+  const float scale = 1.0f;
+#endif
+
+  HOPPER_DYNAMIC_SMEM(smem_raw);
+  const uint32_t raw_addr = smem_u32(smem_raw);
+  unsigned char* smem = smem_raw + (((raw_addr + 1023u) & ~1023u) - raw_addr);
+  unsigned char* staging = smem + STAGES * kStageBytes;
+  uint64_t* full = reinterpret_cast<uint64_t*>(staging + CONSUMERS * kStagingBytes);
+  uint64_t* empty = full + STAGES;
+  int* arrived = reinterpret_cast<int*>(empty + STAGES);
+
+  const int tid = threadIdx.x;
+  const int tiles = (N + kBW - 1) / kBW;
+  const int k_blocks = (K + kBK - 1) / kBK;
+  const long long total = static_cast<long long>(tiles) * k_blocks;
+  const int ctas = static_cast<int>(gridDim.x);
+  const int g = static_cast<int>(blockIdx.x);
+  const long long begin = run_begin(g, total, ctas), end = run_begin(g + 1, total, ctas);
+
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(&full[s], 1);             // the producer's expect_tx arrival
+      mbar_init(&empty[s], CONSUMERS);    // one arrival per consumer warpgroup
+    }
+    fence_mbar_init();
+  }
+  __syncthreads();
+
+  if (tid >= 128 * CONSUMERS) {
+    // ---------------------------------------------------------------- producer warp: one thread issues the TMA
+    if (tid == 128 * CONSUMERS) {
+      tensormap_acquire(map_w);
+      tensormap_acquire(map_x);
+      int it = 0;
+      for (long long i = begin; i < end; ++i, ++it) {
+        const int slot = it % STAGES;
+        mbar_wait(&empty[slot], (static_cast<uint32_t>(it / STAGES) & 1u) ^ 1u);  // its last use released
+        unsigned char* stage = smem + slot * kStageBytes;
+        const int t = static_cast<int>(i / k_blocks), kb = static_cast<int>(i - static_cast<long long>(t) * k_blocks);
+        mbar_arrive_expect_tx(&full[slot], kStageBytes);  // whole boxes, out-of-bounds zeros included
+        tma_load_2d(stage, map_w, &full[slot], kb * kBK, t * kBW);
+        tma_load_2d(stage + kTileWBytes, map_x, &full[slot], kb * kBK, 0);
+      }
+    }
+    return;
+  }
+
+  // ---------------------------------------------------------------- consumer warpgroups
+  const int consumer = tid / 128;
+  const int local_tid = tid % 128;
+  const int warp = local_tid / 32, lane = tid % 32;
+  unsigned char* my_staging = staging + consumer * kStagingBytes;
+  float4* partials = reinterpret_cast<float4*>(workspace + (tiles * CONSUMERS + 63) / 64 * 64);  // 256-byte aligned
+  float acc[MSUB][kAccum];
+  int it = 0;
+  for (long long i = begin; i < end;) {
+    // one piece: k-blocks [kb, ke) of tile t, the part of this CTA's run inside the tile
+    const int t = static_cast<int>(i / k_blocks);
+    const int kb = static_cast<int>(i - static_cast<long long>(t) * k_blocks);
+    const long long tile_end = static_cast<long long>(t + 1) * k_blocks;
+    const int ke = static_cast<int>((end < tile_end ? end : tile_end) - static_cast<long long>(t) * k_blocks);
+    i += ke - kb;
+
+#pragma unroll
+    for (int s = 0; s < MSUB; ++s)
+#pragma unroll
+      for (int r = 0; r < kAccum; ++r) acc[s][r] = 0.0f;
+
+    for (int kt = kb; kt < ke; ++kt, ++it) {
+      const int slot = it % STAGES;
+      mbar_wait(&full[slot], static_cast<uint32_t>(it / STAGES) & 1u);
+      const uint32_t w_base = smem_u32(smem + slot * kStageBytes) + consumer * MSUB * 64 * 128;
+      const uint32_t x_base = smem_u32(smem + slot * kStageBytes + kTileWBytes);
+#pragma unroll
+      for (int s = 0; s < MSUB; ++s) fence_accumulators(acc[s]);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 128 / 32; ++kk) {  // 32 bytes of K a step: k16 bf16, k32 e4m3
+        // both K-major, 128-byte rows, 8-row swizzle atoms 1024 B apart
+        const uint64_t desc_x = make_desc_sw128(x_base + kk * 32, 16, 1024);
+#pragma unroll
+        for (int s = 0; s < MSUB; ++s) {
+          const uint64_t desc_w = make_desc_sw128(w_base + s * 64 * 128 + kk * 32, 16, 1024);
+#if DWG_FP8
+          wgmma_m64k32<NTOK, TIN>(acc[s], desc_w, desc_x, 1);
+#else
+          wgmma_m64k16<NTOK, 0, TIN>(acc[s], desc_w, desc_x, 1);
+#endif
+        }
+      }
+      wgmma_commit();
+#pragma unroll
+      for (int s = 0; s < MSUB; ++s) fence_accumulators(acc[s]);
+      wgmma_wait<1>();  // the previous stage's group is done reading its slot
+#pragma unroll
+      for (int s = 0; s < MSUB; ++s) fence_accumulators(acc[s]);
+      if (kt > kb && local_tid == 0) mbar_arrive(&empty[(it - 1) % STAGES]);
+    }
+    wgmma_wait<0>();
+#pragma unroll
+    for (int s = 0; s < MSUB; ++s) fence_accumulators(acc[s]);
+    if (local_tid == 0) mbar_arrive(&empty[(it - 1) % STAGES]);  // a piece holds one k-block at least
+
+    if (kb != 0 || ke != k_blocks) {
+      // A part of a split tile: every part stores its partial and counts on the tile's counter; the last to arrive
+      // sums the parts in part order (its own from registers, the same values) and writes the tile.
+      const int first = run_owner(static_cast<long long>(t) * k_blocks, total, ctas);
+      const int last = run_owner(static_cast<long long>(t) * k_blocks + k_blocks - 1, total, ctas);
+      // CTA c's part of tile t: its run's first piece (slot 2c) when its run begins inside tile t, as every part's
+      // after the first does; else its run's last piece (slot 2c + 1), which only the first part can be
+      const int first_slot = 2 * first + (run_begin(first, total, ctas) == static_cast<long long>(t) * k_blocks ? 0 : 1);
+      auto part_at = [&](int c) {
+        return partials + static_cast<long long>(c == first ? first_slot : 2 * c) * kSlotF4 + consumer * MSUB * kSliceF4 +
+               local_tid;
+      };
+      float4* mine = part_at(g);
+#pragma unroll
+      for (int s = 0; s < MSUB; ++s)
+#pragma unroll
+        for (int j = 0; j < kAccum / 4; ++j)
+          mine[s * kSliceF4 + j * 128] =
+              make_float4(acc[s][4 * j], acc[s][4 * j + 1], acc[s][4 * j + 2], acc[s][4 * j + 3]);
+      int* counter = workspace + t * CONSUMERS + consumer;
+      named_barrier_sync(1 + consumer, 128);  // every thread's partial before the release
+      if (local_tid == 0) arrived[consumer] = atom_add_acq_rel_gpu(counter, 1);
+      named_barrier_sync(1 + consumer, 128);  // the acquire before every thread's reads
+      const int before = arrived[consumer];
+      named_barrier_sync(1 + consumer, 128);  // every thread has read the word before the next piece writes it
+      if (before != last - first) continue;  // not the last part: the last one writes the tile
+      // the sum in part order whoever is last: ((0 + p_first) + ...) + own + ... (own from registers: the same
+      // values); one float4 at a time, so no second set of accumulators is live
+#pragma unroll
+      for (int s = 0; s < MSUB; ++s)
+#pragma unroll
+        for (int j = 0; j < kAccum / 4; ++j) {
+          const int at = s * kSliceF4 + j * 128;
+          float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+          for (int c = first; c < g; ++c) {
+            const float4 p = ld_cg_f4(part_at(c) + at);
+            v = make_float4(v.x + p.x, v.y + p.y, v.z + p.z, v.w + p.w);
+          }
+          v = make_float4(v.x + acc[s][4 * j], v.y + acc[s][4 * j + 1], v.z + acc[s][4 * j + 2], v.w + acc[s][4 * j + 3]);
+          for (int c = g + 1; c <= last; ++c) {
+            const float4 p = ld_cg_f4(part_at(c) + at);
+            v = make_float4(v.x + p.x, v.y + p.y, v.z + p.z, v.w + p.w);
+          }
+          acc[s][4 * j] = v.x;
+          acc[s][4 * j + 1] = v.y;
+          acc[s][4 * j + 2] = v.z;
+          acc[s][4 * j + 3] = v.w;
+        }
+      if (local_tid == 0) *counter = 0;  // every part is in: ready for the next launch
+    }
+
+    // Epilogue, one m64 slice at a time: acc[s][4j + r] is weight row 16 warp + lane / 4 + 8 (r / 2) of the slice,
+    // token 8 j + 2 (lane % 4) + r % 2; into the staging tile as C's layout has it (token rows of 64 weight columns),
+    // then 16-byte stores of each token row's 64 columns.
+#pragma unroll
+    for (int s = 0; s < MSUB; ++s) {
+      const int row0 = t * kBW + (consumer * MSUB + s) * 64;  // C's column of the slice's first weight row
+#pragma unroll
+      for (int j = 0; j < NTOK / 8; ++j)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const int w = 16 * warp + lane / 4 + 8 * (r / 2), tok = 8 * j + 2 * (lane % 4) + r % 2;
+          *reinterpret_cast<TOUT*>(my_staging + tok * kStagingStride + w * 2) = __float2bfloat16_rn(scale * acc[s][4 * j + r]);
+        }
+      named_barrier_sync(1 + consumer, 128);  // the slice's tile written
+      for (int q = local_tid; q < NTOK * 8; q += 128) {
+        const int tok = q / 8, chunk = q % 8;
+        const int col = row0 + chunk * 8;
+        if (tok < M && col < N)  // N % 8 == 0: a chunk is wholly inside or wholly past
+          *reinterpret_cast<float4*>(C + static_cast<long long>(tok) * N + col) =
+              *reinterpret_cast<const float4*>(my_staging + tok * kStagingStride + chunk * 16);
+      }
+      named_barrier_sync(1 + consumer, 128);  // the tile read before the next slice or piece writes it
+    }
+  }
+}

@@ -1,0 +1,285 @@
+"""Stage 17 (decode_wgmma) without a GPU: it builds for sm_90a without spills at the token counts and
+configurations its session sweep runs, its SASS streams the weights by TMA into wgmma (HGMMA bf16, QGMMA
+e4m3: no conversions), and its own code runs on the CPU through the host emulation of TMA, mbarriers and
+deferred wgmma (common/host_emulation/hopper_emu.h): C checked element-wise against FP64 at decode shapes
+with tails (N past a tile, K past a 128-byte block, M not a multiple of 8), with tiles cut between CTAs
+(stream-K over a small grid: up to seven parts a tile), launched twice on one workspace (the counters come
+back to zero), and with the blocks run in reverse order: the split tiles' sums are the same bits whichever
+part arrives last. Mutants (a part dropped from the sum, a counter left dirty, a part read from the wrong
+slot) fail the same check."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import compose_cfg, session_folder
+from test_decode_emulation import NEEDS_NVCC, _assert_right, mutant
+
+from gemmlab.backends import nvcc
+from gemmlab.backends.cuda_kernels import build_for, launch_shape
+from gemmlab.points import expand
+
+VARIANT = "decode_wgmma"
+
+
+def wgmma_point(m, n, k, precision="bf16", defines=None):
+    over = [f"variant={VARIANT}", f"precision={precision}", "layouts=[nt]", "sizes.square=[]",
+            f"sizes.shapes=[[{m},{n},{k}]]"]
+    if precision == "fp8":
+        over.append("measure.fp8_scaling=tensor")
+    if defines:
+        over.append(f"variant.{VARIANT}.cuda.defines={defines}")
+    (p,) = expand(compose_cfg(over))
+    assert p.skip_reason is None, p.skip_reason
+    return p
+
+
+@pytest.fixture(scope="module")
+def cubin_cache(tmp_path_factory):
+    return session_folder(tmp_path_factory.getbasetemp(), "cuda-cache")
+
+
+# The session stage's define sets (SWEEP in .ci/h200-session.sh's decode_wgmma) at 1, 16 and 64 tokens, and the
+# token counts between (NTOK 24, 40, 56: wrappers used by no other stage)
+SWEEP = ["{CONSUMERS:2,MSUB:1,STAGES:8}", "{CONSUMERS:1,MSUB:1,STAGES:8}", "{CONSUMERS:2,MSUB:2,STAGES:8}",
+         "{CONSUMERS:2,MSUB:1,STAGES:4}", "{CONSUMERS:2,MSUB:1,STAGES:16}"]
+BUILDS = ([(p, m, d) for p in ("bf16", "fp8") for m in (1, 16, 64) for d in [None, *SWEEP[1:]]]
+          + [(p, m, None) for p in ("bf16", "fp8") for m in (20, 40, 56)])
+
+
+@NEEDS_NVCC
+@pytest.mark.slow
+@pytest.mark.parametrize("precision,m,defines", BUILDS, ids=[f"{p}-m{m}-{d or 'default'}" for p, m, d in BUILDS])
+def test_builds_for_sm90a_without_spills(precision, m, defines, cubin_cache):
+    b = build_for(wgmma_point(m, 6144, 4096, precision, defines))
+    report = nvcc.compile_cubin(b.source, b.flags, cubin_cache).report(b.entry)
+    assert report.spill_bytes == 0 and report.stack_frame_bytes == 0, (b.kernel_name, report)
+
+
+@NEEDS_NVCC
+@pytest.mark.slow
+def test_sass_streams_weights_by_tma_into_wgmma(cubin_cache):
+    """What the header claims, in the machine code: TMA loads (UTMALDG), wgmma of the stored types (HGMMA
+    bf16, QGMMA e4m3: no F2FP conversions of the operands), an atomic for split tiles, 16-byte stores of C,
+    nothing in local memory."""
+    from test_hopper_kernels import opcodes, sass
+
+    for prec in ("bf16", "fp8"):
+        for m in (1, 64):
+            b = build_for(wgmma_point(m, 6144, 4096, prec))
+            o = opcodes(sass(nvcc.compile_cubin(b.source, b.flags, cubin_cache).path))
+            assert not [x for x in o if x.startswith(("LDL", "STL"))], f"{prec} touches local memory"
+            assert any(x.startswith("UTMALDG") for x in o), f"{prec}: no TMA loads"
+            n = 8 * ((m + 7) // 8)
+            if prec == "bf16":
+                assert any(x.startswith(f"HGMMA.64x{n}x16.F32.BF16") for x in o), (prec, m, sorted(set(o)))
+            else:
+                assert any(x.startswith(f"QGMMA.64x{n}x32.F32.E4M3.E4M3") for x in o), (prec, m, sorted(set(o)))
+                assert not any(x.startswith("F2FP.F16.E4M3") for x in o), "fp8 operands converted"
+            assert any(x.startswith("ATOMG") for x in o), f"{prec}: no counter for split tiles"
+            assert any(x.startswith("STG.E.128") for x in o), f"{prec}: C not stored 16 bytes at a time"
+
+
+def test_launch_rules_on_the_h200():
+    p = wgmma_point(1, 6144, 4096)
+    s = launch_shape(p, sm_count=132)
+    # two consumer warpgroups and the producer warp; tokens rounded up to 8; as many stages as asked (8) where
+    # they fit: 8 x (128 + 8) x 128 bytes + two staging tiles of 8 x 144 bytes + alignment + barriers
+    assert dict(build_for(p).point_defines) == {"NTOK": 8, "MSUB": 1, "STAGES": 8}
+    assert s.grid == (132, 1, 1) and s.block == (288, 1, 1)
+    assert s.smem_bytes == 8 * 136 * 128 + 2 * 8 * 144 + 1024 + 128 + 8
+    # counters: 48 tiles x 2 consumers -> 384 bytes, to 256: 512; partials: 132 x 2 slots x 128 x 8 x 4 bytes
+    assert s.workspace_bytes == 512 + 132 * 2 * 128 * 8 * 4
+    p64 = wgmma_point(64, 8192, 28672, "fp8", "{MSUB:2,STAGES:16}")
+    # MSUB 2 spills at 64 tokens (168 registers a thread with 288 threads): the point takes 1; the ring as deep
+    # as fits in 227 KB
+    d = dict(build_for(p64).point_defines)
+    assert d["NTOK"] == 64 and d["MSUB"] == 1
+    assert d["STAGES"] == (227 * 1024 - 2 * 64 * 144 - 1024 - 256) // (192 * 128)
+    assert launch_shape(p64, sm_count=132).smem_bytes <= 227 * 1024
+    # fewer k-blocks than SMs: no CTA without work
+    assert launch_shape(wgmma_point(1, 64, 256), sm_count=132).grid == (4, 1, 1)
+    # 40 tokens: NTOK 40
+    assert dict(build_for(wgmma_point(33, 6144, 4096)).point_defines)["NTOK"] == 40
+
+
+def test_unsupported_points_are_skipped_with_the_reason():
+    over = [f"variant={VARIANT}", "precision=bf16", "layouts=[nt]", "sizes.square=[]"]
+    for shape, words in (("[65,6144,4096]", "at most 64 tokens"), ("[1,6140,4096]", "N a multiple of 8"),
+                         ("[1,6144,4092]", "16-byte row strides")):
+        (p,) = expand(compose_cfg([*over, f"sizes.shapes=[{shape}]"]))
+        assert p.skip_reason and words in p.skip_reason, (shape, p.skip_reason)
+    from gemmlab.backends.cuda_kernels import CudaKernels
+
+    (p,) = expand(compose_cfg([f"variant={VARIANT}", "precision=bf16", "layouts=[nn]", "sizes.square=[]",
+                               "sizes.shapes=[[1,6144,4096]]"]))
+    assert "declares layouts nt" in (CudaKernels.workload_reason(p) or ""), "layout nn would run"
+
+
+# ---- the host emulation ---------------------------------------------------------------------------------
+def wgmma_emulator(point, folder: Path, source: Path | None = None) -> Path:
+    from test_cuda_kernels import emulator
+
+    if shutil.which("g++") is None:
+        pytest.skip("g++ not found (host emulation)")
+    build = build_for(point)
+    if source is not None:
+        build = dataclasses.replace(build, source=source)
+    scales = "gemm_host::emu_scale(0), gemm_host::emu_scale(1), " if point.precision == "fp8" else ""
+    return emulator(build, str(folder), "a.data(), b.data(), c.data(), M, N, K, "
+                    f"gemm_host::emu_tensor_maps(a.data(), b.data(), c.data()), {scales}gemm_host::emu_workspace()")
+
+
+def emulate_wgmma(point, exe: Path, folder: Path, rng, sm_count: int, launches: int = 2, reverse: bool = False):
+    """Run the emulated launch ``launches`` times on one workspace (C poisoned before each), the grid as the
+    launcher sizes it for ``sm_count`` SMs; returns (C as float64, the check's result against FP64)."""
+    import ml_dtypes
+
+    from gemmlab import fp8
+    from gemmlab.gpu import tma
+    from gemmlab.measure import check
+    from test_hopper_kernels import _FakeArray
+
+    m, n, k = point.m, point.n, point.k
+    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0", "GEMMLAB_EMU_LAUNCHES": str(launches),
+           "GEMMLAB_EMU_REVERSE_BLOCKS": "1" if reverse else "0"}
+    if point.precision == "fp8":
+        a32 = rng.standard_normal((m, k), dtype=np.float32) * 3
+        b32 = rng.standard_normal((k, n), dtype=np.float32) / 5
+        sc = fp8.scales_for(np, "tensor", a32, b32)
+        qa, qb = fp8.quantize_host(a32, sc.a), fp8.quantize_host(b32, sc.b)
+        a_ref, b_ref = fp8.dequantize(np, qa, sc.a), fp8.dequantize(np, qb, sc.b)
+        a_bytes, w_bytes = qa.view(np.uint8), np.ascontiguousarray(qb.T).view(np.uint8)
+        env["GEMMLAB_EMU_SCALES"] = "%.9g,%.9g" % (sc.a, sc.b)
+    else:
+        a_ref = rng.standard_normal((m, k), dtype=np.float32).astype(ml_dtypes.bfloat16)
+        b_ref = rng.standard_normal((k, n), dtype=np.float32).astype(ml_dtypes.bfloat16)
+        a_bytes, w_bytes = a_ref, np.ascontiguousarray(b_ref.T)  # weights stored (out, in): layout nt
+    shape = launch_shape(point, sm_count=sm_count)
+    fake = {"A": _FakeArray(m, k, a_bytes.dtype.name), "B": _FakeArray(n, k, w_bytes.dtype.name),
+            "C": _FakeArray(m, n, point.out_dtype)}
+    specs = tma.resolve(point, fake, point.variant_cfg.cuda.tensor_maps)
+    for spec in specs:
+        tma.check(spec)
+    env["GEMMLAB_EMU_MAPS"] = ";".join(f"{s.operand},{s.rows},{s.cols},{s.row_stride_bytes},{s.box_rows},"
+                                       f"{s.box_cols},{s.elem_bytes},{s.swizzle}" for s in specs)
+    env["GEMMLAB_EMU_WORKSPACE_BYTES"] = str(shape.workspace_bytes)
+    a_bytes.tofile(folder / "a.bin")
+    w_bytes.tofile(folder / "b.bin")
+    r = subprocess.run([str(exe), str(m), str(n), str(k), *map(str, shape.grid), *map(str, shape.block),
+                        str(shape.smem_bytes), str(folder / "a.bin"), str(folder / "b.bin"), str(folder / "c.bin")],
+                       capture_output=True, text=True, env=env, timeout=900)
+    assert r.returncode == 0, f"{m}x{n}x{k} grid {shape.grid}: exit {r.returncode}\n{r.stderr[-4000:]}"
+    c = np.fromfile(folder / "c.bin", dtype=ml_dtypes.bfloat16).reshape(m, n).astype(np.float64)
+    ref = check.Reference.gemm(np, a_ref, b_ref, check.model_of(point), point.tolerance, point.out_dtype)
+    return c, ref.verify(c)
+
+
+# (m, n, k, sm_count): N = 136 is a tile and 8 rows (a tile of 128 weight rows), 200 past a 64-row tile (CONSUMERS 1);
+# K = 200 bf16 is 3 blocks of 128 bytes and 16 bytes, 208 fp8 one block and 80 bytes; 3-5 CTAs cut the tiles'
+# k-blocks unevenly (a run that begins and ends inside one tile, a tile in three parts); (1, 64, 2048) over 7
+# CTAs: one tile cut in seven; M = 13 and 33 are no multiple of 8 (the token box's rows past M read as zeros)
+SHAPES = {
+    "bf16": [(1, 136, 200, 3), (13, 264, 520, 5), (64, 136, 1000, 4), (33, 72, 256, 2), (1, 64, 2048, 7)],
+    "fp8": [(1, 136, 208, 3), (16, 264, 1040, 5), (64, 136, 1008, 4), (33, 72, 512, 2), (1, 64, 4096, 7)],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", ["bf16", "fp8"])
+def test_decode_wgmma_computes_x_wt_on_the_cpu(precision, tmp_path_factory):
+    folder = tmp_path_factory.mktemp(f"emu-dwg-{precision}")
+    rng = np.random.default_rng(17)
+    for m, n, k, sms in SHAPES[precision]:
+        p = wgmma_point(m, n, k, precision)
+        exe = wgmma_emulator(p, folder.parent)
+        c, res = emulate_wgmma(p, exe, folder, rng, sms)
+        _assert_right(p, c, res)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision,defines", [(p, d) for p in ("bf16", "fp8") for d in SWEEP[1:4]])
+def test_decode_wgmma_sweep_configurations_on_the_cpu(precision, defines, tmp_path_factory):
+    """One consumer (64-row tiles), two slices a consumer (256-row tiles), a ring of 4 that wraps more often."""
+    folder = tmp_path_factory.mktemp("emu-dwg-sweep")
+    rng = np.random.default_rng(5)
+    for m, n, k, sms in SHAPES[precision][:2]:
+        p = wgmma_point(m, n, k, precision, defines)
+        c, res = emulate_wgmma(p, wgmma_emulator(p, folder.parent), folder, rng, sms)
+        _assert_right(p, c, res, f"{defines}: ")
+
+
+@pytest.mark.slow
+def test_split_tiles_sum_to_the_same_bits_in_either_arrival_order(tmp_path_factory):
+    """The last part sums every part in part order: the blocks run first to last and last to first give the
+    same C, bit for bit, with a tile cut in seven."""
+    folder = tmp_path_factory.mktemp("emu-dwg-order")
+    p = wgmma_point(1, 64, 2048, "bf16", "{CONSUMERS:1}")
+    exe = wgmma_emulator(p, folder.parent)
+    c0, res0 = emulate_wgmma(p, exe, folder, np.random.default_rng(9), 7, launches=1)
+    c1, res1 = emulate_wgmma(p, exe, folder, np.random.default_rng(9), 7, launches=1, reverse=True)
+    _assert_right(p, c0, res0)
+    _assert_right(p, c1, res1, "reversed: ")
+    assert np.array_equal(c0, c1), "the split tiles' sums depend on which part arrived last"
+
+
+def _mutant_launch(tmp_path_factory, name, old, new, launches=1):
+    folder = tmp_path_factory.mktemp(f"emu-dwg-{name}")
+    source = build_for(wgmma_point(1, 64, 256)).source
+    src = mutant(folder.parent, name, old, new, source)
+    p = wgmma_point(1, 136, 200, "bf16")
+    exe = wgmma_emulator(p, folder.parent, src)
+    return p, exe, folder
+
+
+@pytest.mark.slow
+def test_emulation_catches_a_sum_that_drops_a_part(tmp_path_factory):
+    p, exe, folder = _mutant_launch(tmp_path_factory, "drop_part", "for (int c = g + 1; c <= last; ++c)",
+                                   "for (int c = g + 1; c < last; ++c)")
+    c, res = emulate_wgmma(p, exe, folder, np.random.default_rng(7), 3, launches=1)
+    assert not res.passed and res.elem_fail > 0, "a dropped part went unnoticed"
+
+
+@pytest.mark.slow
+def test_emulation_catches_a_part_read_from_the_wrong_slot(tmp_path_factory):
+    p, exe, folder = _mutant_launch(tmp_path_factory, "wrong_slot", "c == first ? first_slot : 2 * c", "2 * c")
+    c, res = emulate_wgmma(p, exe, folder, np.random.default_rng(7), 3, launches=1)
+    assert not res.passed and res.elem_fail > 0, "a part read from the wrong slot went unnoticed"
+
+
+@pytest.mark.slow
+def test_emulation_catches_counters_left_dirty_for_the_next_launch(tmp_path_factory):
+    p, exe, folder = _mutant_launch(tmp_path_factory, "dirty_counters", "if (local_tid == 0) *counter = 0;", "")
+    c, res = emulate_wgmma(p, exe, folder, np.random.default_rng(8), 3, launches=1)
+    _assert_right(p, c, res, "the first launch: ")
+    c, res = emulate_wgmma(p, exe, folder, np.random.default_rng(8), 3, launches=2)
+    assert not res.passed, "counters left dirty went unnoticed on the second launch"
+
+
+@pytest.mark.slow
+def test_emulation_catches_a_slot_released_before_its_wgmma_read_it(tmp_path_factory):
+    """The ring's protocol: without the wait that retires the previous stage's wgmma group, a slot goes back to
+    the producer while its group is still pending (the emulation runs a group when it is retired, as late as the
+    hardware may): one CTA, 32 k-blocks through 8 slots, the producer refills slots the MMAs have not read."""
+    folder = tmp_path_factory.mktemp("emu-dwg-early")
+    source = build_for(wgmma_point(1, 64, 256)).source
+    src = mutant(folder.parent, "early_release", "wgmma_wait<1>();  // the previous stage's group", "//", source)
+    p = wgmma_point(1, 64, 2048, "bf16", "{CONSUMERS:1}")
+    exe = wgmma_emulator(p, folder.parent, src)
+    c, res = emulate_wgmma(p, exe, folder, np.random.default_rng(4), 1, launches=1)
+    assert not res.passed and res.elem_fail > 0, "a slot released before its wgmma group retired went unnoticed"
+
+
+def test_the_sweep_is_the_session_scripts_and_starts_at_the_defaults():
+    from gemmlab.config import ROOT
+
+    text = (ROOT / ".ci" / "h200-session.sh").read_text()
+    (line,) = [x for x in text.splitlines() if x.startswith("DECODE_WGMMA_SWEEP=")]
+    assert line.split("=", 1)[1].strip("'") == ",".join(SWEEP)
+    defaults = dict(compose_cfg([f"variant={VARIANT}"]).variant[VARIANT].cuda.defines)
+    assert SWEEP[0] == "{" + ",".join(f"{k}:{v}" for k, v in defaults.items()) + "}"
