@@ -26,8 +26,9 @@
 //
 // Defines (each measurable; the YAML's defaults):
 //   NTOK       token columns of the wgmma (the point's: M rounded up to 8)
-//   CONSUMERS  consumer warpgroups (1 or 2), each MSUB m64 slices of the tile's weight rows
+//   CONSUMERS  consumer warpgroups (1 to 3), each MSUB m64 slices of the tile's weight rows
 //   MSUB       m64 slices a consumer takes (1 or 2): tile = 64 x CONSUMERS x MSUB weight rows (a TMA box: <= 256)
+//   PRODUCER_WG  1: a producer warpgroup whose registers go to the consumers (setmaxnreg); 0: a producer warp
 //   STAGES     the ring's depth
 // Not yet measured on the H200 (written on the CPU machine, checked in the host emulation: tests/test_decode_wgmma.py).
 //
@@ -63,6 +64,12 @@
 #ifndef STAGES
 #define STAGES 8
 #endif
+// PRODUCER_WG 1: the producer a whole warpgroup that gives its registers to the consumers (setmaxnreg, stage 13's
+// split), so that two consumers of two m64 slices (256-row tiles) fit at 64 tokens; 0: one producer warp, no
+// setmaxnreg (ptxas then gives 288 threads 168 registers, 416 threads 128)
+#ifndef PRODUCER_WG
+#define PRODUCER_WG 0
+#endif
 
 namespace dwg {
 constexpr int kElem = static_cast<int>(sizeof(TIN));
@@ -72,7 +79,13 @@ constexpr int kTileWBytes = kBW * 128;
 constexpr int kTileXBytes = NTOK * 128;
 constexpr int kStageBytes = kTileWBytes + kTileXBytes;
 constexpr int kAccum = NTOK / 2;                 // accumulators a thread, per m64 slice
-constexpr int kThreads = 128 * CONSUMERS + 32;   // the consumer warpgroups, then the producer warp
+constexpr int kThreads = 128 * CONSUMERS + (PRODUCER_WG ? 128 : 32);  // the consumer warpgroups, then the producer
+// PRODUCER_WG: the launch's registers (65536 / kThreads a thread, down to a multiple of 8), 40 a producer thread,
+// the rest the consumers' (down to a multiple of 8, at most 240)
+constexpr int kProducerRegs = 40;
+constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
+constexpr int kConsumerRegsAll = (kLaunchRegs * kThreads - kProducerRegs * 128) / (128 * CONSUMERS) / 8 * 8;
+[[maybe_unused]] constexpr int kConsumerRegs = kConsumerRegsAll < 240 ? kConsumerRegsAll : 240;
 constexpr int kStagingStride = 128 + 16;         // bytes a token row of the transposing tile (64 bf16 + 16: no conflicts)
 constexpr int kStagingBytes = NTOK * kStagingStride;
 constexpr int kSliceF4 = 128 * NTOK / 8;         // float4s of one m64 slice's partial (128 threads x kAccum / 4)
@@ -81,7 +94,8 @@ constexpr int kSlotF4 = CONSUMERS * MSUB * kSliceF4;
 constexpr int kSmemBytes = STAGES * kStageBytes + CONSUMERS * kStagingBytes + 1024 + 2 * STAGES * 8 + 4 * CONSUMERS;
 
 static_assert(NTOK % 8 == 0 && NTOK >= 8 && NTOK <= 64, "NTOK: the tokens rounded up to 8, at most 64");
-static_assert(CONSUMERS == 1 || CONSUMERS == 2, "CONSUMERS: 1 or 2 warpgroups");
+static_assert(CONSUMERS >= 1 && CONSUMERS <= 3, "CONSUMERS: 1 to 3 warpgroups");
+static_assert(PRODUCER_WG == 0 || (PRODUCER_WG == 1 && CONSUMERS >= 2), "PRODUCER_WG: 0, or 1 with 2-3 consumers");
 static_assert(MSUB == 1 || MSUB == 2, "MSUB: 1 or 2 m64 slices a consumer");
 static_assert(kBW <= 256, "a TMA box has at most 256 rows");
 static_assert(STAGES >= 2, "a ring needs two slots at least");
@@ -146,7 +160,10 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
   __syncthreads();
 
   if (tid >= 128 * CONSUMERS) {
-    // ---------------------------------------------------------------- producer warp: one thread issues the TMA
+    // ---------------------------------------------------------------- producer warp(group): one thread issues the TMA
+#if PRODUCER_WG
+    setmaxnreg_dec<kProducerRegs>();
+#endif
     if (tid == 128 * CONSUMERS) {
       tensormap_acquire(map_w);
       tensormap_acquire(map_x);
@@ -165,6 +182,9 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
   }
 
   // ---------------------------------------------------------------- consumer warpgroups
+#if PRODUCER_WG
+  setmaxnreg_inc<kConsumerRegs>();
+#endif
   const int consumer = tid / 128;
   const int local_tid = tid % 128;
   const int warp = local_tid / 32, lane = tid % 32;
