@@ -167,15 +167,19 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
     if (tid == 128 * CONSUMERS) {
       tensormap_acquire(map_w);
       tensormap_acquire(map_x);
-      int it = 0;
-      for (long long i = begin; i < end; ++i, ++it) {
+      // the run's tile and k-block, stepped (no 64-bit division a stage)
+      int t = static_cast<int>(begin / k_blocks), kb = static_cast<int>(begin - static_cast<long long>(t) * k_blocks);
+      for (int it = 0; it < static_cast<int>(end - begin); ++it) {
         const int slot = it % STAGES;
         mbar_wait(&empty[slot], (static_cast<uint32_t>(it / STAGES) & 1u) ^ 1u);  // its last use released
         unsigned char* stage = smem + slot * kStageBytes;
-        const int t = static_cast<int>(i / k_blocks), kb = static_cast<int>(i - static_cast<long long>(t) * k_blocks);
         mbar_arrive_expect_tx(&full[slot], kStageBytes);  // whole boxes, out-of-bounds zeros included
         tma_load_2d(stage, map_w, &full[slot], kb * kBK, t * kBW);
         tma_load_2d(stage + kTileWBytes, map_x, &full[slot], kb * kBK, 0);
+        if (++kb == k_blocks) {
+          kb = 0;
+          ++t;
+        }
       }
     }
     return;
