@@ -46,13 +46,14 @@ def cubin_cache(tmp_path_factory):
 
 # The session stage's define sets (SWEEP in .ci/h200-session.sh's decode_wgmma) at 1, 16 and 64 tokens, and the
 # token counts between (NTOK 24, 40, 56: wrappers used by no other stage)
-SWEEP = ["{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0}",
-         "{CONSUMERS:1,MSUB:1,STAGES:8,PRODUCER_WG:0}",
-         "{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:0}",
-         "{CONSUMERS:2,MSUB:1,STAGES:4,PRODUCER_WG:0}",
-         "{CONSUMERS:2,MSUB:1,STAGES:16,PRODUCER_WG:0}",
-         "{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:1}",
-         "{CONSUMERS:3,MSUB:1,STAGES:8,PRODUCER_WG:1}"]
+SWEEP = ["{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0}",
+         "{CONSUMERS:1,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0}",
+         "{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:0,L2_HINT:0}",
+         "{CONSUMERS:2,MSUB:1,STAGES:4,PRODUCER_WG:0,L2_HINT:0}",
+         "{CONSUMERS:2,MSUB:1,STAGES:16,PRODUCER_WG:0,L2_HINT:0}",
+         "{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:1,L2_HINT:0}",
+         "{CONSUMERS:3,MSUB:1,STAGES:8,PRODUCER_WG:1,L2_HINT:0}",
+         "{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:1}"]
 BUILDS = ([(p, m, d) for p in ("bf16", "fp8") for m in (1, 16, 64) for d in [None, *SWEEP[1:]]]
           + [(p, m, None) for p in ("bf16", "fp8") for m in (20, 40, 56)])
 
@@ -218,7 +219,8 @@ def test_decode_wgmma_computes_x_wt_on_the_cpu(precision, tmp_path_factory):
 @pytest.mark.parametrize("precision,defines", [(p, d) for p in ("bf16", "fp8") for d in SWEEP[1:4] + SWEEP[5:]])
 def test_decode_wgmma_sweep_configurations_on_the_cpu(precision, defines, tmp_path_factory):
     """One consumer (64-row tiles), two slices a consumer (256-row tiles), a ring of 4 that wraps more often, the
-    producer warpgroup (its other 127 threads idle) with two slices a consumer or three consumers (192-row tiles)."""
+    producer warpgroup (its other 127 threads idle) with two slices a consumer or three consumers (192-row tiles), the
+    L2 policies (the same bytes land)."""
     folder = tmp_path_factory.mktemp("emu-dwg-sweep")
     rng = np.random.default_rng(5)
     for m, n, k, sms in SHAPES[precision][:2]:
@@ -296,3 +298,15 @@ def test_the_sweep_is_the_session_scripts_and_starts_at_the_defaults():
     assert line.split("=", 1)[1].strip("'") == ",".join(SWEEP)
     defaults = dict(compose_cfg([f"variant={VARIANT}"]).variant[VARIANT].cuda.defines)
     assert SWEEP[0] == "{" + ",".join(f"{k}:{v}" for k, v in defaults.items()) + "}"
+
+
+@NEEDS_NVCC
+@pytest.mark.slow
+def test_sass_of_the_l2_policies(cubin_cache):
+    """L2_HINT 1: both TMA loads carry a cache-policy operand (UTMALDG's desc[...]); 0: neither does."""
+    from test_hopper_kernels import sass
+
+    for hint in (0, 1):
+        b = build_for(wgmma_point(64, 6144, 4096, "bf16", f"{{L2_HINT:{hint}}}"))
+        loads = [x for x in sass(nvcc.compile_cubin(b.source, b.flags, cubin_cache).path).splitlines() if "UTMALDG" in x]
+        assert len(loads) == 2 and all(("desc[" in x) == bool(hint) for x in loads), (hint, loads)

@@ -29,6 +29,7 @@
 //   CONSUMERS  consumer warpgroups (1 to 3), each MSUB m64 slices of the tile's weight rows
 //   MSUB       m64 slices a consumer takes (1 or 2): tile = 64 x CONSUMERS x MSUB weight rows (a TMA box: <= 256)
 //   PRODUCER_WG  1: a producer warpgroup whose registers go to the consumers (setmaxnreg); 0: a producer warp
+//   L2_HINT    1: the weights' TMA loads evict_first, the tokens' evict_last (L2 cache policies); 0: none
 //   STAGES     the ring's depth
 // Not yet measured on the H200 (written on the CPU machine, checked in the host emulation: tests/test_decode_wgmma.py).
 //
@@ -70,6 +71,12 @@
 #ifndef PRODUCER_WG
 #define PRODUCER_WG 0
 #endif
+// L2_HINT 1: the weights' boxes loaded with an L2 evict_first policy (read once), the tokens' with evict_last (every
+// tile reads them again), so the stream of weights does not push the tokens (and the split tiles' partials) out of
+// the L2; 0: no policy (the TMA default)
+#ifndef L2_HINT
+#define L2_HINT 0
+#endif
 
 namespace dwg {
 constexpr int kElem = static_cast<int>(sizeof(TIN));
@@ -95,6 +102,7 @@ constexpr int kSmemBytes = STAGES * kStageBytes + CONSUMERS * kStagingBytes + 10
 
 static_assert(NTOK % 8 == 0 && NTOK >= 8 && NTOK <= 64, "NTOK: the tokens rounded up to 8, at most 64");
 static_assert(CONSUMERS >= 1 && CONSUMERS <= 3, "CONSUMERS: 1 to 3 warpgroups");
+static_assert(L2_HINT == 0 || L2_HINT == 1, "L2_HINT: 0 or 1");
 static_assert(PRODUCER_WG == 0 || (PRODUCER_WG == 1 && CONSUMERS >= 2), "PRODUCER_WG: 0, or 1 with 2-3 consumers");
 static_assert(MSUB == 1 || MSUB == 2, "MSUB: 1 or 2 m64 slices a consumer");
 static_assert(kBW <= 256, "a TMA box has at most 256 rows");
@@ -167,6 +175,9 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
     if (tid == 128 * CONSUMERS) {
       tensormap_acquire(map_w);
       tensormap_acquire(map_x);
+#if L2_HINT
+      const uint64_t w_policy = l2_evict_first(), x_policy = l2_evict_last();
+#endif
       // the run's tile and k-block, stepped (no 64-bit division a stage)
       int t = static_cast<int>(begin / k_blocks), kb = static_cast<int>(begin - static_cast<long long>(t) * k_blocks);
       for (int it = 0; it < static_cast<int>(end - begin); ++it) {
@@ -174,8 +185,13 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
         mbar_wait(&empty[slot], (static_cast<uint32_t>(it / STAGES) & 1u) ^ 1u);  // its last use released
         unsigned char* stage = smem + slot * kStageBytes;
         mbar_arrive_expect_tx(&full[slot], kStageBytes);  // whole boxes, out-of-bounds zeros included
+#if L2_HINT
+        tma_load_2d_hint(stage, map_w, &full[slot], kb * kBK, t * kBW, w_policy);
+        tma_load_2d_hint(stage + kTileWBytes, map_x, &full[slot], kb * kBK, 0, x_policy);
+#else
         tma_load_2d(stage, map_w, &full[slot], kb * kBK, t * kBW);
         tma_load_2d(stage + kTileWBytes, map_x, &full[slot], kb * kBK, 0);
+#endif
         if (++kb == k_blocks) {
           kb = 0;
           ++t;

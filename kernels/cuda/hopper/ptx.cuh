@@ -185,6 +185,28 @@ __device__ __forceinline__ void tma_load_2d(void* smem_dst, const TensorMap* map
       : "memory");
 }
 
+// L2 cache policies for the copies that take one (createpolicy; the hint is the whole access): evict_first for data
+// read once (a decode's weights, stage 17), evict_last for data every CTA reads again (its activations)
+__device__ __forceinline__ uint64_t l2_evict_first() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+__device__ __forceinline__ uint64_t l2_evict_last() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+// tma_load_2d with an L2 cache policy (l2_evict_first, l2_evict_last)
+__device__ __forceinline__ void tma_load_2d_hint(void* smem_dst, const TensorMap* map, uint64_t* bar, int col,
+                                                 int row, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(smem_u32(smem_dst)),
+      "l"(map), "r"(col), "r"(row), "r"(smem_u32(bar)), "l"(policy)
+      : "memory");
+}
+
 // Global -> shared of every CTA in `cta_mask` (same offsets), completing on each one's `bar`.
 __device__ __forceinline__ void tma_load_2d_multicast(void* smem_dst, const TensorMap* map, uint64_t* bar,
                                                       int col, int row, uint16_t cta_mask) {

@@ -177,6 +177,12 @@ inline void mbar_wait_cluster(uint64_t* bar, uint32_t parity) { mbar_wait(bar, p
 inline void tensormap_acquire(const TensorMap*) {}
 
 void tma_load_2d(void* smem_dst, const TensorMap* map, uint64_t* bar, int col, int row);
+// L2 cache policies change where data stays in the L2, not what a copy writes: the emulation's copies ignore them
+inline uint64_t l2_evict_first() { return 1; }
+inline uint64_t l2_evict_last() { return 2; }
+inline void tma_load_2d_hint(void* smem_dst, const TensorMap* map, uint64_t* bar, int col, int row, uint64_t) {
+  tma_load_2d(smem_dst, map, bar, col, row);
+}
 // 1D bulk copy: synchronous, its bytes completed on the barrier (the hardware's alignment rules checked).
 void bulk_load_1d(void* smem_dst, const void* src, uint32_t bytes, uint64_t* bar);
 // cp.async of 16 bytes lands at once here; its mbarrier arrival (after the thread's copies) is then a
