@@ -46,14 +46,16 @@ def cubin_cache(tmp_path_factory):
 
 # The session stage's define sets (SWEEP in .ci/h200-session.sh's decode_wgmma) at 1, 16 and 64 tokens, and the
 # token counts between (NTOK 24, 40, 56: wrappers used by no other stage)
-SWEEP = ["{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0}",
-         "{CONSUMERS:1,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0}",
-         "{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:0,L2_HINT:0}",
-         "{CONSUMERS:2,MSUB:1,STAGES:4,PRODUCER_WG:0,L2_HINT:0}",
-         "{CONSUMERS:2,MSUB:1,STAGES:16,PRODUCER_WG:0,L2_HINT:0}",
-         "{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:1,L2_HINT:0}",
-         "{CONSUMERS:3,MSUB:1,STAGES:8,PRODUCER_WG:1,L2_HINT:0}",
-         "{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:1}"]
+SWEEP = ["{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1}",
+         "{CONSUMERS:1,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1}",
+         "{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1}",
+         "{CONSUMERS:2,MSUB:1,STAGES:4,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1}",
+         "{CONSUMERS:2,MSUB:1,STAGES:16,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1}",
+         "{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:1,L2_HINT:0,CLUSTER:1}",
+         "{CONSUMERS:3,MSUB:1,STAGES:8,PRODUCER_WG:1,L2_HINT:0,CLUSTER:1}",
+         "{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:1,CLUSTER:1}",
+         "{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:2}",
+         "{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:1,L2_HINT:0,CLUSTER:2}"]
 BUILDS = ([(p, m, d) for p in ("bf16", "fp8") for m in (1, 16, 64) for d in [None, *SWEEP[1:]]]
           + [(p, m, None) for p in ("bf16", "fp8") for m in (20, 40, 56)])
 
@@ -103,7 +105,7 @@ def test_launch_rules_on_the_h200():
     s = launch_shape(p, sm_count=132)
     # two consumer warpgroups and the producer warp; tokens rounded up to 8; as many stages as asked (8) where
     # they fit: 8 x (128 + 8) x 128 bytes + two staging tiles of 8 x 144 bytes + alignment + barriers
-    assert dict(build_for(p).point_defines) == {"NTOK": 8, "MSUB": 1, "STAGES": 8}
+    assert dict(build_for(p).point_defines) == {"NTOK": 8, "CLUSTER": 1, "MSUB": 1, "STAGES": 8}
     assert s.grid == (132, 1, 1) and s.block == (288, 1, 1)
     assert s.smem_bytes == 8 * 136 * 128 + 2 * 8 * 144 + 1024 + 128 + 8
     # counters: 48 tiles x 2 consumers -> 384 bytes, to 256: 512; partials: 132 x 2 slots x 128 x 8 x 4 bytes
@@ -117,8 +119,12 @@ def test_launch_rules_on_the_h200():
     assert launch_shape(p64, sm_count=132).smem_bytes <= 227 * 1024
     # fewer k-blocks than SMs: no CTA without work
     assert launch_shape(wgmma_point(1, 64, 256), sm_count=132).grid == (4, 1, 1)
-    # 40 tokens: NTOK 40
+    # 40 tokens: NTOK 40; a cluster's CTAs load half the tokens' box each, in whole 8-row atoms: NTOK 16, 32, 48, 64
+    # only; whole clusters on the SMs; M > 64 (skipped) still builds (NTOK 64)
     assert dict(build_for(wgmma_point(33, 6144, 4096)).point_defines)["NTOK"] == 40
+    for m, cluster in ((1, 1), (16, 2), (33, 1), (64, 2)):
+        assert dict(build_for(wgmma_point(m, 6144, 4096, defines="{CLUSTER:2}")).point_defines)["CLUSTER"] == cluster
+    assert launch_shape(wgmma_point(64, 6144, 4096, defines="{CLUSTER:2}"), sm_count=131).grid == (130, 1, 1)
 
 
 def test_unsupported_points_are_skipped_with_the_reason():
@@ -159,8 +165,10 @@ def emulate_wgmma(point, exe: Path, folder: Path, rng, sm_count: int, launches: 
     from test_hopper_kernels import _FakeArray
 
     m, n, k = point.m, point.n, point.k
+    # the kernel's clusters along x (CLUSTER: its __cluster_dims__), run together by the driver
     env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0", "GEMMLAB_EMU_LAUNCHES": str(launches),
-           "GEMMLAB_EMU_REVERSE_BLOCKS": "1" if reverse else "0"}
+           "GEMMLAB_EMU_REVERSE_BLOCKS": "1" if reverse else "0",
+           "GEMMLAB_EMU_CLUSTER": str(point.expr_env().get("CLUSTER", 1))}
     if point.precision == "fp8":
         a32 = rng.standard_normal((m, k), dtype=np.float32) * 3
         b32 = rng.standard_normal((k, n), dtype=np.float32) / 5
@@ -220,7 +228,8 @@ def test_decode_wgmma_computes_x_wt_on_the_cpu(precision, tmp_path_factory):
 def test_decode_wgmma_sweep_configurations_on_the_cpu(precision, defines, tmp_path_factory):
     """One consumer (64-row tiles), two slices a consumer (256-row tiles), a ring of 4 that wraps more often, the
     producer warpgroup (its other 127 threads idle) with two slices a consumer or three consumers (192-row tiles), the
-    L2 policies (the same bytes land)."""
+    L2 policies (the same bytes land), 2-CTA clusters (each CTA's half of the tokens multicast into both; the driver
+    runs a cluster's blocks together)."""
     folder = tmp_path_factory.mktemp("emu-dwg-sweep")
     rng = np.random.default_rng(5)
     for m, n, k, sms in SHAPES[precision][:2]:
@@ -262,7 +271,7 @@ def test_emulation_catches_a_sum_that_drops_a_part(tmp_path_factory):
 
 @pytest.mark.slow
 def test_emulation_catches_a_part_read_from_the_wrong_slot(tmp_path_factory):
-    p, exe, folder = _mutant_launch(tmp_path_factory, "wrong_slot", "c == first ? first_slot : 2 * c", "2 * c")
+    p, exe, folder = _mutant_launch(tmp_path_factory, "wrong_slot", "(c == first ? first_which : 0)", "0")
     c, res = emulate_wgmma(p, exe, folder, np.random.default_rng(7), 3, launches=1)
     assert not res.passed and res.elem_fail > 0, "a part read from the wrong slot went unnoticed"
 
@@ -302,7 +311,7 @@ def test_the_sweep_is_the_session_scripts_and_starts_at_the_defaults():
 
 @NEEDS_NVCC
 @pytest.mark.slow
-def test_sass_of_the_l2_policies(cubin_cache):
+def test_sass_of_the_l2_policies_and_the_multicast(cubin_cache):
     """L2_HINT 1: both TMA loads carry a cache-policy operand (UTMALDG's desc[...]); 0: neither does."""
     from test_hopper_kernels import sass
 
@@ -310,3 +319,29 @@ def test_sass_of_the_l2_policies(cubin_cache):
         b = build_for(wgmma_point(64, 6144, 4096, "bf16", f"{{L2_HINT:{hint}}}"))
         loads = [x for x in sass(nvcc.compile_cubin(b.source, b.flags, cubin_cache).path).splitlines() if "UTMALDG" in x]
         assert len(loads) == 2 and all(("desc[" in x) == bool(hint) for x in loads), (hint, loads)
+    # CLUSTER 2: the weights' box a plain load, the tokens' half a multicast one; cluster barriers at both ends
+    b = build_for(wgmma_point(64, 6144, 4096, "fp8", "{CLUSTER:2}"))
+    text = sass(nvcc.compile_cubin(b.source, b.flags, cubin_cache).path)
+    loads = [x.split(";")[0].split("*/")[-1].split()[0] for x in text.splitlines() if "UTMALDG" in x]
+    assert sorted(loads) == ["UTMALDG.2D", "UTMALDG.2D.MULTICAST"], loads
+    assert text.count("UCGABAR_WAIT") == 2, "a cluster barrier after the barriers' init and before the exit"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", ["bf16", "fp8"])
+def test_clusters_multicast_the_tokens_on_the_cpu(precision, tmp_path_factory):
+    """CLUSTER 2: each CTA of a pair loads half of the tokens' box and multicasts it into both; a slot is refilled only
+    when both CTAs' consumers released it. Shapes with one unit tile (N within 2 x 128 rows), several, tiles cut
+    between clusters, M = 25 (NTOK 32: the second CTA's half of the box partly past M), both block orders bit for bit."""
+    folder = tmp_path_factory.mktemp("emu-dwg-cluster")
+    defines = "{CLUSTER:2}"
+    k = {"bf16": [1000, 520, 512], "fp8": [1008, 1040, 1024]}[precision]
+    for m, n, kk, sms in [(64, 136, k[0], 4), (16, 264, k[1], 6), (25, 520, k[2], 6)]:
+        p = wgmma_point(m, n, kk, precision, defines)
+        assert p.expr_env()["CLUSTER"] == 2
+        exe = wgmma_emulator(p, folder.parent)
+        c0, res0 = emulate_wgmma(p, exe, folder, np.random.default_rng(21), sms)
+        _assert_right(p, c0, res0)
+        c1, res1 = emulate_wgmma(p, exe, folder, np.random.default_rng(21), sms, launches=1, reverse=True)
+        _assert_right(p, c1, res1, "reversed: ")
+        assert np.array_equal(c0, c1), f"{m}x{n}x{kk}: the sums depend on the blocks' order"

@@ -92,7 +92,7 @@ def test_stage_16_matches_the_fp64_product(tmp_path, precision, defines):
 @pytest.mark.parametrize("precision", ["bf16", "fp8"])
 @pytest.mark.parametrize("defines", ["{CONSUMERS:2,MSUB:1,STAGES:8}", "{CONSUMERS:1}", "{MSUB:2}", "{STAGES:4}",
                                      "{STAGES:16}", "{PRODUCER_WG:1,MSUB:2}", "{PRODUCER_WG:1,CONSUMERS:3}",
-                                     "{L2_HINT:1}"])
+                                     "{L2_HINT:1}", "{CLUSTER:2}", "{PRODUCER_WG:1,MSUB:2,CLUSTER:2}"])
 def test_stage_17_matches_the_fp64_product(tmp_path, precision, defines):
     """Stage 17 (decode_wgmma, tests/test_decode_wgmma.py on the CPU) on the same shapes: TMA boxes past M, N and
     K, tiles cut between CTAs (stream-K), the call repeated and re-checked after timing (its counters must be left

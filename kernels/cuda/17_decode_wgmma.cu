@@ -9,7 +9,7 @@
 // probe at one point of 51. The libraries at 64 tokens (cuBLASLt's algo 66: tiles of 64-448 weight rows by 64
 // tokens, split-K up to 3) stream at 83-96% of the copy probe at the shapes of 136 MB or more (session28b's bf16
 // decode experiment).
-// This stage is that recipe, hand-written:
+// What changes over stage 16, that recipe hand-written:
 // * Swap AB: C^T (N x M) = W (N x K) X^T. The weights are wgmma's A operand (m64 rows of N a consumer warpgroup),
 //   the tokens its B operand, N = NTOK (M rounded up to 8: 8..64), both K-major as stored (layout nt), so
 //   the same code runs bf16 (k16) and e4m3 (k32, native QGMMA: no conversion of either operand).
@@ -30,8 +30,13 @@
 //   MSUB       m64 slices a consumer takes (1 or 2): tile = 64 x CONSUMERS x MSUB weight rows (a TMA box: <= 256)
 //   PRODUCER_WG  1: a producer warpgroup whose registers go to the consumers (setmaxnreg); 0: a producer warp
 //   L2_HINT    1: the weights' TMA loads evict_first, the tokens' evict_last (L2 cache policies); 0: none
+//   CLUSTER    2: 2-CTA clusters at the same k-block, the tokens' box multicast (half loaded by each); 1: none
 //   STAGES     the ring's depth
 // Not yet measured on the H200 (written on the CPU machine, checked in the host emulation: tests/test_decode_wgmma.py).
+//
+// Modeled intensity: every weight and activation byte read once and C written once (the YAML's intensity_model),
+// 2 M N K / ((N K + M K) elem_bytes + 2 M N): ~M FLOP/B in bf16, ~2M in fp8; the tokens' re-reads per tile come from L2.
+// Run it: python run.py +experiment=decode 'variant=[decode_wgmma,decode_rows,cublas,cublaslt,copy_gpu]'
 //
 // Constraints: TIN bf16 or e4m3 (TOUT bf16); A (the activations) M x K row-major, B (the weights) N x K row-major
 // (layout nt); M <= NTOK; K * sizeof(TIN) % 16 == 0 (TMA row strides) and N % 8 == 0 (16-byte stores of C's rows).
@@ -77,6 +82,12 @@
 #ifndef L2_HINT
 #define L2_HINT 0
 #endif
+// CLUSTER 2: 2-CTA clusters, both CTAs at the same k-block of neighbouring weight tiles, each loading half of the
+// tokens' box and multicasting it into both CTAs' slots: the tokens read from L2 once per two tiles (at 64 tokens
+// with 128-row tiles the tokens' box is half the weights'); 1: no clusters
+#ifndef CLUSTER
+#define CLUSTER 1
+#endif
 
 namespace dwg {
 constexpr int kElem = static_cast<int>(sizeof(TIN));
@@ -93,6 +104,8 @@ constexpr int kProducerRegs = 40;
 constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
 constexpr int kConsumerRegsAll = (kLaunchRegs * kThreads - kProducerRegs * 128) / (128 * CONSUMERS) / 8 * 8;
 [[maybe_unused]] constexpr int kConsumerRegs = kConsumerRegsAll < 240 ? kConsumerRegsAll : 240;
+constexpr int kXShareRows = NTOK / CLUSTER;       // token rows a CTA loads (and multicasts, CLUSTER 2)
+constexpr int kXShareBytes = kXShareRows * 128;
 constexpr int kStagingStride = 128 + 16;         // bytes a token row of the transposing tile (64 bf16 + 16: no conflicts)
 constexpr int kStagingBytes = NTOK * kStagingStride;
 constexpr int kSliceF4 = 128 * NTOK / 8;         // float4s of one m64 slice's partial (128 threads x kAccum / 4)
@@ -103,6 +116,9 @@ constexpr int kSmemBytes = STAGES * kStageBytes + CONSUMERS * kStagingBytes + 10
 static_assert(NTOK % 8 == 0 && NTOK >= 8 && NTOK <= 64, "NTOK: the tokens rounded up to 8, at most 64");
 static_assert(CONSUMERS >= 1 && CONSUMERS <= 3, "CONSUMERS: 1 to 3 warpgroups");
 static_assert(L2_HINT == 0 || L2_HINT == 1, "L2_HINT: 0 or 1");
+static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER: 1 (no clusters) or 2 CTAs");
+// a CTA's half of the tokens' box starts on a 1024-byte swizzle atom (8 rows of 128 bytes), where the descriptor reads it
+static_assert(kXShareRows % 8 == 0, "with a cluster the tokens' box splits in whole 8-row swizzle atoms (NTOK % 16 == 0)");
 static_assert(PRODUCER_WG == 0 || (PRODUCER_WG == 1 && CONSUMERS >= 2), "PRODUCER_WG: 0, or 1 with 2-3 consumers");
 static_assert(MSUB == 1 || MSUB == 2, "MSUB: 1 or 2 m64 slices a consumer");
 static_assert(kBW <= 256, "a TMA box has at most 256 rows");
@@ -123,6 +139,9 @@ __device__ __forceinline__ int run_owner(long long i, long long total, int ctas)
 HOPPER_DECLARE_DYNAMIC_SMEM(dwg::kSmemBytes)
 
 extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
+#if CLUSTER > 1
+    __cluster_dims__(CLUSTER, 1, 1)
+#endif
     decode_wgmma(const TIN* __restrict__ A, const TIN* __restrict__ B, TOUT* __restrict__ C, int M, int N, int K,
                  const hopper::TensorMap* __restrict__ maps,
 #if DWG_FP8
@@ -135,7 +154,7 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
   (void)A;
   (void)B;
   const TensorMap* map_w = maps + 0;  // B: the weights, N x K, box kBW x 128 bytes
-  const TensorMap* map_x = maps + 1;  // A: the activations, M x K, box NTOK x 128 bytes
+  const TensorMap* map_x = maps + 1;  // A: the activations, M x K, box NTOK / CLUSTER x 128 bytes
 #if DWG_FP8
   const float scale = scale_a * scale_b;
 #else
@@ -151,21 +170,29 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
   int* arrived = reinterpret_cast<int*>(empty + STAGES);
 
   const int tid = threadIdx.x;
-  const int tiles = (N + kBW - 1) / kBW;
+  // The work is counted in units: a unit is a cluster of CLUSTER CTAs (one CTA without clusters), its tile CLUSTER x
+  // kBW weight rows (rank r's CTA the r-th kBW of them), both CTAs of a cluster at the same k-block at every stage.
+  const int rank = CLUSTER > 1 ? static_cast<int>(cluster_cta_rank()) : 0;
+  const int unit_tiles = (N + kBW * CLUSTER - 1) / (kBW * CLUSTER);
   const int k_blocks = (K + kBK - 1) / kBK;
-  const long long total = static_cast<long long>(tiles) * k_blocks;
-  const int ctas = static_cast<int>(gridDim.x);
-  const int g = static_cast<int>(blockIdx.x);
-  const long long begin = run_begin(g, total, ctas), end = run_begin(g + 1, total, ctas);
+  const long long total = static_cast<long long>(unit_tiles) * k_blocks;
+  const int units = static_cast<int>(gridDim.x) / CLUSTER;
+  const int g = static_cast<int>(blockIdx.x) / CLUSTER;  // __cluster_dims__ along x: a cluster's CTAs are adjacent
+  const long long begin = run_begin(g, total, units), end = run_begin(g + 1, total, units);
 
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
-      mbar_init(&full[s], 1);             // the producer's expect_tx arrival
-      mbar_init(&empty[s], CONSUMERS);    // one arrival per consumer warpgroup
+      mbar_init(&full[s], 1);                       // the producer's expect_tx arrival
+      mbar_init(&empty[s], CONSUMERS * CLUSTER);    // one arrival per consumer warpgroup of every CTA of the cluster
     }
     fence_mbar_init();
   }
+  // CLUSTER 2: the peer multicasts into our slots and arrives on our empty barriers: all initialised first
+#if CLUSTER > 1
+  cluster_sync();
+#else
   __syncthreads();
+#endif
 
   if (tid >= 128 * CONSUMERS) {
     // ---------------------------------------------------------------- producer warp(group): one thread issues the TMA
@@ -176,20 +203,31 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
       tensormap_acquire(map_w);
       tensormap_acquire(map_x);
 #if L2_HINT
-      const uint64_t w_policy = l2_evict_first(), x_policy = l2_evict_last();
+      const uint64_t w_policy = l2_evict_first();
+      [[maybe_unused]] const uint64_t x_policy = l2_evict_last();
 #endif
       // the run's tile and k-block, stepped (no 64-bit division a stage)
       int t = static_cast<int>(begin / k_blocks), kb = static_cast<int>(begin - static_cast<long long>(t) * k_blocks);
       for (int it = 0; it < static_cast<int>(end - begin); ++it) {
         const int slot = it % STAGES;
-        mbar_wait(&empty[slot], (static_cast<uint32_t>(it / STAGES) & 1u) ^ 1u);  // its last use released
+        // its last use released (with a cluster, by the consumers of both CTAs: the peer's half of the tokens lands
+        // in our slot, ours in the peer's)
+        mbar_wait(&empty[slot], (static_cast<uint32_t>(it / STAGES) & 1u) ^ 1u);
         unsigned char* stage = smem + slot * kStageBytes;
-        mbar_arrive_expect_tx(&full[slot], kStageBytes);  // whole boxes, out-of-bounds zeros included
+        mbar_arrive_expect_tx(&full[slot], kStageBytes);  // whole boxes, out-of-bounds zeros included, both halves
+        const int w_row = (t * CLUSTER + rank) * kBW;
 #if L2_HINT
-        tma_load_2d_hint(stage, map_w, &full[slot], kb * kBK, t * kBW, w_policy);
+        tma_load_2d_hint(stage, map_w, &full[slot], kb * kBK, w_row, w_policy);
+#else
+        tma_load_2d(stage, map_w, &full[slot], kb * kBK, w_row);
+#endif
+#if CLUSTER > 1
+        // this CTA's NTOK / CLUSTER token rows, into the same place of every CTA's slot
+        tma_load_2d_multicast(stage + kTileWBytes + rank * kXShareBytes, map_x, &full[slot], kb * kBK,
+                              rank * kXShareRows, static_cast<uint16_t>((1u << CLUSTER) - 1u));
+#elif L2_HINT
         tma_load_2d_hint(stage + kTileWBytes, map_x, &full[slot], kb * kBK, 0, x_policy);
 #else
-        tma_load_2d(stage, map_w, &full[slot], kb * kBK, t * kBW);
         tma_load_2d(stage + kTileWBytes, map_x, &full[slot], kb * kBK, 0);
 #endif
         if (++kb == k_blocks) {
@@ -198,141 +236,161 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
         }
       }
     }
-    return;
-  }
-
-  // ---------------------------------------------------------------- consumer warpgroups
+  } else {
+    // -------------------------------------------------------------- consumer warpgroups
 #if PRODUCER_WG
-  setmaxnreg_inc<kConsumerRegs>();
+    setmaxnreg_inc<kConsumerRegs>();
 #endif
-  const int consumer = tid / 128;
-  const int local_tid = tid % 128;
-  const int warp = local_tid / 32, lane = tid % 32;
-  unsigned char* my_staging = staging + consumer * kStagingBytes;
-  float4* partials = reinterpret_cast<float4*>(workspace + (tiles * CONSUMERS + 63) / 64 * 64);  // 256-byte aligned
-  float acc[MSUB][kAccum];
-  int it = 0;
-  for (long long i = begin; i < end;) {
-    // one piece: k-blocks [kb, ke) of tile t, the part of this CTA's run inside the tile
-    const int t = static_cast<int>(i / k_blocks);
-    const int kb = static_cast<int>(i - static_cast<long long>(t) * k_blocks);
-    const long long tile_end = static_cast<long long>(t + 1) * k_blocks;
-    const int ke = static_cast<int>((end < tile_end ? end : tile_end) - static_cast<long long>(t) * k_blocks);
-    i += ke - kb;
-
+    const int consumer = tid / 128;
+    const int local_tid = tid % 128;
+    const int warp = local_tid / 32, lane = tid % 32;
+    unsigned char* my_staging = staging + consumer * kStagingBytes;
+    // counters: one per CTA tile (unit tile x CLUSTER + rank) and consumer, to 256 bytes; then the partial slots
+    float4* partials =
+        reinterpret_cast<float4*>(workspace + (unit_tiles * CLUSTER * CONSUMERS + 63) / 64 * 64);  // 256-byte aligned
+    // a slot released: to its empty barrier in every CTA of the cluster (the peer multicast into ours, we into theirs)
+    auto release = [&](int slot) {
+      if (local_tid == 0) {
+#if CLUSTER > 1
 #pragma unroll
-    for (int s = 0; s < MSUB; ++s)
-#pragma unroll
-      for (int r = 0; r < kAccum; ++r) acc[s][r] = 0.0f;
-
-    for (int kt = kb; kt < ke; ++kt, ++it) {
-      const int slot = it % STAGES;
-      mbar_wait(&full[slot], static_cast<uint32_t>(it / STAGES) & 1u);
-      const uint32_t w_base = smem_u32(smem + slot * kStageBytes) + consumer * MSUB * 64 * 128;
-      const uint32_t x_base = smem_u32(smem + slot * kStageBytes + kTileWBytes);
-#pragma unroll
-      for (int s = 0; s < MSUB; ++s) fence_accumulators(acc[s]);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < 128 / 32; ++kk) {  // 32 bytes of K a step: k16 bf16, k32 e4m3
-        // both K-major, 128-byte rows, 8-row swizzle atoms 1024 B apart
-        const uint64_t desc_x = make_desc_sw128(x_base + kk * 32, 16, 1024);
-#pragma unroll
-        for (int s = 0; s < MSUB; ++s) {
-          const uint64_t desc_w = make_desc_sw128(w_base + s * 64 * 128 + kk * 32, 16, 1024);
-#if DWG_FP8
-          wgmma_m64k32<NTOK, TIN>(acc[s], desc_w, desc_x, 1);
+        for (int r = 0; r < CLUSTER; ++r) mbar_arrive_remote(&empty[slot], static_cast<uint32_t>(r));
 #else
-          wgmma_m64k16<NTOK, 0, TIN>(acc[s], desc_w, desc_x, 1);
+        mbar_arrive(&empty[slot]);
 #endif
-        }
       }
-      wgmma_commit();
-#pragma unroll
-      for (int s = 0; s < MSUB; ++s) fence_accumulators(acc[s]);
-      wgmma_wait<1>();  // the previous stage's group is done reading its slot
-#pragma unroll
-      for (int s = 0; s < MSUB; ++s) fence_accumulators(acc[s]);
-      if (kt > kb && local_tid == 0) mbar_arrive(&empty[(it - 1) % STAGES]);
-    }
-    wgmma_wait<0>();
-#pragma unroll
-    for (int s = 0; s < MSUB; ++s) fence_accumulators(acc[s]);
-    if (local_tid == 0) mbar_arrive(&empty[(it - 1) % STAGES]);  // a piece holds one k-block at least
+    };
+    float acc[MSUB][kAccum];
+    int it = 0;
+    for (long long i = begin; i < end;) {
+      // one piece: k-blocks [kb, ke) of unit tile t, the part of this unit's run inside the tile
+      const int t = static_cast<int>(i / k_blocks);
+      const int kb = static_cast<int>(i - static_cast<long long>(t) * k_blocks);
+      const long long tile_end = static_cast<long long>(t + 1) * k_blocks;
+      const int ke = static_cast<int>((end < tile_end ? end : tile_end) - static_cast<long long>(t) * k_blocks);
+      i += ke - kb;
+      const int cta_tile = t * CLUSTER + rank;  // this CTA's kBW weight rows of the unit tile
 
-    if (kb != 0 || ke != k_blocks) {
-      // A part of a split tile: every part stores its partial and counts on the tile's counter; the last to arrive
-      // sums the parts in part order (its own from registers, the same values) and writes the tile.
-      const int first = run_owner(static_cast<long long>(t) * k_blocks, total, ctas);
-      const int last = run_owner(static_cast<long long>(t) * k_blocks + k_blocks - 1, total, ctas);
-      // CTA c's part of tile t: its run's first piece (slot 2c) when its run begins inside tile t, as every part's
-      // after the first does; else its run's last piece (slot 2c + 1), which only the first part can be
-      const int first_slot = 2 * first + (run_begin(first, total, ctas) == static_cast<long long>(t) * k_blocks ? 0 : 1);
-      auto part_at = [&](int c) {
-        return partials + static_cast<long long>(c == first ? first_slot : 2 * c) * kSlotF4 + consumer * MSUB * kSliceF4 +
-               local_tid;
-      };
-      float4* mine = part_at(g);
 #pragma unroll
       for (int s = 0; s < MSUB; ++s)
 #pragma unroll
-        for (int j = 0; j < kAccum / 4; ++j)
-          mine[s * kSliceF4 + j * 128] =
-              make_float4(acc[s][4 * j], acc[s][4 * j + 1], acc[s][4 * j + 2], acc[s][4 * j + 3]);
-      int* counter = workspace + t * CONSUMERS + consumer;
-      named_barrier_sync(1 + consumer, 128);  // every thread's partial before the release
-      if (local_tid == 0) arrived[consumer] = atom_add_acq_rel_gpu(counter, 1);
-      named_barrier_sync(1 + consumer, 128);  // the acquire before every thread's reads
-      const int before = arrived[consumer];
-      named_barrier_sync(1 + consumer, 128);  // every thread has read the word before the next piece writes it
-      if (before != last - first) continue;  // not the last part: the last one writes the tile
-      // the sum in part order whoever is last: ((0 + p_first) + ...) + own + ... (own from registers: the same
-      // values); one float4 at a time, so no second set of accumulators is live
-#pragma unroll
-      for (int s = 0; s < MSUB; ++s)
-#pragma unroll
-        for (int j = 0; j < kAccum / 4; ++j) {
-          const int at = s * kSliceF4 + j * 128;
-          float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-          for (int c = first; c < g; ++c) {
-            const float4 p = ld_cg_f4(part_at(c) + at);
-            v = make_float4(v.x + p.x, v.y + p.y, v.z + p.z, v.w + p.w);
-          }
-          v = make_float4(v.x + acc[s][4 * j], v.y + acc[s][4 * j + 1], v.z + acc[s][4 * j + 2], v.w + acc[s][4 * j + 3]);
-          for (int c = g + 1; c <= last; ++c) {
-            const float4 p = ld_cg_f4(part_at(c) + at);
-            v = make_float4(v.x + p.x, v.y + p.y, v.z + p.z, v.w + p.w);
-          }
-          acc[s][4 * j] = v.x;
-          acc[s][4 * j + 1] = v.y;
-          acc[s][4 * j + 2] = v.z;
-          acc[s][4 * j + 3] = v.w;
-        }
-      if (local_tid == 0) *counter = 0;  // every part is in: ready for the next launch
-    }
+        for (int r = 0; r < kAccum; ++r) acc[s][r] = 0.0f;
 
-    // Epilogue, one m64 slice at a time: acc[s][4j + r] is weight row 16 warp + lane / 4 + 8 (r / 2) of the slice,
-    // token 8 j + 2 (lane % 4) + r % 2; into the staging tile as C's layout has it (token rows of 64 weight columns),
-    // then 16-byte stores of each token row's 64 columns.
+      for (int kt = kb; kt < ke; ++kt, ++it) {
+        const int slot = it % STAGES;
+        mbar_wait(&full[slot], static_cast<uint32_t>(it / STAGES) & 1u);
+        const uint32_t w_base = smem_u32(smem + slot * kStageBytes) + consumer * MSUB * 64 * 128;
+        const uint32_t x_base = smem_u32(smem + slot * kStageBytes + kTileWBytes);
 #pragma unroll
-    for (int s = 0; s < MSUB; ++s) {
-      const int row0 = t * kBW + (consumer * MSUB + s) * 64;  // C's column of the slice's first weight row
+        for (int s = 0; s < MSUB; ++s) fence_accumulators(acc[s]);
+        wgmma_fence();
 #pragma unroll
-      for (int j = 0; j < NTOK / 8; ++j)
+        for (int kk = 0; kk < 128 / 32; ++kk) {  // 32 bytes of K a step: k16 bf16, k32 e4m3
+          // both K-major, 128-byte rows, 8-row swizzle atoms 1024 B apart
+          const uint64_t desc_x = make_desc_sw128(x_base + kk * 32, 16, 1024);
 #pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          const int w = 16 * warp + lane / 4 + 8 * (r / 2), tok = 8 * j + 2 * (lane % 4) + r % 2;
-          *reinterpret_cast<TOUT*>(my_staging + tok * kStagingStride + w * 2) = __float2bfloat16_rn(scale * acc[s][4 * j + r]);
+          for (int s = 0; s < MSUB; ++s) {
+            const uint64_t desc_w = make_desc_sw128(w_base + s * 64 * 128 + kk * 32, 16, 1024);
+#if DWG_FP8
+            wgmma_m64k32<NTOK, TIN>(acc[s], desc_w, desc_x, 1);
+#else
+            wgmma_m64k16<NTOK, 0, TIN>(acc[s], desc_w, desc_x, 1);
+#endif
+          }
         }
-      named_barrier_sync(1 + consumer, 128);  // the slice's tile written
-      for (int q = local_tid; q < NTOK * 8; q += 128) {
-        const int tok = q / 8, chunk = q % 8;
-        const int col = row0 + chunk * 8;
-        if (tok < M && col < N)  // N % 8 == 0: a chunk is wholly inside or wholly past
-          *reinterpret_cast<float4*>(C + static_cast<long long>(tok) * N + col) =
-              *reinterpret_cast<const float4*>(my_staging + tok * kStagingStride + chunk * 16);
+        wgmma_commit();
+#pragma unroll
+        for (int s = 0; s < MSUB; ++s) fence_accumulators(acc[s]);
+        wgmma_wait<1>();  // the previous stage's group is done reading its slot
+#pragma unroll
+        for (int s = 0; s < MSUB; ++s) fence_accumulators(acc[s]);
+        if (kt > kb) release((it - 1) % STAGES);
       }
-      named_barrier_sync(1 + consumer, 128);  // the tile read before the next slice or piece writes it
+      wgmma_wait<0>();
+#pragma unroll
+      for (int s = 0; s < MSUB; ++s) fence_accumulators(acc[s]);
+      release((it - 1) % STAGES);  // a piece holds one k-block at least
+
+      if (kb != 0 || ke != k_blocks) {
+        // A part of a split tile: every part stores its partial and counts on the tile's counter; the last to arrive
+        // sums the parts in part order (its own from registers, the same values) and writes the tile.
+        const int first = run_owner(static_cast<long long>(t) * k_blocks, total, units);
+        const int last = run_owner(static_cast<long long>(t) * k_blocks + k_blocks - 1, total, units);
+        // unit c's part of tile t: its run's first piece (slot 0) when its run begins inside tile t, as every part's
+        // after the first does; else its run's last piece (slot 1), which only the first part can be. Each CTA of
+        // the unit its own two slots.
+        const int first_which = run_begin(first, total, units) == static_cast<long long>(t) * k_blocks ? 0 : 1;
+        auto part_at = [&](int c) {
+          return partials + static_cast<long long>(2 * (c * CLUSTER + rank) + (c == first ? first_which : 0)) * kSlotF4 +
+                 consumer * MSUB * kSliceF4 + local_tid;
+        };
+        float4* mine = part_at(g);
+#pragma unroll
+        for (int s = 0; s < MSUB; ++s)
+#pragma unroll
+          for (int j = 0; j < kAccum / 4; ++j)
+            mine[s * kSliceF4 + j * 128] =
+                make_float4(acc[s][4 * j], acc[s][4 * j + 1], acc[s][4 * j + 2], acc[s][4 * j + 3]);
+        int* counter = workspace + cta_tile * CONSUMERS + consumer;
+        named_barrier_sync(1 + consumer, 128);  // every thread's partial before the release
+        if (local_tid == 0) arrived[consumer] = atom_add_acq_rel_gpu(counter, 1);
+        named_barrier_sync(1 + consumer, 128);  // the acquire before every thread's reads
+        const int before = arrived[consumer];
+        named_barrier_sync(1 + consumer, 128);  // every thread has read the word before the next piece writes it
+        if (before != last - first) continue;  // not the last part: the last one writes the tile
+        // the sum in part order whoever is last: ((0 + p_first) + ...) + own + ... (own from registers: the same
+        // values); one float4 at a time, so no second set of accumulators is live
+#pragma unroll
+        for (int s = 0; s < MSUB; ++s)
+#pragma unroll
+          for (int j = 0; j < kAccum / 4; ++j) {
+            const int at = s * kSliceF4 + j * 128;
+            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            for (int c = first; c < g; ++c) {
+              const float4 q = ld_cg_f4(part_at(c) + at);
+              v = make_float4(v.x + q.x, v.y + q.y, v.z + q.z, v.w + q.w);
+            }
+            v = make_float4(v.x + acc[s][4 * j], v.y + acc[s][4 * j + 1], v.z + acc[s][4 * j + 2],
+                            v.w + acc[s][4 * j + 3]);
+            for (int c = g + 1; c <= last; ++c) {
+              const float4 q = ld_cg_f4(part_at(c) + at);
+              v = make_float4(v.x + q.x, v.y + q.y, v.z + q.z, v.w + q.w);
+            }
+            acc[s][4 * j] = v.x;
+            acc[s][4 * j + 1] = v.y;
+            acc[s][4 * j + 2] = v.z;
+            acc[s][4 * j + 3] = v.w;
+          }
+        if (local_tid == 0) *counter = 0;  // every part is in: ready for the next launch
+      }
+
+      // Epilogue, one m64 slice at a time: acc[s][4j + r] is weight row 16 warp + lane / 4 + 8 (r / 2) of the slice,
+      // token 8 j + 2 (lane % 4) + r % 2; into the staging tile as C's layout has it (token rows of 64 weight
+      // columns), then 16-byte stores of each token row's 64 columns.
+#pragma unroll
+      for (int s = 0; s < MSUB; ++s) {
+        const int row0 = cta_tile * kBW + (consumer * MSUB + s) * 64;  // C's column of the slice's first weight row
+#pragma unroll
+        for (int j = 0; j < NTOK / 8; ++j)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            const int w = 16 * warp + lane / 4 + 8 * (r / 2), tok = 8 * j + 2 * (lane % 4) + r % 2;
+            *reinterpret_cast<TOUT*>(my_staging + tok * kStagingStride + w * 2) =
+                __float2bfloat16_rn(scale * acc[s][4 * j + r]);
+          }
+        named_barrier_sync(1 + consumer, 128);  // the slice's tile written
+        for (int q = local_tid; q < NTOK * 8; q += 128) {
+          const int tok = q / 8, chunk = q % 8;
+          const int col = row0 + chunk * 8;
+          if (tok < M && col < N)  // N % 8 == 0: a chunk is wholly inside or wholly past
+            *reinterpret_cast<float4*>(C + static_cast<long long>(tok) * N + col) =
+                *reinterpret_cast<const float4*>(my_staging + tok * kStagingStride + chunk * 16);
+        }
+        named_barrier_sync(1 + consumer, 128);  // the tile read before the next slice or piece writes it
+      }
     }
   }
+#if CLUSTER > 1
+  // The peer may still multicast into our slots and arrive on our empty barriers: no CTA leaves before both are done.
+  cluster_sync();
+#endif
 }
