@@ -17,10 +17,11 @@
 //   swizzle; out-of-bounds rows and K read as zeros: no tail code), STAGES stages in flight per SM: 8 stages hold
 //   136 KiB (1 token) to 192 KiB (64 tokens) of the stream in flight, several times the ~33 KB per SM that the copy
 //   probe's 4.3 TB/s over 132 SMs asks for if a load takes ~1 us under load (an assumption, not a measurement).
-// * Stream-K: the tiles' k-blocks (tile-major) cut into gridDim.x equal contiguous runs, one per CTA; a tile cut
-//   across CTAs is summed by the last of its parts to arrive (a counter per tile and consumer), in part order
-//   whoever arrives last: the same bits every run. Partials are FP32 in the workspace (two slots per CTA: a run's
-//   first and last pieces are the only ones that can be parts).
+// * Stream-K: the tiles' k-blocks (tile-major) cut into equal contiguous runs, one per unit (a CTA; with CLUSTER 2 a
+//   2-CTA cluster, whose tile is two neighbouring CTA tiles); a tile cut across units is summed by the last of its
+//   parts to arrive (a counter per CTA tile and consumer), in part order whoever arrives last: the same bits every
+//   run. Partials are FP32 in the workspace (two slots per CTA: a run's first and last pieces are the only ones that
+//   can be parts).
 // * Epilogue: the accumulators (scaled by scale_a * scale_b in fp8) through a padded shared-memory tile that
 //   transposes them (144-byte token rows: conflict-free), then 16-byte stores of C's rows (the token rows).
 //
