@@ -523,8 +523,13 @@ while time.time()-t<45: a@a" &
            # of 32 rows a warp, the ring's depth no help; bf16 at 1 and 16 tokens, the faster library interleaved
            decode_sweep decode_v3 150 bf16 "[[1,6144,4096],[16,6144,4096],[1,8192,8192],[1,57344,8192],[16,57344,8192]]" \
              "[cublas,cublaslt]" '{W_PIPE:1},{W_PIPE:1,MT:1,WP_CHUNKS_SMALL:12},{W_PIPE:1,MT:1,WP_CHUNKS_SMALL:8,WP_STAGES_SMALL:3},{W_PIPE:1,MT:1,WARPS:4,WP_CHUNKS_SMALL:24},{W_PIPE:1,MT:1,WARPS:4,WP_CHUNKS_SMALL:12,WP_STAGES_SMALL:4}' ;;
-  decode_wgmma_tests)  # issue 30: stage 17 (decode_wgmma) on the GPU: correctness at every M, tails, the define sets
-           step gpu_decode_wgmma 300 python3 -m pytest -m gpu tests/test_gpu_decode.py -k stage_17 -q -rA -p no:cacheprovider ;;
+  decode_wgmma_tests)  # issue 30: stage 17 (decode_wgmma) on the GPU: correctness at every M, tails, the define sets;
+           # then compute-sanitizer's memcheck on a few points (with and without clusters; rows into $REF)
+           step gpu_decode_wgmma 300 python3 -m pytest -m gpu tests/test_gpu_decode.py -k stage_17 -q -rA -p no:cacheprovider
+           step sanitize_decode_wgmma 200 python3 run.py -m variant=decode_wgmma "precision=bf16,fp8" "layouts=[nt]" \
+             measure.fp8_scaling=tensor sizes.square=[] "sizes.shapes=[[5,1000,1000],[64,136,1024],[16,6144,4096]]" \
+             measure=quick "measure.baseline=[]" measure.sanitize=memcheck 'variant.decode_wgmma.cuda.defines={CLUSTER:1},{CLUSTER:2}' \
+             run.fail_on_error=false $Q run.name=sanitize_decode_wgmma hydra.sweep.dir=$REF/sanitize_decode_wgmma ;;
   decode_wgmma)  # issue 30: stage 17's define sets (DECODE_WGMMA_SETS: others) at 1, 16 and 64 tokens, bf16 and fp8, the
            # libraries interleaved
            stage_sweep decode_wgmma decode_wgmma 480 "${DECODE_WGMMA_SETS:-$DECODE_WGMMA_SWEEP}" "$DECODE_WGMMA_SHAPES" "bf16,fp8" ;;
