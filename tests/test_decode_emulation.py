@@ -37,15 +37,16 @@ H200_SMS = 132
 SMEM_OPTIN = 232448  # sm_90's 227 KB per block
 
 
-def decode_point(m, n, k, precision="bf16", defines=None, split=None, sizes=None):
-    over = [f"variant={VARIANT}", f"precision={precision}", "layouts=[nt]"]
+def decode_point(m, n, k, precision="bf16", defines=None, split=None, sizes=None, variant=VARIANT):
+    """A decode stage's point (stage 14's unless ``variant`` names another) at layout nt, fp8 per-tensor scaled."""
+    over = [f"variant={variant}", f"precision={precision}", "layouts=[nt]"]
     over += sizes or ["sizes.square=[]", f"sizes.shapes=[[{m},{n},{k}]]"]
     if precision == "fp8":
         over.append("measure.fp8_scaling=tensor")
     if defines:
-        over.append(f"variant.{VARIANT}.cuda.defines={defines}")
+        over.append(f"variant.{variant}.cuda.defines={defines}")
     if split:
-        over.append(f"variant.{VARIANT}.cuda.let.S={split}")
+        over.append(f"variant.{variant}.cuda.let.S={split}")
     pts = expand(compose_cfg(over))
     if sizes:
         return pts
@@ -209,27 +210,35 @@ def decode_emulator(point, folder: Path, source: Path | None = None) -> Path:
     return emulator(build, str(folder), f"a.data(), b.data(), c.data(), M, N, K, {scales}gemm_host::emu_workspace()")
 
 
-def emulate_decode(point, exe: Path, folder: Path, rng, launches: int = 2):
-    """Run the emulated launch ``launches`` times on one workspace (C poisoned before each) on random
-    inputs; returns (C as float64, the check's result against FP64)."""
+def decode_operands(point, rng):
+    """Random decode operands for ``point``: (A and B as the FP64 check reads them, A's bytes and the weights'
+    bytes stored (out, in) as the stage reads them (layout nt), the emulation's environment for the scales).
+    fp8: e4m3 with per-tensor scales, checked against the product of the dequantized inputs."""
     import ml_dtypes
 
     from gemmlab import fp8
 
     m, n, k = point.m, point.n, point.k
-    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0", "GEMMLAB_EMU_LAUNCHES": str(launches)}
     if point.precision == "fp8":
         a32 = rng.standard_normal((m, k), dtype=np.float32) * 3
         b32 = rng.standard_normal((k, n), dtype=np.float32) / 5
         sc = fp8.scales_for(np, "tensor", a32, b32)
         qa, qb = fp8.quantize_host(a32, sc.a), fp8.quantize_host(b32, sc.b)
-        a_ref, b_ref = fp8.dequantize(np, qa, sc.a), fp8.dequantize(np, qb, sc.b)
-        a_bytes, w_bytes = qa.view(np.uint8), np.ascontiguousarray(qb.T).view(np.uint8)
-        env["GEMMLAB_EMU_SCALES"] = "%.9g,%.9g" % (sc.a, sc.b)
-    else:
-        a_ref = rng.standard_normal((m, k), dtype=np.float32).astype(ml_dtypes.bfloat16)
-        b_ref = rng.standard_normal((k, n), dtype=np.float32).astype(ml_dtypes.bfloat16)
-        a_bytes, w_bytes = a_ref, np.ascontiguousarray(b_ref.T)  # weights stored (out, in): layout nt
+        return (fp8.dequantize(np, qa, sc.a), fp8.dequantize(np, qb, sc.b), qa.view(np.uint8),
+                np.ascontiguousarray(qb.T).view(np.uint8), {"GEMMLAB_EMU_SCALES": "%.9g,%.9g" % (sc.a, sc.b)})
+    a_ref = rng.standard_normal((m, k), dtype=np.float32).astype(ml_dtypes.bfloat16)
+    b_ref = rng.standard_normal((k, n), dtype=np.float32).astype(ml_dtypes.bfloat16)
+    return a_ref, b_ref, a_ref, np.ascontiguousarray(b_ref.T), {}  # weights stored (out, in): layout nt
+
+
+def emulate_decode(point, exe: Path, folder: Path, rng, launches: int = 2):
+    """Run the emulated launch ``launches`` times on one workspace (C poisoned before each) on random
+    inputs; returns (C as float64, the check's result against FP64)."""
+    import ml_dtypes
+
+    m, n, k = point.m, point.n, point.k
+    a_ref, b_ref, a_bytes, w_bytes, scales = decode_operands(point, rng)
+    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0", "GEMMLAB_EMU_LAUNCHES": str(launches), **scales}
     shape = launch_shape(point, sm_count=SM_COUNT)
     env["GEMMLAB_EMU_WORKSPACE_BYTES"] = str(shape.workspace_bytes)
     a_bytes.tofile(folder / "a.bin")

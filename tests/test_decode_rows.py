@@ -9,30 +9,19 @@ counter left dirty for the next launch, a tile read without the swizzle it was w
 same check."""
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pytest
-from conftest import compose_cfg, session_folder
-from test_decode_emulation import NEEDS_NVCC, _assert_right, decode_emulator, emulate_decode, mutant
+from conftest import session_folder
+from test_decode_emulation import NEEDS_NVCC, _assert_right, decode_emulator, decode_point, emulate_decode, mutant
 
 from gemmlab.backends import nvcc
 from gemmlab.backends.cuda_kernels import build_for, launch_shape
-from gemmlab.points import expand
 
 VARIANT = "decode_rows"
 
 
 def rows_point(m, n, k, precision="bf16", defines=None):
-    over = [f"variant={VARIANT}", f"precision={precision}", "layouts=[nt]", "sizes.square=[]",
-            f"sizes.shapes=[[{m},{n},{k}]]"]
-    if precision == "fp8":
-        over.append("measure.fp8_scaling=tensor")
-    if defines:
-        over.append(f"variant.{VARIANT}.cuda.defines={defines}")
-    (p,) = expand(compose_cfg(over))
-    assert p.skip_reason is None, p.skip_reason
-    return p
+    return decode_point(m, n, k, precision, defines, variant=VARIANT)
 
 
 @pytest.fixture(scope="module")

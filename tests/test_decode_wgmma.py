@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import compose_cfg, session_folder
-from test_decode_emulation import NEEDS_NVCC, _assert_right, mutant
+from test_decode_emulation import NEEDS_NVCC, _assert_right, decode_operands, decode_point, mutant
 
 from gemmlab.backends import nvcc
 from gemmlab.backends.cuda_kernels import build_for, launch_shape
@@ -28,15 +28,7 @@ VARIANT = "decode_wgmma"
 
 
 def wgmma_point(m, n, k, precision="bf16", defines=None):
-    over = [f"variant={VARIANT}", f"precision={precision}", "layouts=[nt]", "sizes.square=[]",
-            f"sizes.shapes=[[{m},{n},{k}]]"]
-    if precision == "fp8":
-        over.append("measure.fp8_scaling=tensor")
-    if defines:
-        over.append(f"variant.{VARIANT}.cuda.defines={defines}")
-    (p,) = expand(compose_cfg(over))
-    assert p.skip_reason is None, p.skip_reason
-    return p
+    return decode_point(m, n, k, precision, defines, variant=VARIANT)
 
 
 @pytest.fixture(scope="module")
@@ -159,28 +151,16 @@ def emulate_wgmma(point, exe: Path, folder: Path, rng, sm_count: int, launches: 
     launcher sizes it for ``sm_count`` SMs; returns (C as float64, the check's result against FP64)."""
     import ml_dtypes
 
-    from gemmlab import fp8
     from gemmlab.gpu import tma
     from gemmlab.measure import check
     from test_hopper_kernels import _FakeArray
 
     m, n, k = point.m, point.n, point.k
+    a_ref, b_ref, a_bytes, w_bytes, scales = decode_operands(point, rng)
     # the kernel's clusters along x (CLUSTER: its __cluster_dims__), run together by the driver
     env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0", "GEMMLAB_EMU_LAUNCHES": str(launches),
            "GEMMLAB_EMU_REVERSE_BLOCKS": "1" if reverse else "0",
-           "GEMMLAB_EMU_CLUSTER": str(point.expr_env().get("CLUSTER", 1))}
-    if point.precision == "fp8":
-        a32 = rng.standard_normal((m, k), dtype=np.float32) * 3
-        b32 = rng.standard_normal((k, n), dtype=np.float32) / 5
-        sc = fp8.scales_for(np, "tensor", a32, b32)
-        qa, qb = fp8.quantize_host(a32, sc.a), fp8.quantize_host(b32, sc.b)
-        a_ref, b_ref = fp8.dequantize(np, qa, sc.a), fp8.dequantize(np, qb, sc.b)
-        a_bytes, w_bytes = qa.view(np.uint8), np.ascontiguousarray(qb.T).view(np.uint8)
-        env["GEMMLAB_EMU_SCALES"] = "%.9g,%.9g" % (sc.a, sc.b)
-    else:
-        a_ref = rng.standard_normal((m, k), dtype=np.float32).astype(ml_dtypes.bfloat16)
-        b_ref = rng.standard_normal((k, n), dtype=np.float32).astype(ml_dtypes.bfloat16)
-        a_bytes, w_bytes = a_ref, np.ascontiguousarray(b_ref.T)  # weights stored (out, in): layout nt
+           "GEMMLAB_EMU_CLUSTER": str(point.expr_env().get("CLUSTER", 1)), **scales}
     shape = launch_shape(point, sm_count=sm_count)
     fake = {"A": _FakeArray(m, k, a_bytes.dtype.name), "B": _FakeArray(n, k, w_bytes.dtype.name),
             "C": _FakeArray(m, n, point.out_dtype)}
