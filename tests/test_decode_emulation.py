@@ -231,21 +231,22 @@ def decode_operands(point, rng):
     return a_ref, b_ref, a_ref, np.ascontiguousarray(b_ref.T), {}  # weights stored (out, in): layout nt
 
 
-def emulate_decode(point, exe: Path, folder: Path, rng, launches: int = 2):
+def emulate_decode(point, exe: Path, folder: Path, rng, launches: int = 2, sm_count: int = SM_COUNT, env=None):
     """Run the emulated launch ``launches`` times on one workspace (C poisoned before each) on random
-    inputs; returns (C as float64, the check's result against FP64)."""
+    inputs, the grid as the launcher sizes it for ``sm_count`` SMs (``env``: more of the driver's settings);
+    returns (C as float64, the check's result against FP64)."""
     import ml_dtypes
 
     m, n, k = point.m, point.n, point.k
     a_ref, b_ref, a_bytes, w_bytes, scales = decode_operands(point, rng)
-    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0", "GEMMLAB_EMU_LAUNCHES": str(launches), **scales}
-    shape = launch_shape(point, sm_count=SM_COUNT)
+    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0", "GEMMLAB_EMU_LAUNCHES": str(launches), **scales, **(env or {})}
+    shape = launch_shape(point, sm_count=sm_count)
     env["GEMMLAB_EMU_WORKSPACE_BYTES"] = str(shape.workspace_bytes)
     a_bytes.tofile(folder / "a.bin")
     w_bytes.tofile(folder / "b.bin")
     r = subprocess.run([str(exe), str(m), str(n), str(k), *map(str, shape.grid), *map(str, shape.block),
                         str(shape.smem_bytes), str(folder / "a.bin"), str(folder / "b.bin"), str(folder / "c.bin")],
-                       capture_output=True, text=True, env=env, timeout=600)
+                       capture_output=True, text=True, env=env, timeout=900)
     assert r.returncode == 0, f"{point.m}x{point.n}x{point.k} grid {shape.grid}: exit {r.returncode}\n{r.stderr[-4000:]}"
     c = np.fromfile(folder / "c.bin", dtype=ml_dtypes.bfloat16).reshape(m, n).astype(np.float64)
     ref = check.Reference.gemm(np, a_ref, b_ref, check.model_of(point), point.tolerance, point.out_dtype)

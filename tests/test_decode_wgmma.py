@@ -10,15 +10,13 @@ slot) fail the same check."""
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import compose_cfg, session_folder
-from test_decode_emulation import NEEDS_NVCC, _assert_right, decode_operands, decode_point, mutant
+from test_decode_emulation import NEEDS_NVCC, _assert_right, decode_point, emulate_decode, mutant
 
 from gemmlab.backends import nvcc
 from gemmlab.backends.cuda_kernels import build_for, launch_shape
@@ -147,38 +145,23 @@ def wgmma_emulator(point, folder: Path, source: Path | None = None) -> Path:
 
 
 def emulate_wgmma(point, exe: Path, folder: Path, rng, sm_count: int, launches: int = 2, reverse: bool = False):
-    """Run the emulated launch ``launches`` times on one workspace (C poisoned before each), the grid as the
-    launcher sizes it for ``sm_count`` SMs; returns (C as float64, the check's result against FP64)."""
-    import ml_dtypes
-
+    """test_decode_emulation.emulate_decode with the stage's tensor maps (what the launcher resolves from the YAML for
+    the point), its clusters run together, and the blocks in reverse order if asked."""
     from gemmlab.gpu import tma
-    from gemmlab.measure import check
     from test_hopper_kernels import _FakeArray
 
     m, n, k = point.m, point.n, point.k
-    a_ref, b_ref, a_bytes, w_bytes, scales = decode_operands(point, rng)
-    # the kernel's clusters along x (CLUSTER: its __cluster_dims__), run together by the driver
-    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0", "GEMMLAB_EMU_LAUNCHES": str(launches),
-           "GEMMLAB_EMU_REVERSE_BLOCKS": "1" if reverse else "0",
-           "GEMMLAB_EMU_CLUSTER": str(point.expr_env().get("CLUSTER", 1)), **scales}
-    shape = launch_shape(point, sm_count=sm_count)
-    fake = {"A": _FakeArray(m, k, a_bytes.dtype.name), "B": _FakeArray(n, k, w_bytes.dtype.name),
-            "C": _FakeArray(m, n, point.out_dtype)}
+    stored = "uint8" if point.precision == "fp8" else "bfloat16"  # as decode_operands stores them
+    fake = {"A": _FakeArray(m, k, stored), "B": _FakeArray(n, k, stored), "C": _FakeArray(m, n, point.out_dtype)}
     specs = tma.resolve(point, fake, point.variant_cfg.cuda.tensor_maps)
     for spec in specs:
         tma.check(spec)
-    env["GEMMLAB_EMU_MAPS"] = ";".join(f"{s.operand},{s.rows},{s.cols},{s.row_stride_bytes},{s.box_rows},"
-                                       f"{s.box_cols},{s.elem_bytes},{s.swizzle}" for s in specs)
-    env["GEMMLAB_EMU_WORKSPACE_BYTES"] = str(shape.workspace_bytes)
-    a_bytes.tofile(folder / "a.bin")
-    w_bytes.tofile(folder / "b.bin")
-    r = subprocess.run([str(exe), str(m), str(n), str(k), *map(str, shape.grid), *map(str, shape.block),
-                        str(shape.smem_bytes), str(folder / "a.bin"), str(folder / "b.bin"), str(folder / "c.bin")],
-                       capture_output=True, text=True, env=env, timeout=900)
-    assert r.returncode == 0, f"{m}x{n}x{k} grid {shape.grid}: exit {r.returncode}\n{r.stderr[-4000:]}"
-    c = np.fromfile(folder / "c.bin", dtype=ml_dtypes.bfloat16).reshape(m, n).astype(np.float64)
-    ref = check.Reference.gemm(np, a_ref, b_ref, check.model_of(point), point.tolerance, point.out_dtype)
-    return c, ref.verify(c)
+    env = {"GEMMLAB_EMU_MAPS": ";".join(f"{s.operand},{s.rows},{s.cols},{s.row_stride_bytes},{s.box_rows},"
+                                        f"{s.box_cols},{s.elem_bytes},{s.swizzle}" for s in specs),
+           "GEMMLAB_EMU_REVERSE_BLOCKS": "1" if reverse else "0",
+           # the kernel's clusters along x (CLUSTER: its __cluster_dims__), run together by the driver
+           "GEMMLAB_EMU_CLUSTER": str(point.expr_env().get("CLUSTER", 1))}
+    return emulate_decode(point, exe, folder, rng, launches, sm_count, env)
 
 
 # (m, n, k, sm_count): N = 136 is a tile and 8 rows (a tile of 128 weight rows), 200 past a 64-row tile (CONSUMERS 1);
