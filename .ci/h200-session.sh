@@ -129,9 +129,9 @@ FP8_BLOCK_SPLIT_DEFAULT='{PROMOTE_OVERLAP:0},{SPLIT_KEEP:0},{DESC_STEP:0},{STAGE
 # stage 15's diagnostic builds beside the real ones they strip (FP8_BLOCK_DIAG may replace the list)
 FP8_BLOCK_DIAG_DEFAULT='{PROMOTE_OVERLAP:0},{DIAG:1},{SCALE_SMEM:0,STAGES:6},{SCALE_SMEM:0,STAGES:6,DIAG:1},{SCALE_SMEM:0,STAGES:6,DIAG:2}'
 # stage 17's define sets (tests/test_decode_wgmma.py's SWEEP builds each without spills; the first is the YAML's
-# defaults) and its shapes: Llama-3 8B qkv and 70B mlp_down / mlp_gate_up at 1, 16 and 64 tokens (10 sets x 6 shapes x 2
-# precisions: 120 points)
-DECODE_WGMMA_SWEEP='{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1},{CONSUMERS:1,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1},{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1},{CONSUMERS:2,MSUB:1,STAGES:4,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1},{CONSUMERS:2,MSUB:1,STAGES:16,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1},{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:1,L2_HINT:0,CLUSTER:1},{CONSUMERS:3,MSUB:1,STAGES:8,PRODUCER_WG:1,L2_HINT:0,CLUSTER:1},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:1,CLUSTER:1},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:2},{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:1,L2_HINT:0,CLUSTER:2}'
+# defaults) and its shapes: Llama-3 8B qkv and 70B mlp_down / mlp_gate_up at 1, 16 and 64 tokens (11 sets x 6 shapes x 2
+# precisions: 132 points)
+DECODE_WGMMA_SWEEP='{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1},{CONSUMERS:1,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1},{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1},{CONSUMERS:2,MSUB:1,STAGES:4,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:2},{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:1,L2_HINT:0,CLUSTER:1,KSPAN:1},{CONSUMERS:3,MSUB:1,STAGES:8,PRODUCER_WG:1,L2_HINT:0,CLUSTER:1,KSPAN:1},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:1,CLUSTER:1,KSPAN:1},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:2,KSPAN:1},{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:1,L2_HINT:0,CLUSTER:2,KSPAN:1},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:4}'
 DECODE_WGMMA_SHAPES="[[1,6144,4096],[64,6144,4096],[16,8192,28672],[64,8192,28672],[1,57344,8192],[64,57344,8192]]"
 DECODE_WGMMA_NCU_DEFAULT='decode_wgmma 1 8192 28672 - decode_wgmma -;decode_wgmma 64 8192 28672 - decode_wgmma -;decode_wgmma 64 8192 28672 - decode_wgmma {PRODUCER_WG:1,MSUB:2};cublaslt 64 8192 28672 - ^(?!gemmlab).*(gemv|gemm|xmma|cutlass|nvjet) -'
 DECODE_ROWS_SHAPES=${DECODE_ROWS_SHAPES:-"[[1,6144,4096],[16,6144,4096],[64,6144,4096],[1,8192,8192],[16,8192,8192],[1,57344,8192],[16,57344,8192]]"}
@@ -532,7 +532,7 @@ while time.time()-t<45: a@a" &
              run.fail_on_error=false $Q run.name=sanitize_decode_wgmma hydra.sweep.dir=$REF/sanitize_decode_wgmma ;;
   decode_wgmma)  # issue 30: stage 17's define sets (DECODE_WGMMA_SETS: others) at 1, 16 and 64 tokens, bf16 and fp8, the
            # libraries interleaved
-           stage_sweep decode_wgmma decode_wgmma 480 "${DECODE_WGMMA_SETS:-$DECODE_WGMMA_SWEEP}" "$DECODE_WGMMA_SHAPES" "bf16,fp8" ;;
+           stage_sweep decode_wgmma decode_wgmma 540 "${DECODE_WGMMA_SETS:-$DECODE_WGMMA_SWEEP}" "$DECODE_WGMMA_SHAPES" "bf16,fp8" ;;
   decode_wgmma_ncu)  # issue 30: stage 17 at 1 and 64 tokens beside cuBLASLt at 64, Llama-3 70B mlp_down (8192 x 28672),
            # bf16: DRAM and L2 throughput, the tokens' L2 traffic, stalls; DECODE_WGMMA_NCU: other ncu_points entries
            ncu_points bf16 "${DECODE_WGMMA_NCU:-$DECODE_WGMMA_NCU_DEFAULT}" ;;

@@ -92,10 +92,51 @@ def test_stage_16_matches_the_fp64_product(tmp_path, precision, defines):
 @pytest.mark.parametrize("precision", ["bf16", "fp8"])
 @pytest.mark.parametrize("defines", ["{CONSUMERS:2,MSUB:1,STAGES:8}", "{CONSUMERS:1}", "{MSUB:2}", "{STAGES:4}",
                                      "{STAGES:16}", "{PRODUCER_WG:1,MSUB:2}", "{PRODUCER_WG:1,CONSUMERS:3}",
-                                     "{L2_HINT:1}", "{CLUSTER:2}", "{PRODUCER_WG:1,MSUB:2,CLUSTER:2}"])
+                                     "{L2_HINT:1}", "{CLUSTER:2}", "{PRODUCER_WG:1,MSUB:2,CLUSTER:2}", "{KSPAN:2}",
+                                     "{KSPAN:4,CLUSTER:2,L2_HINT:1}"])
 def test_stage_17_matches_the_fp64_product(tmp_path, precision, defines):
     """Stage 17 (decode_wgmma, tests/test_decode_wgmma.py on the CPU) on the same shapes: TMA boxes past M, N and
     K, tiles cut between CTAs (stream-K), the call repeated and re-checked after timing (its counters must be left
     zero); N = 257 is skipped (16-byte stores of C's rows)."""
     _checked(_run(tmp_path, precision, [f"variant.decode_wgmma.cuda.defines={defines}"], variant="decode_wgmma"),
              precision, lambda m, n, k: n % 8 != 0)
+
+
+@pytest.mark.parametrize("m,defines", [(64, "{CLUSTER:2}"), (64, "{CLUSTER:2,PRODUCER_WG:1,MSUB:2}"),
+                                       (16, "{CLUSTER:2,KSPAN:4}")])
+def test_stage_17_clusters_are_all_resident(m, defines, tmp_path):
+    """CLUSTER 2 sizes its grid as if every 2-CTA cluster were resident at once (one CTA an SM, up to ~225 KB of shared
+    memory each); the driver's occupancy query says how many are. Fewer, and the clusters past them run as a second
+    wave (slower, never a hang: no CTA waits for another): the grid rule would have to follow. Printed."""
+    from cuda.bindings import driver
+    from test_decode_emulation import decode_point
+
+    from gemmlab.backends import nvcc
+    from gemmlab.backends.cuda_kernels import build_for, launch_shape
+
+    import cupy
+
+    cupy.zeros(1)  # the device's primary context, current
+    p = decode_point(m, 8192, 28672, "bf16", defines, variant="decode_wgmma")
+    b = build_for(p)
+    shape = launch_shape(p, sm_count=cupy.cuda.Device().attributes["MultiProcessorCount"])
+    cubin = nvcc.compile_cubin(b.source, b.flags, tmp_path)
+
+    def ok(result):
+        err, *rest = result if isinstance(result, tuple) else (result,)
+        assert err == driver.CUresult.CUDA_SUCCESS, err
+        return rest[0] if rest else None
+
+    module = ok(driver.cuModuleLoad(str(cubin.path).encode()))
+    fn = ok(driver.cuModuleGetFunction(module, b.entry.encode()))
+    ok(driver.cuFuncSetAttribute(fn, driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                 shape.smem_bytes))
+    cfg = driver.CUlaunchConfig()
+    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = shape.grid
+    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = shape.block
+    cfg.sharedMemBytes = shape.smem_bytes
+    clusters = ok(driver.cuOccupancyMaxActiveClusters(fn, cfg))
+    print(f"decode_wgmma {defines} at m={m}: {clusters} 2-CTA clusters resident at once, the grid {shape.grid[0]} CTAs "
+          f"({shape.smem_bytes} B of shared memory each)")
+    ok(driver.cuModuleUnload(module))
+    assert 2 * clusters >= shape.grid[0], f"{clusters} clusters resident, the grid asks for {shape.grid[0] // 2}"

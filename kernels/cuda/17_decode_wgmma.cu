@@ -32,6 +32,7 @@
 //   PRODUCER_WG  1: a producer warpgroup whose registers go to the consumers (setmaxnreg); 0: a producer warp
 //   L2_HINT    1: the weights' TMA loads evict_first, the tokens' evict_last (L2 cache policies); 0: none
 //   CLUSTER    2: 2-CTA clusters at the same k-block, the tokens' box multicast (half loaded by each); 1: none
+//   KSPAN      128-byte boxes along K a stage (1, 2, 4): KSPAN x 128 contiguous bytes of each weight row a stage
 //   STAGES     the ring's depth
 // Not yet measured on the H200 (written on the CPU machine, checked in the host emulation: tests/test_decode_wgmma.py).
 //
@@ -89,6 +90,12 @@
 #ifndef CLUSTER
 #define CLUSTER 1
 #endif
+// KSPAN: 128-byte boxes along K a stage (1, 2 or 4): a stage reads KSPAN x 128 contiguous bytes of each weight row
+// (stage 16 and gemmlab/bench/read_patterns.py: pieces of 512 bytes a row stream near the copy rate, 64-byte pieces
+// of 8 rows at 45-91% of it) and pays its barriers and TMA issues once for KSPAN boxes
+#ifndef KSPAN
+#define KSPAN 1
+#endif
 
 namespace dwg {
 constexpr int kElem = static_cast<int>(sizeof(TIN));
@@ -96,7 +103,8 @@ constexpr int kBK = 128 / kElem;                 // K elements a stage: one 128-
 constexpr int kBW = 64 * CONSUMERS * MSUB;       // weight rows a tile
 constexpr int kTileWBytes = kBW * 128;
 constexpr int kTileXBytes = NTOK * 128;
-constexpr int kStageBytes = kTileWBytes + kTileXBytes;
+constexpr int kBoxBytes = kTileWBytes + kTileXBytes;   // one 128-byte box along K of the weights and the tokens
+constexpr int kStageBytes = KSPAN * kBoxBytes;
 constexpr int kAccum = NTOK / 2;                 // accumulators a thread, per m64 slice
 constexpr int kThreads = 128 * CONSUMERS + (PRODUCER_WG ? 128 : 32);  // the consumer warpgroups, then the producer
 // PRODUCER_WG: the launch's registers (65536 / kThreads a thread, down to a multiple of 8), 40 a producer thread,
@@ -106,7 +114,7 @@ constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
 constexpr int kConsumerRegsAll = (kLaunchRegs * kThreads - kProducerRegs * 128) / (128 * CONSUMERS) / 8 * 8;
 [[maybe_unused]] constexpr int kConsumerRegs = kConsumerRegsAll < 240 ? kConsumerRegsAll : 240;
 constexpr int kXShareRows = NTOK / CLUSTER;       // token rows a CTA loads (and multicasts, CLUSTER 2)
-constexpr int kXShareBytes = kXShareRows * 128;
+[[maybe_unused]] constexpr int kXShareBytes = kXShareRows * 128;
 constexpr int kStagingStride = 128 + 16;         // bytes a token row of the transposing tile (64 bf16 + 16: no conflicts)
 constexpr int kStagingBytes = NTOK * kStagingStride;
 constexpr int kSliceF4 = 128 * NTOK / 8;         // float4s of one m64 slice's partial (128 threads x kAccum / 4)
@@ -118,13 +126,14 @@ static_assert(NTOK % 8 == 0 && NTOK >= 8 && NTOK <= 64, "NTOK: the tokens rounde
 static_assert(CONSUMERS >= 1 && CONSUMERS <= 3, "CONSUMERS: 1 to 3 warpgroups");
 static_assert(L2_HINT == 0 || L2_HINT == 1, "L2_HINT: 0 or 1");
 static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER: 1 (no clusters) or 2 CTAs");
+static_assert(KSPAN == 1 || KSPAN == 2 || KSPAN == 4, "KSPAN: 1, 2 or 4 boxes along K a stage");
 // a CTA's half of the tokens' box starts on a 1024-byte swizzle atom (8 rows of 128 bytes), where the descriptor reads it
 static_assert(kXShareRows % 8 == 0, "with a cluster the tokens' box splits in whole 8-row swizzle atoms (NTOK % 16 == 0)");
 static_assert(PRODUCER_WG == 0 || (PRODUCER_WG == 1 && CONSUMERS >= 2), "PRODUCER_WG: 0, or 1 with 2-3 consumers");
 static_assert(MSUB == 1 || MSUB == 2, "MSUB: 1 or 2 m64 slices a consumer");
 static_assert(kBW <= 256, "a TMA box has at most 256 rows");
 static_assert(STAGES >= 2, "a ring needs two slots at least");
-static_assert(kStageBytes % 1024 == 0, "slots on 1024-byte swizzle atoms");
+static_assert(kBoxBytes % 1024 == 0, "boxes on 1024-byte swizzle atoms");
 static_assert(kSmemBytes <= 227 * 1024, "more shared memory than one sm_90 block may have");
 
 // The first k-block (tile-major) of CTA g's run: the runs cut tiles x k_blocks into `ctas` equal parts.
@@ -175,7 +184,8 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
   // kBW weight rows (rank r's CTA the r-th kBW of them), both CTAs of a cluster at the same k-block at every stage.
   const int rank = CLUSTER > 1 ? static_cast<int>(cluster_cta_rank()) : 0;
   const int unit_tiles = (N + kBW * CLUSTER - 1) / (kBW * CLUSTER);
-  const int k_blocks = (K + kBK - 1) / kBK;
+  const int k_boxes = (K + kBK - 1) / kBK;                   // 128-byte boxes along K
+  const int k_blocks = (k_boxes + KSPAN - 1) / KSPAN;          // stages along K (the last may hold fewer boxes)
   const long long total = static_cast<long long>(unit_tiles) * k_blocks;
   const int units = static_cast<int>(gridDim.x) / CLUSTER;
   const int g = static_cast<int>(blockIdx.x) / CLUSTER;  // __cluster_dims__ along x: a cluster's CTAs are adjacent
@@ -204,36 +214,52 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
       tensormap_acquire(map_w);
       tensormap_acquire(map_x);
 #if L2_HINT
-      const uint64_t w_policy = l2_evict_first();
-      [[maybe_unused]] const uint64_t x_policy = l2_evict_last();
+      const uint64_t w_policy = l2_evict_first(), x_policy = l2_evict_last();
 #endif
-      // the run's tile and k-block, stepped (no 64-bit division a stage)
+      // the run's tile and k-block, the ring's slot and phase, stepped (no division a stage)
       int t = static_cast<int>(begin / k_blocks), kb = static_cast<int>(begin - static_cast<long long>(t) * k_blocks);
-      for (int it = 0; it < static_cast<int>(end - begin); ++it) {
-        const int slot = it % STAGES;
+      int slot = 0;
+      uint32_t phase = 0;
+      for (long long n_left = end - begin; n_left > 0; --n_left) {
         // its last use released (with a cluster, by the consumers of both CTAs: the peer's half of the tokens lands
         // in our slot, ours in the peer's)
-        mbar_wait(&empty[slot], (static_cast<uint32_t>(it / STAGES) & 1u) ^ 1u);
+        mbar_wait(&empty[slot], phase ^ 1u);
         unsigned char* stage = smem + slot * kStageBytes;
-        mbar_arrive_expect_tx(&full[slot], kStageBytes);  // whole boxes, out-of-bounds zeros included, both halves
+        // the boxes of this k-block inside K (the last k-block of a tile may hold fewer than KSPAN); the bytes of
+        // whole boxes, out-of-bounds zeros included, both halves of the tokens' box with a cluster
+        const int boxes = k_boxes - kb * KSPAN < KSPAN ? k_boxes - kb * KSPAN : KSPAN;
+        mbar_arrive_expect_tx(&full[slot], boxes * kBoxBytes);
         const int w_row = (t * CLUSTER + rank) * kBW;
+#pragma unroll
+        for (int b = 0; b < KSPAN; ++b) {
+          if (b >= boxes) break;
+          unsigned char* box = stage + b * kBoxBytes;
+          const int col = (kb * KSPAN + b) * kBK;
 #if L2_HINT
-        tma_load_2d_hint(stage, map_w, &full[slot], kb * kBK, w_row, w_policy);
+          tma_load_2d_hint(box, map_w, &full[slot], col, w_row, w_policy);
 #else
-        tma_load_2d(stage, map_w, &full[slot], kb * kBK, w_row);
+          tma_load_2d(box, map_w, &full[slot], col, w_row);
 #endif
-#if CLUSTER > 1
-        // this CTA's NTOK / CLUSTER token rows, into the same place of every CTA's slot
-        tma_load_2d_multicast(stage + kTileWBytes + rank * kXShareBytes, map_x, &full[slot], kb * kBK,
-                              rank * kXShareRows, static_cast<uint16_t>((1u << CLUSTER) - 1u));
+#if CLUSTER > 1 && L2_HINT
+          // this CTA's NTOK / CLUSTER token rows, into the same place of every CTA's slot
+          tma_load_2d_multicast_hint(box + kTileWBytes + rank * kXShareBytes, map_x, &full[slot], col, rank * kXShareRows,
+                                     static_cast<uint16_t>((1u << CLUSTER) - 1u), x_policy);
+#elif CLUSTER > 1
+          tma_load_2d_multicast(box + kTileWBytes + rank * kXShareBytes, map_x, &full[slot], col, rank * kXShareRows,
+                                static_cast<uint16_t>((1u << CLUSTER) - 1u));
 #elif L2_HINT
-        tma_load_2d_hint(stage + kTileWBytes, map_x, &full[slot], kb * kBK, 0, x_policy);
+          tma_load_2d_hint(box + kTileWBytes, map_x, &full[slot], col, 0, x_policy);
 #else
-        tma_load_2d(stage + kTileWBytes, map_x, &full[slot], kb * kBK, 0);
+          tma_load_2d(box + kTileWBytes, map_x, &full[slot], col, 0);
 #endif
+        }
         if (++kb == k_blocks) {
           kb = 0;
           ++t;
+        }
+        if (++slot == STAGES) {
+          slot = 0;
+          phase ^= 1u;
         }
       }
     }
@@ -261,7 +287,8 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
       }
     };
     float acc[MSUB][kAccum];
-    int it = 0;
+    int slot = 0, last_slot = 0;  // the ring's slot and phase, stepped as the producer steps them
+    uint32_t phase = 0;
     for (long long i = begin; i < end;) {
       // one piece: k-blocks [kb, ke) of unit tile t, the part of this unit's run inside the tile
       const int t = static_cast<int>(i / k_blocks);
@@ -276,26 +303,32 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
 #pragma unroll
         for (int r = 0; r < kAccum; ++r) acc[s][r] = 0.0f;
 
-      for (int kt = kb; kt < ke; ++kt, ++it) {
-        const int slot = it % STAGES;
-        mbar_wait(&full[slot], static_cast<uint32_t>(it / STAGES) & 1u);
-        const uint32_t w_base = smem_u32(smem + slot * kStageBytes) + consumer * MSUB * 64 * 128;
-        const uint32_t x_base = smem_u32(smem + slot * kStageBytes + kTileWBytes);
+      for (int kt = kb; kt < ke; ++kt) {
+        mbar_wait(&full[slot], phase);
+        // as the producer loaded; told warp-uniform (it is), or ptxas serialises every wgmma behind a warpgroup
+        // arrive it puts on the divergent path (C7520)
+        const int boxes = warp_uniform(k_boxes - kt * KSPAN < KSPAN ? k_boxes - kt * KSPAN : KSPAN);
 #pragma unroll
         for (int s = 0; s < MSUB; ++s) fence_accumulators(acc[s]);
         wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < 128 / 32; ++kk) {  // 32 bytes of K a step: k16 bf16, k32 e4m3
-          // both K-major, 128-byte rows, 8-row swizzle atoms 1024 B apart
-          const uint64_t desc_x = make_desc_sw128(x_base + kk * 32, 16, 1024);
+        for (int b = 0; b < KSPAN; ++b) {
+          if (b >= boxes) break;  // the tile's last k-block, past K (the same in every thread)
+          const uint32_t w_base = smem_u32(smem + slot * kStageBytes + b * kBoxBytes) + consumer * MSUB * 64 * 128;
+          const uint32_t x_base = smem_u32(smem + slot * kStageBytes + b * kBoxBytes + kTileWBytes);
 #pragma unroll
-          for (int s = 0; s < MSUB; ++s) {
-            const uint64_t desc_w = make_desc_sw128(w_base + s * 64 * 128 + kk * 32, 16, 1024);
+          for (int kk = 0; kk < 128 / 32; ++kk) {  // 32 bytes of K a step: k16 bf16, k32 e4m3
+            // both K-major, 128-byte rows, 8-row swizzle atoms 1024 B apart
+            const uint64_t desc_x = make_desc_sw128(x_base + kk * 32, 16, 1024);
+#pragma unroll
+            for (int s = 0; s < MSUB; ++s) {
+              const uint64_t desc_w = make_desc_sw128(w_base + s * 64 * 128 + kk * 32, 16, 1024);
 #if DWG_FP8
-            wgmma_m64k32<NTOK, TIN>(acc[s], desc_w, desc_x, 1);
+              wgmma_m64k32<NTOK, TIN>(acc[s], desc_w, desc_x, 1);
 #else
-            wgmma_m64k16<NTOK, 0, TIN>(acc[s], desc_w, desc_x, 1);
+              wgmma_m64k16<NTOK, 0, TIN>(acc[s], desc_w, desc_x, 1);
 #endif
+            }
           }
         }
         wgmma_commit();
@@ -304,12 +337,17 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
         wgmma_wait<1>();  // the previous stage's group is done reading its slot
 #pragma unroll
         for (int s = 0; s < MSUB; ++s) fence_accumulators(acc[s]);
-        if (kt > kb) release((it - 1) % STAGES);
+        if (kt > kb) release(last_slot);
+        last_slot = slot;
+        if (++slot == STAGES) {
+          slot = 0;
+          phase ^= 1u;
+        }
       }
       wgmma_wait<0>();
 #pragma unroll
       for (int s = 0; s < MSUB; ++s) fence_accumulators(acc[s]);
-      release((it - 1) % STAGES);  // a piece holds one k-block at least
+      release(last_slot);  // a piece holds one k-block at least
 
       if (kb != 0 || ke != k_blocks) {
         // A part of a split tile: every part stores its partial and counts on the tile's counter; the last to arrive
@@ -339,28 +377,36 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
         named_barrier_sync(1 + consumer, 128);  // every thread has read the word before the next piece writes it
         if (before != last - first) continue;  // not the last part: the last one writes the tile
         // the sum in part order whoever is last: ((0 + p_first) + ...) + own + ... (own from registers: the same
-        // values); one float4 at a time, so no second set of accumulators is live
+        // values); a part's float4s all loaded at once (one L2 round trip a part, not one a float4)
+        float sum[MSUB][kAccum];
 #pragma unroll
         for (int s = 0; s < MSUB; ++s)
 #pragma unroll
-          for (int j = 0; j < kAccum / 4; ++j) {
-            const int at = s * kSliceF4 + j * 128;
-            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            for (int c = first; c < g; ++c) {
-              const float4 q = ld_cg_f4(part_at(c) + at);
-              v = make_float4(v.x + q.x, v.y + q.y, v.z + q.z, v.w + q.w);
-            }
-            v = make_float4(v.x + acc[s][4 * j], v.y + acc[s][4 * j + 1], v.z + acc[s][4 * j + 2],
-                            v.w + acc[s][4 * j + 3]);
-            for (int c = g + 1; c <= last; ++c) {
-              const float4 q = ld_cg_f4(part_at(c) + at);
-              v = make_float4(v.x + q.x, v.y + q.y, v.z + q.z, v.w + q.w);
-            }
-            acc[s][4 * j] = v.x;
-            acc[s][4 * j + 1] = v.y;
-            acc[s][4 * j + 2] = v.z;
-            acc[s][4 * j + 3] = v.w;
+          for (int r = 0; r < kAccum; ++r) sum[s][r] = 0.0f;
+        for (int c = first; c <= last; ++c) {
+          if (c == g) {
+#pragma unroll
+            for (int s = 0; s < MSUB; ++s)
+#pragma unroll
+              for (int r = 0; r < kAccum; ++r) sum[s][r] += acc[s][r];
+            continue;
           }
+          const float4* part = part_at(c);
+#pragma unroll
+          for (int s = 0; s < MSUB; ++s)
+#pragma unroll
+            for (int j = 0; j < kAccum / 4; ++j) {
+              const float4 q = ld_cg_f4(part + s * kSliceF4 + j * 128);
+              sum[s][4 * j] += q.x;
+              sum[s][4 * j + 1] += q.y;
+              sum[s][4 * j + 2] += q.z;
+              sum[s][4 * j + 3] += q.w;
+            }
+        }
+#pragma unroll
+        for (int s = 0; s < MSUB; ++s)
+#pragma unroll
+          for (int r = 0; r < kAccum; ++r) acc[s][r] = sum[s][r];
         if (local_tid == 0) *counter = 0;  // every part is in: ready for the next launch
       }
 

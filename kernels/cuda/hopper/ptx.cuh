@@ -217,6 +217,16 @@ __device__ __forceinline__ void tma_load_2d_multicast(void* smem_dst, const Tens
       : "memory");
 }
 
+// tma_load_2d_multicast with an L2 cache policy
+__device__ __forceinline__ void tma_load_2d_multicast_hint(void* smem_dst, const TensorMap* map, uint64_t* bar, int col,
+                                                           int row, uint16_t cta_mask, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+      ".L2::cache_hint [%0], [%1, {%2, %3}], [%4], %5, %6;" ::"r"(smem_u32(smem_dst)),
+      "l"(map), "r"(col), "r"(row), "r"(smem_u32(bar)), "h"(cta_mask), "l"(policy)
+      : "memory");
+}
+
 // Global -> shared without a tensor map (1D bulk copy): `bytes` (a multiple of 16, both addresses
 // 16-byte aligned), completing them on `bar` in this CTA. Stage 14 fetches activation rows with it.
 __device__ __forceinline__ void bulk_load_1d(void* smem_dst, const void* src, uint32_t bytes, uint64_t* bar) {

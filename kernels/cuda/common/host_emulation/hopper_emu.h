@@ -190,6 +190,10 @@ void bulk_load_1d(void* smem_dst, const void* src, uint32_t bytes, uint64_t* bar
 void cp_async_16(void* smem_dst, const void* src);
 inline void cp_async_mbar_arrive_noinc(uint64_t* bar) { mbar_arrive(bar); }
 void tma_load_2d_multicast(void* smem_dst, const TensorMap* map, uint64_t* bar, int col, int row, uint16_t mask);
+inline void tma_load_2d_multicast_hint(void* smem_dst, const TensorMap* map, uint64_t* bar, int col, int row,
+                                       uint16_t mask, uint64_t) {
+  tma_load_2d_multicast(smem_dst, map, bar, col, row, mask);
+}
 void tma_store_2d(const TensorMap* map, const void* smem_src, int col, int row);
 inline void bulk_commit_group() {}
 inline void bulk_wait_group_read0() {}
