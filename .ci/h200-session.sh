@@ -11,7 +11,7 @@
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block fp8_block_diag wgmma_peak mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation conduct sanitize precompile_default default_run default_run_noguard fidelity_default
-# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_ncu pinning multi_gpu
+# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_experiment decode_wgmma_ncu pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # Set GEMMLAB_GIT_COMMIT to the commit being measured: the tree copied to a GPU host may carry a
@@ -133,6 +133,7 @@ FP8_BLOCK_DIAG_DEFAULT='{PROMOTE_OVERLAP:0},{DIAG:1},{SCALE_SMEM:0,STAGES:6},{SC
 # precisions: 132 points)
 DECODE_WGMMA_SWEEP='{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1},{CONSUMERS:1,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1},{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1},{CONSUMERS:2,MSUB:1,STAGES:4,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:2},{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:1,L2_HINT:0,CLUSTER:1,KSPAN:1},{CONSUMERS:3,MSUB:1,STAGES:8,PRODUCER_WG:1,L2_HINT:0,CLUSTER:1,KSPAN:1},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:1,CLUSTER:1,KSPAN:1},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:2,KSPAN:1},{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:1,L2_HINT:0,CLUSTER:2,KSPAN:1},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:4}'
 DECODE_WGMMA_SHAPES="[[1,6144,4096],[64,6144,4096],[16,8192,28672],[64,8192,28672],[1,57344,8192],[64,57344,8192]]"
+DECODE_WGMMA_QUICK='{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1},{CONSUMERS:1,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:2},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:4},{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:1,L2_HINT:0,CLUSTER:1,KSPAN:1},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:2,KSPAN:1}'
 DECODE_WGMMA_NCU_DEFAULT='decode_wgmma 1 8192 28672 - decode_wgmma -;decode_wgmma 64 8192 28672 - decode_wgmma -;decode_wgmma 64 8192 28672 - decode_wgmma {PRODUCER_WG:1,MSUB:2};cublaslt 64 8192 28672 - ^(?!gemmlab).*(gemv|gemm|xmma|cutlass|nvjet) -'
 DECODE_ROWS_SHAPES=${DECODE_ROWS_SHAPES:-"[[1,6144,4096],[16,6144,4096],[64,6144,4096],[1,8192,8192],[16,8192,8192],[1,57344,8192],[16,57344,8192]]"}
 
@@ -533,6 +534,16 @@ while time.time()-t<45: a@a" &
   decode_wgmma)  # issue 30: stage 17's define sets (DECODE_WGMMA_SETS: others) at 1, 16 and 64 tokens, bf16 and fp8, the
            # libraries interleaved
            stage_sweep decode_wgmma decode_wgmma 540 "${DECODE_WGMMA_SETS:-$DECODE_WGMMA_SWEEP}" "$DECODE_WGMMA_SHAPES" "bf16,fp8" ;;
+  decode_wgmma_quick)  # issue 30: stage 17's most telling define sets (the defaults, 64-row tiles, 2 and 4 boxes along K,
+           # 256-row tiles by the producer warpgroup, clusters) at 70B mlp_down (1, 16, 64 tokens) and 8B qkv (64 tokens),
+           # bf16 and fp8, the libraries interleaved: 48 points, one call with decode_wgmma_experiment
+           stage_sweep decode_wgmma decode_wgmma_quick 240 "$DECODE_WGMMA_QUICK" "[[1,8192,28672],[16,8192,28672],[64,8192,28672],[64,6144,4096]]" "bf16,fp8" ;;
+  decode_wgmma_experiment)  # issue 30: the decode experiment (every shape, copy probe in the same run) with stage 17
+           # and the libraries only (stages 14 and 16 have theirs: session28b), one run per precision
+           for prec in bf16 fp8; do
+             step decode_wgmma_experiment_$prec 200 python3 run.py +experiment=decode "variant=[decode_wgmma,cublas,cublaslt,copy_gpu]" \
+               "precision=[$prec,fp32]" run.fail_on_error=false $Q ${DECODE_WGMMA_OVERRIDES:-} hydra.run.dir=$REF/decode_wgmma_experiment/$prec
+           done ;;
   decode_wgmma_ncu)  # issue 30: stage 17 at 1 and 64 tokens beside cuBLASLt at 64, Llama-3 70B mlp_down (8192 x 28672),
            # bf16: DRAM and L2 throughput, the tokens' L2 traffic, stalls; DECODE_WGMMA_NCU: other ncu_points entries
            ncu_points bf16 "${DECODE_WGMMA_NCU:-$DECODE_WGMMA_NCU_DEFAULT}" ;;

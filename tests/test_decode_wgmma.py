@@ -331,3 +331,13 @@ def test_emulation_catches_a_stage_that_reads_boxes_past_k(tmp_path_factory):
     exe = wgmma_emulator(p, folder.parent, src)
     c, res = emulate_wgmma(p, exe, folder, np.random.default_rng(6), 1, launches=1)
     assert not res.passed and res.elem_fail > 0, "boxes past K read from an older stage went unnoticed"
+
+
+def test_the_quick_sweep_is_a_subset_of_the_sweep():
+    """decode_wgmma_quick (one GPU call with the experiment) runs sets of the full sweep, every one built above."""
+    from gemmlab.config import ROOT
+
+    text = (ROOT / ".ci" / "h200-session.sh").read_text()
+    (line,) = [x for x in text.splitlines() if x.startswith("DECODE_WGMMA_QUICK=")]
+    quick = ["{" + x.strip("{}") + "}" for x in line.split("=", 1)[1].strip("'").split("},{")]
+    assert quick[0] == SWEEP[0] and set(quick) <= set(SWEEP), quick
