@@ -36,17 +36,17 @@ def cubin_cache(tmp_path_factory):
 
 # The session stage's define sets (SWEEP in .ci/h200-session.sh's decode_wgmma) at 1, 16 and 64 tokens, and the
 # token counts between (NTOK 24, 40, 56: wrappers used by no other stage)
-SWEEP = ["{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1}",
-         "{CONSUMERS:1,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1}",
-         "{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1}",
-         "{CONSUMERS:2,MSUB:1,STAGES:4,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1}",
-         "{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:2}",
-         "{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:1,L2_HINT:0,CLUSTER:1,KSPAN:1}",
-         "{CONSUMERS:3,MSUB:1,STAGES:8,PRODUCER_WG:1,L2_HINT:0,CLUSTER:1,KSPAN:1}",
-         "{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:1,CLUSTER:1,KSPAN:1}",
-         "{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:2,KSPAN:1}",
-         "{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:1,L2_HINT:0,CLUSTER:2,KSPAN:1}",
-         "{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:4}"]
+SWEEP = ["{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1,MAX_PARTS:8}",
+         "{CONSUMERS:1,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1,MAX_PARTS:8}",
+         "{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1,MAX_PARTS:8}",
+         "{CONSUMERS:2,MSUB:1,STAGES:4,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1,MAX_PARTS:8}",
+         "{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:2,MAX_PARTS:8}",
+         "{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:1,L2_HINT:0,CLUSTER:1,KSPAN:1,MAX_PARTS:8}",
+         "{CONSUMERS:3,MSUB:1,STAGES:8,PRODUCER_WG:1,L2_HINT:0,CLUSTER:1,KSPAN:1,MAX_PARTS:8}",
+         "{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:1,CLUSTER:1,KSPAN:1,MAX_PARTS:8}",
+         "{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:2,KSPAN:1,MAX_PARTS:8}",
+         "{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:1,L2_HINT:0,CLUSTER:2,KSPAN:1,MAX_PARTS:8}",
+         "{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:4,MAX_PARTS:8}"]
 BUILDS = ([(p, m, d) for p in ("bf16", "fp8") for m in (1, 16, 64) for d in [None, *SWEEP[1:]]]
           + [(p, m, None) for p in ("bf16", "fp8") for m in (20, 40, 56)])
 
@@ -113,8 +113,11 @@ def test_launch_rules_on_the_h200():
     assert d["NTOK"] == 64 and d["MSUB"] == 1
     assert d["STAGES"] == (227 * 1024 - 2 * 64 * 144 - 1024 - 256) // (192 * 128)
     assert launch_shape(p64, sm_count=132).smem_bytes <= 227 * 1024
-    # fewer k-blocks than SMs: no CTA without work
+    # fewer k-blocks than SMs: no CTA without work; few tiles: at most MAX_PARTS (8) CTAs a tile (DeepSeek-V3's
+    # router, 256 x 7168: 2 tiles, 16 CTAs), so the last part sums at most ~8 partials
     assert launch_shape(wgmma_point(1, 64, 256), sm_count=132).grid == (4, 1, 1)
+    assert launch_shape(wgmma_point(1, 256, 7168), sm_count=132).grid == (16, 1, 1)
+    assert launch_shape(wgmma_point(1, 256, 7168, defines="{MAX_PARTS:128}"), sm_count=132).grid == (132, 1, 1)
     # 40 tokens: NTOK 40; a cluster's CTAs load half the tokens' box each, in whole 8-row atoms: NTOK 16, 32, 48, 64
     # only; whole clusters on the SMs; M > 64 (skipped) still builds (NTOK 64)
     assert dict(build_for(wgmma_point(33, 6144, 4096)).point_defines)["NTOK"] == 40
@@ -233,8 +236,8 @@ def _mutant_launch(tmp_path_factory, name, old, new, launches=1):
 
 @pytest.mark.slow
 def test_emulation_catches_a_sum_that_drops_a_part(tmp_path_factory):
-    p, exe, folder = _mutant_launch(tmp_path_factory, "drop_part", "for (int c = first; c <= last; ++c) {",
-                                    "for (int c = first; c < last; ++c) {")
+    p, exe, folder = _mutant_launch(tmp_path_factory, "drop_part", "for (int c0 = first; c0 <= last; c0 += kSumBatch) {",
+                                    "for (int c0 = first + 1; c0 <= last; c0 += kSumBatch) {")
     c, res = emulate_wgmma(p, exe, folder, np.random.default_rng(7), 3, launches=1)
     assert not res.passed and res.elem_fail > 0, "a dropped part went unnoticed"
 
@@ -324,7 +327,7 @@ def test_emulation_catches_a_stage_that_reads_boxes_past_k(tmp_path_factory):
     folder = tmp_path_factory.mktemp("emu-dwg-kspan")
     source = build_for(wgmma_point(1, 64, 256)).source
     src = mutant(folder.parent, "boxes_past_k", "if (b >= boxes) break;  // the tile's last k-block", "// ", source)
-    p = wgmma_point(1, 64, 2056, "bf16", "{CONSUMERS:1,KSPAN:2}")
+    p = wgmma_point(1, 64, 2056, "bf16", "{CONSUMERS:1,KSPAN:2,MAX_PARTS:8}")
     exe = wgmma_emulator(p, folder.parent)
     c, res = emulate_wgmma(p, exe, folder, np.random.default_rng(6), 1, launches=1)
     _assert_right(p, c, res, "the stage as written: ")
@@ -341,3 +344,18 @@ def test_the_quick_sweep_is_a_subset_of_the_sweep():
     (line,) = [x for x in text.splitlines() if x.startswith("DECODE_WGMMA_QUICK=")]
     quick = ["{" + x.strip("{}") + "}" for x in line.split("=", 1)[1].strip("'").split("},{")]
     assert quick[0] == SWEEP[0] and set(quick) <= set(SWEEP), quick
+
+
+@pytest.mark.slow
+def test_a_tile_in_more_parts_than_one_batch_of_loads(tmp_path_factory):
+    """The last part loads kSumBatch partials at a time (8 at one token): a tile cut in twelve (MAX_PARTS 16, 12
+    CTAs) sums them in two batches, right and the same bits in both block orders."""
+    folder = tmp_path_factory.mktemp("emu-dwg-batches")
+    p = wgmma_point(1, 64, 8192, "bf16", "{CONSUMERS:1,MAX_PARTS:16}")
+    assert launch_shape(p, sm_count=12).grid == (12, 1, 1)
+    exe = wgmma_emulator(p, folder.parent)
+    c0, res0 = emulate_wgmma(p, exe, folder, np.random.default_rng(12), 12, launches=1)
+    c1, res1 = emulate_wgmma(p, exe, folder, np.random.default_rng(12), 12, launches=1, reverse=True)
+    _assert_right(p, c0, res0)
+    _assert_right(p, c1, res1, "reversed: ")
+    assert np.array_equal(c0, c1)

@@ -117,6 +117,9 @@ constexpr int kXShareRows = NTOK / CLUSTER;       // token rows a CTA loads (and
 [[maybe_unused]] constexpr int kXShareBytes = kXShareRows * 128;
 constexpr int kStagingStride = 128 + 16;         // bytes a token row of the transposing tile (64 bf16 + 16: no conflicts)
 constexpr int kStagingBytes = NTOK * kStagingStride;
+// parts of a split tile whose partials the last part loads at once (their float4s in registers together)
+constexpr int kSumBatchRaw = 32 / (MSUB * kAccum);  // 32 registers of loads in flight, as one part at 64 tokens
+constexpr int kSumBatch = kSumBatchRaw < 1 ? 1 : (kSumBatchRaw > 8 ? 8 : kSumBatchRaw);
 constexpr int kSliceF4 = 128 * NTOK / 8;         // float4s of one m64 slice's partial (128 threads x kAccum / 4)
 constexpr int kSlotF4 = CONSUMERS * MSUB * kSliceF4;
 // the ring (1024-aligned slots), each consumer's staging tile, 1 KB to align, full + empty barriers, arrival words
@@ -377,31 +380,40 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
         named_barrier_sync(1 + consumer, 128);  // every thread has read the word before the next piece writes it
         if (before != last - first) continue;  // not the last part: the last one writes the tile
         // the sum in part order whoever is last: ((0 + p_first) + ...) + own + ... (own from registers: the same
-        // values); a part's float4s all loaded at once (one L2 round trip a part, not one a float4)
+        // values); the float4s of kSumBatch parts loaded at once (one L2 round trip for them), then added in order
         float sum[MSUB][kAccum];
 #pragma unroll
         for (int s = 0; s < MSUB; ++s)
 #pragma unroll
           for (int r = 0; r < kAccum; ++r) sum[s][r] = 0.0f;
-        for (int c = first; c <= last; ++c) {
-          if (c == g) {
+        for (int c0 = first; c0 <= last; c0 += kSumBatch) {
+          float4 q[kSumBatch][MSUB][kAccum / 4];
+#pragma unroll
+          for (int u = 0; u < kSumBatch; ++u) {
+            const int c = c0 + u;
+            if (c > last || c == g) continue;
+            const float4* part = part_at(c);
 #pragma unroll
             for (int s = 0; s < MSUB; ++s)
 #pragma unroll
-              for (int r = 0; r < kAccum; ++r) sum[s][r] += acc[s][r];
-            continue;
+              for (int j = 0; j < kAccum / 4; ++j) q[u][s][j] = ld_cg_f4(part + s * kSliceF4 + j * 128);
           }
-          const float4* part = part_at(c);
 #pragma unroll
-          for (int s = 0; s < MSUB; ++s)
+          for (int u = 0; u < kSumBatch; ++u) {
+            const int c = c0 + u;
+            if (c > last) break;
 #pragma unroll
-            for (int j = 0; j < kAccum / 4; ++j) {
-              const float4 q = ld_cg_f4(part + s * kSliceF4 + j * 128);
-              sum[s][4 * j] += q.x;
-              sum[s][4 * j + 1] += q.y;
-              sum[s][4 * j + 2] += q.z;
-              sum[s][4 * j + 3] += q.w;
-            }
+            for (int s = 0; s < MSUB; ++s)
+#pragma unroll
+              for (int j = 0; j < kAccum / 4; ++j) {
+                const float4 v = c == g ? make_float4(acc[s][4 * j], acc[s][4 * j + 1], acc[s][4 * j + 2], acc[s][4 * j + 3])
+                                        : q[u][s][j];
+                sum[s][4 * j] += v.x;
+                sum[s][4 * j + 1] += v.y;
+                sum[s][4 * j + 2] += v.z;
+                sum[s][4 * j + 3] += v.w;
+              }
+          }
         }
 #pragma unroll
         for (int s = 0; s < MSUB; ++s)
