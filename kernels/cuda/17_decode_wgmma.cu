@@ -34,6 +34,8 @@
 //   CLUSTER    2: 2-CTA clusters at the same k-block, the tokens' box multicast (half loaded by each); 1: none
 //   KSPAN      128-byte boxes along K a stage (1, 2, 4): KSPAN x 128 contiguous bytes of each weight row a stage
 //   STAGES     the ring's depth
+//   MAX_PARTS  (the YAML's grid rule, not read here) at most this many units a tile: a matrix of few tiles takes
+//              fewer SMs rather than a long sum (the last part loads kSumBatch partials at a time, 1-8)
 // Not yet measured on the H200 (written on the CPU machine, checked in the host emulation: tests/test_decode_wgmma.py).
 //
 // Modeled intensity: every weight and activation byte read once and C written once (the YAML's intensity_model),
