@@ -48,7 +48,9 @@ SWEEP = ["{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1
          "{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:1,L2_HINT:0,CLUSTER:2,KSPAN:1,MAX_PARTS:8}",
          "{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:4,MAX_PARTS:8}"]
 BUILDS = ([(p, m, d) for p in ("bf16", "fp8") for m in (1, 16, 64) for d in [None, *SWEEP[1:]]]
-          + [(p, m, None) for p in ("bf16", "fp8") for m in (20, 40, 56)])
+          + [(p, m, None) for p in ("bf16", "fp8") for m in (20, 40, 56)]
+          # two slices a consumer without the producer warpgroup, at the token counts where the YAML still allows it
+          + [(p, m, "{MSUB:2}") for p in ("bf16", "fp8") for m in (48, 56)])
 
 
 @NEEDS_NVCC
@@ -94,6 +96,13 @@ def test_sass_streams_weights_by_tma_into_wgmma(cubin_cache):
                 assert not any(x.startswith("F2FP.F16.E4M3") for x in o), "fp8 operands converted"
             assert any(x.startswith("ATOMG") for x in o), f"{prec}: no counter for split tiles"
             assert any(x.startswith("STG.E.128") for x in o), f"{prec}: C not stored 16 bytes at a time"
+    # one wgmma group a stage: every HGMMA of the stage's boxes issued together, the group's last one waited on
+    # (gsb0); no dummy group (a branch among the MMAs made ptxas commit an empty wgmma on RZ every stage)
+    for kspan in (1, 2, 4):
+        b = build_for(wgmma_point(64, 6144, 4096, "bf16", f"{{KSPAN:{kspan}}}"))
+        mma = [x for x in sass(nvcc.compile_cubin(b.source, b.flags, cubin_cache).path).splitlines() if "GMMA" in x]
+        assert len(mma) == 4 * kspan and sum("gsb0" in x for x in mma) == 1, (kspan, mma)
+        assert not [x for x in mma if "gdesc[URZ]" in x], (kspan, mma)
 
 
 def test_launch_rules_on_the_h200():
@@ -124,6 +133,11 @@ def test_launch_rules_on_the_h200():
     for m, cluster in ((1, 1), (16, 2), (33, 1), (64, 2)):
         assert dict(build_for(wgmma_point(m, 6144, 4096, defines="{CLUSTER:2}")).point_defines)["CLUSTER"] == cluster
     assert launch_shape(wgmma_point(64, 6144, 4096, defines="{CLUSTER:2}"), sm_count=131).grid == (130, 1, 1)
+    # four boxes along K of 256-row tiles leave room for one stage: skipped with the reason, not a failed build
+    over = [f"variant={VARIANT}", "precision=bf16", "layouts=[nt]", "sizes.square=[]", "sizes.shapes=[[16,6144,4096]]",
+            f"variant.{VARIANT}.cuda.defines={{KSPAN:4,MSUB:2,PRODUCER_WG:1}}"]
+    (p,) = expand(compose_cfg(over))
+    assert p.skip_reason and "two stages" in p.skip_reason, p.skip_reason
 
 
 def test_unsupported_points_are_skipped_with_the_reason():
@@ -321,19 +335,15 @@ def test_clusters_multicast_the_tokens_on_the_cpu(precision, tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_emulation_catches_a_stage_that_reads_boxes_past_k(tmp_path_factory):
-    """KSPAN 2: the last k-block of a tile holds fewer boxes than a stage has room for, and the MMAs must skip the
-    rest (its slot holds an older stage's boxes there): K = 2056 (33 boxes, 17 k-blocks through 8 slots)."""
+@pytest.mark.parametrize("kspan", [2, 4])
+def test_boxes_wholly_past_k_read_as_zeros(kspan, tmp_path_factory):
+    """KSPAN 2 and 4: a tile's last k-block holds boxes wholly past K (K = 2056 bf16: 33 boxes, the last k-block one
+    box inside K and 1 or 3 past it), loaded anyway (TMA fills them with zeros) so that no branch sits among the
+    MMAs; 17 or 9 k-blocks through the ring, whose slots hold older stages' boxes: zeros must land there."""
     folder = tmp_path_factory.mktemp("emu-dwg-kspan")
-    source = build_for(wgmma_point(1, 64, 256)).source
-    src = mutant(folder.parent, "boxes_past_k", "if (b >= boxes) break;  // the tile's last k-block", "// ", source)
-    p = wgmma_point(1, 64, 2056, "bf16", "{CONSUMERS:1,KSPAN:2,MAX_PARTS:8}")
-    exe = wgmma_emulator(p, folder.parent)
-    c, res = emulate_wgmma(p, exe, folder, np.random.default_rng(6), 1, launches=1)
-    _assert_right(p, c, res, "the stage as written: ")
-    exe = wgmma_emulator(p, folder.parent, src)
-    c, res = emulate_wgmma(p, exe, folder, np.random.default_rng(6), 1, launches=1)
-    assert not res.passed and res.elem_fail > 0, "boxes past K read from an older stage went unnoticed"
+    p = wgmma_point(1, 64, 2056, "bf16", f"{{CONSUMERS:1,KSPAN:{kspan},STAGES:4}}")
+    c, res = emulate_wgmma(p, wgmma_emulator(p, folder.parent), folder, np.random.default_rng(6), 1, launches=1)
+    _assert_right(p, c, res)
 
 
 def test_the_quick_sweep_is_a_subset_of_the_sweep():
@@ -359,3 +369,16 @@ def test_a_tile_in_more_parts_than_one_batch_of_loads(tmp_path_factory):
     _assert_right(p, c0, res0)
     _assert_right(p, c1, res1, "reversed: ")
     assert np.array_equal(c0, c1)
+
+
+@pytest.mark.slow
+def test_a_grid_of_more_units_than_k_blocks_still_writes_every_tile(tmp_path_factory):
+    """The YAML never launches more units than k-blocks, but a grid that does (the grid's `let` overridden: 6 CTAs for
+    1 tile of 4 k-blocks) gives the extra units empty runs that are parts of no tile: C is written, the counters
+    left at zero for the second launch."""
+    folder = tmp_path_factory.mktemp("emu-dwg-units")
+    (p,) = expand(compose_cfg([f"variant={VARIANT}", "precision=bf16", "layouts=[nt]", "sizes.square=[]",
+                               "sizes.shapes=[[1,64,256]]", f"variant.{VARIANT}.cuda.let.G=6"]))
+    assert launch_shape(p, sm_count=132).grid == (6, 1, 1)
+    c, res = emulate_wgmma(p, wgmma_emulator(p, folder.parent), folder, np.random.default_rng(2), 132, launches=2)
+    _assert_right(p, c, res)

@@ -190,11 +190,14 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
   const int rank = CLUSTER > 1 ? static_cast<int>(cluster_cta_rank()) : 0;
   const int unit_tiles = (N + kBW * CLUSTER - 1) / (kBW * CLUSTER);
   const int k_boxes = (K + kBK - 1) / kBK;                   // 128-byte boxes along K
-  const int k_blocks = (k_boxes + KSPAN - 1) / KSPAN;          // stages along K (the last may hold fewer boxes)
+  const int k_blocks = (k_boxes + KSPAN - 1) / KSPAN;          // stages along K (the last may reach past K)
   const long long total = static_cast<long long>(unit_tiles) * k_blocks;
-  const int units = static_cast<int>(gridDim.x) / CLUSTER;
+  // no more units than k-blocks (the YAML's grid never asks for more; a unit past them gets an empty run: counted as
+  // a part of no tile, so every split tile's last part still knows it is last)
+  const int units = static_cast<int>(total < gridDim.x / CLUSTER ? total : gridDim.x / CLUSTER);
   const int g = static_cast<int>(blockIdx.x) / CLUSTER;  // __cluster_dims__ along x: a cluster's CTAs are adjacent
-  const long long begin = run_begin(g, total, units), end = run_begin(g + 1, total, units);
+  const long long begin = g < units ? run_begin(g, total, units) : total;
+  const long long end = g < units ? run_begin(g + 1, total, units) : total;
 
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -230,14 +233,13 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
         // in our slot, ours in the peer's)
         mbar_wait(&empty[slot], phase ^ 1u);
         unsigned char* stage = smem + slot * kStageBytes;
-        // the boxes of this k-block inside K (the last k-block of a tile may hold fewer than KSPAN); the bytes of
-        // whole boxes, out-of-bounds zeros included, both halves of the tokens' box with a cluster
-        const int boxes = k_boxes - kb * KSPAN < KSPAN ? k_boxes - kb * KSPAN : KSPAN;
-        mbar_arrive_expect_tx(&full[slot], boxes * kBoxBytes);
+        // the bytes of whole boxes, out-of-bounds zeros included (a tile's last k-block may hold boxes wholly past K:
+        // all zeros, which add nothing, and no branch around the MMAs: one around them made ptxas commit a dummy
+        // wgmma group every stage), both halves of the tokens' box with a cluster
+        mbar_arrive_expect_tx(&full[slot], kStageBytes);
         const int w_row = (t * CLUSTER + rank) * kBW;
 #pragma unroll
         for (int b = 0; b < KSPAN; ++b) {
-          if (b >= boxes) break;
           unsigned char* box = stage + b * kBoxBytes;
           const int col = (kb * KSPAN + b) * kBK;
 #if L2_HINT
@@ -310,15 +312,11 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
 
       for (int kt = kb; kt < ke; ++kt) {
         mbar_wait(&full[slot], phase);
-        // as the producer loaded; told warp-uniform (it is), or ptxas serialises every wgmma behind a warpgroup
-        // arrive it puts on the divergent path (C7520)
-        const int boxes = warp_uniform(k_boxes - kt * KSPAN < KSPAN ? k_boxes - kt * KSPAN : KSPAN);
 #pragma unroll
         for (int s = 0; s < MSUB; ++s) fence_accumulators(acc[s]);
         wgmma_fence();
 #pragma unroll
         for (int b = 0; b < KSPAN; ++b) {
-          if (b >= boxes) break;  // the tile's last k-block, past K (the same in every thread)
           const uint32_t w_base = smem_u32(smem + slot * kStageBytes + b * kBoxBytes) + consumer * MSUB * 64 * 128;
           const uint32_t x_base = smem_u32(smem + slot * kStageBytes + b * kBoxBytes + kTileWBytes);
 #pragma unroll
@@ -381,20 +379,19 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
         const int before = arrived[consumer];
         named_barrier_sync(1 + consumer, 128);  // every thread has read the word before the next piece writes it
         if (before != last - first) continue;  // not the last part: the last one writes the tile
-        // the sum in part order whoever is last: ((0 + p_first) + ...) + own + ... (own from registers: the same
-        // values); the float4s of kSumBatch parts loaded at once (one L2 round trip for them), then added in order
-        float sum[MSUB][kAccum];
+        // the sum in part order whoever is last: ((0 + p_first) + ...) + p_last, every part (this one's too: stored
+        // above, read back by the thread that wrote it) loaded from its slot, kSumBatch parts' float4s at once (one
+        // L2 round trip for them), added into the zeroed accumulators
 #pragma unroll
         for (int s = 0; s < MSUB; ++s)
 #pragma unroll
-          for (int r = 0; r < kAccum; ++r) sum[s][r] = 0.0f;
+          for (int r = 0; r < kAccum; ++r) acc[s][r] = 0.0f;
         for (int c0 = first; c0 <= last; c0 += kSumBatch) {
           float4 q[kSumBatch][MSUB][kAccum / 4];
 #pragma unroll
           for (int u = 0; u < kSumBatch; ++u) {
-            const int c = c0 + u;
-            if (c > last || c == g) continue;
-            const float4* part = part_at(c);
+            if (c0 + u > last) break;
+            const float4* part = part_at(c0 + u);
 #pragma unroll
             for (int s = 0; s < MSUB; ++s)
 #pragma unroll
@@ -402,25 +399,18 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
           }
 #pragma unroll
           for (int u = 0; u < kSumBatch; ++u) {
-            const int c = c0 + u;
-            if (c > last) break;
+            if (c0 + u > last) break;
 #pragma unroll
             for (int s = 0; s < MSUB; ++s)
 #pragma unroll
               for (int j = 0; j < kAccum / 4; ++j) {
-                const float4 v = c == g ? make_float4(acc[s][4 * j], acc[s][4 * j + 1], acc[s][4 * j + 2], acc[s][4 * j + 3])
-                                        : q[u][s][j];
-                sum[s][4 * j] += v.x;
-                sum[s][4 * j + 1] += v.y;
-                sum[s][4 * j + 2] += v.z;
-                sum[s][4 * j + 3] += v.w;
+                acc[s][4 * j] += q[u][s][j].x;
+                acc[s][4 * j + 1] += q[u][s][j].y;
+                acc[s][4 * j + 2] += q[u][s][j].z;
+                acc[s][4 * j + 3] += q[u][s][j].w;
               }
           }
         }
-#pragma unroll
-        for (int s = 0; s < MSUB; ++s)
-#pragma unroll
-          for (int r = 0; r < kAccum; ++r) acc[s][r] = sum[s][r];
         if (local_tid == 0) *counter = 0;  // every part is in: ready for the next launch
       }
 
