@@ -382,9 +382,13 @@ def test_the_session_tunes_stage_13s_sweep():
     listed = re.search(r"\nFP8_SWEEP='([^']*)'", text).group(1)
     assert listed.split("},") == ",".join(FP8_SWEEP).split("},"), listed
     stage = re.search(r"\n  tune_fp8\)(.*?);;", text, re.S).group(1)
-    for words in ('"variant.wgmma_fp8.cuda.defines=${FP8_TUNE:-$FP8_SWEEP}"', '"sizes.square=[4096,8192]"',
-                  '"measure.baseline=[cublaslt]"'):
-        assert words in stage, words
+    assert 'fp8_tune tune_wgmma_fp8 "${FP8_TUNE:-$FP8_SWEEP}"' in stage, stage
+    run = re.search(r"\nfp8_tune\(\) \{(.*?)\n\}", text, re.S).group(1)  # tune_fp8 and tune_fp8_repeat's command
+    for words in ('"variant.wgmma_fp8.cuda.defines=$2"', '"sizes.square=[4096,8192]"', '"measure.baseline=[cublaslt]"'):
+        assert words in run, words
+    # the repeat: sets of the sweep, each twice
+    repeat = re.search(r"\nFP8_REPEAT='([^']*)'", text).group(1).strip("{}").split("},{")
+    assert set(repeat) <= set(listed.strip("{}").split("},{")) and len(repeat) == 2 * len(set(repeat)), repeat
 
 
 @pytest.mark.slow
