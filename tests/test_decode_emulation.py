@@ -206,8 +206,11 @@ def decode_emulator(point, folder: Path, source: Path | None = None) -> Path:
     build = build_for(point)
     if source is not None:
         build = dataclasses.replace(build, source=source)
+    # the launcher's order: A, B, C, M, N, K, [tensor maps,] [fp8 scales,] workspace
+    maps = ("gemm_host::emu_tensor_maps(a.data(), b.data(), c.data()), "
+            if point.variant_cfg.cuda.get("tensor_maps") else "")
     scales = "gemm_host::emu_scale(0), gemm_host::emu_scale(1), " if point.precision == "fp8" else ""
-    return emulator(build, str(folder), f"a.data(), b.data(), c.data(), M, N, K, {scales}gemm_host::emu_workspace()")
+    return emulator(build, str(folder), f"a.data(), b.data(), c.data(), M, N, K, {maps}{scales}gemm_host::emu_workspace()")
 
 
 def decode_operands(point, rng):

@@ -3,20 +3,18 @@ configurations its session sweep runs, its SASS streams the weights by TMA into 
 e4m3: no conversions), and its own code runs on the CPU through the host emulation of TMA, mbarriers and
 deferred wgmma (common/host_emulation/hopper_emu.h): C checked element-wise against FP64 at decode shapes
 with tails (N past a tile, K past a 128-byte block, M not a multiple of 8), with tiles cut between CTAs
-(stream-K over a small grid: up to seven parts a tile), launched twice on one workspace (the counters come
+(stream-K over a small grid: up to twelve parts a tile), 2-CTA clusters, boxes wholly past K, launched twice on one workspace (the counters come
 back to zero), and with the blocks run in reverse order: the split tiles' sums are the same bits whichever
 part arrives last. Mutants (a part dropped from the sum, a counter left dirty, a part read from the wrong
-slot) fail the same check."""
+slot, a slot released before its wgmma group retired) fail the same check."""
 from __future__ import annotations
 
-import dataclasses
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import compose_cfg, session_folder
-from test_decode_emulation import NEEDS_NVCC, _assert_right, decode_point, emulate_decode, mutant
+from test_decode_emulation import NEEDS_NVCC, _assert_right, decode_emulator, decode_point, emulate_decode, mutant
 
 from gemmlab.backends import nvcc
 from gemmlab.backends.cuda_kernels import build_for, launch_shape
@@ -154,19 +152,6 @@ def test_unsupported_points_are_skipped_with_the_reason():
 
 
 # ---- the host emulation ---------------------------------------------------------------------------------
-def wgmma_emulator(point, folder: Path, source: Path | None = None) -> Path:
-    from test_cuda_kernels import emulator
-
-    if shutil.which("g++") is None:
-        pytest.skip("g++ not found (host emulation)")
-    build = build_for(point)
-    if source is not None:
-        build = dataclasses.replace(build, source=source)
-    scales = "gemm_host::emu_scale(0), gemm_host::emu_scale(1), " if point.precision == "fp8" else ""
-    return emulator(build, str(folder), "a.data(), b.data(), c.data(), M, N, K, "
-                    f"gemm_host::emu_tensor_maps(a.data(), b.data(), c.data()), {scales}gemm_host::emu_workspace()")
-
-
 def emulate_wgmma(point, exe: Path, folder: Path, rng, sm_count: int, launches: int = 2, reverse: bool = False):
     """test_decode_emulation.emulate_decode with the stage's tensor maps (what the launcher resolves from the YAML for
     the point), its clusters run together, and the blocks in reverse order if asked."""
@@ -204,7 +189,7 @@ def test_decode_wgmma_computes_x_wt_on_the_cpu(precision, tmp_path_factory):
     rng = np.random.default_rng(17)
     for m, n, k, sms in SHAPES[precision]:
         p = wgmma_point(m, n, k, precision)
-        exe = wgmma_emulator(p, folder.parent)
+        exe = decode_emulator(p, folder.parent)
         c, res = emulate_wgmma(p, exe, folder, rng, sms)
         _assert_right(p, c, res)
 
@@ -221,7 +206,7 @@ def test_decode_wgmma_sweep_configurations_on_the_cpu(precision, defines, tmp_pa
     rng = np.random.default_rng(5)
     for m, n, k, sms in SHAPES[precision][:2]:
         p = wgmma_point(m, n, k, precision, defines)
-        c, res = emulate_wgmma(p, wgmma_emulator(p, folder.parent), folder, rng, sms)
+        c, res = emulate_wgmma(p, decode_emulator(p, folder.parent), folder, rng, sms)
         _assert_right(p, c, res, f"{defines}: ")
 
 
@@ -231,7 +216,7 @@ def test_split_tiles_sum_to_the_same_bits_in_either_arrival_order(tmp_path_facto
     same C, bit for bit, with a tile cut in seven."""
     folder = tmp_path_factory.mktemp("emu-dwg-order")
     p = wgmma_point(1, 64, 2048, "bf16", "{CONSUMERS:1}")
-    exe = wgmma_emulator(p, folder.parent)
+    exe = decode_emulator(p, folder.parent)
     c0, res0 = emulate_wgmma(p, exe, folder, np.random.default_rng(9), 7, launches=1)
     c1, res1 = emulate_wgmma(p, exe, folder, np.random.default_rng(9), 7, launches=1, reverse=True)
     _assert_right(p, c0, res0)
@@ -244,7 +229,7 @@ def _mutant_launch(tmp_path_factory, name, old, new, launches=1):
     source = build_for(wgmma_point(1, 64, 256)).source
     src = mutant(folder.parent, name, old, new, source)
     p = wgmma_point(1, 136, 200, "bf16")
-    exe = wgmma_emulator(p, folder.parent, src)
+    exe = decode_emulator(p, folder.parent, src)
     return p, exe, folder
 
 
@@ -281,7 +266,7 @@ def test_emulation_catches_a_slot_released_before_its_wgmma_read_it(tmp_path_fac
     source = build_for(wgmma_point(1, 64, 256)).source
     src = mutant(folder.parent, "early_release", "wgmma_wait<1>();  // the previous stage's group", "//", source)
     p = wgmma_point(1, 64, 2048, "bf16", "{CONSUMERS:1}")
-    exe = wgmma_emulator(p, folder.parent, src)
+    exe = decode_emulator(p, folder.parent, src)
     c, res = emulate_wgmma(p, exe, folder, np.random.default_rng(4), 1, launches=1)
     assert not res.passed and res.elem_fail > 0, "a slot released before its wgmma group retired went unnoticed"
 
@@ -326,7 +311,7 @@ def test_clusters_multicast_the_tokens_on_the_cpu(precision, tmp_path_factory):
     for m, n, kk, sms in [(64, 136, k[0], 4), (16, 264, k[1], 6), (25, 520, k[2], 6)]:
         p = wgmma_point(m, n, kk, precision, defines)
         assert p.expr_env()["CLUSTER"] == 2
-        exe = wgmma_emulator(p, folder.parent)
+        exe = decode_emulator(p, folder.parent)
         c0, res0 = emulate_wgmma(p, exe, folder, np.random.default_rng(21), sms)
         _assert_right(p, c0, res0)
         c1, res1 = emulate_wgmma(p, exe, folder, np.random.default_rng(21), sms, launches=1, reverse=True)
@@ -342,7 +327,7 @@ def test_boxes_wholly_past_k_read_as_zeros(kspan, tmp_path_factory):
     MMAs; 17 or 9 k-blocks through the ring, whose slots hold older stages' boxes: zeros must land there."""
     folder = tmp_path_factory.mktemp("emu-dwg-kspan")
     p = wgmma_point(1, 64, 2056, "bf16", f"{{CONSUMERS:1,KSPAN:{kspan},STAGES:4}}")
-    c, res = emulate_wgmma(p, wgmma_emulator(p, folder.parent), folder, np.random.default_rng(6), 1, launches=1)
+    c, res = emulate_wgmma(p, decode_emulator(p, folder.parent), folder, np.random.default_rng(6), 1, launches=1)
     _assert_right(p, c, res)
 
 
@@ -363,7 +348,7 @@ def test_a_tile_in_more_parts_than_one_batch_of_loads(tmp_path_factory):
     folder = tmp_path_factory.mktemp("emu-dwg-batches")
     p = wgmma_point(1, 64, 8192, "bf16", "{CONSUMERS:1,MAX_PARTS:16}")
     assert launch_shape(p, sm_count=12).grid == (12, 1, 1)
-    exe = wgmma_emulator(p, folder.parent)
+    exe = decode_emulator(p, folder.parent)
     c0, res0 = emulate_wgmma(p, exe, folder, np.random.default_rng(12), 12, launches=1)
     c1, res1 = emulate_wgmma(p, exe, folder, np.random.default_rng(12), 12, launches=1, reverse=True)
     _assert_right(p, c0, res0)
@@ -380,5 +365,5 @@ def test_a_grid_of_more_units_than_k_blocks_still_writes_every_tile(tmp_path_fac
     (p,) = expand(compose_cfg([f"variant={VARIANT}", "precision=bf16", "layouts=[nt]", "sizes.square=[]",
                                "sizes.shapes=[[1,64,256]]", f"variant.{VARIANT}.cuda.let.G=6"]))
     assert launch_shape(p, sm_count=132).grid == (6, 1, 1)
-    c, res = emulate_wgmma(p, wgmma_emulator(p, folder.parent), folder, np.random.default_rng(2), 132, launches=2)
+    c, res = emulate_wgmma(p, decode_emulator(p, folder.parent), folder, np.random.default_rng(2), 132, launches=2)
     _assert_right(p, c, res)
