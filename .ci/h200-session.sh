@@ -11,7 +11,7 @@
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block fp8_block_diag wgmma_peak mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation conduct sanitize precompile_default default_run default_run_noguard fidelity_default
-# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_experiment decode_wgmma_ncu tune_fp8_repeat pinning multi_gpu
+# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu tune_fp8_repeat pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # Set GEMMLAB_GIT_COMMIT to the commit being measured: the tree copied to a GPU host may carry a
@@ -98,6 +98,33 @@ fp8_tune() {  # NAME DEFINE_SETS: stage 13's define sets at 4096 and 8192, cuBLA
     "sizes.square=[4096,8192]" sizes.shapes=[] "measure.baseline=[cublaslt]" measure.max_time_s=1.5 $Q \
     "variant.wgmma_fp8.cuda.defines=$2" run.name=$1 hydra.sweep.dir=$REF/$1
 }
+# stage 17 in the decode experiment (every shape, the copy probe in the same run), the libraries beside it:
+#   decode_wgmma_run PRECISION TOKENS DEFINES FOLDER   (TOKENS "1,16,64"; DEFINES "-": the YAML's)
+decode_wgmma_run() {
+  local -a D=(); [ "$3" != "-" ] && D=("variant.decode_wgmma.cuda.defines=$3")
+  step "decode_wgmma_picked_$1_t${2//,/_}" 200 python3 run.py +experiment=decode \
+    "variant=[decode_wgmma,cublas,cublaslt,copy_gpu]" "precision=[$1,fp32]" "sizes.tokens=[$2]" "${D[@]}" \
+    run.fail_on_error=false $Q hydra.run.dir=$4
+}
+# the decode experiment at the picks of a quick sweep (PICKS: analysis.compare --pick ... --by precision,m's picks.tsv):
+# per precision one run when every token count picked the same define set (none in the file: the YAML's), else a run
+# per token count at its own pick
+decode_wgmma_at_picks() {
+  local picks=$1 prec line; local -a lines
+  for prec in bf16 fp8; do
+    lines=()
+    [ -f "$picks" ] && mapfile -t lines < <(awk -F'\t' -v p="$prec" 'NR > 1 && $1 == p { print $2 "\t" $4 }' "$picks")
+    if [ "${#lines[@]}" -eq 0 ]; then
+      decode_wgmma_run "$prec" 1,16,64 - "$REF/decode_wgmma_picked/$prec"
+    elif [ "$(printf '%s\n' "${lines[@]}" | cut -f2 | sort -u | wc -l)" -eq 1 ]; then
+      decode_wgmma_run "$prec" 1,16,64 "$(printf '%s\n' "${lines[0]}" | cut -f2)" "$REF/decode_wgmma_picked/$prec"
+    else
+      for line in "${lines[@]}"; do
+        decode_wgmma_run "$prec" "${line%%$'\t'*}" "${line#*$'\t'}" "$REF/decode_wgmma_picked/$prec/t${line%%$'\t'*}"
+      done
+    fi
+  done
+}
 stage_sweep() {  # VARIANT NAME SECONDS DEFINE_SETS SHAPES PRECISIONS: a decode stage's define sets, cuBLAS / cuBLASLt interleaved
   step "$2" "$3" python3 run.py -m variant=$1 "precision=$6" "layouts=[nt]" \
     measure.fp8_scaling=tensor sizes.square=[] "sizes.shapes=$5" "measure.baseline=[cublas,cublaslt]" \
@@ -141,6 +168,8 @@ FP8_BLOCK_DIAG_DEFAULT='{PROMOTE_OVERLAP:0},{DIAG:1},{SCALE_SMEM:0,STAGES:6},{SC
 DECODE_WGMMA_SWEEP='{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:1,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:2,MSUB:1,STAGES:4,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:2,MAX_PARTS:8},{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:1,L2_HINT:0,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:3,MSUB:1,STAGES:8,PRODUCER_WG:1,L2_HINT:0,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:1,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:2,KSPAN:1,MAX_PARTS:8},{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:1,L2_HINT:0,CLUSTER:2,KSPAN:1,MAX_PARTS:8},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:4,MAX_PARTS:8}'
 DECODE_WGMMA_SHAPES="[[1,6144,4096],[64,6144,4096],[16,8192,28672],[64,8192,28672],[1,57344,8192],[64,57344,8192]]"
 DECODE_WGMMA_QUICK='{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:1,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:2,MAX_PARTS:8},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:4,MAX_PARTS:8},{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:1,L2_HINT:0,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:2,KSPAN:1,MAX_PARTS:8}'
+# the quick sweep's shapes: 70B mlp_down at 1, 16 and 64 tokens, 8B qkv at 1 and 64 (issue 30's 1.3x shapes)
+DECODE_WGMMA_QUICK_SHAPES="[[1,8192,28672],[16,8192,28672],[64,8192,28672],[1,6144,4096],[64,6144,4096]]"
 DECODE_WGMMA_NCU_DEFAULT='decode_wgmma 1 8192 28672 - decode_wgmma -;decode_wgmma 64 8192 28672 - decode_wgmma -;decode_wgmma 64 8192 28672 - decode_wgmma {PRODUCER_WG:1,MSUB:2};cublaslt 64 8192 28672 - ^(?!gemmlab).*(gemv|gemm|xmma|cutlass|nvjet) -'
 DECODE_ROWS_SHAPES=${DECODE_ROWS_SHAPES:-"[[1,6144,4096],[16,6144,4096],[64,6144,4096],[1,8192,8192],[16,8192,8192],[1,57344,8192],[16,57344,8192]]"}
 
@@ -543,8 +572,15 @@ while time.time()-t<45: a@a" &
            stage_sweep decode_wgmma decode_wgmma 540 "${DECODE_WGMMA_SETS:-$DECODE_WGMMA_SWEEP}" "$DECODE_WGMMA_SHAPES" "bf16,fp8" ;;
   decode_wgmma_quick)  # issue 30: stage 17's most telling define sets (the defaults, 64-row tiles, 2 and 4 boxes along K,
            # 256-row tiles by the producer warpgroup, clusters) at 70B mlp_down (1, 16, 64 tokens) and 8B qkv (64 tokens),
-           # bf16 and fp8, the libraries interleaved: 48 points, one call with decode_wgmma_experiment
-           stage_sweep decode_wgmma decode_wgmma_quick 240 "$DECODE_WGMMA_QUICK" "[[1,8192,28672],[16,8192,28672],[64,8192,28672],[64,6144,4096]]" "bf16,fp8" ;;
+           # bf16 and fp8, the libraries interleaved: 60 points
+           stage_sweep decode_wgmma decode_wgmma_quick 240 "$DECODE_WGMMA_QUICK" "$DECODE_WGMMA_QUICK_SHAPES" "bf16,fp8" ;;
+  decode_wgmma_auto)  # issue 30 in one GPU call: the quick sweep above, each (precision, token count)'s pick (the fastest
+           # define set against the defaults, over the libraries interleaved, among those with every point ok; the
+           # defaults unless faster by more than 1%), then the decode experiment at the picks (decode_wgmma_at_picks)
+           stage_sweep decode_wgmma decode_wgmma_quick 240 "$DECODE_WGMMA_QUICK" "$DECODE_WGMMA_QUICK_SHAPES" "bf16,fp8"
+           step decode_wgmma_pick 90 python3 -m analysis.compare --normalized "$REF/decode_wgmma_quick" \
+             --out "$LOGS/decode_wgmma_pick" --pick variant.decode_wgmma.cuda.defines --by precision,m
+           decode_wgmma_at_picks "${DECODE_WGMMA_PICKS:-$LOGS/decode_wgmma_pick/picks.tsv}" ;;
   decode_wgmma_experiment)  # issue 30: the decode experiment (every shape, copy probe in the same run) with stage 17
            # and the libraries only (stages 14 and 16 have theirs: session28b), one run per precision
            for prec in bf16 fp8; do

@@ -219,3 +219,108 @@ def test_a_committed_sweep_needs_out_and_reads_as_its_jobs(tmp_path, capsys):
     s = pd.read_csv(tmp_path / "summary.csv", keep_default_na=False)
     assert list(s["job"]) == [1, 2, 3] and (s["SLOWER"] == 3).all() and (s["geomean_ratio"] > 1.15).all()
     assert s.loc[0, "overrides"] == "variant.wgmma_fp8_block.cuda.defines={BN:256,CLUSTER_M:2}"
+
+
+# -- a define sweep's winner per group (--pick) ------------------------------------------------------
+def write_points(folder: Path, run_id: str, points, seed: int) -> Path:
+    """A decode-like job: ``points`` = [(precision, m, n, own_s, base_s, status)], each timed with cuBLASLt
+    interleaved (no samples where the status is not ok)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with result_rows.RowWriter(folder) as rw, sample_files.SampleWriter(folder) as sw:
+        for i, (precision, m, n, own_s, base_s, status) in enumerate(points):
+            row = {"run_id": run_id, "point_key": f"{run_id}-{i}", "device": "NVIDIA H200", "kind": "gpu",
+                   "backend": "cuda", "variant": "decode_wgmma", "precision": precision, "op": "gemm", "m": m,
+                   "n": n, "k": 28672, "layout": "nt", "cache": "flush", "timer": "cuda_event", "status": status}
+            if status == "ok":
+                own, base = noisy(200, own_s, 0.003, seed + i), noisy(200, base_s, 0.003, seed + 500 + i)
+                row.update(reliable=True, contended=False, distribution="normal", samples=200,
+                           time_median_s=float(np.median(own)), time_p20_s=float(np.percentile(own, 20)),
+                           time_p80_s=float(np.percentile(own, 80)), noise=0.01, baseline_variant="cublaslt",
+                           baseline_time_median_s=float(np.median(base)),
+                           pct_of_baseline=100 * float(np.median(base)) / float(np.median(own)),
+                           extra={"timer": {"sm_clock_inband_mhz": [1980, 1980, 1980]}})
+                sw.write(run_id, row["point_key"], [sample_files.entry("decode_wgmma", own, [1980] * 200),
+                                                    sample_files.entry("cublaslt", base, [1980] * 200)])
+            rw.write(row)
+    return folder
+
+
+PICK_KEY = "variant.decode_wgmma.cuda.defines"
+
+
+def test_the_pick_of_each_group_is_its_fastest_job_that_measured_every_point_ok(tmp_path, capsys):
+    """A sweep as .ci/h200-session.sh's stage_sweep makes one (``-m precision=bf16,fp8 ...defines=A,B,C,D``: jobs
+    0-3 bf16, 4-7 fp8, each job's run at its own clock, which the library timed beside it shares), 1 and 64 tokens,
+    two points a group. Set B is 6% faster at bf16 / 1 token and 20% at fp8 / 64, where it fails a point; C is 4%
+    faster at both fp8 groups and 2% slower at bf16 / 64; D skips a bf16 / 64 point (a `requires` rule) and is 10%
+    faster at both 64-token groups. Each fp8 job is compared with job 4 (its precision's first), not job 0. Each
+    group's pick: the fastest job with every point of the group ok and as many points as any job, unless within the
+    1% threshold of the group's first job (the defaults)."""
+    sweep = tmp_path / "sweep"
+    # set: (its time ratio to the defaults per (precision, m), the status of a group's first point where not ok)
+    table = {"{KSPAN:1}": ({}, {}),
+             "{KSPAN:2}": ({("bf16", 1): 0.94, ("fp8", 64): 0.80, ("bf16", 64): 0.998}, {("fp8", 64): "failed"}),
+             "{KSPAN:4}": ({("fp8", 1): 0.96, ("fp8", 64): 0.96, ("bf16", 64): 1.02}, {}),
+             "{MSUB:2}": ({("bf16", 64): 0.90, ("fp8", 64): 0.90}, {("bf16", 64): "skipped"})}
+    clocks = [1.0, 1.05, 0.97, 1.02, 1.03, 0.99, 1.04, 0.98]  # each job's run slower or faster throughout
+    for job, (precision, defines) in enumerate((p, d) for p in ("bf16", "fp8") for d in table):
+        ratio, status = table[defines]
+        base = [1e-4 * n / 8192 * clocks[job] for n in (8192, 4096)]
+        pts = [(precision, m, n, b * ratio.get((precision, m), 1.0), b,
+                status.get((precision, m), "ok") if n == 8192 else "ok")
+               for m in (1, 64) for n, b in zip((8192, 4096), base)]
+        folder = write_points(sweep / str(job), f"run-{job}", pts, 100 * job)
+        (folder / ".hydra").mkdir()
+        (folder / ".hydra" / "overrides.yaml").write_text(
+            f"- variant=decode_wgmma\n- precision={precision}\n- {PICK_KEY}={defines}\n")
+    out = tmp_path / "out"
+    assert main(["--normalized", str(sweep), "--out", str(out), "--pick", PICK_KEY, "--by", "precision,m"]) == 0
+    picks = pd.read_csv(out / "picks.csv", keep_default_na=False).set_index(["precision", "m"])
+    assert picks.loc[("bf16", 1), "job"] == 1 and picks.loc[("bf16", 1), "value"] == "{KSPAN:2}"
+    assert 0.93 < picks.loc[("bf16", 1), "geomean_ratio"] < 0.95 and picks.loc[("bf16", 1), "points"] == 2
+    # job 3 skipped a point, job 1's 0.998 is inside the threshold: the defaults stay
+    assert picks.loc[("bf16", 64), "job"] == 0 and picks.loc[("bf16", 64), "value"] == "{KSPAN:1}"
+    assert "fewer points measured: jobs 3" in picks.loc[("bf16", 64), "why"]
+    assert "the defaults stay" in picks.loc[("bf16", 64), "why"]
+    assert picks.loc[("fp8", 1), "job"] == 6 and picks.loc[("fp8", 1), "value"] == "{KSPAN:4}"
+    assert picks.loc[("fp8", 64), "job"] == 7 and "a row not ok: jobs 5" in picks.loc[("fp8", 64), "why"]
+    lines = pd.read_csv(out / "summary.csv", keep_default_na=False).set_index("job")
+    assert list(lines["against"]) == [0, 0, 0, 4, 4, 4] and (lines["compared"] > 0).all()
+    assert "against the first job with its other overrides" in (out / "summary.md").read_text()
+    tsv = (out / "picks.tsv").read_text().splitlines()
+    assert tsv[0].split("\t") == ["precision", "m", "job", "value", "geomean_ratio", "points"]
+    assert tsv[1].split("\t")[:4] == ["bf16", "1", "1", "{KSPAN:2}"] and len(tsv) == 5
+    # by precision alone: bf16 takes B (0.94 and 0.998: 0.968; D ruled out by its skip, C slower), fp8 takes D (B
+    # failed; D's 0.90 and 1.0, 0.949, beat C's 0.96)
+    assert main(["--normalized", str(sweep), "--out", str(out), "--pick", PICK_KEY, "--by", "precision"]) == 0
+    whole = pd.read_csv(out / "picks.csv", keep_default_na=False).set_index("precision")
+    assert whole.loc["bf16", "job"] == 1 and whole.loc["bf16", "candidates"] == 3
+    assert whole.loc["fp8", "job"] == 7 and whole.loc["fp8", "value"] == "{MSUB:2}"
+    # bad input: --by without --pick, --pick with two runs, a column the comparisons lack
+    capsys.readouterr()
+    assert main(["--normalized", str(sweep), "--out", str(out), "--by", "m"]) == 2
+    assert "give --pick KEY too" in capsys.readouterr().err
+    assert main(["--normalized", str(sweep / "0"), str(sweep / "1"), "--pick", PICK_KEY]) == 2
+    assert "give --normalized SWEEP alone" in capsys.readouterr().err
+    assert main(["--normalized", str(sweep), "--out", str(out), "--pick", PICK_KEY, "--by", "tokens"]) == 2
+    assert "--by tokens" in capsys.readouterr().err
+
+
+def test_the_picks_of_a_committed_sweep(tmp_path):
+    """session28b's stage-16 sweep (``precision=bf16,fp8`` x five define sets, the libraries interleaved): each fp8
+    job is compared with job 5 (fp8's first), and the picks are what that session concluded by hand: all four fixes
+    at 64 tokens (~0.72 in both precisions); at fp8 / 1 token no library was timed beside the stage (cuBLASLt's FP8
+    needs M x 2 bytes to be a multiple of 16), so nothing is compared and the defaults stay, with that reason."""
+    sweep = REFERENCE / "h200-2026-12-05" / "session28b" / "decode_rows_frag"
+    if not sweep.exists():
+        pytest.skip("session28b's sweep is not in this checkout")
+    assert main(["--normalized", str(sweep), "--out", str(tmp_path), "--pick", "variant.decode_rows.cuda.defines",
+                 "--by", "precision,m"]) == 0
+    lines = pd.read_csv(tmp_path / "summary.csv", keep_default_na=False).set_index("job")
+    assert lines.loc[4, "against"] == 0 and lines.loc[9, "against"] == 5
+    picks = pd.read_csv(tmp_path / "picks.csv", keep_default_na=False).set_index(["precision", "m"])
+    everything = "{XS_WIDE:1,XPAD:1,AFRAG:1,CVT_H1:1}"
+    for prec, job in (("bf16", 4), ("fp8", 9)):
+        assert picks.loc[(prec, 64), "job"] == job and picks.loc[(prec, 64), "value"] == everything
+        assert picks.loc[(prec, 64), "geomean_ratio"] < 0.75
+    assert picks.loc[("fp8", 1), "job"] == 5 and "no point compared" in picks.loc[("fp8", 1), "why"]

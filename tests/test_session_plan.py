@@ -242,3 +242,28 @@ def test_the_check_finds_a_plan_written_wrong(mutant, tmp_path):
     steps, _, _ = dry_run(str(tmp_path), stage, str(copy))
     found = problems(stage, steps, str(tmp_path))
     assert any(said in line for line in found), found
+
+
+@pytest.mark.slow
+def test_the_decode_experiment_runs_at_each_precisions_picks(tmp_path, monkeypatch):
+    """decode_wgmma_auto's last part reads the quick sweep's picks (analysis.compare --pick --by precision,m): a
+    precision whose token counts all picked one define set is one run at it; one whose picks differ is a run per
+    token count at its own; a pick of "-" (job 0 without the key, or none ok) is the YAML's defines. Every run
+    composes (the check above)."""
+    picks = tmp_path / "picks.tsv"
+    picks.write_text("precision\tm\tjob\tvalue\tgeomean_ratio\tpoints\n"
+                     "bf16\t1\t2\t{KSPAN:2}\t0.95\t2\nbf16\t16\t2\t{KSPAN:2}\t0.97\t1\nbf16\t64\t2\t{KSPAN:2}\t0.96\t2\n"
+                     "fp8\t1\t0\t-\t1.0\t2\nfp8\t16\t3\t{KSPAN:4}\t0.9\t1\nfp8\t64\t5\t{CLUSTER:2}\t0.93\t2\n")
+    monkeypatch.setenv("DECODE_WGMMA_PICKS", str(picks))
+    steps, _, _ = dry_run(str(tmp_path), "decode_wgmma_auto")
+    runs = {name: cmd for name, _, cmd in steps if name.startswith("decode_wgmma_picked")}
+    assert sorted(runs) == ["decode_wgmma_picked_bf16_t1_16_64", "decode_wgmma_picked_fp8_t1",
+                            "decode_wgmma_picked_fp8_t16", "decode_wgmma_picked_fp8_t64"]
+    assert "variant.decode_wgmma.cuda.defines={KSPAN:2}" in runs["decode_wgmma_picked_bf16_t1_16_64"]
+    assert not any("defines" in a for a in runs["decode_wgmma_picked_fp8_t1"])
+    assert "sizes.tokens=[16]" in runs["decode_wgmma_picked_fp8_t16"]
+    assert "variant.decode_wgmma.cuda.defines={KSPAN:4}" in runs["decode_wgmma_picked_fp8_t16"]
+    assert "variant.decode_wgmma.cuda.defines={CLUSTER:2}" in runs["decode_wgmma_picked_fp8_t64"]
+    assert any(a.endswith("decode_wgmma_picked/fp8/t64") for a in runs["decode_wgmma_picked_fp8_t64"])
+    assert [s[0] for s in steps][:2] == ["decode_wgmma_quick", "decode_wgmma_pick"]
+    assert problems("decode_wgmma_auto", steps, str(tmp_path)) == []

@@ -12,7 +12,7 @@ from .core import COMPARED, NOT_EVIDENCE, compare
 from .match import Side
 from .normalized import compare_normalized
 from .paired import compare_paired
-from .sweep import compare_sweep, print_summary
+from .sweep import compare_jobs, pick, print_picks, print_summary, summary, write_picks
 from .sweep import write as write_sweep
 
 PROG = "analysis.compare"
@@ -50,6 +50,13 @@ def parser() -> argparse.ArgumentParser:
                     help=f"output folder (default B/{OUT_SUBFOLDER}; with --paired RUN/{PAIRED_SUBFOLDER}; with "
                          f"--normalized B/{NORMALIZED_SUBFOLDER})")
     ap.add_argument("--seed", type=int, default=0, help="bootstrap seed (mixed with each point's key)")
+    ap.add_argument("--pick", metavar="KEY", default=None,
+                    help="with --normalized SWEEP: name each group's fastest job that measured every point ok, and "
+                         "the value its command line gave KEY (e.g. variant.decode_wgmma.cuda.defines): OUT/picks.csv, "
+                         "OUT/picks.tsv")
+    ap.add_argument("--by", metavar="COLS", default="",
+                    help="with --pick: the columns that make a group, comma separated (e.g. precision,m); "
+                         "default: one group of every point")
     return ap
 
 
@@ -75,6 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return BAD_INPUT
     if args.normalized and args.b is None:
         return _sweep(args)
+    if args.pick or args.by:
+        print(f"{PROG}: --pick and --by name a define sweep's winners: give --normalized SWEEP alone", file=sys.stderr)
+        return BAD_INPUT
     if (args.b is None) != args.paired:
         print(f"{PROG}: " + ("--paired takes one run or sweep (its rows hold both calls), not two" if args.paired
                              else "give A and B, or --paired RUN"), file=sys.stderr)
@@ -135,13 +145,23 @@ def _sweep(args) -> int:
     out = data.output_folder(PROG, [args.a], args.out, subfolder=NORMALIZED_SUBFOLDER)
     if out is None:
         return BAD_INPUT
+    by = [c.strip() for c in args.by.split(",") if c.strip()]
+    if by and not args.pick:
+        print(f"{PROG}: --by groups the points of --pick: give --pick KEY too", file=sys.stderr)
+        return BAD_INPUT
     try:
-        summary = compare_sweep(args.a, out, args.threshold, args.seed)
+        sc = compare_jobs(args.a, out, args.threshold, args.seed, key=args.pick)
+        lines = summary(sc, out)
+        picks = pick(sc, args.pick, by, args.threshold) if args.pick else None
     except (ValueError, FileNotFoundError) as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return BAD_INPUT
-    print_summary(args.a, summary)
-    for f in write_sweep(args.a, summary, out):
+    print_summary(args.a, lines)
+    written = write_sweep(args.a, lines, out)
+    if picks is not None:
+        print_picks(picks, args.pick)
+        written += write_picks(picks, out)
+    for f in written:
         print(f"  {f}")
     return OK  # a sweep's slower entries are its answer, not a regression
 
