@@ -317,7 +317,11 @@ def test_the_picks_of_a_committed_sweep(tmp_path):
     assert main(["--normalized", str(sweep), "--out", str(tmp_path), "--pick", "variant.decode_rows.cuda.defines",
                  "--by", "precision,m"]) == 0
     lines = pd.read_csv(tmp_path / "summary.csv", keep_default_na=False).set_index("job")
-    assert lines.loc[4, "against"] == 0 and lines.loc[9, "against"] == 5
+    assert lines.loc[4, "against"] == 0 and lines.loc[9, "against"] == 5 and (lines["compared"] > 0).all()
+    # the same references without --pick: the one define key the sweep varies beside precision
+    assert main(["--normalized", str(sweep), "--out", str(tmp_path / "plain")]) == 0
+    plain = pd.read_csv(tmp_path / "plain" / "summary.csv", keep_default_na=False).set_index("job")
+    assert list(plain["against"]) == list(lines["against"]) and not (tmp_path / "plain" / "picks.csv").exists()
     picks = pd.read_csv(tmp_path / "picks.csv", keep_default_na=False).set_index(["precision", "m"])
     everything = "{XS_WIDE:1,XPAD:1,AFRAG:1,CVT_H1:1}"
     for prec, job in (("bf16", 4), ("fp8", 9)):

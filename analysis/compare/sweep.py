@@ -6,9 +6,10 @@ job folder per entry, ``SWEEP/0`` for the first: put the defaults first. Each la
 clock's drift between the jobs falls out) and written to ``OUT/job<N>/`` as any comparison is;
 ``OUT/summary.md`` and ``summary.csv`` give a line per job: the overrides it has and job 0 has not (its
 ``.hydra/overrides.yaml``), its verdicts, and the geomean and range of its time ratios over the compared
-points (below 1: faster than job 0). With ``--pick KEY`` (below) a job is compared with the first job whose other
-overrides are its own instead (``against``): a sweep over ``precision=bf16,fp8`` and the defines compares each
-precision's define sets with that precision's first. A sweep's slower entries are its answer, not a regression: the
+points (below 1: faster than job 0). Where the sweep varies one define override and other keys too (or with
+``--pick KEY``, below: KEY), a job is compared with the first job whose other overrides are its own instead
+(``against``): a sweep over ``precision=bf16,fp8`` and the defines compares each precision's define sets with
+that precision's first. A sweep's slower entries are its answer, not a regression: the
 command exits 0, and 2 on bad input.
 
 ``--pick KEY [--by COLS]`` also names the winner of each group of points (``--by precision,m``: one per
@@ -79,10 +80,24 @@ def _override_key(o: str) -> str:
     return o.lstrip("+~").partition("=")[0]
 
 
+def tuned_key(jobs: List[Path]) -> Optional[str]:
+    """The one define override (``variant.X.cuda.defines``, or one define under it) that varies across the jobs
+    when other keys vary too (``precision=bf16,fp8``); else None."""
+    values: Dict[str, set] = {}
+    for j in jobs:
+        for o in overrides(j):
+            values.setdefault(_override_key(o), set()).add(o)
+    varying = [k for k, v in values.items() if len(v) > 1]
+    defines = [k for k in varying if k.endswith(".cuda.defines") or ".cuda.defines." in k]
+    return defines[0] if len(varying) > 1 and len(defines) == 1 else None
+
+
 def references(jobs: List[Path], key: Optional[str] = None) -> Dict[int, int]:
-    """Each job's reference, by job number: job 0; with ``key`` (the setting being tuned), the first job whose
-    other overrides are the job's own, so that a sweep over ``precision=bf16,fp8`` and defines compares each
-    precision's define sets with that precision's first (job 0 holds one precision only)."""
+    """Each job's reference, by job number: the first job whose overrides other than ``key`` (the setting being
+    tuned; default: :func:`tuned_key`) are the job's own, so that a sweep over ``precision=bf16,fp8`` and defines
+    compares each precision's define sets with that precision's first (job 0 holds one precision only); job 0
+    where there is no such key."""
+    key = key or tuned_key(jobs)
     if key is None:
         return {int(j.name): int(jobs[0].name) for j in jobs}
     first: Dict[tuple, int] = {}
