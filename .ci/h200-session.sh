@@ -7,7 +7,7 @@
 # Needs the wheels in .whl/ (../shared/gpu-host/wheels.sh .whl) and $OUT (where logs and a tarball
 # of outputs/reference go). Stages: gpu_all core kernels hopper cutlass_bench cutlass cutlass_n8192
 # cutlass_odd ladder tc tune tune_mma tune_ws tune_ws_fp16 ws_repeat ws_seeds ws_standalone ws_llama ws_nt_tests tune_ws_nt
-# ws_nt_bench fidelity_default hopper_fp8 tune_fp8
+# ws_nt_bench ws_streamk_diag fidelity_default hopper_fp8 tune_fp8
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block fp8_block_diag wgmma_peak mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation conduct sanitize precompile_default default_run default_run_noguard fidelity_default
@@ -297,6 +297,15 @@ for stage in "$@"; do case $stage in
   # issue 32: stages 12 and 13's issue-path defines (UNIFORM_A 1 with DESC_STEP 1: A's descriptors in uniform
   # registers, each k-step's the first's advanced) beside their defaults, the library interleaved, at layout nt:
   # stage 12 BF16 at 4096 / 6144 / 8192 and Llama-3 70B's prefill projections, stage 13 FP8 at 4096 / 8192
+  ws_streamk_diag)  # issue 32: where stream-K's 93.1% at 4096 went (session9c: with the producer-only schedule and 66
+           # clusters, neither measured alone at nt): each piece alone, nt BF16 at 4096 and 6144, the libraries interleaved;
+           # then ncu of the defaults and stream-K at 4096 (DRAM bytes, L2 hit rate: stream-K's units work on the last
+           # two waves' tiles at scattered k, a working set the L2 may not hold where the data-parallel waves share it)
+           step ws_streamk_diag 300 python3 run.py -m variant=wgmma_ws precision=bf16 "layouts=[nt]" "sizes.square=[4096,6144]" \
+             sizes.shapes=[] measure.max_time_s=1.5 run.fail_on_error=false $Q \
+             'variant.wgmma_ws.cuda.defines={RASTER:0,STREAM_K:0,PRODUCER_SCHEDULES:0},{PRODUCER_SCHEDULES:1},{GRID_CTAS:0},{PRODUCER_SCHEDULES:1,GRID_CTAS:0},{PRODUCER_SCHEDULES:1,STREAM_K:1,GRID_CTAS:0}' \
+             run.name=ws_streamk_diag hydra.sweep.dir=$REF/ws_streamk_diag
+           ncu_points bf16 "wgmma_ws 4096 4096 4096 - wgmma_ws -;wgmma_ws 4096 4096 4096 - wgmma_ws {PRODUCER_SCHEDULES:1,STREAM_K:1,GRID_CTAS:0}" ;;
   issue_path) step ws_issue_path 240 python3 run.py -m variant=wgmma_ws precision=bf16 "layouts=[nt]" \
              "sizes.square=[4096,6144,8192]" sizes.shapes=[] measure.max_time_s=1.5 run.fail_on_error=false $Q \
              'variant.wgmma_ws.cuda.defines={},{UNIFORM_A:1,DESC_STEP:1}' run.name=ws_issue_path hydra.sweep.dir=$REF/ws_issue_path
