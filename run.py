@@ -26,9 +26,13 @@ def main(cfg: DictConfig) -> None:
         validate.check(cfg)  # ranges, and keys added with `+`, before any point is measured
     except validate.SettingError as e:
         _usage_error(str(e))
+    from gemmlab.points import ConfigError
     from gemmlab.runner import main as run_points
 
-    code = run_points(cfg)
+    try:
+        code = run_points(cfg)
+    except ConfigError as e:  # a size, shape or variant setting no point can be made of: before any work
+        _usage_error(str(e))
     multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     # the run's page; a sweep's is written once all its jobs have ended; none after a Ctrl-C
     if cfg.run.report and not multirun and code != INTERRUPTED:

@@ -207,6 +207,8 @@ CLI_BAD = [
                             "MeasureConf (measure); did you mean measure.warmup_s?"),
     ("layouts=[nn,tx]", "gemmlab: layouts=[nn, tx] is invalid: 'tx' is not a layout; valid: nn, nt, tn, tt"),
     ("batch=[0]", "gemmlab: batch=[0] is invalid: 0 must be an integer >= 1"),
+    # refused where the points are made (gemmlab.points.ConfigError), not by the settings' check
+    ("sizes.square=[-5]", "gemmlab: size m=-5 in [-5, -5, -5] must be a positive integer"),
 ]
 
 
