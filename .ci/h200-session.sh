@@ -583,11 +583,12 @@ while time.time()-t<45: a@a" &
            # 256-row tiles by the producer warpgroup, clusters) at 70B mlp_down (1, 16, 64 tokens) and 8B qkv (64 tokens),
            # bf16 and fp8, the libraries interleaved: 60 points
            stage_sweep decode_wgmma decode_wgmma_quick 240 "$DECODE_WGMMA_QUICK" "$DECODE_WGMMA_QUICK_SHAPES" "bf16,fp8" ;;
-  decode_wgmma_auto)  # issue 30 in one GPU call: the quick sweep above, each (precision, token count)'s pick (the fastest
-           # define set against the defaults, over the libraries interleaved, among those with every point ok; the
-           # defaults unless faster by more than 1%), then the decode experiment at the picks (decode_wgmma_at_picks)
-           stage_sweep decode_wgmma decode_wgmma_quick 240 "$DECODE_WGMMA_QUICK" "$DECODE_WGMMA_QUICK_SHAPES" "bf16,fp8"
-           step decode_wgmma_pick 90 python3 -m analysis.compare --normalized "$REF/decode_wgmma_quick" \
+  decode_wgmma_auto)  # issue 30 in one GPU call: the define sweep above (DECODE_WGMMA_SETS: others; ~5-7 s a job
+           # of 6 points as session28b's stage-16 sweep ran: 22 jobs in ~150 s), each (precision, token count)'s pick
+           # (the fastest define set against the defaults, over the libraries interleaved, among those with every point
+           # ok; the defaults unless faster by more than 1%), then the decode experiment at the picks (~70 s a run)
+           stage_sweep decode_wgmma decode_wgmma 300 "${DECODE_WGMMA_SETS:-$DECODE_WGMMA_SWEEP}" "$DECODE_WGMMA_SHAPES" "bf16,fp8"
+           step decode_wgmma_pick 90 python3 -m analysis.compare --normalized "$REF/decode_wgmma" \
              --out "$LOGS/decode_wgmma_pick" --pick variant.decode_wgmma.cuda.defines --by precision,m
            decode_wgmma_at_picks "${DECODE_WGMMA_PICKS:-$LOGS/decode_wgmma_pick/picks.tsv}" ;;
   decode_wgmma_experiment)  # issue 30: the decode experiment (every shape, copy probe in the same run) with stage 17

@@ -265,5 +265,9 @@ def test_the_decode_experiment_runs_at_each_precisions_picks(tmp_path, monkeypat
     assert "variant.decode_wgmma.cuda.defines={KSPAN:4}" in runs["decode_wgmma_picked_fp8_t16"]
     assert "variant.decode_wgmma.cuda.defines={CLUSTER:2}" in runs["decode_wgmma_picked_fp8_t64"]
     assert any(a.endswith("decode_wgmma_picked/fp8/t64") for a in runs["decode_wgmma_picked_fp8_t64"])
-    assert [s[0] for s in steps][:2] == ["decode_wgmma_quick", "decode_wgmma_pick"]
+    assert [s[0] for s in steps][:2] == ["decode_wgmma", "decode_wgmma_pick"]
+    pick_cmd = steps[1][2]
+    assert pick_cmd[pick_cmd.index("--out") + 1] == f"{tmp_path}/decode_wgmma_auto/logs/decode_wgmma_pick"
+    assert "outputs/reference/dry/decode_wgmma" in pick_cmd  # the pick reads the sweep the first step writes
+    assert "hydra.sweep.dir=outputs/reference/dry/decode_wgmma" in steps[0][2]
     assert problems("decode_wgmma_auto", steps, str(tmp_path)) == []
