@@ -1,0 +1,103 @@
+""".ci/device_tree.py on a small repository of its own: `fit` deletes the oldest dated reference folders until what
+travels (tracked, untracked-not-ignored, .whl/) is within the limit, never the newest date's; `ingest` unpacks a GPU
+call's reference.tgz and logs.tgz into the session's folder, restores what `fit` deleted, and refuses a tarball that
+would change a committed row or land outside the repository."""
+from __future__ import annotations
+
+import importlib.util
+import io
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+spec = importlib.util.spec_from_file_location("device_tree", ROOT / ".ci" / "device_tree.py")
+device_tree = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(device_tree)
+
+MIB = 2**20
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    """Three dated reference folders of 3, 2 and 1 MiB, a README, a 1 MiB .whl/ (ignored, carried), committed."""
+    r = tmp_path / "repo"
+    for name, mib in (("h200-2026-12-01", 3), ("h200-2026-12-02", 2), ("h200-2026-12-03", 1)):
+        folder = r / "outputs" / "reference" / name / "session1" / "run"
+        folder.mkdir(parents=True)
+        (folder / "results.csv").write_text("status,git_commit\nok,abc1234def\n")
+        (folder / "samples.bin").write_bytes(b"\1" * (mib * MIB))
+    (r / "README.md").write_text("x\n")
+    (r / ".gitignore").write_text("/.whl/\n.gemmlab-*.lock\n")
+    (r / ".whl").mkdir()
+    (r / ".whl" / "a.whl").write_bytes(b"\0" * MIB)
+    git(r.parent, "init", "-q", str(r))
+    git(r, "add", "-A")
+    git(r, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "reference")
+    return r
+
+
+def test_fit_deletes_the_oldest_reference_folders_until_what_travels_fits(repo):
+    total = device_tree.size_mib(device_tree.travelling(repo))
+    assert 7.0 < total < 7.1  # 6 MiB of reference, 1 MiB of wheels, a few small files
+    assert device_tree.fit(repo, 8) == []  # fits already: nothing deleted
+    removed = device_tree.fit(repo, 4.5)  # 12-01 alone (3 MiB) brings it to ~4
+    assert [p.name for p in removed] == ["h200-2026-12-01"]
+    assert device_tree.size_mib(device_tree.travelling(repo)) < 4.5
+    removed = device_tree.fit(repo, 2.5)
+    assert [p.name for p in removed] == ["h200-2026-12-02"]
+    with pytest.raises(SystemExit, match="every older reference folder deleted"):
+        device_tree.fit(repo, 1.5)  # the newest date (1 MiB) and the wheels stay: over
+    assert (repo / "outputs" / "reference" / "h200-2026-12-03").is_dir()
+
+
+def tgz(path: Path, files: dict) -> Path:
+    with tarfile.open(path, "w:gz") as tf:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_ingest_unpacks_rows_and_logs_and_restores_what_fit_deleted(repo, tmp_path, capsys):
+    device_tree.fit(repo, 2.5)
+    assert not (repo / "outputs" / "reference" / "h200-2026-12-01").exists()
+    got = tmp_path / "files"
+    got.mkdir()
+    session = "outputs/reference/h200-2026-12-06/session30"
+    tgz(got / "reference.tgz", {f"{session}/decode/bf16/results.csv": "status,git_commit\nok,1234567aa\nfailed,1234567aa\n",
+                                f"{session}/decode/bf16/.gemmlab-run.lock": ""})
+    tgz(got / "logs.tgz", {"./decode_bf16.log": "ok 1 failed 1\n"})
+    assert device_tree.main(["--repo", str(repo), "ingest", str(got)]) == 0
+    out = capsys.readouterr().out
+    dest = repo / session
+    assert (dest / "decode" / "bf16" / "results.csv").exists() and (dest / "logs" / "decode_bf16.log").exists()
+    assert not list(dest.rglob(".gemmlab-*.lock"))
+    assert (repo / "outputs" / "reference" / "h200-2026-12-01" / "session1" / "run" / "samples.bin").exists()
+    assert f"{session}/decode/bf16/results.csv: 2 rows (ok 1, failed 1); commit 1234567" in out
+    assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""
+
+
+def test_ingest_refuses_a_tarball_that_changes_a_committed_row_or_escapes(repo, tmp_path):
+    got = tmp_path / "files"
+    got.mkdir()
+    tgz(got / "reference.tgz", {"outputs/reference/h200-2026-12-02/session1/run/results.csv": "status\nok\n"})
+    with pytest.raises(SystemExit, match="would overwrite committed reference files"):
+        device_tree.ingest(repo, got)
+    assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""  # put back
+    tgz(got / "reference.tgz", {"outputs/reference/h200-2026-12-06/s/../../../../../evil.txt": "x"})
+    with pytest.raises(SystemExit, match="outside"):
+        device_tree.ingest(repo, got)
+    assert not (tmp_path / "evil.txt").exists()
+    (got / "reference.tgz").unlink()
+    with pytest.raises(SystemExit, match="give --session"):
+        device_tree.ingest(repo, got)
