@@ -4,6 +4,8 @@
 #
 #   bash .ci/h200-session.sh STAGE [STAGE ...]
 #
+# Through the tool library's device entry: `python .ci/device_tree.py fit` here first (what travels must fit 64 MiB),
+# then after the call `python .ci/device_tree.py ingest FILES_AT` (rows and logs into outputs/reference/<GEMMLAB_REF>).
 # Needs the wheels in .whl/ (../shared/gpu-host/wheels.sh .whl) and $OUT (where logs and a tarball
 # of outputs/reference go). Stages: gpu_all core kernels hopper cutlass_bench cutlass cutlass_n8192
 # cutlass_odd ladder tc tune tune_mma tune_ws tune_ws_fp16 ws_repeat ws_seeds ws_standalone ws_llama ws_nt_tests tune_ws_nt
