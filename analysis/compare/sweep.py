@@ -19,7 +19,9 @@ measured as many of the group's points as any job did (a define set that fails t
 others run, is never picked; give ``--by`` every key the sweep varies besides KEY, such as precision). The
 group's first job (the defaults) stays the pick unless that geomean is below 1 by more than the threshold
 (``--threshold``, else the normalized drift, 1.0%): a difference inside the drift is no reason to leave the
-defaults. Ties go to the lower job. ``OUT/picks.csv`` and ``OUT/picks.tsv`` (tab separated, a header line, for a
+defaults. A group where no baseline was timed beside any point (cuBLASLt's FP8 refuses M = 1, and cuBLAS has
+no FP8) is judged on the jobs' raw median times instead, against the two-run threshold (3.2%). Ties go to the
+lower job. ``OUT/picks.csv`` and ``OUT/picks.tsv`` (tab separated, a header line, for a
 shell to read: the group's values, the job, the winner's ``KEY`` override value, ``-`` where the job has none,
 the geomean, the points) hold a line a group, so that one GPU call can sweep, pick and measure at the pick
 (``decode_wgmma_auto`` in .ci/h200-session.sh).
@@ -36,6 +38,8 @@ import pandas as pd
 from .. import data, style
 from . import report, stats
 from .core import Comparison
+from .match import KEY as MATCH_KEY
+from .match import OPTIONAL_KEY as MATCH_OPTIONAL
 from .match import Side
 from .normalized import compare_normalized
 
@@ -190,6 +194,7 @@ def pick(sc: SweepComparison, key: str, by: Sequence[str] = (), threshold=None) 
         return {k if isinstance(k, tuple) else (k,): g for k, g in frame.groupby(by, sort=True)}
 
     per_group: Dict[tuple, Dict[int, _InGroup]] = {}
+    ok_rows: Dict[tuple, Dict[int, pd.DataFrame]] = {}  # for the groups no baseline was timed in (below)
     for job in sc.jobs:
         n = int(job.name)
         rows = data.load(job)
@@ -202,9 +207,15 @@ def pick(sc: SweepComparison, key: str, by: Sequence[str] = (), threshold=None) 
             gm = float(np.exp(np.log(ratios).mean())) if len(ratios) else (1.0 if n in reference else math.nan)
             per_group.setdefault(g, {})[n] = _InGroup(gm, len(ratios), bool(status.isin(OK_OR_SKIPPED).all()),
                                                       int((status == "ok").sum()))
+            ok_rows.setdefault(g, {})[n] = part[status == "ok"]
     out = []
     for g in sorted(per_group, key=lambda t: tuple(str(x) for x in t)):
         where, in_g = _group_label(by, g), per_group[g]
+        raw = len(in_g) > 1 and not any(v.lines for v in in_g.values())
+        if raw:  # no baseline timed beside any point of the group (cuBLASLt's FP8 refuses M = 1): the raw medians
+            in_g = {n: v if n in reference else v._replace(**dict(zip(("geomean", "lines"), _raw(
+                ok_rows[g][n], ok_rows[g].get(refs[n], ok_rows[g][n].iloc[0:0]))))) for n, v in in_g.items()}
+        group_margin = margin if threshold is not None or not raw else stats.RUN_TO_RUN_DRIFT
         most = max(v.measured for v in in_g.values())
         lines_most = max(v.lines for v in in_g.values())
         cands = {n: v for n, v in in_g.items() if v.clean and v.measured == most and math.isfinite(v.geomean)
@@ -223,18 +234,33 @@ def pick(sc: SweepComparison, key: str, by: Sequence[str] = (), threshold=None) 
             continue
         best = fastest = min(cands, key=lambda n: (cands[n].geomean, n))
         kept = ""
-        if refs[fastest] in cands and cands[fastest].geomean > 1 - margin:
+        if refs[fastest] in cands and cands[fastest].geomean > 1 - group_margin:
             best = refs[fastest]
             if fastest != best:
                 kept = (f" (the fastest, job {fastest} at {cands[fastest].geomean:.4f}, within the "
-                        f"{100 * margin:.1f}% threshold: the defaults stay)")
+                        f"{100 * group_margin:.1f}% threshold: the defaults stay)")
         v = cands[best]
         count = lines_most if best in reference else v.lines
+        how = (f"{count} points' raw median times (no baseline timed beside them; the two-run threshold, "
+               f"{100 * group_margin:.1f}%)" if raw else f"{count} compared lines")
         out.append({**dict(zip(by, g)), "job": best, "value": override_value(sc.folder(best), key),
                     "geomean_ratio": v.geomean, "points": count, "candidates": len(cands),
-                    "why": f"{where}: job {best} of {len(cands)} candidates, geomean {v.geomean:.4f} over {count} "
-                           f"compared lines{kept}{why_ruled}"})
+                    "why": f"{where}: job {best} of {len(cands)} candidates, geomean {v.geomean:.4f} over {how}"
+                           f"{kept}{why_ruled}"})
     return pd.DataFrame(out, columns=[*by, "job", "value", "geomean_ratio", "points", "candidates", "why"])
+
+
+def _raw(mine: pd.DataFrame, ref: pd.DataFrame) -> Tuple[float, int]:
+    """The geomean of a job's median times over its reference's at the points both measured ok, and how many."""
+    cols = [c for c in (*MATCH_KEY, *MATCH_OPTIONAL) if c in mine.columns and c in ref.columns]
+    if mine.empty or ref.empty:
+        return math.nan, 0
+    both = mine.assign(**{c: mine[c].astype(str) for c in cols}).merge(
+        ref.assign(**{c: ref[c].astype(str) for c in cols}), on=cols, suffixes=("", "_ref"))
+    ratios = (pd.to_numeric(both["time_median_s"], errors="coerce")
+              / pd.to_numeric(both["time_median_s_ref"], errors="coerce")).dropna().to_numpy(float)
+    ratios = ratios[ratios > 0]
+    return (float(np.exp(np.log(ratios).mean())), len(ratios)) if len(ratios) else (math.nan, 0)
 
 
 def write_picks(picks: pd.DataFrame, out: Path) -> List[Path]:
