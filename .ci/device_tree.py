@@ -134,7 +134,8 @@ def summary(repo: Path, where: Path) -> List[str]:
             rows = list(csv.DictReader(fh))
         status = Counter(r.get("status", "") for r in rows)
         commits = sorted({(r.get("git_commit") or "")[:7] for r in rows} - {""})
-        out.append(f"{path.relative_to(repo)}: {len(rows)} rows ({', '.join(f'{k} {v}' for k, v in status.most_common())})"
+        counts = ", ".join(f"{k} {v}" for k, v in status.most_common())
+        out.append(f"{path.relative_to(repo)}: {len(rows)} rows ({counts})"
                    f"; commit {', '.join(commits) or 'not named'}")
     return out
 

@@ -74,7 +74,8 @@ def test_ingest_unpacks_rows_and_logs_and_restores_what_fit_deleted(repo, tmp_pa
     got = tmp_path / "files"
     got.mkdir()
     session = "outputs/reference/h200-2026-12-06/session30"
-    tgz(got / "reference.tgz", {f"{session}/decode/bf16/results.csv": "status,git_commit\nok,1234567aa\nfailed,1234567aa\n",
+    rows = "status,git_commit\nok,1234567aa\nfailed,1234567aa\n"
+    tgz(got / "reference.tgz", {f"{session}/decode/bf16/results.csv": rows,
                                 f"{session}/decode/bf16/.gemmlab-run.lock": ""})
     tgz(got / "logs.tgz", {"./decode_bf16.log": "ok 1 failed 1\n"})
     assert device_tree.main(["--repo", str(repo), "ingest", str(got)]) == 0

@@ -252,7 +252,8 @@ def test_the_decode_experiment_runs_at_each_precisions_picks(tmp_path, monkeypat
     composes (the check above)."""
     picks = tmp_path / "picks.tsv"
     picks.write_text("precision\tm\tjob\tvalue\tgeomean_ratio\tpoints\n"
-                     "bf16\t1\t2\t{KSPAN:2}\t0.95\t2\nbf16\t16\t2\t{KSPAN:2}\t0.97\t1\nbf16\t64\t2\t{KSPAN:2}\t0.96\t2\n"
+                     "bf16\t1\t2\t{KSPAN:2}\t0.95\t2\nbf16\t16\t2\t{KSPAN:2}\t0.97\t1\n"
+                     "bf16\t64\t2\t{KSPAN:2}\t0.96\t2\n"
                      "fp8\t1\t0\t-\t1.0\t2\nfp8\t16\t3\t{KSPAN:4}\t0.9\t1\nfp8\t64\t5\t{CLUSTER:2}\t0.93\t2\n")
     monkeypatch.setenv("DECODE_WGMMA_PICKS", str(picks))
     steps, _, _ = dry_run(str(tmp_path), "decode_wgmma_auto")

@@ -43,8 +43,8 @@ from .match import OPTIONAL_KEY as MATCH_OPTIONAL
 from .match import Side
 from .normalized import compare_normalized
 
-SUMMARY_COLUMNS = ["job", "against", "overrides", "compared", *stats.VERDICTS, "geomean_ratio", "min_ratio", "max_ratio",
-                   "folder"]
+SUMMARY_COLUMNS = ["job", "against", "overrides", "compared", *stats.VERDICTS, "geomean_ratio", "min_ratio",
+                   "max_ratio", "folder"]
 
 
 def job_folders(sweep: Path) -> List[Path]:
@@ -174,8 +174,8 @@ class _InGroup(NamedTuple):
 def pick(sc: SweepComparison, key: str, by: Sequence[str] = (), threshold=None) -> pd.DataFrame:
     """The winner of each group of points (the module's docstring): a line a group, its ``by`` values, then
     ``job``, ``value`` (the job's ``key`` override), ``geomean_ratio``, ``points`` (the group's compared lines;
-    for a reference job the most any job compared), ``candidates`` and ``why``; job -1 where no job measured every point of
-    the group ok. ValueError where a ``by`` column is not in the comparisons' tables."""
+    for a reference job the most any job compared), ``candidates`` and ``why``; job -1 where no job measured every
+    point of the group ok. ValueError where a ``by`` column is not in the comparisons' tables."""
     by = list(by)
     margin = float(threshold) if threshold is not None else stats.NORMALIZED_DRIFT
     comps, refs = sc.comps, sc.refs
@@ -213,8 +213,9 @@ def pick(sc: SweepComparison, key: str, by: Sequence[str] = (), threshold=None) 
         where, in_g = _group_label(by, g), per_group[g]
         raw = len(in_g) > 1 and not any(v.lines for v in in_g.values())
         if raw:  # no baseline timed beside any point of the group (cuBLASLt's FP8 refuses M = 1): the raw medians
-            in_g = {n: v if n in reference else v._replace(**dict(zip(("geomean", "lines"), _raw(
-                ok_rows[g][n], ok_rows[g].get(refs[n], ok_rows[g][n].iloc[0:0]))))) for n, v in in_g.items()}
+            for n in set(in_g) - reference:
+                gm, count = _raw(ok_rows[g][n], ok_rows[g].get(refs[n], ok_rows[g][n].iloc[0:0]))
+                in_g[n] = in_g[n]._replace(geomean=gm, lines=count)
         group_margin = margin if threshold is not None or not raw else stats.RUN_TO_RUN_DRIFT
         most = max(v.measured for v in in_g.values())
         lines_most = max(v.lines for v in in_g.values())
@@ -298,7 +299,8 @@ def render_markdown(sweep: Path, summary: pd.DataFrame) -> str:
              "| job | against | overrides | compared | SLOWER | UNSURE | FASTER | SAME | geomean | min | max |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for _, r in summary.iterrows():
-        lines.append(f"| [{r['job']}](job{r['job']}/compare.md) | {r['against']} | `{r['overrides']}` | {r['compared']} | "
+        lines.append(f"| [{r['job']}](job{r['job']}/compare.md) | {r['against']} | `{r['overrides']}` | "
+                     f"{r['compared']} | "
                      f"{r['SLOWER']} | {r['UNSURE']} | {r['FASTER']} | {r['SAME']} | {_ratio(r['geomean_ratio'])} | "
                      f"{_ratio(r['min_ratio'])} | {_ratio(r['max_ratio'])} |")
     return "\n".join(lines) + "\n"
@@ -323,14 +325,14 @@ def print_summary(sweep: Path, summary: pd.DataFrame, console=None) -> None:
     table = Table(title=f"{sweep}: {_against(sweep, summary, '')}, each point over its baseline",
                   caption=f"geomean of time_ratio over the compared points: below 1 the job is faster; "
                           f"±{100 * stats.NORMALIZED_DRIFT:.1f}% threshold")
-    for col, just in (("job", "right"), ("against", "right"), ("overrides", "left"), ("compared", "right"), ("SLOWER", "right"),
-                      ("UNSURE", "right"), ("FASTER", "right"), ("SAME", "right"), ("geomean", "right"),
-                      ("min", "right"), ("max", "right")):
+    for col, just in (("job", "right"), ("against", "right"), ("overrides", "left"), ("compared", "right"),
+                      ("SLOWER", "right"), ("UNSURE", "right"), ("FASTER", "right"), ("SAME", "right"),
+                      ("geomean", "right"), ("min", "right"), ("max", "right")):
         table.add_column(col, justify=just, no_wrap=col != "overrides")
     for _, r in summary.iterrows():
-        table.add_row(str(r["job"]), str(r["against"]), escape(r["overrides"]), str(r["compared"]), str(r["SLOWER"]), str(r["UNSURE"]),
-                      str(r["FASTER"]), str(r["SAME"]), _ratio(r["geomean_ratio"]), _ratio(r["min_ratio"]),
-                      _ratio(r["max_ratio"]))
+        table.add_row(str(r["job"]), str(r["against"]), escape(r["overrides"]), str(r["compared"]), str(r["SLOWER"]),
+                      str(r["UNSURE"]), str(r["FASTER"]), str(r["SAME"]), _ratio(r["geomean_ratio"]),
+                      _ratio(r["min_ratio"]), _ratio(r["max_ratio"]))
     console.print(table)
 
 
