@@ -58,24 +58,37 @@
 //
 // Techniques behind defines, so that a sweep (tune_ws in .ci/h200-session.sh, WS_SWEEP in
 // tests/test_hopper_kernels.py) shows what each buys; the YAML's defaults are the measured kernel.
-// Measured: % of cuBLAS BF16 (the faster of cuBLAS/cuBLASLt timed interleaved with the point) at
-// N = 4096 / 8192 on the H200, 2026-12-01 (outputs/reference/h200-2026-12-01/session5c/
-// tune_wgmma_ws, each line one define changed from the default; * = unreliable row, noise or clock
-// drift above the limits, as most rows at 8192 are: every tensor-core GEMM there meets the 700 W
-// limit). Default (CLUSTER_M 2, GRID_CTAS 128, STAGES 4, EPI_BOXES 2): 99.2 / 100.4*; over three
-// input seeds, sustained (session5c/ws_repeat): 99.0-99.3 / 100.5-101.2.
-//   define              what it does                                          changed: measured
-//   CLUSTER_M           2: 2-CTA clusters along M, B multicast to both        1 (all 132 SMs): 96.9 / 104.1*
-//   MBAR_CLUSTER_SCOPE  1: slot release/wait at cluster scope (MEMBAR.ALL.GPU  1: 64.9 / 60.4*
-//                       before every remote arrive); 0: CTA scope
-//   GRID_CTAS           N > 0: persistent grid of min(N, SMs) CTAs; 0: all    0 (66 clusters): 98.3 / 101.0*
-//   STAGES, EPI_BOXES   ring depth; 64x64 output boxes staged per round       3 stages, whole tile staged (4 boxes):
-//                       (0: all BN/64); 4 stages fit only with 2 or fewer     98.7* / 98.9*; EPI_BOXES 1: 98.8 / 100.1*
-//   EPI_TMA             1: stmatrix -> staging -> TMA store; 0: direct         0: 90.8* / 97.5: the TMA store
-//                       32-bit global stores from the accumulators            buys 2-9%
-//   GROUP_M             cluster-rows per group of the grouped raster          16: 98.3 / 100.4*; 4: 98.6 / 99.9*
-// Without clusters, the previous default (3 stages, whole tile staged): 96.2* / 98.7*. Before the
-// CTA-scope release (session4), clusters had been 61.5 / 57.1 and capping the grid at 128/120/112
+//   define              what it does
+//   CLUSTER_M           2: 2-CTA clusters along M, B multicast to both; 1: none
+//   MBAR_CLUSTER_SCOPE  1: slot release/wait at cluster scope (MEMBAR.ALL.GPU before every remote arrive); 0: CTA
+//                       scope
+//   GRID_CTAS           N > 0: persistent grid of min(N, SMs) CTAs; 0: all (66 clusters)
+//   STAGES, EPI_BOXES   ring depth; 64x64 output boxes staged per round (0: all BN/64, the whole tile); 4 stages fit
+//                       only with 2 or fewer
+//   EPI_TMA             1: stmatrix -> staging -> TMA store; 0: direct 32-bit global stores from the accumulators
+//   GROUP_M             cluster-rows per group of the grouped raster
+// Measured: % of cuBLAS BF16 (the faster of cuBLAS/cuBLASLt timed interleaved with the point), layout nn, at N = 4096 /
+// 8192 on the H200, 2026-12-01, each line the defines it changes from the defaults; * = unreliable row, noise or clock
+// drift above the limits, as most rows at 8192 are: every tensor-core GEMM there meets the 700 W limit. The table is
+// the rows' (python -m analysis.techniques --sync writes it; tests/test_techniques.py fails where it is not); the
+// CLUSTER_M 1, EPI_BOXES 0, GRID_CTAS 0, STAGES 3 line is the previous default. The TMA store buys 2-9%; the
+// cluster-scope release costs a third. The defaults over three input seeds, sustained (session5c/ws_repeat):
+// 99.0-99.3 / 100.5-101.2.
+// BEGIN techniques outputs/reference/h200-2026-12-01/session5c/tune_wgmma_ws
+// configuration                                     4096    8192
+// defaults                                         99.2   100.4*
+// CLUSTER_M 1, GRID_CTAS 0                         96.9   104.1*
+// CLUSTER_M 1, EPI_BOXES 0, GRID_CTAS 0, STAGES 3  96.2*   98.7*
+// CLUSTER_M 1, EPI_TMA 0, GRID_CTAS 0              89.5    95.9*
+// GRID_CTAS 0                                      98.3   101.0*
+// MBAR_CLUSTER_SCOPE 1                             64.9    60.4*
+// EPI_BOXES 0, STAGES 3                            98.7*   98.9*
+// EPI_BOXES 1                                      98.8   100.1*
+// GROUP_M 16                                       98.3   100.4*
+// GROUP_M 4                                        98.6    99.9*
+// EPI_TMA 0                                        90.8*   97.5
+// END techniques
+// Before the CTA-scope release (session4), clusters had been 61.5 / 57.1 and capping the grid at 128/120/112
 // CTAs did not rescue them (57.6*, 53.0*, 49.8* at 8192).
 // From pranjalssh/fast.cu's list, already here: 128x256 tiles on m64n256k16, mbarrier parity waits
 // (try_wait.parity), clusters with multicast (CLUSTER_M), a 128-CTA persistent grid, and (RASTER 2)
@@ -114,11 +127,16 @@
 //                       in uniform registers, no R2UR              99.7 / 100.2 / 101.2; Llama-3 70B geomean
 //   DESC_STEP           1: each k16 step's descriptors the first   0.998 vs 1.000: no gain (a k-tile's wgmmas
 //                       step's + a constant (CUTLASS's iterator)   go before the last is waited for: hidden)
-// Measured at nt, BF16 (h200-2026-12-02/session9c, measure=sustained, % of the best library interleaved at 4096 /
-// 6144 / 8192, * unreliable by noise or clock): the defaults 99.4 / 100.2* / 101.9; RASTER 1 99.5 / 100.2* / 99.3;
-// RASTER 2 98.8 / 99.3 / 99.3*; STREAM_K 1 (with PRODUCER_SCHEDULES 1, GRID_CTAS 0) 93.1 / 97.4* / 102.7*; Llama-3
-// 70B prefill 97.5-101.0 (geomean 0.991) at the defaults. PRODUCER_SCHEDULES 1 and GRID_CTAS 0 alone at nt: not
-// yet run. None reaches issue 32's 1.05x: parity at every size.
+// Measured at nt, BF16 (measure=sustained, % of the best library interleaved, * unreliable by noise or clock):
+// BEGIN techniques outputs/reference/h200-2026-12-02/session9c/ws_nt_square
+// configuration                                  4096    6144    8192
+// defaults                                       99.4  100.2*  101.9
+// RASTER 1                                       99.5  100.2*   99.3
+// RASTER 2                                       98.8   99.3    99.3*
+// GRID_CTAS 0, PRODUCER_SCHEDULES 1, STREAM_K 1  93.1   97.4*  102.7*
+// END techniques
+// Llama-3 70B prefill 97.5-101.0 (geomean 0.991) at the defaults. PRODUCER_SCHEDULES 1 and GRID_CTAS 0 alone at nt:
+// not yet run (ws_streamk_diag in .ci/h200-session.sh). None reaches issue 32's 1.05x: parity at every size.
 //
 // Run it alone: python run.py variant=[cublas,wgmma_ws] precision=bf16 sizes.square=[4096,8192]
 //   (layout nt: add layouts=[nt]; Llama-3 70B prefill: sizes=llm 'sizes.model_names=[llama3_70b]'

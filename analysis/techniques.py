@@ -1,0 +1,203 @@
+"""What each technique buys, as a table made from a define sweep's rows, so that the tables in the stage headers and the
+README are the rows' and nothing typed by hand.
+
+    python -m analysis.techniques SWEEP [--variant V]   # the table, Markdown
+    python -m analysis.techniques --sync FILE ...        # rewrite the marked blocks of FILE from their rows
+    python -m analysis.techniques --check FILE ...       # exit 1 where a marked block is not what its rows give
+
+A line per configuration of the swept variant (its rows' ``defines``), in the order the sweep ran them: the first
+(the sweep's first job: put the defaults first) as ``defaults``, each other by the defines it changes from the first;
+a column per problem (N for an N x N x N cube, else m x n x k or the shape's name); each cell the point's
+``pct_of_baseline`` (% of the faster library timed interleaved with it) to one decimal, ``*`` where the row is not
+reliable (its noise or clock drift above the limits: the tables and claims leave it out), the median and a count where
+a configuration measured a point more than once. A point that was not ``ok`` shows its status.
+
+A marked block in a text file is the lines between one holding ``BEGIN techniques PATH [variant=V]`` (PATH a sweep, run
+or reference folder, relative to the repository) and the next holding ``END techniques``. Whatever stands before
+``BEGIN`` on its line prefixes every line of the block: ``// `` in a kernel's header gives an aligned plain-text table;
+a block whose BEGIN line is an HTML comment (``<!-- BEGIN techniques ... -->``) is a Markdown table.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from . import data
+
+ROOT = Path(__file__).resolve().parent.parent
+PROG = "analysis.techniques"
+FIRST = "defaults"
+BEGIN = re.compile(r"^(?P<prefix>.*?)BEGIN techniques (?P<path>\S+)(?P<opts>[^>]*?)\s*(?:-->)?\s*$")
+END = re.compile(r"END techniques")
+LIBRARY_VARIANTS = ("cublas", "cublaslt")
+
+
+def _defines(value) -> Dict[str, object]:
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str) and value.strip():
+        return json.loads(value)
+    return {}
+
+
+def _problem(row) -> str:
+    name = row.get("shape_name")
+    if isinstance(name, str) and name:
+        return name
+    m, n, k = int(row["m"]), int(row["n"]), int(row["k"])
+    return str(m) if m == n == k else f"{m}x{n}x{k}"
+
+
+def _label(config: Dict[str, object], first: Dict[str, object]) -> str:
+    changed = [f"{k} {config.get(k)}" for k in sorted(set(config) | set(first)) if config.get(k) != first.get(k)]
+    return ", ".join(changed) or "the defaults again"
+
+
+def _cell(rows: pd.DataFrame) -> str:
+    ok = rows[rows["status"].astype(str) == "ok"]
+    if ok.empty:
+        return "/".join(sorted(set(rows["status"].astype(str))))
+    pct = pd.to_numeric(ok["pct_of_baseline"], errors="coerce").dropna()
+    if pct.empty:
+        return "no baseline"
+    shaky = not ok["reliable"].fillna(False).astype(bool).all()
+    text = f"{float(np.median(pct)):.1f}" + ("*" if shaky else "")
+    return text + (f" ({len(pct)})" if len(pct) > 1 else "")
+
+
+def table(rows: pd.DataFrame, variant: Optional[str] = None) -> pd.DataFrame:
+    """The table (index: configuration; columns: problems) of ``variant``'s rows (default: the one variant with
+    defines other than the libraries). ValueError where there is no such variant, or more than one."""
+    with_defines = rows[rows["defines"].map(lambda v: bool(_defines(v)))
+                        & ~rows["variant"].astype(str).isin(LIBRARY_VARIANTS)]
+    names = sorted(set(with_defines["variant"].astype(str)))
+    if variant is None:
+        if len(names) != 1:
+            raise ValueError(f"the rows hold {len(names)} variants with defines ({', '.join(names) or 'none'}): "
+                             f"name one with --variant")
+        variant = names[0]
+    mine = with_defines[with_defines["variant"].astype(str) == variant].copy()
+    if mine.empty:
+        raise ValueError(f"no rows of {variant} with defines here (variants with defines: {', '.join(names) or 'none'})")
+    mine["config"] = mine["defines"].map(lambda v: json.dumps(_defines(v), sort_keys=True))
+    mine["problem"] = [_problem(r) for _, r in mine.iterrows()]
+    order = mine.assign(t=mine["timestamp"].astype(str)).groupby("config", sort=False)["t"].min().sort_values()
+    configs = list(order.index)
+    first = json.loads(configs[0])
+    problems = mine.drop_duplicates("problem").sort_values(["m", "n", "k", "problem"])["problem"].tolist()
+    lines = {}
+    for config in configs:
+        label = FIRST if config == configs[0] else _label(json.loads(config), first)
+        own = mine[mine["config"] == config]
+        lines[label] = {p: _cell(own[own["problem"] == p]) if (own["problem"] == p).any() else "" for p in problems}
+    out = pd.DataFrame.from_dict(lines, orient="index", columns=problems)
+    out.index.name = f"{variant} (vs its defaults: {', '.join(f'{k} {v}' for k, v in sorted(first.items()))})"
+    return out
+
+
+def markdown(t: pd.DataFrame) -> List[str]:
+    head = ["configuration", *[str(c) for c in t.columns]]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for label, r in t.iterrows():
+        name = FIRST if label == FIRST else ", ".join(f"`{part}`" for part in str(label).split(", "))
+        lines.append("| " + " | ".join([name, *[str(v) for v in r]]) + " |")
+    return lines
+
+
+def plain(t: pd.DataFrame) -> List[str]:
+    """Aligned columns, the decimals of a column in line whether or not a cell carries ``*``."""
+    head = ["configuration", *[str(c) for c in t.columns]]
+    cols = []
+    for c in t.columns:
+        cells = [str(v) for v in t[c]]
+        starred = any(v.endswith("*") for v in cells)
+        cols.append([v if not starred or v.endswith("*") or not v else v + " " for v in cells])
+    body = [[str(label), *[col[i] for col in cols]] for i, label in enumerate(t.index)]
+    widths = [max(len(row[i]) for row in [head, *body]) for i in range(len(head))]
+    fmt = lambda row: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+    return [fmt(head).rstrip(), *[fmt(row).rstrip() for row in body]]
+
+
+def _options(text: str) -> Dict[str, str]:
+    return dict(part.split("=", 1) for part in text.split() if "=" in part)
+
+
+def sync(text: str, root: Path = ROOT) -> str:
+    """``text`` with every marked block rewritten from its rows. ValueError naming the block where a block has no
+    END, or its rows give no table."""
+    src = text.split("\n")
+    out: List[str] = []
+    i = 0
+    while i < len(src):
+        line = src[i]
+        out.append(line)
+        m = BEGIN.match(line)
+        i += 1
+        if not m:
+            continue
+        end = next((j for j in range(i, len(src)) if END.search(src[j])), None)
+        if end is None:
+            raise ValueError(f"line {i}: BEGIN techniques {m['path']} has no END techniques after it")
+        try:
+            t = table(data.load(root / m["path"]), _options(m["opts"]).get("variant"))
+        except (ValueError, FileNotFoundError) as e:
+            raise ValueError(f"line {i}: BEGIN techniques {m['path']}: {e}") from None
+        prefix = m["prefix"]
+        if prefix.lstrip().startswith("<!--"):
+            body = markdown(t)
+        else:
+            body = [(prefix + row).rstrip() for row in plain(t)]
+        out.extend(body)
+        i = end
+    return "\n".join(out)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog=f"python -m {PROG}", description=__doc__.split("\n\n")[0])
+    ap.add_argument("sweep", nargs="?", type=Path, help="a sweep, run or reference folder (or results file)")
+    ap.add_argument("--variant", default=None, help="the variant whose configurations make the lines")
+    ap.add_argument("--sync", nargs="+", type=Path, metavar="FILE", help="rewrite FILE's marked blocks from their rows")
+    ap.add_argument("--check", nargs="+", type=Path, metavar="FILE",
+                    help="exit 1 where FILE's marked blocks are not what their rows give")
+    args = ap.parse_args(argv)
+    if sum(x is not None for x in (args.sweep, args.sync, args.check)) != 1:
+        print(f"{PROG}: give a SWEEP, or --sync FILE..., or --check FILE...", file=sys.stderr)
+        return 2
+    if args.sweep is not None:
+        try:
+            t = table(data.load(args.sweep), args.variant)
+        except (ValueError, FileNotFoundError) as e:
+            print(f"{PROG}: {e}", file=sys.stderr)
+            return 2
+        print(f"{t.index.name}: % of the faster library timed interleaved with each point (* not reliable)")
+        print("\n".join(markdown(t)))
+        return 0
+    stale = []
+    for path in args.sync or args.check:
+        try:
+            text = path.read_text()
+            new = sync(text)
+        except (ValueError, FileNotFoundError) as e:
+            print(f"{PROG}: {path}: {e}", file=sys.stderr)
+            return 2
+        if new != text:
+            if args.sync:
+                path.write_text(new)
+                print(f"  {path}: blocks rewritten from their rows")
+            else:
+                stale.append(path)
+    for path in stale:
+        print(f"{PROG}: {path}: a marked block is not what its rows give (python -m {PROG} --sync {path})",
+              file=sys.stderr)
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

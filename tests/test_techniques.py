@@ -1,0 +1,69 @@
+"""analysis.techniques: what each technique buys, made from a define sweep's rows. The tables in stage 12's header and
+in the README are what their rows give (a stale number fails here); the table of session5c's stage-12 sweep holds
+the numbers the README's row-checked table of the top rungs holds; a block written wrong is named."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+from analysis import data, techniques
+
+S5C = ROOT / "outputs" / "reference" / "h200-2026-12-01" / "session5c" / "tune_wgmma_ws"
+S9C = ROOT / "outputs" / "reference" / "h200-2026-12-02" / "session9c" / "ws_nt_square"
+needs_rows = pytest.mark.skipif(not (S5C.is_dir() and S9C.is_dir()), reason="the H200 reference sweeps are not here")
+MARKED = [ROOT / "kernels" / "cuda" / "12_wgmma_ws.cu", ROOT / "README.md"]
+
+
+@needs_rows
+def test_a_sweeps_table_is_each_configuration_against_the_library():
+    t = techniques.table(data.load(S5C))
+    assert list(t.columns) == ["4096", "8192"] and t.index[0] == "defaults"
+    assert t.loc["defaults"].tolist() == ["99.2", "100.4*"]
+    assert t.loc["MBAR_CLUSTER_SCOPE 1"].tolist() == ["64.9", "60.4*"]
+    assert t.loc["CLUSTER_M 1, EPI_BOXES 0, GRID_CTAS 0, STAGES 3"].tolist() == ["96.2*", "98.7*"]  # the old default
+    assert t.loc["EPI_TMA 0"].tolist() == ["90.8*", "97.5"]
+    assert len(t) == 11
+    nt = techniques.table(data.load(S9C))
+    assert nt.loc["GRID_CTAS 0, PRODUCER_SCHEDULES 1, STREAM_K 1"].tolist() == ["93.1", "97.4*", "102.7*"]
+
+
+@needs_rows
+@pytest.mark.parametrize("path", MARKED, ids=[p.name for p in MARKED])
+def test_the_marked_tables_are_what_their_rows_give(path):
+    text = path.read_text()
+    assert "BEGIN techniques" in text
+    assert techniques.sync(text) == text, f"python -m analysis.techniques --sync {path.relative_to(ROOT)}"
+    assert techniques.main(["--check", str(path)]) == 0
+
+
+@needs_rows
+def test_a_stale_or_broken_block_is_named(tmp_path, capsys):
+    header = (ROOT / "kernels" / "cuda" / "12_wgmma_ws.cu").read_text()
+    stale = tmp_path / "stale.cu"
+    stale.write_text(header.replace("// MBAR_CLUSTER_SCOPE 1                             64.9    60.4*",
+                                    "// MBAR_CLUSTER_SCOPE 1                             99.9    60.4*"))
+    assert stale.read_text() != header, "the control no longer matches the header's line"
+    assert techniques.main(["--check", str(stale)]) == 1
+    assert "is not what its rows give" in capsys.readouterr().err
+    assert techniques.main(["--sync", str(stale)]) == 0 and stale.read_text() == header  # written back
+    broken = tmp_path / "broken.md"
+    broken.write_text("<!-- BEGIN techniques outputs/reference/h200-2026-12-01/session5c/tune_wgmma_ws -->\n| x |\n")
+    assert techniques.main(["--check", str(broken)]) == 2
+    assert "has no END techniques" in capsys.readouterr().err
+    broken.write_text("// BEGIN techniques outputs/reference/no_such_folder\n// END techniques\n")
+    assert techniques.main(["--check", str(broken)]) == 2
+    assert "no_such_folder" in capsys.readouterr().err
+    assert techniques.main([]) == 2
+
+
+@needs_rows
+def test_a_folder_of_several_variants_needs_one_named(capsys):
+    both = ROOT / "outputs" / "reference" / "h200-2026-12-01" / "session4"
+    assert techniques.main([str(both)]) == 2
+    assert "name one with --variant" in capsys.readouterr().err
+    assert techniques.main([str(both / "tune_wgmma_fp8")]) == 0
+    out = capsys.readouterr().out
+    assert "| defaults | 104.4 | 99.0 |" in out and "| `GROUP_M 16` | 104.5 | 99.2* |" in out
