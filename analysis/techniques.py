@@ -12,8 +12,11 @@ a column per problem (N for an N x N x N cube, else m x n x k or the shape's nam
 reliable (its noise or clock drift above the limits: the tables and claims leave it out), the median and a count where
 a configuration measured a point more than once. A point that was not ``ok`` shows its status.
 
-A marked block in a text file is the lines between one holding ``BEGIN techniques PATH [variant=V]`` (PATH a sweep, run
-or reference folder, relative to the repository) and the next holding ``END techniques``. Whatever stands before
+``--show pct,tflops,clock,power`` adds each point's TFLOP/s, SM clock range (MHz) and mean board power (W): under the
+H200's 700 W limit a kernel that moves fewer bytes runs at a higher clock, and the % alone hides why.
+
+A marked block in a text file is the lines between one holding ``BEGIN techniques PATH [variant=V] [show=...]`` (PATH
+a sweep, run or reference folder, relative to the repository) and the next holding ``END techniques``. Whatever stands before
 ``BEGIN`` on its line prefixes every line of the block: ``// `` in a kernel's header gives an aligned plain-text table;
 a block whose BEGIN line is an HTML comment (``<!-- BEGIN techniques ... -->``) is a Markdown table.
 """
@@ -60,21 +63,40 @@ def _label(config: Dict[str, object], first: Dict[str, object]) -> str:
     return ", ".join(changed) or "the defaults again"
 
 
-def _cell(rows: pd.DataFrame) -> str:
+SHOWN = ("pct", "tflops", "clock", "power")  # what a cell may show (``show=``): the first always pct
+
+
+def _median(rows: pd.DataFrame, col: str) -> float:
+    v = pd.to_numeric(rows[col], errors="coerce").dropna() if col in rows else pd.Series(dtype=float)
+    return float(np.median(v)) if len(v) else float("nan")
+
+
+def _cell(rows: pd.DataFrame, show: Sequence[str] = ("pct",)) -> str:
     ok = rows[rows["status"].astype(str) == "ok"]
     if ok.empty:
         return "/".join(sorted(set(rows["status"].astype(str))))
     pct = pd.to_numeric(ok["pct_of_baseline"], errors="coerce").dropna()
-    if pct.empty:
-        return "no baseline"
     shaky = not ok["reliable"].fillna(False).astype(bool).all()
-    text = f"{float(np.median(pct)):.1f}" + ("*" if shaky else "")
-    return text + (f" ({len(pct)})" if len(pct) > 1 else "")
+    text = (f"{float(np.median(pct)):.1f}" if len(pct) else "no baseline") + ("*" if shaky and len(pct) else "")
+    text += f" ({len(pct)})" if len(pct) > 1 else ""
+    extra = []
+    if "tflops" in show and np.isfinite(_median(ok, "tflops")):
+        extra.append(f"{_median(ok, 'tflops'):.0f} TFLOP/s")
+    if "clock" in show and np.isfinite(_median(ok, "sm_clock_min_mhz")):
+        lo, hi = _median(ok, "sm_clock_min_mhz"), _median(ok, "sm_clock_max_mhz")
+        extra.append(f"{lo:.0f} MHz" if not np.isfinite(hi) or hi == lo else f"{lo:.0f}-{hi:.0f} MHz")
+    if "power" in show and np.isfinite(_median(ok, "power_w")):
+        extra.append(f"{_median(ok, 'power_w'):.0f} W")
+    return ", ".join([text, *extra])
 
 
-def table(rows: pd.DataFrame, variant: Optional[str] = None) -> pd.DataFrame:
+def table(rows: pd.DataFrame, variant: Optional[str] = None, show: Sequence[str] = ("pct",)) -> pd.DataFrame:
     """The table (index: configuration; columns: problems) of ``variant``'s rows (default: the one variant with
-    defines other than the libraries). ValueError where there is no such variant, or more than one."""
+    defines other than the libraries); ``show`` adds each point's TFLOP/s, SM clock range and mean board power to its
+    %. ValueError where there is no such variant, or more than one, or ``show`` names something else."""
+    unknown = sorted(set(show) - set(SHOWN))
+    if unknown:
+        raise ValueError(f"show={','.join(show)}: {', '.join(unknown)} is not one of {', '.join(SHOWN)}")
     with_defines = rows[rows["defines"].map(lambda v: bool(_defines(v)))
                         & ~rows["variant"].astype(str).isin(LIBRARY_VARIANTS)]
     names = sorted(set(with_defines["variant"].astype(str)))
@@ -96,7 +118,8 @@ def table(rows: pd.DataFrame, variant: Optional[str] = None) -> pd.DataFrame:
     for config in configs:
         label = FIRST if config == configs[0] else _label(json.loads(config), first)
         own = mine[mine["config"] == config]
-        lines[label] = {p: _cell(own[own["problem"] == p]) if (own["problem"] == p).any() else "" for p in problems}
+        lines[label] = {p: _cell(own[own["problem"] == p], show) if (own["problem"] == p).any() else ""
+                        for p in problems}
     out = pd.DataFrame.from_dict(lines, orient="index", columns=problems)
     out.index.name = f"{variant} (vs its defaults: {', '.join(f'{k} {v}' for k, v in sorted(first.items()))})"
     return out
@@ -125,6 +148,10 @@ def plain(t: pd.DataFrame) -> List[str]:
     return [fmt(head).rstrip(), *[fmt(row).rstrip() for row in body]]
 
 
+def _show(text: str) -> List[str]:
+    return [w.strip() for w in text.split(",") if w.strip()]
+
+
 def _options(text: str) -> Dict[str, str]:
     return dict(part.split("=", 1) for part in text.split() if "=" in part)
 
@@ -146,7 +173,8 @@ def sync(text: str, root: Path = ROOT) -> str:
         if end is None:
             raise ValueError(f"line {i}: BEGIN techniques {m['path']} has no END techniques after it")
         try:
-            t = table(data.load(root / m["path"]), _options(m["opts"]).get("variant"))
+            opts = _options(m["opts"])
+            t = table(data.load(root / m["path"]), opts.get("variant"), _show(opts.get("show", "pct")))
         except (ValueError, FileNotFoundError) as e:
             raise ValueError(f"line {i}: BEGIN techniques {m['path']}: {e}") from None
         prefix = m["prefix"]
@@ -163,6 +191,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog=f"python -m {PROG}", description=__doc__.split("\n\n")[0])
     ap.add_argument("sweep", nargs="?", type=Path, help="a sweep, run or reference folder (or results file)")
     ap.add_argument("--variant", default=None, help="the variant whose configurations make the lines")
+    ap.add_argument("--show", default="pct", help=f"what a cell shows, comma separated, of {', '.join(SHOWN)} "
+                                                  "(TFLOP/s, the SM clock's range, the mean board power; default pct)")
     ap.add_argument("--sync", nargs="+", type=Path, metavar="FILE", help="rewrite FILE's marked blocks from their rows")
     ap.add_argument("--check", nargs="+", type=Path, metavar="FILE",
                     help="exit 1 where FILE's marked blocks are not what their rows give")
@@ -172,7 +202,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     if args.sweep is not None:
         try:
-            t = table(data.load(args.sweep), args.variant)
+            t = table(data.load(args.sweep), args.variant, _show(args.show))
         except (ValueError, FileNotFoundError) as e:
             print(f"{PROG}: {e}", file=sys.stderr)
             return 2

@@ -67,3 +67,14 @@ def test_a_folder_of_several_variants_needs_one_named(capsys):
     assert techniques.main([str(both / "tune_wgmma_fp8")]) == 0
     out = capsys.readouterr().out
     assert "| defaults | 104.4 | 99.0 |" in out and "| `GROUP_M 16` | 104.5 | 99.2* |" in out
+
+
+@needs_rows
+def test_a_cell_can_show_the_clock_and_power_beside_the_percentage(capsys):
+    """Issue 32: the clock and power of each variant beside its TFLOP/s; session9c's stream-K row at 4096 is slower at
+    the defaults' clock and power."""
+    t = techniques.table(data.load(S9C), show=["pct", "tflops", "clock", "power"])
+    assert t.loc["defaults", "4096"] == "99.4, 740 TFLOP/s, 1860 MHz, 660 W"
+    assert t.loc["GRID_CTAS 0, PRODUCER_SCHEDULES 1, STREAM_K 1", "4096"] == "93.1, 686 TFLOP/s, 1815-1890 MHz, 659 W"
+    with pytest.raises(ValueError, match="watts is not one of"):
+        techniques.table(data.load(S9C), show=["pct", "watts"])
