@@ -16,8 +16,8 @@ a configuration measured a point more than once. A point that was not ``ok`` sho
 H200's 700 W limit a kernel that moves fewer bytes runs at a higher clock, and the % alone hides why.
 
 A marked block in a text file is the lines between one holding ``BEGIN techniques PATH [variant=V] [show=...]`` (PATH
-a sweep, run or reference folder, relative to the repository) and the next holding ``END techniques``. Whatever stands before
-``BEGIN`` on its line prefixes every line of the block: ``// `` in a kernel's header gives an aligned plain-text table;
+a sweep, run or reference folder, relative to the repository) and the next holding ``END techniques``. Whatever stands
+before ``BEGIN`` on its line prefixes every line of the block: ``// `` in a kernel's header gives an aligned plain-text table;
 a block whose BEGIN line is an HTML comment (``<!-- BEGIN techniques ... -->``) is a Markdown table.
 """
 from __future__ import annotations
@@ -107,7 +107,8 @@ def table(rows: pd.DataFrame, variant: Optional[str] = None, show: Sequence[str]
         variant = names[0]
     mine = with_defines[with_defines["variant"].astype(str) == variant].copy()
     if mine.empty:
-        raise ValueError(f"no rows of {variant} with defines here (variants with defines: {', '.join(names) or 'none'})")
+        raise ValueError(f"no rows of {variant} with defines here (variants with defines: "
+                         f"{', '.join(names) or 'none'})")
     mine["config"] = mine["defines"].map(lambda v: json.dumps(_defines(v), sort_keys=True))
     mine["problem"] = [_problem(r) for _, r in mine.iterrows()]
     order = mine.assign(t=mine["timestamp"].astype(str)).groupby("config", sort=False)["t"].min().sort_values()

@@ -13,8 +13,11 @@ from analysis import data, techniques
 
 S5C = ROOT / "outputs" / "reference" / "h200-2026-12-01" / "session5c" / "tune_wgmma_ws"
 S9C = ROOT / "outputs" / "reference" / "h200-2026-12-02" / "session9c" / "ws_nt_square"
-needs_rows = pytest.mark.skipif(not (S5C.is_dir() and S9C.is_dir()), reason="the H200 reference sweeps are not here")
-MARKED = [ROOT / "kernels" / "cuda" / "12_wgmma_ws.cu", ROOT / "README.md"]
+S27B = ROOT / "outputs" / "reference" / "h200-2026-12-05" / "session27b" / "tune_wgmma_fp8"
+needs_rows = pytest.mark.skipif(not (S5C.is_dir() and S9C.is_dir() and S27B.is_dir()),
+                                reason="the H200 reference sweeps are not here")
+MARKED = [ROOT / "kernels" / "cuda" / "12_wgmma_ws.cu", ROOT / "kernels" / "cuda" / "13_wgmma_fp8.cu",
+          ROOT / "README.md"]
 
 
 @needs_rows

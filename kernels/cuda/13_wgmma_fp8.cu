@@ -15,36 +15,55 @@
 //   cluster multicast (written before stage 12's clusters were fixed: CLUSTER_M below).
 //
 // Techniques, each a define so that a sweep shows what it buys (tune_fp8 in .ci/h200-session.sh).
-// Measured on the H200, 2026-12-01 (outputs/reference/h200-2026-12-01/session4/tune_wgmma_fp8): % of
-// cuBLASLt FP8 timed interleaved with the point, at N = 4096 / 8192 (default: 104.4 / 99.0):
-//   define       what it does                                                     measured
-//   STAGES       shared-memory ring depth (3 with EPI_TMA=1; 4 fits with EPI_TMA=0) 4 vs 3 without the
-//                                                                                 TMA store: 90.3 / 92.1 vs 89.0 / 89.6
-//   EPI_TMA      1: stmatrix -> swizzled staging tile -> TMA store (stage 12's);  0 (4 stages): 90.3 / 92.1:
-//                0: direct 32-bit global stores from the accumulators, no staging the TMA store buys 7-15%,
-//                tile (frees 64 KB of shared memory for a 4th stage)              more than a 4th stage
-//   GROUP_M      tile rows per group of the persistent grouped raster (L2 reuse)  16: 104.5 / 99.2 (no change)
-//   UNIFORM_A    1: the consumer index told warp-uniform: A's descriptors in       both (session24b): 105.1 / 99.2
-//                uniform registers, no R2UR                                       vs 104.2 / 98.6 (8192: noisy):
-//   DESC_STEP    1: each k32 step's descriptors the first's + 2                    within noise, left off
-//   BN           128 or 256 columns per tile (wgmma N)                            128 (4 stages): 102.4 / 100.8
-//                                                                                 (8192 unreliable: noise 5.7%)
-// Issue 32's, off by default and not yet measured (tune_fp8 runs them; FP8_SWEEP in tests/test_hopper_kernels.py builds
-// each without spills, the CPU emulation runs every one, tests/test_gpu_hopper_fp8.py the new ones on the H200):
+//   define       what it does
+//   STAGES       shared-memory ring depth (3 with EPI_TMA=1 and the whole tile staged; 4 with EPI_TMA=0 or EPI_BOXES 2)
+//   EPI_TMA      1: stmatrix -> swizzled staging tile -> TMA store (stage 12's); 0: direct 32-bit global stores from
+//                the accumulators, no staging tile (frees 64 KB of shared memory for a 4th stage)
+//   GROUP_M      tile rows per group of the persistent grouped raster (L2 reuse)
+//   UNIFORM_A    1: the consumer index told warp-uniform: A's descriptors in uniform registers, no R2UR
+//   DESC_STEP    1: each k32 step's descriptors the first's + 2
+//   BN           128 or 256 columns per tile (wgmma N)
 //   EPI_BOXES    64 x 64 boxes of a consumer's output staged per round of the TMA-store epilogue (stage 12's; 0: all
-//                BN / 64, one round: the measured SASS). 2 halves the staging tiles (32 KB for both consumers at 128 x
-//                256, not 64), which makes room for a fourth stage with the TMA store (225 KB): the measured 4th stage
-//                bought 1.3 / 2.5 points without the TMA store (EPI_TMA 0 with 4 stages against 3 above), the TMA store
-//                10-15; each round waits for the previous round's store to have read its boxes
+//                BN / 64, one round). 2 halves the staging tiles (32 KB for both consumers at 128 x 256, not 64), which
+//                makes room for a fourth stage with the TMA store (225 KB); each round waits for the previous round's
+//                store to have read its boxes
 //   CLUSTER_M    2: 2-CTA clusters along M (both CTAs take vertically adjacent tiles of the grouped raster and need
 //                the same B tile each k-tile): each loads BN / 2 of B's rows (the YAML's B box) and multicasts them
 //                into the same place of both CTAs' slots; a slot is refilled when the consumers of both CTAs released
 //                it (plain remote arrives at CTA scope: stage 12's lesson, MEMBAR.ALL.GPU at cluster scope); a cluster's
 //                second CTA may lie wholly past M (loads zeros, stores nothing). Operand bytes per 128 x 256 tile out of
 //                L2: 128 + 128 rows a k-tile, not 128 + 256 (256 FLOP/B modeled, not 171). Why: at 8192 every FP8 GEMM
-//                here meets the 700 W cap (its rows throttle to 1400-1500 MHz), and fewer bytes moved is a higher clock under it;
-//                stage 12's clusters are its fastest configuration at 4096 (99.2 against 96.9 without)
-// Standalone in the same session (standalone_fp8): 1340 TFLOP/s at 4096 and 1243 at 8192 against
+//                here meets the 700 W cap (its rows throttle to 1300-1500 MHz), and fewer bytes moved is a higher clock
+//                under it; stage 12's clusters are its fastest configuration at 4096 (99.2 against 96.9 without)
+// Measured on the H200: % of cuBLASLt FP8 timed interleaved with the point, at N = 4096 / 8192, each line the defines
+// it changes from the defaults, * unreliable (noise or clock drift); the tables are the rows' (python -m
+// analysis.techniques --sync; tests/test_techniques.py). 2026-12-01: the TMA store buys 10-15 points, more than a 4th
+// stage (1-2.5).
+// BEGIN techniques outputs/reference/h200-2026-12-01/session4/tune_wgmma_fp8
+// configuration         4096    8192
+// defaults             104.4   99.0
+// EPI_TMA 0, STAGES 4   90.3   92.1*
+// EPI_TMA 0             89.0   89.6*
+// GROUP_M 16           104.5   99.2*
+// BN 128, STAGES 4     102.4  100.8*
+// END techniques
+// 2026-12-05 (issue 32's EPI_BOXES and CLUSTER_M, tune_fp8; beside each %, the point's TFLOP/s, SM clock and mean
+// power: at 4096 every configuration runs at 1980 MHz below the cap, at 8192 at 1300-1550 MHz against it); none is at
+// 105 at 8192, the best within a point or two of the defaults:
+// BEGIN techniques outputs/reference/h200-2026-12-05/session27b/tune_wgmma_fp8 show=pct,tflops,clock,power
+// configuration                                                       4096                                        8192
+// defaults                            104.2, 1368 TFLOP/s, 1980 MHz, 332 W    99.1, 1277 TFLOP/s, 1305-1515 MHz, 677 W
+// EPI_TMA 0, STAGES 4                  89.1, 1166 TFLOP/s, 1980 MHz, 342 W   91.9*, 1153 TFLOP/s, 1335-1530 MHz, 676 W
+// EPI_TMA 0                            87.7, 1148 TFLOP/s, 1980 MHz, 339 W   89.2*, 1168 TFLOP/s, 1320-1515 MHz, 684 W
+// GROUP_M 16                          103.8, 1356 TFLOP/s, 1980 MHz, 280 W    99.3, 1304 TFLOP/s, 1485-1500 MHz, 617 W
+// BN 128, STAGES 4                    101.8, 1331 TFLOP/s, 1980 MHz, 343 W   100.0, 1276 TFLOP/s, 1365-1485 MHz, 680 W
+// DESC_STEP 1, UNIFORM_A 1            105.1, 1378 TFLOP/s, 1980 MHz, 337 W    99.3, 1301 TFLOP/s, 1335-1500 MHz, 689 W
+// EPI_BOXES 2, STAGES 4               105.3, 1383 TFLOP/s, 1980 MHz, 332 W  101.0*, 1247 TFLOP/s, 1365-1485 MHz, 670 W
+// EPI_BOXES 1, STAGES 4               104.3, 1364 TFLOP/s, 1980 MHz, 276 W  100.4*, 1292 TFLOP/s, 1350-1515 MHz, 653 W
+// CLUSTER_M 2                         103.2, 1352 TFLOP/s, 1980 MHz, 331 W  100.3*, 1281 TFLOP/s, 1305-1545 MHz, 662 W
+// CLUSTER_M 2, EPI_BOXES 2, STAGES 4  103.5, 1351 TFLOP/s, 1980 MHz, 284 W   101.1, 1337 TFLOP/s, 1485-1500 MHz, 621 W
+// END techniques
+// Standalone in session4 (standalone_fp8): 1340 TFLOP/s at 4096 and 1243 at 8192 against
 // cuBLASLt's 1279 and 1288 (1.047x and 0.965x; the 8192 rows throttle to 1400-1500 MHz).
 //
 // Constraints: TIN = __nv_fp8_e4m3 (e5m2 builds too; cuBLASLt has no e5m2 x e5m2 baseline), TOUT =
