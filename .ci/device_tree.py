@@ -11,9 +11,10 @@ and says which; nothing on the GPU host reads them (the session's steps write ro
 
 `ingest FILES_AT`: unpacks `reference.tgz` (the session's folder of outputs/reference, as .ci/h200-session.sh packs
 it after every step) at the repository's root and `logs.tgz` into that folder's `logs/`, removes the lock files the
-runner leaves, makes everything readable and restores what `fit` deleted (`git checkout -- outputs/reference`); a
-tarball that would overwrite a committed reference file is refused (exit 1, the file put back): rows that back a
-claim are never edited. Last, a line per results file: its rows by status and the commits the rows name.
+runner leaves, makes everything readable and restores the tracked files `fit` deleted (and nothing else); a tarball
+that holds anything but one new session folder, or would overwrite a committed file, is refused before anything is
+unpacked (exit 1): rows that back a claim are never edited. Last, a line per results file: its rows by status and
+the commits the rows name. `fit` never deletes a folder holding files git does not track (uncommitted rows).
 """
 from __future__ import annotations
 
@@ -57,64 +58,102 @@ def dated_folders(repo: Path) -> List[Path]:
     return sorted(found, key=lambda p: (DATED.match(p.name)["date"], p.name))
 
 
+def _untracked(repo: Path, folder: Path) -> List[str]:
+    """Files under ``folder`` git does not track (new rows not yet committed, ignored files): a checkout cannot bring
+    them back."""
+    return [line for line in _git(repo, "status", "--porcelain", "--ignored", "--untracked-files=all", "--",
+                                  str(folder.relative_to(repo))).splitlines() if line[:2] in ("??", "!!")]
+
+
 def fit(repo: Path, limit_mib: float = LIMIT_MIB) -> List[Path]:
-    """Delete the oldest dated reference folders until what travels is within ``limit_mib``; the deleted ones.
-    SystemExit if even the newest date alone leaves it over."""
+    """Delete the oldest dated reference folders until what travels is within ``limit_mib``; the deleted ones. A
+    folder holding files git does not track is never deleted (a checkout would not restore them). SystemExit if even
+    the newest date alone leaves it over."""
     import shutil
 
     removed: List[Path] = []
-    total = size_mib(travelling(repo))
     folders = dated_folders(repo)
     newest = DATED.match(folders[-1].name)["date"] if folders else None
+    kept_back: List[str] = []
     for folder in folders:
-        if total <= limit_mib:
+        if size_mib(travelling(repo)) <= limit_mib:
             break
         if DATED.match(folder.name)["date"] == newest:
             continue
-        freed = size_mib([p for p in folder.rglob("*") if p.is_file()])
+        if _untracked(repo, folder):
+            kept_back.append(str(folder.relative_to(repo)))
+            continue
         shutil.rmtree(folder)
         removed.append(folder)
-        total -= freed
+    total = size_mib(travelling(repo))
     if total > limit_mib:
+        if removed:
+            _git(repo, "checkout", "--", *[str(f.relative_to(repo)) for f in removed])
         raise SystemExit(f"device_tree: {total:.1f} MiB would travel, over {limit_mib} MiB, with every older reference "
-                         f"folder deleted: carry less, or ignore more")
+                         f"folder deleted (restored now)" + (f"; kept, holding files git does not track: "
+                                                             f"{', '.join(kept_back)}" if kept_back else "")
+                         + ": carry less, or ignore more")
     return removed
 
 
-def _members_root(tgz: Path) -> Optional[Path]:
-    """outputs/reference/<dated>/<session> of the tarball's first member (None: no such member)."""
+def _member_paths(tgz: Path) -> List[Path]:
     with tarfile.open(tgz) as tf:
-        for m in tf.getmembers():
-            parts = Path(m.name).parts
-            if len(parts) >= 4 and Path(*parts[:2]) == REFERENCE and DATED.match(parts[2]):
-                return Path(*parts[:4])
-    return None
+        return [Path(m.name) for m in tf.getmembers() if m.isfile()]
 
 
-def _safe_extract(tgz: Path, dest: Path) -> None:
-    with tarfile.open(tgz) as tf:
-        for m in tf.getmembers():
-            target = (dest / m.name).resolve()
-            if not str(target).startswith(str(dest.resolve())) or m.issym() or m.islnk():
-                raise SystemExit(f"device_tree: {tgz} holds {m.name!r}, which would land outside {dest} or is a link")
-        tf.extractall(dest, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+def _session_of(tgz: Path) -> Optional[Path]:
+    """outputs/reference/<dated>/<session>: the folder every file of the tarball lies in (None: the files share no
+    such folder, e.g. a GEMMLAB_REF without /<session> packed the whole dated folder)."""
+    roots = {Path(*p.parts[:4]) for p in _member_paths(tgz) if len(p.parts) > 4}
+    files = _member_paths(tgz)
+    if len(roots) != 1 or any(len(p.parts) <= 4 for p in files):
+        return None
+    (root,) = roots
+    parts = root.parts
+    return root if Path(*parts[:2]) == REFERENCE and DATED.match(parts[2]) else None
+
+
+def _safe_extract(tgz: Path, dest: Path, tracked: Sequence[str] = ()) -> None:
+    """Every member a plain file or folder inside ``dest`` and none a tracked file, checked before anything is
+    written; SystemExit naming the first that is not."""
+    root = dest.resolve()
+    committed = set(tracked)
+    try:
+        with tarfile.open(tgz) as tf:
+            members = tf.getmembers()
+            for m in members:
+                target = (root / m.name).resolve()
+                if not target.is_relative_to(root) or not (m.isfile() or m.isdir()):
+                    raise SystemExit(f"device_tree: {tgz} holds {m.name!r}, which would land outside {dest} or is "
+                                     f"not a plain file")
+                if m.isfile() and str(target.relative_to(root)) in committed:
+                    raise SystemExit(f"device_tree: {tgz} would overwrite the committed {m.name}: nothing unpacked")
+            tf.extractall(root, members=members, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    except tarfile.TarError as e:
+        raise SystemExit(f"device_tree: {tgz}: {e}") from None
 
 
 def ingest(repo: Path, files_at: Path, session: Optional[str] = None) -> Path:
     """Rows and logs of one GPU call into outputs/reference; the session's folder (relative to ``repo``)."""
     ref, logs = files_at / "reference.tgz", files_at / "logs.tgz"
-    where = Path(session) if session else (_members_root(ref) if ref.exists() else None)
+    if session:
+        where = Path(session)
+        if Path(*where.parts[:2]) != REFERENCE or len(where.parts) != 4 or not DATED.match(where.parts[2]):
+            raise SystemExit(f"device_tree: --session {session}: not outputs/reference/<device>-<date>/<session>")
+    else:
+        where = _session_of(ref) if ref.exists() else None
     if where is None:
-        raise SystemExit(f"device_tree: {ref} names no outputs/reference/<device>-<date>/<session> folder (no step "
-                         f"wrote rows?): give --session outputs/reference/<device>-<date>/<session> for the logs")
+        raise SystemExit(f"device_tree: {ref} holds no single outputs/reference/<device>-<date>/<session> folder (no "
+                         f"step wrote rows, or GEMMLAB_REF named no session?): give --session "
+                         f"outputs/reference/<device>-<date>/<session>")
+    if _git(repo, "ls-files", "--", str(where)).strip():
+        raise SystemExit(f"device_tree: {where} holds committed files: a call's rows go into a session folder of "
+                         f"their own (GEMMLAB_REF=<device>-<date>/<session>)")
+    tracked = _git(repo, "ls-files", "-z", "--", str(REFERENCE)).split("\0")
     if ref.exists():
-        _safe_extract(ref, repo)
-        overwritten = _git(repo, "diff", "--name-only", "--diff-filter=M", "--", str(REFERENCE)).split()
-        if overwritten:  # committed rows are never edited: put them back, and say so
-            _git(repo, "checkout", "--", *overwritten)
-            raise SystemExit(f"device_tree: {ref} would overwrite committed reference files (restored): "
-                             f"{', '.join(overwritten[:5])}")
+        _safe_extract(ref, repo, tracked)
     dest = repo / where
+    dest.mkdir(parents=True, exist_ok=True)
     if logs.exists():
         (dest / "logs").mkdir(parents=True, exist_ok=True)
         _safe_extract(logs, dest / "logs")
@@ -122,7 +161,9 @@ def ingest(repo: Path, files_at: Path, session: Optional[str] = None) -> Path:
         lock.unlink()
     for p in [dest, *dest.rglob("*")]:
         p.chmod(p.stat().st_mode | (0o755 if p.is_dir() else 0o644))
-    _git(repo, "checkout", "--", str(REFERENCE))  # what fit deleted
+    deleted = [f for f in _git(repo, "ls-files", "-z", "--deleted", "--", str(REFERENCE)).split("\0") if f]
+    if deleted:  # what fit deleted, and only that
+        _git(repo, "checkout", "--", *deleted)
     return where
 
 

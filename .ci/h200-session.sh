@@ -108,22 +108,23 @@ decode_wgmma_run() {
     "variant=[decode_wgmma,cublas,cublaslt,copy_gpu]" "precision=[$1,fp32]" "sizes.tokens=[$2]" "${D[@]}" \
     run.fail_on_error=false $Q hydra.run.dir=$4
 }
-# the decode experiment at the picks of a quick sweep (PICKS: analysis.compare --pick ... --by precision,m's picks.tsv):
-# per precision one run when every token count picked the same define set (none in the file: the YAML's), else a run
-# per token count at its own pick
+# the decode experiment at the picks of a define sweep (PICKS: analysis.compare --pick ... --by precision,m's picks.tsv):
+# per precision and token count (1, 16, 64) its pick, the YAML's defines where the file has none or no job measured the
+# group ok (job -1; said in the log); one run a precision where its three agree, else a run a token count
 decode_wgmma_at_picks() {
-  local picks=$1 prec line; local -a lines
+  local picks=$1 prec m v; local -A pick
+  [ -f "$picks" ] || echo "=== decode_wgmma_at_picks: no $picks (the pick step failed?): every run at the YAML's defines"
   for prec in bf16 fp8; do
-    lines=()
-    [ -f "$picks" ] && mapfile -t lines < <(awk -F'\t' -v p="$prec" 'NR > 1 && $1 == p { print $2 "\t" $4 }' "$picks")
-    if [ "${#lines[@]}" -eq 0 ]; then
-      decode_wgmma_run "$prec" 1,16,64 - "$REF/decode_wgmma_picked/$prec"
-    elif [ "$(printf '%s\n' "${lines[@]}" | cut -f2 | sort -u | wc -l)" -eq 1 ]; then
-      decode_wgmma_run "$prec" 1,16,64 "$(printf '%s\n' "${lines[0]}" | cut -f2)" "$REF/decode_wgmma_picked/$prec"
+    for m in 1 16 64; do
+      v=$([ -f "$picks" ] && awk -F'\t' -v p="$prec" -v m="$m" 'NR > 1 && $1 == p && $2 == m { print $3 "\t" $4; exit }' "$picks")
+      [ "${v%%$'\t'*}" = "-1" ] && echo "=== decode_wgmma_at_picks: $prec at $m tokens: no define set measured every point ok"
+      v=${v#*$'\t'}
+      pick[$m]=${v:--}
+    done
+    if [ "${pick[1]}" = "${pick[16]}" ] && [ "${pick[1]}" = "${pick[64]}" ]; then
+      decode_wgmma_run "$prec" 1,16,64 "${pick[1]}" "$REF/decode_wgmma_picked/$prec"
     else
-      for line in "${lines[@]}"; do
-        decode_wgmma_run "$prec" "${line%%$'\t'*}" "${line#*$'\t'}" "$REF/decode_wgmma_picked/$prec/t${line%%$'\t'*}"
-      done
+      for m in 1 16 64; do decode_wgmma_run "$prec" "$m" "${pick[$m]}" "$REF/decode_wgmma_picked/$prec/t$m"; done
     fi
   done
 }
@@ -589,8 +590,11 @@ while time.time()-t<45: a@a" &
            # of 6 points as session28b's stage-16 sweep ran: 22 jobs in ~150 s), each (precision, token count)'s pick
            # (the fastest define set against the defaults, over the libraries interleaved, among those with every point
            # ok; the defaults unless faster by more than 1%), then the decode experiment at the picks (~70 s a run)
-           stage_sweep decode_wgmma decode_wgmma 300 "${DECODE_WGMMA_SETS:-$DECODE_WGMMA_SWEEP}" "$DECODE_WGMMA_SHAPES" "bf16,fp8"
-           step decode_wgmma_pick 90 python3 -m analysis.compare --normalized "$REF/decode_wgmma" \
+           # (its own folder: rows append, and stage decode_wgmma's sweep in the same session would mix into it)
+           stage_sweep decode_wgmma decode_wgmma_auto 300 "${DECODE_WGMMA_SETS:-$DECODE_WGMMA_SWEEP}" "$DECODE_WGMMA_SHAPES" \
+             "bf16,fp8"
+           rm -rf "$LOGS/decode_wgmma_pick"  # a warm machine's earlier picks are not this sweep's
+           step decode_wgmma_pick 90 python3 -m analysis.compare --normalized "$REF/decode_wgmma_auto" \
              --out "$LOGS/decode_wgmma_pick" --pick variant.decode_wgmma.cuda.defines --by precision,m
            decode_wgmma_at_picks "${DECODE_WGMMA_PICKS:-$LOGS/decode_wgmma_pick/picks.tsv}" ;;
   decode_wgmma_experiment)  # issue 30: the decode experiment (every shape, copy probe in the same run) with stage 17

@@ -37,7 +37,7 @@ from . import data
 ROOT = Path(__file__).resolve().parent.parent
 PROG = "analysis.techniques"
 FIRST = "defaults"
-BEGIN = re.compile(r"^(?P<prefix>.*?)BEGIN techniques (?P<path>\S+)(?P<opts>[^>]*?)\s*(?:-->)?\s*$")
+BEGIN = re.compile(r"^(?P<prefix>.*?)BEGIN techniques (?P<path>[^\s>]+)(?P<opts>[^>]*?)\s*(?:-->)?\s*$")
 END = re.compile(r"END techniques")
 LIBRARY_VARIANTS = ("cublas", "cublaslt")
 
@@ -59,8 +59,21 @@ def _problem(row) -> str:
 
 
 def _label(config: Dict[str, object], first: Dict[str, object]) -> str:
-    changed = [f"{k} {config.get(k)}" for k in sorted(set(config) | set(first)) if config.get(k) != first.get(k)]
+    changed = [f"{k} {config[k] if k in config else 'unset'}" for k in sorted(set(config) | set(first))
+               if config.get(k) != first.get(k)]
     return ", ".join(changed) or "the defaults again"
+
+
+def _run_configs(mine: pd.DataFrame) -> pd.Series:
+    """Each row's configuration: the defines constant over its run (a sweep job), as JSON; a define a point rule
+    sets per point (a tile width by M, say) is the point's, not the configuration's."""
+    out = pd.Series(index=mine.index, dtype=object)
+    for _, rows in mine.groupby(mine["run_id"].astype(str), sort=False):
+        each = [_defines(v) for v in rows["defines"]]
+        keys = set().union(*each)
+        constant = {k: each[0].get(k) for k in keys if all(d.get(k) == each[0].get(k) for d in each)}
+        out.loc[rows.index] = json.dumps(constant, sort_keys=True)
+    return out
 
 
 SHOWN = ("pct", "tflops", "clock", "power")  # what a cell may show (``show=``): the first always pct
@@ -109,12 +122,16 @@ def table(rows: pd.DataFrame, variant: Optional[str] = None, show: Sequence[str]
     if mine.empty:
         raise ValueError(f"no rows of {variant} with defines here (variants with defines: "
                          f"{', '.join(names) or 'none'})")
-    mine["config"] = mine["defines"].map(lambda v: json.dumps(_defines(v), sort_keys=True))
-    mine["problem"] = [_problem(r) for _, r in mine.iterrows()]
-    order = mine.assign(t=mine["timestamp"].astype(str)).groupby("config", sort=False)["t"].min().sort_values()
+    mine["config"] = _run_configs(mine)
+    # a column a problem, and its precision / layout where the rows hold more than one (a cell never pools them)
+    varied = [c for c in ("precision", "layout") if c in mine and mine[c].astype(str).nunique() > 1]
+    mine["problem"] = [" ".join([_problem(r), *[str(r[c]) for c in varied]]) for _, r in mine.iterrows()]
+    order = (mine.assign(t=mine["timestamp"].astype(str).replace("nan", ""), i=np.arange(len(mine)))
+             .groupby("config", sort=False)[["t", "i"]].min().sort_values(["t", "i"], kind="stable"))
     configs = list(order.index)
     first = json.loads(configs[0])
-    problems = mine.drop_duplicates("problem").sort_values(["m", "n", "k", "problem"])["problem"].tolist()
+    problems = (mine.drop_duplicates("problem").sort_values([*varied, "m", "n", "k", "problem"], kind="stable")
+                ["problem"].tolist())
     lines = {}
     for config in configs:
         label = FIRST if config == configs[0] else _label(json.loads(config), first)
@@ -122,7 +139,7 @@ def table(rows: pd.DataFrame, variant: Optional[str] = None, show: Sequence[str]
         lines[label] = {p: _cell(own[own["problem"] == p], show) if (own["problem"] == p).any() else ""
                         for p in problems}
     out = pd.DataFrame.from_dict(lines, orient="index", columns=problems)
-    out.index.name = f"{variant} (vs its defaults: {', '.join(f'{k} {v}' for k, v in sorted(first.items()))})"
+    out.index.name = f"{variant} (its defaults: {', '.join(f'{k} {v}' for k, v in sorted(first.items()))})"
     return out
 
 
@@ -130,7 +147,7 @@ def markdown(t: pd.DataFrame) -> List[str]:
     head = ["configuration", *[str(c) for c in t.columns]]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for label, r in t.iterrows():
-        name = FIRST if label == FIRST else ", ".join(f"`{part}`" for part in str(label).split(", "))
+        name = FIRST if label == FIRST else f"`{label}`"
         lines.append("| " + " | ".join([name, *[str(v) for v in r]]) + " |")
     return lines
 
@@ -153,28 +170,41 @@ def _show(text: str) -> List[str]:
     return [w.strip() for w in text.split(",") if w.strip()]
 
 
-def _options(text: str) -> Dict[str, str]:
-    return dict(part.split("=", 1) for part in text.split() if "=" in part)
+OPTIONS = ("variant", "show")
+
+
+def _options(text: str, where: str) -> Dict[str, str]:
+    words = text.split()
+    bad = [w for w in words if "=" not in w or w.split("=", 1)[0] not in OPTIONS]
+    if bad:
+        raise ValueError(f"{where}: {' '.join(bad)}: the options are {', '.join(o + '=' for o in OPTIONS)}")
+    return dict(w.split("=", 1) for w in words)
 
 
 def sync(text: str, root: Path = ROOT) -> str:
-    """``text`` with every marked block rewritten from its rows. ValueError naming the block where a block has no
-    END, or its rows give no table."""
+    """``text`` with every marked block rewritten from its rows. ValueError naming the line where a BEGIN line is
+    not of the form above, a block has no END before the next BEGIN, an END has no BEGIN, or its rows give no table."""
     src = text.split("\n")
     out: List[str] = []
     i = 0
     while i < len(src):
         line = src[i]
         out.append(line)
-        m = BEGIN.match(line)
         i += 1
-        if not m:
+        if END.search(line):
+            raise ValueError(f"line {i}: END techniques without a BEGIN techniques before it")
+        if "BEGIN techniques" not in line:
             continue
-        end = next((j for j in range(i, len(src)) if END.search(src[j])), None)
-        if end is None:
-            raise ValueError(f"line {i}: BEGIN techniques {m['path']} has no END techniques after it")
+        m = BEGIN.match(line)
+        if not m:
+            raise ValueError(f"line {i}: a BEGIN techniques line is 'PREFIX BEGIN techniques PATH [variant=V] "
+                             f"[show=...]' (and, in Markdown, ' -->' last): {line.strip()}")
+        end = next((j for j in range(i, len(src)) if END.search(src[j]) or "BEGIN techniques" in src[j]), None)
+        if end is None or not END.search(src[end]):
+            raise ValueError(f"line {i}: BEGIN techniques {m['path']} has no END techniques after it"
+                             + (f" before the next BEGIN (line {end + 1})" if end is not None else ""))
+        opts = _options(m["opts"], f"line {i}")
         try:
-            opts = _options(m["opts"])
             t = table(data.load(root / m["path"]), opts.get("variant"), _show(opts.get("show", "pct")))
         except (ValueError, FileNotFoundError) as e:
             raise ValueError(f"line {i}: BEGIN techniques {m['path']}: {e}") from None
@@ -184,7 +214,8 @@ def sync(text: str, root: Path = ROOT) -> str:
         else:
             body = [(prefix + row).rstrip() for row in plain(t)]
         out.extend(body)
-        i = end
+        out.append(src[end])
+        i = end + 1
     return "\n".join(out)
 
 

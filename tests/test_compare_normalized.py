@@ -283,7 +283,7 @@ def test_the_pick_of_each_group_is_its_fastest_job_that_measured_every_point_ok(
     assert 0.93 < picks.loc[("bf16", 1), "geomean_ratio"] < 0.95 and picks.loc[("bf16", 1), "points"] == 2
     # job 3 skipped a point, job 1's 0.998 is inside the threshold: the defaults stay
     assert picks.loc[("bf16", 64), "job"] == 0 and picks.loc[("bf16", 64), "value"] == "{KSPAN:1}"
-    assert "fewer points measured: jobs 3" in picks.loc[("bf16", 64), "why"]
+    assert "a point not measured that another job measured: jobs 3" in picks.loc[("bf16", 64), "why"]
     assert "the defaults stay" in picks.loc[("bf16", 64), "why"]
     # raw: C 0.96 x 0.98 / 1.03 = 0.913 (B 0.99 / 1.03 = 0.961, D 1.04 / 1.03 = 1.01)
     assert picks.loc[("fp8", 1), "job"] == 6 and picks.loc[("fp8", 1), "value"] == "{KSPAN:4}"
@@ -301,7 +301,8 @@ def test_the_pick_of_each_group_is_its_fastest_job_that_measured_every_point_ok(
     whole = pd.read_csv(out / "picks.csv", keep_default_na=False).set_index("precision")
     assert whole.loc["bf16", "job"] == 1 and whole.loc["bf16", "candidates"] == 3
     assert whole.loc["fp8", "job"] == 7 and whole.loc["fp8", "value"] == "{MSUB:2}"
-    # bad input: --by without --pick, --pick with two runs, a column the comparisons lack
+    # bad input: --by without --pick, --pick with two runs, a column the rows lack, a misspelt key (every job would be
+    # its own first: nothing picked), groups that mix the two precisions' jobs (--by without precision)
     capsys.readouterr()
     assert main(["--normalized", str(sweep), "--out", str(out), "--by", "m"]) == 2
     assert "give --pick KEY too" in capsys.readouterr().err
@@ -309,6 +310,43 @@ def test_the_pick_of_each_group_is_its_fastest_job_that_measured_every_point_ok(
     assert "give --normalized SWEEP alone" in capsys.readouterr().err
     assert main(["--normalized", str(sweep), "--out", str(out), "--pick", PICK_KEY, "--by", "tokens"]) == 2
     assert "--by tokens" in capsys.readouterr().err
+    assert main(["--normalized", str(sweep), "--out", str(out), "--pick", PICK_KEY[:-1]]) == 2
+    assert "no job's .hydra/overrides.yaml sets it" in capsys.readouterr().err
+    assert main(["--normalized", str(sweep), "--out", str(out), "--pick", PICK_KEY, "--by", "m"]) == 2
+    assert "add the keys the sweep varies besides" in capsys.readouterr().err
+
+
+def write_sweep(sweep: Path, jobs, no_baseline=()) -> Path:
+    """``jobs``: [(defines, {(precision, m): time ratio}, {(precision, m): status of the group's first point})], bf16
+    only, 1 and 64 tokens, two points a group, every job's run at its own clock."""
+    for job, (defines, ratio, status) in enumerate(jobs):
+        clock = 1 + 0.03 * ((-1) ** job) * job
+        pts = [("bf16", m, n, 1e-4 * n / 8192 * clock * ratio.get(("bf16", m), 1.0), 1e-4 * n / 8192 * clock,
+                status.get(("bf16", m), "ok") if n == 8192 else "ok") for m in (1, 64) for n in (8192, 4096)]
+        folder = write_points(sweep / str(job), f"run-{job}", pts, 7 * job, no_baseline=no_baseline)
+        (folder / ".hydra").mkdir()
+        (folder / ".hydra" / "overrides.yaml").write_text(f"- precision=bf16\n- {PICK_KEY}={defines}\n")
+    return sweep
+
+
+def test_a_pick_without_any_baseline_and_with_the_defaults_failing(tmp_path):
+    """No library timed beside any point (a sweep without measure.baseline): every group is judged on the raw times.
+    The defaults failing a point of a group: the fastest clean job is picked, and the note says the defaults were
+    ruled out."""
+    sweep = write_sweep(tmp_path / "raw", [("{A:1}", {}, {}), ("{A:2}", {("bf16", 1): 0.85}, {})],
+                        no_baseline={("bf16", 1), ("bf16", 64)})
+    out = tmp_path / "out"
+    assert main(["--normalized", str(sweep), "--out", str(out), "--pick", PICK_KEY, "--by", "m"]) == 0
+    picks = pd.read_csv(out / "picks.csv", keep_default_na=False).set_index("m")
+    # the raw ratio carries job 1's clock (1 - 0.03): 0.85 x 0.97
+    assert picks.loc[1, "job"] == 1 and "raw median times" in picks.loc[1, "why"]
+    assert 0.81 < picks.loc[1, "geomean_ratio"] < 0.84
+    assert picks.loc[64, "job"] == 0  # 0.97 within 3.2%: the defaults stay
+    sweep = write_sweep(tmp_path / "fail", [("{A:1}", {}, {("bf16", 64): "failed"}), ("{A:2}", {("bf16", 64): 1.04}, {})])
+    assert main(["--normalized", str(sweep), "--out", str(out), "--pick", PICK_KEY, "--by", "m"]) == 0
+    picks = pd.read_csv(out / "picks.csv", keep_default_na=False).set_index("m")
+    assert picks.loc[64, "job"] == 1 and "the defaults, job 0, ruled out" in picks.loc[64, "why"]
+    assert picks.loc[1, "job"] == 0
 
 
 def test_the_picks_of_a_committed_sweep(tmp_path):

@@ -89,16 +89,48 @@ def test_ingest_unpacks_rows_and_logs_and_restores_what_fit_deleted(repo, tmp_pa
 
 
 def test_ingest_refuses_a_tarball_that_changes_a_committed_row_or_escapes(repo, tmp_path):
+    """Refused before anything is unpacked: rows into a committed session's folder, a committed file by way of
+    --session, a path that leaves the repository for a sibling, a tarball of two sessions (a GEMMLAB_REF without
+    /<session> packs the dated folder)."""
     got = tmp_path / "files"
     got.mkdir()
-    tgz(got / "reference.tgz", {"outputs/reference/h200-2026-12-02/session1/run/results.csv": "status\nok\n"})
-    with pytest.raises(SystemExit, match="would overwrite committed reference files"):
+    committed = "outputs/reference/h200-2026-12-02/session1/run/results.csv"
+    tgz(got / "reference.tgz", {committed: "status\nok\n"})
+    with pytest.raises(SystemExit, match="holds committed files"):
         device_tree.ingest(repo, got)
-    assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""  # put back
-    tgz(got / "reference.tgz", {"outputs/reference/h200-2026-12-06/s/../../../../../evil.txt": "x"})
+    with pytest.raises(SystemExit, match="would overwrite the committed"):
+        device_tree.ingest(repo, got, "outputs/reference/h200-2026-12-06/new")
+    assert git(repo, "status", "--porcelain", "--untracked-files=all") == ""  # nothing written
+    tgz(got / "reference.tgz", {"outputs/reference/h200-2026-12-06/s/../../../../../repo2/evil.txt": "x"})
     with pytest.raises(SystemExit, match="outside"):
+        device_tree.ingest(repo, got, "outputs/reference/h200-2026-12-06/s")
+    assert not (tmp_path / "repo2").exists()
+    tgz(got / "reference.tgz", {"outputs/reference/h200-2026-12-06/a/r/results.csv": "status\nok\n",
+                                "outputs/reference/h200-2026-12-06/b/r/results.csv": "status\nok\n"})
+    with pytest.raises(SystemExit, match="no single outputs/reference"):
         device_tree.ingest(repo, got)
-    assert not (tmp_path / "evil.txt").exists()
     (got / "reference.tgz").unlink()
     with pytest.raises(SystemExit, match="give --session"):
         device_tree.ingest(repo, got)
+
+
+def test_fit_keeps_uncommitted_rows_and_ingest_restores_only_what_fit_deleted(repo, tmp_path):
+    """An ingested session not yet committed lives in an old dated folder: fit passes that folder over (a checkout
+    would not bring it back); a local edit to a tracked file survives ingest's restore."""
+    new_rows = repo / "outputs" / "reference" / "h200-2026-12-01" / "session9" / "results.csv"
+    new_rows.parent.mkdir()
+    new_rows.write_text("status\nok\n")
+    edited = repo / "README.md"
+    edited.write_text("edited\n")
+    with pytest.raises(SystemExit, match="kept, holding files git does not track: outputs/reference/h200-2026-12-01"):
+        device_tree.fit(repo, 4.5)  # 12-02 alone is not enough: restored, and the refusal says why
+    assert (repo / "outputs" / "reference" / "h200-2026-12-02").is_dir()
+    removed = device_tree.fit(repo, 5.5)
+    assert [p.name for p in removed] == ["h200-2026-12-02"] and new_rows.exists()
+    got = tmp_path / "files"
+    got.mkdir()
+    tgz(got / "logs.tgz", {"./x.log": "x\n"})
+    device_tree.ingest(repo, got, "outputs/reference/h200-2026-12-06/s1")
+    assert (repo / "outputs" / "reference" / "h200-2026-12-02" / "session1" / "run" / "samples.bin").exists()
+    assert edited.read_text() == "edited\n" and new_rows.exists()
+    assert (repo / "outputs" / "reference" / "h200-2026-12-06" / "s1" / "logs" / "x.log").exists()

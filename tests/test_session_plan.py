@@ -246,29 +246,35 @@ def test_the_check_finds_a_plan_written_wrong(mutant, tmp_path):
 
 @pytest.mark.slow
 def test_the_decode_experiment_runs_at_each_precisions_picks(tmp_path, monkeypatch):
-    """decode_wgmma_auto's last part reads the quick sweep's picks (analysis.compare --pick --by precision,m): a
-    precision whose token counts all picked one define set is one run at it; one whose picks differ is a run per
-    token count at its own; a pick of "-" (job 0 without the key, or none ok) is the YAML's defines. Every run
-    composes (the check above)."""
+    """decode_wgmma_auto's last part reads the sweep's picks (analysis.compare --pick --by precision,m): a precision
+    whose token counts all picked one define set is one run at it; one whose picks differ is a run per token count at
+    its own; a pick of "-" (job 0 without the key), a group the file lacks and a group no job measured ok (job -1,
+    said in the log) are the YAML's defines. Every run composes (the check above)."""
     picks = tmp_path / "picks.tsv"
     picks.write_text("precision\tm\tjob\tvalue\tgeomean_ratio\tpoints\n"
                      "bf16\t1\t2\t{KSPAN:2}\t0.95\t2\nbf16\t16\t2\t{KSPAN:2}\t0.97\t1\n"
                      "bf16\t64\t2\t{KSPAN:2}\t0.96\t2\n"
-                     "fp8\t1\t0\t-\t1.0\t2\nfp8\t16\t3\t{KSPAN:4}\t0.9\t1\nfp8\t64\t5\t{CLUSTER:2}\t0.93\t2\n")
+                     "fp8\t1\t-1\t-\t\t0\nfp8\t64\t5\t{CLUSTER:2}\t0.93\t2\n")
     monkeypatch.setenv("DECODE_WGMMA_PICKS", str(picks))
-    steps, _, _ = dry_run(str(tmp_path), "decode_wgmma_auto")
+    steps, _, out = dry_run(str(tmp_path), "decode_wgmma_auto")
+    assert "fp8 at 1 tokens: no define set measured every point ok" in out
     runs = {name: cmd for name, _, cmd in steps if name.startswith("decode_wgmma_picked")}
     assert sorted(runs) == ["decode_wgmma_picked_bf16_t1_16_64", "decode_wgmma_picked_fp8_t1",
                             "decode_wgmma_picked_fp8_t16", "decode_wgmma_picked_fp8_t64"]
     assert "variant.decode_wgmma.cuda.defines={KSPAN:2}" in runs["decode_wgmma_picked_bf16_t1_16_64"]
-    assert not any("defines" in a for a in runs["decode_wgmma_picked_fp8_t1"])
+    assert not any("defines" in a for a in runs["decode_wgmma_picked_fp8_t1"] + runs["decode_wgmma_picked_fp8_t16"])
     assert "sizes.tokens=[16]" in runs["decode_wgmma_picked_fp8_t16"]
-    assert "variant.decode_wgmma.cuda.defines={KSPAN:4}" in runs["decode_wgmma_picked_fp8_t16"]
     assert "variant.decode_wgmma.cuda.defines={CLUSTER:2}" in runs["decode_wgmma_picked_fp8_t64"]
     assert any(a.endswith("decode_wgmma_picked/fp8/t64") for a in runs["decode_wgmma_picked_fp8_t64"])
-    assert [s[0] for s in steps][:2] == ["decode_wgmma", "decode_wgmma_pick"]
+    assert [s[0] for s in steps][:2] == ["decode_wgmma_auto", "decode_wgmma_pick"]
     pick_cmd = steps[1][2]
     assert pick_cmd[pick_cmd.index("--out") + 1] == f"{tmp_path}/decode_wgmma_auto/logs/decode_wgmma_pick"
-    assert "outputs/reference/dry/decode_wgmma" in pick_cmd  # the pick reads the sweep the first step writes
-    assert "hydra.sweep.dir=outputs/reference/dry/decode_wgmma" in steps[0][2]
+    assert "outputs/reference/dry/decode_wgmma_auto" in pick_cmd  # the pick reads the sweep the first step writes
+    assert "hydra.sweep.dir=outputs/reference/dry/decode_wgmma_auto" in steps[0][2]
+    # no picks file (the pick failed): every run at the YAML's defines, and the log says so
+    monkeypatch.setenv("DECODE_WGMMA_PICKS", str(tmp_path / "none.tsv"))
+    steps, _, out = dry_run(str(tmp_path / "again"), "decode_wgmma_auto")
+    assert "every run at the YAML's defines" in out
+    runs = [cmd for name, _, cmd in steps if name.startswith("decode_wgmma_picked")]
+    assert len(runs) == 2 and not any("defines" in a for cmd in runs for a in cmd)
     assert problems("decode_wgmma_auto", steps, str(tmp_path)) == []

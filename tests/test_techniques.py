@@ -81,3 +81,39 @@ def test_a_cell_can_show_the_clock_and_power_beside_the_percentage(capsys):
     assert t.loc["GRID_CTAS 0, PRODUCER_SCHEDULES 1, STREAM_K 1", "4096"] == "93.1, 686 TFLOP/s, 1815-1890 MHz, 659 W"
     with pytest.raises(ValueError, match="watts is not one of"):
         techniques.table(data.load(S9C), show=["pct", "watts"])
+
+
+FRAG = ROOT / "outputs" / "reference" / "h200-2026-12-05" / "session28b" / "decode_rows_frag"
+
+
+@pytest.mark.skipif(not FRAG.is_dir(), reason="session28b's stage-16 sweep is not here")
+def test_a_sweep_over_precisions_and_point_rules_keeps_them_apart():
+    """session28b's stage-16 sweep: bf16 and fp8 jobs of five define sets, and defines a point rule sets per token
+    count (NT, XSTAGE). A column per problem and precision (a cell never pools the two), a line per define set (the
+    defines constant over a job; the bf16 and fp8 jobs of one set on one line)."""
+    t = techniques.table(data.load(FRAG))
+    assert len(t) == 5 and t.index[0] == "defaults"
+    assert t.loc["defaults", "16x57344x8192 bf16"] == "100.7" and t.loc["defaults", "16x57344x8192 fp8"] == "87.6"
+    assert t.loc["defaults", "1x6144x4096 fp8"] == "no baseline"  # cuBLASLt's FP8 has no M = 1 kernel
+    assert not any("NT " in label for label in t.index)
+
+
+@needs_rows
+@pytest.mark.parametrize("text,said", [
+    ("// BEGIN techniques {p}\n// x\n// BEGIN techniques {p}\n// END techniques\n", "before the next BEGIN"),
+    ("// END techniques\n", "without a BEGIN"),
+    ("<!-- BEGIN techniques {p} --> a note\n<!-- END techniques -->\n", "a BEGIN techniques line is"),
+    ("// BEGIN techniques {p} shows=pct\n// END techniques\n", "the options are"),
+])
+def test_a_marked_block_written_wrong_is_refused(text, said):
+    with pytest.raises(ValueError, match=said):
+        techniques.sync(text.format(p="outputs/reference/h200-2026-12-01/session5c/tune_wgmma_ws"))
+
+
+@needs_rows
+def test_two_blocks_and_one_at_the_end_of_a_file_are_each_written():
+    p = "outputs/reference/h200-2026-12-01/session5c/tune_wgmma_ws"
+    text = f"a\n<!-- BEGIN techniques {p} -->\nold\n<!-- END techniques -->\nb\n// BEGIN techniques {p}\n// END techniques"
+    out = techniques.sync(text)
+    assert out.count("| defaults | 99.2 | 100.4* |") == 1 and "old" not in out
+    assert out.count("// defaults") == 1 and out.endswith("// END techniques") and techniques.sync(out) == out

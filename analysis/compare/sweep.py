@@ -28,6 +28,7 @@ the geomean, the points) hold a line a group, so that one GPU call can sweep, pi
 """
 from __future__ import annotations
 
+import csv
 import math
 from pathlib import Path
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
@@ -37,7 +38,7 @@ import pandas as pd
 
 from .. import data, style
 from . import report, stats
-from .core import Comparison
+from .core import COMPARED, NO_BASELINE, Comparison
 from .match import KEY as MATCH_KEY
 from .match import OPTIONAL_KEY as MATCH_OPTIONAL
 from .match import Side
@@ -128,6 +129,15 @@ def compare_jobs(sweep: Path, out: Path, threshold=None, seed: int = 0, key: Opt
     if len(jobs) < 2:
         raise ValueError(f"{sweep} holds {len(jobs)} job folder(s) with rows: a sweep to compare needs two or more "
                          f"(SWEEP/0, SWEEP/1, ...)")
+    if key:  # a misspelt key would make every job its own reference: nothing compared, nothing picked
+        lacking = [j.name for j in jobs if not any(_override_key(o) == key for o in overrides(j))]
+        if len(lacking) == len(jobs):
+            known = sorted({_override_key(o) for j in jobs for o in overrides(j)})
+            raise ValueError(f"--pick {key}: no job's .hydra/overrides.yaml sets it (the sweep's keys: "
+                             f"{', '.join(known) or 'none saved'})")
+        if lacking:
+            raise ValueError(f"--pick {key}: jobs {', '.join(lacking)} do not set it (or saved no overrides): their "
+                             f"configuration cannot be named")
     refs = references(jobs, key)
     by_number = {int(j.name): j for j in jobs}
     sides: Dict[int, Side] = {}
@@ -168,65 +178,95 @@ class _InGroup(NamedTuple):
     geomean: float  # of the job's time ratios to its reference over the group's compared lines (a reference: 1)
     lines: int  # compared lines (point x baseline)
     clean: bool  # every row of the group ok or skipped
-    measured: int  # ok rows
+    points: frozenset  # the points it measured ok (their keys)
+
+
+def _point_keys(rows: pd.DataFrame) -> List[str]:
+    return [c for c in (*MATCH_KEY, *MATCH_OPTIONAL) if c in rows.columns]
+
+
+def _as_text(frame: pd.DataFrame, cols: Sequence[str]) -> pd.DataFrame:
+    """``cols`` as text (as the comparisons key them): 1 and 1.0, NaN and "" group alike on both sides."""
+    out = frame.copy()
+    for c in cols:
+        v = pd.to_numeric(out[c], errors="coerce") if c in ("m", "n", "k", "batch") else None
+        if v is not None and v.notna().all():
+            out[c] = v.astype("int64").astype(str)
+        else:
+            out[c] = out[c].astype(object).where(out[c].notna(), "").astype(str)
+    return out
 
 
 def pick(sc: SweepComparison, key: str, by: Sequence[str] = (), threshold=None) -> pd.DataFrame:
     """The winner of each group of points (the module's docstring): a line a group, its ``by`` values, then
     ``job``, ``value`` (the job's ``key`` override), ``geomean_ratio``, ``points`` (the group's compared lines;
     for a reference job the most any job compared), ``candidates`` and ``why``; job -1 where no job measured every
-    point of the group ok. ValueError where a ``by`` column is not in the comparisons' tables."""
+    point of the group ok. ValueError where a ``by`` column is not in the rows and the comparisons, or a group holds
+    jobs of several references (``by`` lacks a key the sweep varies besides ``key``)."""
     by = list(by)
     margin = float(threshold) if threshold is not None else stats.NORMALIZED_DRIFT
+    raw_margin = float(threshold) if threshold is not None else stats.RUN_TO_RUN_DRIFT
     comps, refs = sc.comps, sc.refs
     reference = set(refs.values())
-    compared = {n: c.compared for n, c in comps.items()}
-    variants = sorted({str(v) for t in compared.values() for v in t["variant"]})
-    for n, t in compared.items():
-        for col in by:
-            if col not in t.columns:
-                raise ValueError(f"--by {col}: job {n}'s comparison has no such column (its key: "
-                                 f"{', '.join(comps[n].key)})")
+    variants = sorted({str(v) for c in comps.values() for v in c.table["variant"]})
+    rows_of = {}
+    for job in sc.jobs:
+        r = data.load(job)
+        rows_of[int(job.name)] = r[r["variant"].astype(str).isin(variants)]
+    for where, frames in (("rows", rows_of.values()), ("comparison", [c.table for c in comps.values()])):
+        for f in frames:
+            missing = [c for c in by if c not in f.columns]
+            if missing:
+                raise ValueError(f"--by {','.join(missing)}: not a column of every job's {where} (group by columns "
+                                 f"both have, such as precision, m, n, k, layout, shape_name)")
 
     def groups_of(frame: pd.DataFrame) -> Dict[tuple, pd.DataFrame]:
         if not by:
             return {(): frame}
-        return {k if isinstance(k, tuple) else (k,): g for k, g in frame.groupby(by, sort=True)}
+        return {k if isinstance(k, tuple) else (k,): g for k, g in _as_text(frame, by).groupby(by, sort=False)}
 
     per_group: Dict[tuple, Dict[int, _InGroup]] = {}
     ok_rows: Dict[tuple, Dict[int, pd.DataFrame]] = {}  # for the groups no baseline was timed in (below)
-    for job in sc.jobs:
-        n = int(job.name)
-        rows = data.load(job)
-        rows = rows[rows["variant"].astype(str).isin(variants)]  # the swept variant(s): a failed row rules a job out
-        mine = groups_of(compared[n]) if n in compared else {}
+    no_baseline: Dict[tuple, bool] = {}
+    for n, rows in rows_of.items():
+        keys = _point_keys(rows)
+        mine = groups_of(comps[n].table) if n in comps else {}
         for g, part in groups_of(rows).items():
             status = part["status"].astype(str)
-            ratios = pd.to_numeric(mine[g]["time_ratio"], errors="coerce").dropna().to_numpy(float) \
-                if g in mine else np.array([], float)
+            lines = mine[g] if g in mine else None
+            done = lines[lines["status"] == COMPARED] if lines is not None else None
+            ratios = pd.to_numeric(done["time_ratio"], errors="coerce").dropna().to_numpy(float) \
+                if done is not None else np.array([], float)
+            if lines is not None and (lines["status"] == NO_BASELINE).any():
+                no_baseline[g] = True
             gm = float(np.exp(np.log(ratios).mean())) if len(ratios) else (1.0 if n in reference else math.nan)
-            per_group.setdefault(g, {})[n] = _InGroup(gm, len(ratios), bool(status.isin(OK_OR_SKIPPED).all()),
-                                                      int((status == "ok").sum()))
-            ok_rows.setdefault(g, {})[n] = part[status == "ok"]
+            ok = part[status == "ok"]
+            points = frozenset(map(tuple, _as_text(ok, keys)[keys].itertuples(index=False, name=None)))
+            per_group.setdefault(g, {})[n] = _InGroup(gm, len(ratios), bool(status.isin(OK_OR_SKIPPED).all()), points)
+            ok_rows.setdefault(g, {})[n] = ok
     out = []
-    for g in sorted(per_group, key=lambda t: tuple(str(x) for x in t)):
+    for g in sorted(per_group, key=lambda t: tuple((0, float(x)) if str(x).isdigit() else (1, str(x)) for x in t)):
         where, in_g = _group_label(by, g), per_group[g]
-        raw = len(in_g) > 1 and not any(v.lines for v in in_g.values())
+        if len({refs[n] for n in in_g}) > 1:
+            firsts = ", ".join(map(str, sorted({refs[n] for n in in_g})))
+            raise ValueError(f"{where}: holds jobs compared with different first jobs ({firsts}): add the keys the "
+                             f"sweep varies besides {key} (such as precision) to --by")
+        raw = not any(v.lines for v in in_g.values()) and no_baseline.get(g, False)
         if raw:  # no baseline timed beside any point of the group (cuBLASLt's FP8 refuses M = 1): the raw medians
             for n in set(in_g) - reference:
                 gm, count = _raw(ok_rows[g][n], ok_rows[g].get(refs[n], ok_rows[g][n].iloc[0:0]))
                 in_g[n] = in_g[n]._replace(geomean=gm, lines=count)
-        group_margin = margin if threshold is not None or not raw else stats.RUN_TO_RUN_DRIFT
-        most = max(v.measured for v in in_g.values())
+        group_margin = raw_margin if raw else margin
+        every = frozenset().union(*(v.points for v in in_g.values()))
         lines_most = max(v.lines for v in in_g.values())
-        cands = {n: v for n, v in in_g.items() if v.clean and v.measured == most and math.isfinite(v.geomean)
+        cands = {n: v for n, v in in_g.items() if v.clean and v.points == every and math.isfinite(v.geomean)
                  and (n in reference or v.lines == lines_most)}
         reasons: Dict[str, List[int]] = {}
         for n in sorted(set(in_g) - set(cands)):
             v = in_g[n]
-            why = ("a row not ok" if not v.clean else "fewer points measured" if v.measured < most else
-                   "no point compared (no baseline timed beside it on both sides)" if not v.lines else
-                   "fewer points compared")
+            why = ("a row not ok" if not v.clean else "a point not measured that another job measured"
+                   if v.points != every else "no point compared (no baseline timed beside it on both sides)"
+                   if not v.lines else "fewer points compared")
             reasons.setdefault(why, []).append(n)
         why_ruled = "".join(f"; ruled out, {why}: jobs {', '.join(map(str, ns))}" for why, ns in reasons.items())
         if not cands:
@@ -234,12 +274,15 @@ def pick(sc: SweepComparison, key: str, by: Sequence[str] = (), threshold=None) 
                         "candidates": 0, "why": f"{where}: no job measured every point ok{why_ruled}"})
             continue
         best = fastest = min(cands, key=lambda n: (cands[n].geomean, n))
+        ref = refs[fastest]
         kept = ""
-        if refs[fastest] in cands and cands[fastest].geomean > 1 - group_margin:
-            best = refs[fastest]
+        if ref in cands and cands[fastest].geomean > 1 - group_margin:
+            best = ref
             if fastest != best:
                 kept = (f" (the fastest, job {fastest} at {cands[fastest].geomean:.4f}, within the "
                         f"{100 * group_margin:.1f}% threshold: the defaults stay)")
+        elif ref not in cands:
+            kept = f" (the defaults, job {ref}, ruled out: the fastest of the rest, whatever its ratio)"
         v = cands[best]
         count = lines_most if best in reference else v.lines
         how = (f"{count} points' raw median times (no baseline timed beside them; the two-run threshold, "
@@ -252,14 +295,14 @@ def pick(sc: SweepComparison, key: str, by: Sequence[str] = (), threshold=None) 
 
 
 def _raw(mine: pd.DataFrame, ref: pd.DataFrame) -> Tuple[float, int]:
-    """The geomean of a job's median times over its reference's at the points both measured ok, and how many."""
-    cols = [c for c in (*MATCH_KEY, *MATCH_OPTIONAL) if c in mine.columns and c in ref.columns]
+    """The geomean of a job's median times over its reference's at the points both measured ok (each point's
+    median over its rows, where a job holds several), and how many."""
     if mine.empty or ref.empty:
         return math.nan, 0
-    both = mine.assign(**{c: mine[c].astype(str) for c in cols}).merge(
-        ref.assign(**{c: ref[c].astype(str) for c in cols}), on=cols, suffixes=("", "_ref"))
-    ratios = (pd.to_numeric(both["time_median_s"], errors="coerce")
-              / pd.to_numeric(both["time_median_s_ref"], errors="coerce")).dropna().to_numpy(float)
+    cols = [c for c in _point_keys(mine) if c in ref.columns]
+    per_point = [(_as_text(f, cols).assign(t=pd.to_numeric(f["time_median_s"], errors="coerce"))
+                  .groupby(cols, dropna=False)["t"].median()) for f in (mine, ref)]
+    ratios = (per_point[0] / per_point[1]).dropna().to_numpy(float)
     ratios = ratios[ratios > 0]
     return (float(np.exp(np.log(ratios).mean())), len(ratios)) if len(ratios) else (math.nan, 0)
 
@@ -270,7 +313,8 @@ def write_picks(picks: pd.DataFrame, out: Path) -> List[Path]:
     out.mkdir(parents=True, exist_ok=True)
     cols = [c for c in picks.columns if c not in ("candidates", "why")]
     style.write_if_changed(out / "picks.csv", picks.to_csv(index=False, lineterminator="\n").encode())
-    style.write_if_changed(out / "picks.tsv", picks[cols].to_csv(index=False, sep="\t", lineterminator="\n").encode())
+    style.write_if_changed(out / "picks.tsv", picks[cols].to_csv(index=False, sep="\t", lineterminator="\n",
+                                                                  quoting=csv.QUOTE_NONE, escapechar="\\").encode())
     return [out / "picks.csv", out / "picks.tsv"]
 
 
