@@ -17,8 +17,8 @@ H200's 700 W limit a kernel that moves fewer bytes runs at a higher clock, and t
 
 A marked block in a text file is the lines between one holding ``BEGIN techniques PATH [variant=V] [show=...]`` (PATH
 a sweep, run or reference folder, relative to the repository) and the next holding ``END techniques``. Whatever stands
-before ``BEGIN`` on its line prefixes every line of the block: ``// `` in a kernel's header gives an aligned plain-text table;
-a block whose BEGIN line is an HTML comment (``<!-- BEGIN techniques ... -->``) is a Markdown table.
+before ``BEGIN`` on its line prefixes every line of the block: ``// `` in a kernel's header gives an aligned plain-text
+table; a block whose BEGIN line is an HTML comment (``<!-- BEGIN techniques ... -->``) is a Markdown table.
 """
 from __future__ import annotations
 

@@ -342,7 +342,8 @@ def test_a_pick_without_any_baseline_and_with_the_defaults_failing(tmp_path):
     assert picks.loc[1, "job"] == 1 and "raw median times" in picks.loc[1, "why"]
     assert 0.81 < picks.loc[1, "geomean_ratio"] < 0.84
     assert picks.loc[64, "job"] == 0  # 0.97 within 3.2%: the defaults stay
-    sweep = write_sweep(tmp_path / "fail", [("{A:1}", {}, {("bf16", 64): "failed"}), ("{A:2}", {("bf16", 64): 1.04}, {})])
+    sweep = write_sweep(tmp_path / "fail",
+                        [("{A:1}", {}, {("bf16", 64): "failed"}), ("{A:2}", {("bf16", 64): 1.04}, {})])
     assert main(["--normalized", str(sweep), "--out", str(out), "--pick", PICK_KEY, "--by", "m"]) == 0
     picks = pd.read_csv(out / "picks.csv", keep_default_na=False).set_index("m")
     assert picks.loc[64, "job"] == 1 and "the defaults, job 0, ruled out" in picks.loc[64, "why"]

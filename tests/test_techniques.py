@@ -113,7 +113,8 @@ def test_a_marked_block_written_wrong_is_refused(text, said):
 @needs_rows
 def test_two_blocks_and_one_at_the_end_of_a_file_are_each_written():
     p = "outputs/reference/h200-2026-12-01/session5c/tune_wgmma_ws"
-    text = f"a\n<!-- BEGIN techniques {p} -->\nold\n<!-- END techniques -->\nb\n// BEGIN techniques {p}\n// END techniques"
+    text = (f"a\n<!-- BEGIN techniques {p} -->\nold\n<!-- END techniques -->\nb\n"
+            f"// BEGIN techniques {p}\n// END techniques")
     out = techniques.sync(text)
     assert out.count("| defaults | 99.2 | 100.4* |") == 1 and "old" not in out
     assert out.count("// defaults") == 1 and out.endswith("// END techniques") and techniques.sync(out) == out
