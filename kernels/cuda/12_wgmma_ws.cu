@@ -135,8 +135,19 @@
 // RASTER 2                                       98.8   99.3    99.3*
 // GRID_CTAS 0, PRODUCER_SCHEDULES 1, STREAM_K 1  93.1   97.4*  102.7*
 // END techniques
-// Llama-3 70B prefill 97.5-101.0 (geomean 0.991) at the defaults. PRODUCER_SCHEDULES 1 and GRID_CTAS 0 alone at nt:
-// not yet run (ws_streamk_diag in .ci/h200-session.sh). None reaches issue 32's 1.05x: parity at every size.
+// Llama-3 70B prefill 97.5-101.0 (geomean 0.991) at the defaults. None reaches issue 32's 1.05x: parity at every size.
+// Stream-K taken apart on an H100 (ws_streamk_diag; the device tool's card that day): the producer-only schedule and
+// all 132 SMs cost a point each, stream-K ten more; ncu at 4096: DRAM 26.5% -> 50.4%, L2 hit rate 80.9% -> 66.3%,
+// 182.0 -> 197.6 us: its units, each at its own k in the last two waves' tiles, fetch A and B again where the
+// data-parallel waves, in step along k, share them in L2.
+// BEGIN techniques outputs/reference/h100-2026-12-05/session30c/ws_streamk_diag
+// configuration                                  4096    6144
+// defaults                                       99.3   99.9
+// PRODUCER_SCHEDULES 1                           98.3  100.0*
+// GRID_CTAS 0                                    98.5   99.3*
+// GRID_CTAS 0, PRODUCER_SCHEDULES 1              97.5   99.5*
+// GRID_CTAS 0, PRODUCER_SCHEDULES 1, STREAM_K 1  87.8   89.1*
+// END techniques
 //
 // Run it alone: python run.py variant=[cublas,wgmma_ws] precision=bf16 sizes.square=[4096,8192]
 //   (layout nt: add layouts=[nt]; Llama-3 70B prefill: sizes=llm 'sizes.model_names=[llama3_70b]'

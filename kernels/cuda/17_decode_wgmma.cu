@@ -36,7 +36,15 @@
 //   STAGES     the ring's depth
 //   MAX_PARTS  (the YAML's grid rule, not read here) at most this many units a tile: a matrix of few tiles takes
 //              fewer SMs rather than a long sum (the last part loads kSumBatch partials at a time, 1-8)
-// Not yet measured on the H200 (written on the CPU machine, checked in the host emulation: tests/test_decode_wgmma.py).
+// Written on the CPU machine and checked in the host emulation (tests/test_decode_wgmma.py); not yet measured on the
+// H200. Measured on an H100 (outputs/reference/h100-2026-12-05/session30*, the device tool's card that day): the
+// sweep's 11 define sets ok at all 132 points, the 33 GPU tests passed (all 66 2-CTA clusters resident, boxes wholly
+// past K zero-filled and counted), memcheck clean; in the decode experiment at that sweep's picks (analysis.compare
+// --pick) >= 90% of the copy probe at 13 of 50 bf16 points (98.8% at Llama-3 70B mlp_gate_up, where cuBLAS /
+// cuBLASLt reach 91-94%) and 4 of 50 fp8, below the libraries on the small matrices (8B attn_o 45-54%); ncu at 70B
+// mlp_down: DRAM 86.9% at 1 token, 84.3% at 64 (cuBLASLt 85.0%). The picks over the defaults, each within 1-4%:
+// L2_HINT 1 at 16 and 64 tokens (bf16; fp8 at 16), CONSUMERS 1 at fp8's 64, MSUB 2 with the producer warpgroup and
+// clusters at bf16's 1 token: the defaults stay until the H200 says.
 //
 // Modeled intensity: every weight and activation byte read once and C written once (the YAML's intensity_model),
 // 2 M N K / ((N K + M K) elem_bytes + 2 M N): ~M FLOP/B in bf16, ~2M in fp8; the tokens' re-reads per tile come from L2.
