@@ -21,6 +21,7 @@ from conftest import ROOT, compose_cfg, control, evidence, flags, run_points
 from analysis import data, ladder, paper, style, tables
 from analysis.figures import hierarchical_roofline
 from analysis.paper import FIGURES  # every figure the paper writes
+from gemmlab import devices
 
 REFERENCE = ROOT / "outputs" / "reference"
 REFERENCE_SETS = sorted({p.relative_to(REFERENCE).parts[0] for p in REFERENCE.rglob("results.csv")}) \
@@ -199,7 +200,9 @@ def check_series(path, figs, ds=None):
     peaks = throughput[throughput["op"].fillna("gemm") == "gemm"]
     assert set(peaks["precision"]) == {s.split(":")[1] for s in series(roof, "roof") if s.startswith("measured")}
     copies = okr[(okr["op"] == "copy") & (okr["gpu"] == on_gpu)]
-    matched = on_gpu and "H200" in " ".join(shown["device"].astype(str))  # conf/device names the H200 only
+    # whether conf/device has the shown GPU's datasheet (the H200; an H100 80GB HBM3 by its stem, as gemmlab.devices
+    # matches names)
+    matched = on_gpu and any(devices.match(str(d), "gpu")[1] for d in set(shown["device"].astype(str)))
     if not copies.empty or matched:
         assert series(roof, "ridge") == set(peaks["precision"])
     assert ("datasheet" in series(roof, "memroof")) == matched
@@ -455,7 +458,7 @@ def check_peak_table(path, ds):
                 assert pd.isna(line["datasheet"].iloc[0]) and pd.isna(line["pct_of_datasheet"].iloc[0])
                 continue
             cfg = OmegaConf.load(ROOT / "conf" / "device" / f"{stem}.yaml")
-            assert cfg.name.lower() in device.lower() or device.lower() in cfg.name.lower()
+            assert devices.match(device, "gpu")[0].stem == stem and devices.match(device, "gpu")[1], (device, stem)
             if p in cfg.peak_tflops:
                 assert line["datasheet"].iloc[0] == pytest.approx(float(cfg.peak_tflops[p]))
                 assert line["pct_of_datasheet"].iloc[0] == pytest.approx(100 * best / float(cfg.peak_tflops[p]))
