@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import csv
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -69,8 +70,6 @@ def fit(repo: Path, limit_mib: float = LIMIT_MIB) -> List[Path]:
     """Delete the oldest dated reference folders until what travels is within ``limit_mib``; the deleted ones. A
     folder holding files git does not track is never deleted (a checkout would not restore them). SystemExit if even
     the newest date alone leaves it over."""
-    import shutil
-
     removed: List[Path] = []
     folders = dated_folders(repo)
     newest = DATED.match(folders[-1].name)["date"] if folders else None
@@ -104,8 +103,8 @@ def _member_paths(tgz: Path) -> List[Path]:
 def _session_of(tgz: Path) -> Optional[Path]:
     """outputs/reference/<dated>/<session>: the folder every file of the tarball lies in (None: the files share no
     such folder, e.g. a GEMMLAB_REF without /<session> packed the whole dated folder)."""
-    roots = {Path(*p.parts[:4]) for p in _member_paths(tgz) if len(p.parts) > 4}
     files = _member_paths(tgz)
+    roots = {Path(*p.parts[:4]) for p in files if len(p.parts) > 4}
     if len(roots) != 1 or any(len(p.parts) <= 4 for p in files):
         return None
     (root,) = roots

@@ -101,12 +101,13 @@ fp8_tune() {  # NAME DEFINE_SETS: stage 13's define sets at 4096 and 8192, cuBLA
     "variant.wgmma_fp8.cuda.defines=$2" run.name=$1 hydra.sweep.dir=$REF/$1
 }
 # stage 17 in the decode experiment (every shape, the copy probe in the same run), the libraries beside it:
-#   decode_wgmma_run PRECISION TOKENS DEFINES FOLDER   (TOKENS "1,16,64"; DEFINES "-": the YAML's)
+#   decode_wgmma_run PRECISION TOKENS DEFINES FOLDER [STEP]   (TOKENS "1,16,64"; DEFINES "-": the YAML's;
+#   DECODE_WGMMA_OVERRIDES: more overrides for every run)
 decode_wgmma_run() {
   local -a D=(); [ "$3" != "-" ] && D=("variant.decode_wgmma.cuda.defines=$3")
-  step "decode_wgmma_picked_$1_t${2//,/_}" 200 python3 run.py +experiment=decode \
+  step "${5:-decode_wgmma_picked_$1_t${2//,/_}}" 200 python3 run.py +experiment=decode \
     "variant=[decode_wgmma,cublas,cublaslt,copy_gpu]" "precision=[$1,fp32]" "sizes.tokens=[$2]" "${D[@]}" \
-    run.fail_on_error=false $Q hydra.run.dir=$4
+    run.fail_on_error=false $Q ${DECODE_WGMMA_OVERRIDES:-} hydra.run.dir=$4
 }
 # the decode experiment at the picks of a define sweep (PICKS: analysis.compare --pick ... --by precision,m's picks.tsv):
 # per precision and token count (1, 16, 64) its pick, the YAML's defines where the file has none or no job measured the
@@ -600,8 +601,7 @@ while time.time()-t<45: a@a" &
   decode_wgmma_experiment)  # issue 30: the decode experiment (every shape, copy probe in the same run) with stage 17
            # and the libraries only (stages 14 and 16 have theirs: session28b), one run per precision
            for prec in bf16 fp8; do
-             step decode_wgmma_experiment_$prec 200 python3 run.py +experiment=decode "variant=[decode_wgmma,cublas,cublaslt,copy_gpu]" \
-               "precision=[$prec,fp32]" run.fail_on_error=false $Q ${DECODE_WGMMA_OVERRIDES:-} hydra.run.dir=$REF/decode_wgmma_experiment/$prec
+             decode_wgmma_run "$prec" 1,16,64 - "$REF/decode_wgmma_experiment/$prec" "decode_wgmma_experiment_$prec"
            done ;;
   decode_wgmma_ncu)  # issue 30: stage 17 at 1 and 64 tokens beside cuBLASLt at 64, Llama-3 70B mlp_down (8192 x 28672),
            # bf16: DRAM and L2 throughput, the tokens' L2 traffic, stalls; DECODE_WGMMA_NCU: other ncu_points entries

@@ -39,9 +39,7 @@ import pandas as pd
 from .. import data, style
 from . import report, stats
 from .core import COMPARED, NO_BASELINE, Comparison
-from .match import KEY as MATCH_KEY
-from .match import OPTIONAL_KEY as MATCH_OPTIONAL
-from .match import Side
+from .match import Side, _keyed, key_columns
 from .normalized import compare_normalized
 
 SUMMARY_COLUMNS = ["job", "against", "overrides", "compared", *stats.VERDICTS, "geomean_ratio", "min_ratio",
@@ -181,22 +179,6 @@ class _InGroup(NamedTuple):
     points: frozenset  # the points it measured ok (their keys)
 
 
-def _point_keys(rows: pd.DataFrame) -> List[str]:
-    return [c for c in (*MATCH_KEY, *MATCH_OPTIONAL) if c in rows.columns]
-
-
-def _as_text(frame: pd.DataFrame, cols: Sequence[str]) -> pd.DataFrame:
-    """``cols`` as text (as the comparisons key them): 1 and 1.0, NaN and "" group alike on both sides."""
-    out = frame.copy()
-    for c in cols:
-        v = pd.to_numeric(out[c], errors="coerce") if c in ("m", "n", "k", "batch") else None
-        if v is not None and v.notna().all():
-            out[c] = v.astype("int64").astype(str)
-        else:
-            out[c] = out[c].astype(object).where(out[c].notna(), "").astype(str)
-    return out
-
-
 def pick(sc: SweepComparison, key: str, by: Sequence[str] = (), threshold=None) -> pd.DataFrame:
     """The winner of each group of points (the module's docstring): a line a group, its ``by`` values, then
     ``job``, ``value`` (the job's ``key`` override), ``geomean_ratio``, ``points`` (the group's compared lines;
@@ -223,13 +205,13 @@ def pick(sc: SweepComparison, key: str, by: Sequence[str] = (), threshold=None) 
     def groups_of(frame: pd.DataFrame) -> Dict[tuple, pd.DataFrame]:
         if not by:
             return {(): frame}
-        return {k if isinstance(k, tuple) else (k,): g for k, g in _as_text(frame, by).groupby(by, sort=False)}
+        return {k if isinstance(k, tuple) else (k,): g for k, g in _keyed(frame, by).groupby(by, sort=False)}
 
     per_group: Dict[tuple, Dict[int, _InGroup]] = {}
     ok_rows: Dict[tuple, Dict[int, pd.DataFrame]] = {}  # for the groups no baseline was timed in (below)
     no_baseline: Dict[tuple, bool] = {}
     for n, rows in rows_of.items():
-        keys = _point_keys(rows)
+        keys = key_columns(rows, rows)
         mine = groups_of(comps[n].table) if n in comps else {}
         for g, part in groups_of(rows).items():
             status = part["status"].astype(str)
@@ -241,7 +223,7 @@ def pick(sc: SweepComparison, key: str, by: Sequence[str] = (), threshold=None) 
                 no_baseline[g] = True
             gm = float(np.exp(np.log(ratios).mean())) if len(ratios) else (1.0 if n in reference else math.nan)
             ok = part[status == "ok"]
-            points = frozenset(map(tuple, _as_text(ok, keys)[keys].itertuples(index=False, name=None)))
+            points = frozenset(map(tuple, _keyed(ok, keys)[keys].itertuples(index=False, name=None)))
             per_group.setdefault(g, {})[n] = _InGroup(gm, len(ratios), bool(status.isin(OK_OR_SKIPPED).all()), points)
             ok_rows.setdefault(g, {})[n] = ok
     out = []
@@ -299,8 +281,8 @@ def _raw(mine: pd.DataFrame, ref: pd.DataFrame) -> Tuple[float, int]:
     median over its rows, where a job holds several), and how many."""
     if mine.empty or ref.empty:
         return math.nan, 0
-    cols = [c for c in _point_keys(mine) if c in ref.columns]
-    per_point = [(_as_text(f, cols).assign(t=pd.to_numeric(f["time_median_s"], errors="coerce"))
+    cols = key_columns(mine, ref)
+    per_point = [(_keyed(f, cols).assign(t=pd.to_numeric(f["time_median_s"], errors="coerce"))
                   .groupby(cols, dropna=False)["t"].median()) for f in (mine, ref)]
     ratios = (per_point[0] / per_point[1]).dropna().to_numpy(float)
     ratios = ratios[ratios > 0]
