@@ -13,7 +13,7 @@
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block fp8_block_diag wgmma_peak mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation conduct sanitize precompile_default default_run default_run_noguard fidelity_default
-# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu tune_fp8_repeat pinning multi_gpu
+# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace tune_fp8_repeat pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # Set GEMMLAB_GIT_COMMIT to the commit being measured: the tree copied to a GPU host may carry a
@@ -651,6 +651,14 @@ while time.time()-t<45: a@a" &
   ws_ncu)  # issue 32: what holds stage 12 at parity: it and cuBLASLt at layout nt, BF16, 4096 and 6144 (tensor pipe,
            # DRAM and L2 bytes, stalls, the clock ncu saw). WS_NCU: entries as FP8_NCU's (scaling "-")
            ncu_points bf16 "${WS_NCU:-wgmma_ws 4096 4096 4096 - wgmma_ws -;cublaslt 4096 4096 4096 - ^(?!gemmlab).*(gemm|xmma|cutlass|nvjet) -;wgmma_ws 6144 6144 6144 - wgmma_ws -;cublaslt 6144 6144 6144 - ^(?!gemmlab).*(gemm|xmma|cutlass|nvjet) -}" ;;
+  decode_wgmma_trace)  # issue 30: stage 17's consumer warpgroups stamped (TRACE 1): start, first data, last MMA, end,
+           # against the event time, single / after a memset / back to back, the library beside it (cuBLAS in bf16,
+           # cuBLASLt in fp8): where its ~10 us over the copy rate at every size (the H100's decode experiment) goes
+           for prec in bf16 fp8; do
+             step decode_wgmma_trace_$prec 150 python3 -m gemmlab.bench.decode_trace --variant decode_wgmma \
+               --precision $prec --shapes ${DECODE_WGMMA_TRACE_SHAPES:-1x6144x4096 1x8192x28672 64x8192x28672 1x57344x8192 16x36864x7168} \
+               --dump --out "$LOGS/decode_wgmma_trace_$prec.jsonl"
+           done ;;
   decode_trace)  # issue 30: stage 16's warps stamped (TRACE 1): start, first weights, last MMA, end, against the
            # event time, single / after a memset / back to back, cuBLAS beside it (gemmlab/bench/decode_trace.py)
            step decode_trace 300 python3 -m gemmlab.bench.decode_trace ${DECODE_TRACE_ARGS:-} --out "$LOGS/decode_trace.jsonl" ;;

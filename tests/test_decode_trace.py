@@ -54,3 +54,23 @@ def test_stamps_end_the_workspace(m, n, k):
     trace_off = 4 * ((let["UNITS"] + 63) // 64) * 64 + warps * 2 * nt * 512
     assert s0.workspace_bytes == trace_off
     assert s1.workspace_bytes == trace_off + warps * 8 * dt.WORDS
+
+
+@pytest.mark.parametrize("m,n,k,defines", [(1, 6144, 4096, "{}"), (64, 8192, 28672, "{CLUSTER:2}"),
+                                           (16, 57344, 8192, "{CONSUMERS:1}")])
+def test_stage_17_stamps_end_its_workspace(m, n, k, defines):
+    """Stage 17's TRACE 1 adds 40 bytes per consumer warpgroup of the grid right after its partials, where the probe
+    reads them (--variant decode_wgmma)."""
+    from test_decode_wgmma import wgmma_point
+
+    trace = defines[:-1] + ("," if defines != "{}" else "") + "TRACE:1}"
+    p0, p1 = wgmma_point(m, n, k, "bf16", defines), wgmma_point(m, n, k, "bf16", trace)
+    s0, s1 = launch_shape(p0, sm_count=132), launch_shape(p1, sm_count=132)
+    lay = dt.wgmma_trace_layout(dict(s1.let), p1.expr_env(), n)
+    assert s0.workspace_bytes == lay["offset"]
+    assert lay["records"] == dict(s1.let)["G"] * p1.expr_env()["CONSUMERS"]
+    assert s1.workspace_bytes == lay["offset"] + lay["records"] * 8 * dt.WORDS
+
+
+def test_probe_defaults_per_stage():
+    assert dt.TRACED["decode_wgmma"] == ["{}"] and dt.TRACED["decode_rows"] == ["{RING:0}", "{RING:3}"]

@@ -278,6 +278,7 @@ def test_the_sweep_is_the_session_scripts_and_starts_at_the_defaults():
     (line,) = [x for x in text.splitlines() if x.startswith("DECODE_WGMMA_SWEEP=")]
     assert line.split("=", 1)[1].strip("'") == ",".join(SWEEP)
     defaults = dict(compose_cfg([f"variant={VARIANT}"]).variant[VARIANT].cuda.defines)
+    assert defaults.pop("TRACE") == 0  # the trace probe's switch (gemmlab.bench.decode_trace), not a technique
     assert SWEEP[0] == "{" + ",".join(f"{k}:{v}" for k, v in defaults.items()) + "}"
 
 
@@ -367,3 +368,24 @@ def test_a_grid_of_more_units_than_k_blocks_still_writes_every_tile(tmp_path_fac
     assert launch_shape(p, sm_count=132).grid == (6, 1, 1)
     c, res = emulate_wgmma(p, decode_emulator(p, folder.parent), folder, np.random.default_rng(2), 132, launches=2)
     _assert_right(p, c, res)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("defines", ["{TRACE:1}", "{TRACE:1,CLUSTER:2}"])
+def test_trace_stamps_leave_the_product_alone_on_the_cpu(defines, tmp_path_factory):
+    """TRACE 1 (gemmlab.bench.decode_trace --variant decode_wgmma): the stamps go past the partials, inside the
+    workspace the YAML sizes (AddressSanitizer sees a write past it), and C is still right with the blocks in
+    either order (a stamp over a partial another CTA still reads would break the sum)."""
+    from gemmlab.bench import decode_trace as dt
+
+    p = wgmma_point(16, 264, 1040, "bf16", defines)
+    shape = launch_shape(p, sm_count=5)
+    lay = dt.wgmma_trace_layout(dict(shape.let), p.expr_env(), p.n)
+    assert shape.workspace_bytes == lay["offset"] + lay["records"] * 8 * dt.WORDS
+    assert launch_shape(wgmma_point(16, 264, 1040, "bf16", defines.replace("TRACE:1", "TRACE:0")),
+                        sm_count=5).workspace_bytes == lay["offset"]
+    folder = tmp_path_factory.mktemp("emu-dwg-trace")
+    exe = decode_emulator(p, folder.parent)
+    for reverse in (False, True):
+        c, res = emulate_wgmma(p, exe, folder, np.random.default_rng(5), 5, reverse=reverse)
+        _assert_right(p, c, res, f"TRACE 1 {defines}, reverse={reverse}: ")

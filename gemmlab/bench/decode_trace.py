@@ -19,8 +19,13 @@ cuBLAS at the same shape beside it, timed the same ways (no stamps). Every launc
 the weights that is not in the L2 (copies together >= 3x the L2). ``--dump`` adds every warp's
 stamps (ns after the first start) and SM of the last ``single`` launch to its row (``warps``).
 
-    python -m gemmlab.bench.decode_trace [--shapes 1x6144x4096 1x8192x28672] \
-        [--defines "{RING:0}" "{RING:3}"] [--reps 15] [--dump] [--out FILE]
+``--variant decode_wgmma`` traces stage 17 instead (``TRACE 1``: thread 0 of every consumer
+warpgroup stamps the kernel's start, its first stage's data in shared memory, its run's last MMA
+and its end, and its SM): the same summary per consumer warpgroup ("warps" below), bf16 or
+``--precision fp8`` (e4m3, unit scales).
+
+    python -m gemmlab.bench.decode_trace [--variant decode_rows|decode_wgmma] [--precision bf16|fp8] \
+        [--shapes 1x6144x4096 1x8192x28672] [--defines "{RING:0}" "{RING:3}"] [--reps 15] [--dump] [--out FILE]
 """
 from __future__ import annotations
 
@@ -55,6 +60,18 @@ def active_warps(units: int, steps: int, warps: int) -> List[bool]:
 
 
 WORDS = 5  # per warp: four stamps and the SM
+# the stages that stamp (TRACE 1), with their default configurations
+TRACED = {"decode_rows": ["{RING:0}", "{RING:3}"], "decode_wgmma": ["{}"]}
+
+
+def wgmma_trace_layout(let: Dict[str, int], defines: Dict[str, int], n: int) -> Dict[str, int]:
+    """Where stage 17's stamps lie in its workspace (conf/variant/decode_wgmma.yaml's workspace_bytes): after
+    a counter per CTA tile and consumer (to 256 bytes) and two slots of BW x NTOK floats per CTA, one record
+    of WORDS words per consumer warpgroup of the grid."""
+    g, bw, ntok = let["G"], let["BW"], defines["NTOK"]
+    consumers, cluster = defines["CONSUMERS"], defines["CLUSTER"]
+    counters = 256 * -(-(-(-n // (bw * cluster)) * cluster * consumers) // 64)
+    return dict(offset=counters + g * 2 * bw * ntok * 4, records=g * consumers)
 
 
 def trace_stats(stamps, active: Sequence[bool]) -> Dict[str, float]:
@@ -100,14 +117,22 @@ def _median_dict(ds: List[Dict[str, float]]) -> Dict[str, float]:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m gemmlab.bench.decode_trace", description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", nargs="+", default=["1x6144x4096", "1x28672x4096", "1x8192x28672", "16x8192x28672"],
-                    help="M x N x K (tokens x out x in), bf16, layout nt")
-    ap.add_argument("--defines", nargs="+", default=["{RING:0}", "{RING:3}"],
-                    help="stage 16 define overrides, one configuration each (TRACE 1 is added)")
+                    help="M x N x K (tokens x out x in), layout nt")
+    ap.add_argument("--variant", choices=sorted(TRACED), default="decode_rows",
+                    help="the traced stage: 16 (decode_rows, a record per warp) or 17 (decode_wgmma, per consumer "
+                         "warpgroup)")
+    ap.add_argument("--precision", choices=["bf16", "fp8"], default="bf16",
+                    help="bf16, or fp8 (e4m3 operands, unit scales; the library beside it cuBLASLt, which has fp8)")
+    ap.add_argument("--defines", nargs="+", default=None,
+                    help="define overrides of the traced stage, one configuration each (TRACE 1 is added); default: "
+                         "stage 16 {RING:0} {RING:3}, stage 17 its YAML's")
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--no-cublas", action="store_true")
     ap.add_argument("--dump", action="store_true", help="every warp's stamps of the last single launch")
     ap.add_argument("--out", default=None, help="JSON lines file (default: stdout only)")
     a = ap.parse_args(argv)
+    if a.defines is None:
+        a.defines = TRACED[a.variant]
 
     import cupy as cp
     import numpy as np
@@ -166,15 +191,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     for shape in a.shapes:
         m, n, k = (int(x) for x in shape.lower().split("x"))
-        nbytes = n * k * 2
+        fp8 = a.precision == "fp8"
+        nbytes = n * k * (1 if fp8 else 2)
         copies = max(3, -(-3 * l2 // nbytes))
         sa, sb = operands.stored_shapes(m, n, k, "nt")
-        x = arrays.cast(cp, cp.asarray(rng.standard_normal(sa, dtype=np.float32)), "bfloat16")
-        ws = [arrays.cast(cp, cp.asarray(rng.standard_normal(sb, dtype=np.float32)), "bfloat16") for _ in range(copies)]
+        x32 = cp.asarray(rng.standard_normal(sa, dtype=np.float32))
+        w32s = [cp.asarray(rng.standard_normal(sb, dtype=np.float32)) for _ in range(copies)]
+        if not fp8:  # the storage type of every configuration; fp8's each backend quantizes as the harness does
+            x, ws = arrays.cast(cp, x32, "bfloat16"), [arrays.cast(cp, w, "bfloat16") for w in w32s]
+            del x32, w32s
         c = arrays.empty(cp, (m, n), "bfloat16")
-        base = ["precision=bf16", "layouts=[nt]", "sizes.square=[]", f"sizes.shapes=[[{m},{n},{k}]]",
-                "measure.baseline=[]"]
-        configs = [("decode_rows", d) for d in a.defines] + ([] if a.no_cublas else [("cublas", None)])
+        base = [f"precision={a.precision}", "layouts=[nt]", "sizes.square=[]", f"sizes.shapes=[[{m},{n},{k}]]",
+                "measure.baseline=[]"] + (["measure.fp8_scaling=tensor"] if fp8 else [])
+        library = "cublaslt" if fp8 else "cublas"
+        configs = [(a.variant, d) for d in a.defines] + ([] if a.no_cublas else [(library, None)])
         for variant, dtext in configs:
             row = dict(device=props["name"].decode() if isinstance(props["name"], bytes) else props["name"],
                        m=m, n=n, k=k, bytes=nbytes, copies=copies, variant=variant)
@@ -183,14 +213,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 if dtext is not None:
                     defines = {**parse_defines(dtext), "TRACE": 1}
                     row["defines"] = dtext
-                    over.append(f"variant.decode_rows.cuda.defines={define_override(defines)}")
+                    over.append(f"variant.{variant}.cuda.defines={define_override(defines)}")
                 cfg = compose(over)
                 (p,) = [q for q in expand(cfg) if q.variant == variant]
                 if p.skip_reason:
                     raise RuntimeError(p.skip_reason)
                 be = backend_class(p.backend)(cfg)
                 be.prepare([p])
-                launches = [be.make_launch(p, x, w, c) for w in ws]
+                if fp8:  # e4m3 with per-tensor scales, as the harness makes them for this backend (references dropped)
+                    made = [be.make_inputs(p, x32, w)[:2] for w in w32s]
+                    launches = [be.make_launch(p, xq, wq, c) for xq, wq in made]
+                else:
+                    launches = [be.make_launch(p, x, w, c) for w in ws]
                 fns = [lc.fn for lc in launches]
                 busy = lambda: (fns[-1](), fns[-2]())  # noqa: E731  the same kernel, other copies
                 for f in fns:  # warm-up: module loaded, clocks up
@@ -207,6 +241,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                               else active_warps(units, steps, warps))
                     trace_off = 4 * ((units + 63) // 64) * 64 + warps * 2 * nt * 512
                     row.update(grid=let["G"], warps=warps, active_warps=sum(active), steps=steps, units=units)
+                elif variant == "decode_wgmma":
+                    let = dict(launch_shape(p).let)
+                    lay = wgmma_trace_layout(let, p.expr_env(), n)
+                    warps, trace_off, active = lay["records"], lay["offset"], None  # active: from the stamps
+                    row.update(grid=let["G"], warps=warps)
                 for mode in ("single", "after_memset", "b2b"):
                     stats, last = [], []
 
@@ -214,12 +253,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         wsp = launches[i].fn.keepalive[1]
                         nb = warps * WORDS * 8
                         stamps = wsp[trace_off:trace_off + nb].view(cp.uint64).reshape(warps, WORDS).get()
-                        st = trace_stats(stamps, active)
+                        act = active if active is not None else [int(r[1]) != 0 for r in stamps]
+                        st = trace_stats(stamps, act)
                         st["outside_us"] = t - st["span_us"]
                         stats.append(st)
-                        last[:] = [stamps]
+                        last[:] = [(stamps, act)]
 
-                    traced = variant == "decode_rows" and mode != "b2b"
+                    traced = variant in TRACED and mode != "b2b"
                     res = timed(fns, busy, mode, a.reps, read_stamps if traced else None)
                     ev = statistics.median(t for t, _ in res)
                     out = dict(row, mode=mode, event_us=ev, event_min_us=min(t for t, _ in res),
@@ -227,13 +267,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     if stats:
                         out.update(_median_dict(stats))
                     if a.dump and last and mode == "single":
-                        out["warps"] = dump_warps(last[0], active)
+                        out["warps"] = dump_warps(*last[0])
                     emit(out)
             except Exception as e:  # one configuration's failure never ends the probe
                 emit(dict(row, error=f"{type(e).__name__}: {e}"))
             finally:
                 cp.get_default_memory_pool().free_all_blocks()
-        del ws
+        del c
+        if fp8:
+            del x32, w32s
+        else:
+            del x, ws
         cp.get_default_memory_pool().free_all_blocks()
     if fout:
         fout.close()

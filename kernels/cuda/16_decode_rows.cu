@@ -555,9 +555,9 @@ __device__ __forceinline__ void finish_unit(float (&acc)[NT][4], const Job& j, i
 
 #if TRACE
 __device__ __forceinline__ void trace_at(const Job& j, int w, int i, int lane) {
-  const unsigned long long t = globaltimer_ns();
+  const unsigned long long t = hopper::globaltimer_ns();
   if (lane == 0) j.trace[5 * w + i] = t;
-  if (lane == 0 && i == 0) j.trace[5 * w + 4] = sm_id();
+  if (lane == 0 && i == 0) j.trace[5 * w + 4] = hopper::sm_id();
 }
 #define DROWS_TRACE_AT(i) trace_at(j, w, i, lane)
 #else

@@ -36,6 +36,10 @@
 //   STAGES     the ring's depth
 //   MAX_PARTS  (the YAML's grid rule, not read here) at most this many units a tile: a matrix of few tiles takes
 //              fewer SMs rather than a long sum (the last part loads kSumBatch partials at a time, 1-8)
+//   TRACE      1: thread 0 of every consumer warpgroup stamps %globaltimer at the kernel's start, its first stage's
+//              data in shared memory, its last MMA done and its end (the run's last reduction and epilogue written),
+//              and its SM, after the partial slots (gemmlab/bench/decode_trace.py --variant decode_wgmma reads them;
+//              a warpgroup with an empty run stamps 0 as its first data); 0: none (the measured kernel)
 // Written on the CPU machine and checked in the host emulation (tests/test_decode_wgmma.py); not yet measured on the
 // H200. Measured on an H100 (outputs/reference/h100-2026-12-05/session30*, the device tool's card that day): the
 // sweep's 11 define sets ok at all 132 points, the 33 GPU tests passed (all 66 2-CTA clusters resident, boxes wholly
@@ -53,7 +57,7 @@
 // Constraints: TIN bf16 or e4m3 (TOUT bf16); A (the activations) M x K row-major, B (the weights) N x K row-major
 // (layout nt); M <= NTOK; K * sizeof(TIN) % 16 == 0 (TMA row strides) and N % 8 == 0 (16-byte stores of C's rows).
 // Workspace: a counter per tile and consumer (reset by the last part: ready for the next launch), then two partial
-// slots of kBW x NTOK floats per CTA.
+// slots of kBW x NTOK floats per CTA (TRACE 1: then five 8-byte words per consumer warpgroup of the grid).
 #include <cuda_bf16.h>
 #include <cstdint>
 
@@ -106,6 +110,9 @@
 #ifndef KSPAN
 #define KSPAN 1
 #endif
+#ifndef TRACE
+#define TRACE 0
+#endif
 
 namespace dwg {
 constexpr int kElem = static_cast<int>(sizeof(TIN));
@@ -140,6 +147,7 @@ static_assert(CONSUMERS >= 1 && CONSUMERS <= 3, "CONSUMERS: 1 to 3 warpgroups");
 static_assert(L2_HINT == 0 || L2_HINT == 1, "L2_HINT: 0 or 1");
 static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER: 1 (no clusters) or 2 CTAs");
 static_assert(KSPAN == 1 || KSPAN == 2 || KSPAN == 4, "KSPAN: 1, 2 or 4 boxes along K a stage");
+static_assert(TRACE == 0 || TRACE == 1, "TRACE: 0 or 1");
 // a CTA's half of the tokens' box starts on a 1024-byte swizzle atom (8 rows of 128 bytes), where the descriptor reads it
 static_assert(kXShareRows % 8 == 0, "with a cluster the tokens' box splits in whole 8-row swizzle atoms (NTOK % 16 == 0)");
 static_assert(PRODUCER_WG == 0 || (PRODUCER_WG == 1 && CONSUMERS >= 2), "PRODUCER_WG: 0, or 1 with 2-3 consumers");
@@ -193,6 +201,9 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
   int* arrived = reinterpret_cast<int*>(empty + STAGES);
 
   const int tid = threadIdx.x;
+#if TRACE
+  const unsigned long long t_start = globaltimer_ns();
+#endif
   // The work is counted in units: a unit is a cluster of CLUSTER CTAs (one CTA without clusters), its tile CLUSTER x
   // kBW weight rows (rank r's CTA the r-th kBW of them), both CTAs of a cluster at the same k-block at every stage.
   const int rank = CLUSTER > 1 ? static_cast<int>(cluster_cta_rank()) : 0;
@@ -304,6 +315,9 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
     float acc[MSUB][kAccum];
     int slot = 0, last_slot = 0;  // the ring's slot and phase, stepped as the producer steps them
     uint32_t phase = 0;
+#if TRACE
+    unsigned long long t_first = 0, t_mma = 0;
+#endif
     for (long long i = begin; i < end;) {
       // one piece: k-blocks [kb, ke) of unit tile t, the part of this unit's run inside the tile
       const int t = static_cast<int>(i / k_blocks);
@@ -320,6 +334,9 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
 
       for (int kt = kb; kt < ke; ++kt) {
         mbar_wait(&full[slot], phase);
+#if TRACE
+        if (t_first == 0) t_first = globaltimer_ns();
+#endif
 #pragma unroll
         for (int s = 0; s < MSUB; ++s) fence_accumulators(acc[s]);
         wgmma_fence();
@@ -359,6 +376,9 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
 #pragma unroll
       for (int s = 0; s < MSUB; ++s) fence_accumulators(acc[s]);
       release(last_slot);  // a piece holds one k-block at least
+#if TRACE
+      if (i >= end) t_mma = globaltimer_ns();  // the run's last piece
+#endif
 
       if (kb != 0 || ke != k_blocks) {
         // A part of a split tile: every part stores its partial and counts on the tile's counter; the last to arrive
@@ -447,6 +467,18 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
         named_barrier_sync(1 + consumer, 128);  // the tile read before the next slice or piece writes it
       }
     }
+#if TRACE
+    if (local_tid == 0) {
+      unsigned long long* rec = reinterpret_cast<unsigned long long*>(partials + static_cast<long long>(gridDim.x) * 2 *
+                                                                                   kSlotF4) +
+                                (static_cast<long long>(blockIdx.x) * CONSUMERS + consumer) * 5;
+      rec[0] = t_start;
+      rec[1] = t_first;
+      rec[2] = t_first ? t_mma : 0;
+      rec[3] = globaltimer_ns();
+      rec[4] = sm_id();
+    }
+#endif
   }
 #if CLUSTER > 1
   // The peer may still multicast into our slots and arrive on our empty barriers: no CTA leaves before both are done.

@@ -123,17 +123,6 @@ template <int Pending>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(Pending) : "memory");
 }
-// the GPU's nanosecond clock (one clock for every SM: stamps of different warps compare)
-__device__ __forceinline__ unsigned long long globaltimer_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-__device__ __forceinline__ unsigned sm_id() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
-  return r;
-}
 __device__ __forceinline__ void sts16(uint32_t addr, decode::U4 v) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
 }
@@ -156,8 +145,6 @@ float bits_to_float(uint32_t u);
 float4 ldcg_f4(const float4* p);
 int atomic_add_acq_rel_gpu(int* p, int v);
 void st_f4(float4* p, float4 v);
-unsigned long long globaltimer_ns();
-unsigned sm_id();
 namespace {  // mma_sync_ptx.h's emulation of cp.async (deferred to the wait) is in the unnamed namespace
 void cp_async_16(uint32_t dst, const void* src, int src_bytes);
 void cp_async_commit();

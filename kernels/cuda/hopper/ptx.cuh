@@ -58,6 +58,18 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// the GPU's nanosecond clock (one clock for every SM: stamps of different warps and CTAs compare), and the SM
+__device__ __forceinline__ unsigned long long globaltimer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ unsigned sm_id() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
+  return r;
+}
+
 // Two floats -> two 16-bit values in one 32-bit register (low half = first), rounded to nearest.
 template <class T>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi) {

@@ -7,7 +7,6 @@
 #pragma once
 #if defined(GEMMLAB_HOST_EMULATION)
 #include <array>
-#include <chrono>
 
 #include "mma_sync_ptx.h"
 
@@ -65,12 +64,6 @@ void e4m3x2_to_float2(uint32_t two, float& lo, float& hi) {
 float4 ldcg_f4(const float4* p) { return *p; }
 int atomic_add_acq_rel_gpu(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL); }
 void st_f4(float4* p, float4 v) { *p = v; }
-unsigned long long globaltimer_ns() {  // the host's steady clock (TRACE builds)
-  return static_cast<unsigned long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                             std::chrono::steady_clock::now().time_since_epoch())
-                                             .count());
-}
-unsigned sm_id() { return blockIdx.x; }  // one block per SM, as the grid is sized
 void sts16(uint32_t addr, decode::U4 v) {
   if (addr % 16 || addr + 16 > gemm_host::dynamic_smem_size) gemm_host::fail("st.shared.v4 misaligned or past the dynamic shared memory", gemm_host::dynamic_smem + addr);
   std::memcpy(gemm_host::dynamic_smem + addr, &v, 16);

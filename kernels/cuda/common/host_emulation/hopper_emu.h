@@ -142,6 +142,12 @@ std::deque<Group>& committed();
 void retire_groups(size_t pending);  // runs the oldest committed groups until `pending` are left
 }  // namespace emu
 
+inline unsigned long long globaltimer_ns() {  // the host's steady clock (TRACE builds)
+  return static_cast<unsigned long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                             std::chrono::steady_clock::now().time_since_epoch())
+                                             .count());
+}
+inline unsigned sm_id() { return blockIdx.x; }  // one block per SM, as the decode stages' grids are sized
 inline uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(static_cast<const unsigned char*>(p) - gemm_host::dynamic_smem);
 }
