@@ -13,7 +13,7 @@
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block fp8_block_diag wgmma_peak mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation conduct sanitize precompile_default default_run default_run_noguard fidelity_default
-# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace tune_fp8_repeat pinning multi_gpu
+# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace decode_wgmma_dyn tune_fp8_repeat pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # Set GEMMLAB_GIT_COMMIT to the commit being measured: the tree copied to a GPU host may carry a
@@ -174,6 +174,11 @@ DECODE_WGMMA_SHAPES="[[1,6144,4096],[64,6144,4096],[16,8192,28672],[64,8192,2867
 DECODE_WGMMA_QUICK='{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:1,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:2,MAX_PARTS:8},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:4,MAX_PARTS:8},{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:1,L2_HINT:0,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:2,KSPAN:1,MAX_PARTS:8}'
 # the quick sweep's shapes: 70B mlp_down at 1, 16 and 64 tokens, 8B qkv at 1 and 64 (issue 30's 1.3x shapes)
 DECODE_WGMMA_QUICK_SHAPES="[[1,8192,28672],[16,8192,28672],[64,8192,28672],[1,6144,4096],[64,6144,4096]]"
+# the dynamic tail's sets (issue 30): the static split, DYN 1 at its defaults (10% of each tile's k-blocks in chunks of
+# 4), a longer tail in longer chunks (fewer partials at 64 tokens), and each beside L2_HINT 1 (the H200's best at 64
+# tokens on the large matrices, session31)
+DECODE_WGMMA_DYN='{},{DYN:1},{DYN:1,DYN_PCT:20,DYN_CK:8},{L2_HINT:1},{L2_HINT:1,DYN:1,DYN_PCT:20,DYN_CK:8}'
+DECODE_WGMMA_DYN_SHAPES="[[1,8192,28672],[16,8192,28672],[64,8192,28672],[1,36864,7168],[64,36864,7168],[16,57344,8192],[1,6144,4096],[64,6144,4096]]"
 DECODE_WGMMA_NCU_DEFAULT='decode_wgmma 1 8192 28672 - decode_wgmma -;decode_wgmma 64 8192 28672 - decode_wgmma -;decode_wgmma 64 8192 28672 - decode_wgmma {PRODUCER_WG:1,MSUB:2};cublaslt 64 8192 28672 - ^(?!gemmlab).*(gemv|gemm|xmma|cutlass|nvjet) -'
 DECODE_ROWS_SHAPES=${DECODE_ROWS_SHAPES:-"[[1,6144,4096],[16,6144,4096],[64,6144,4096],[1,8192,8192],[16,8192,8192],[1,57344,8192],[16,57344,8192]]"}
 
@@ -651,6 +656,17 @@ while time.time()-t<45: a@a" &
   ws_ncu)  # issue 32: what holds stage 12 at parity: it and cuBLASLt at layout nt, BF16, 4096 and 6144 (tensor pipe,
            # DRAM and L2 bytes, stalls, the clock ncu saw). WS_NCU: entries as FP8_NCU's (scaling "-")
            ncu_points bf16 "${WS_NCU:-wgmma_ws 4096 4096 4096 - wgmma_ws -;cublaslt 4096 4096 4096 - ^(?!gemmlab).*(gemm|xmma|cutlass|nvjet) -;wgmma_ws 6144 6144 6144 - wgmma_ws -;cublaslt 6144 6144 6144 - ^(?!gemmlab).*(gemm|xmma|cutlass|nvjet) -}" ;;
+  decode_wgmma_dyn)  # issue 30: stage 17's dynamic tail (DYN 1: each tile's last ~DYN_PCT% of k-blocks handed out by
+           # ticket as the SMs come free) against the static split, after its GPU tests: the large matrices where fp8
+           # misses 90% of the copy probe and 8B qkv, 1 / 16 / 64 tokens, bf16 and fp8, the libraries interleaved; then
+           # the stamps of both (do the SMs' stream ends bunch together?)
+           step gpu_decode_wgmma_dyn 240 python3 -m pytest -m gpu tests/test_gpu_decode.py -k "stage_17 and DYN" -q -rA \
+             -p no:cacheprovider
+           stage_sweep decode_wgmma decode_wgmma_dyn 300 "${DECODE_WGMMA_DYN_SETS:-$DECODE_WGMMA_DYN}" \
+             "$DECODE_WGMMA_DYN_SHAPES" "bf16,fp8"
+           step decode_wgmma_dyn_trace 150 python3 -m gemmlab.bench.decode_trace --variant decode_wgmma --precision fp8 \
+             --shapes 1x8192x28672 16x36864x7168 64x8192x28672 --defines "{}" "{DYN:1}" "{DYN:1,DYN_PCT:20,DYN_CK:8}" \
+             --out "$LOGS/decode_wgmma_dyn_trace.jsonl" ;;
   decode_wgmma_trace)  # issue 30: stage 17's consumer warpgroups stamped (TRACE 1): start, first data, last MMA, end,
            # against the event time, single / after a memset / back to back, the library beside it (cuBLAS in bf16,
            # cuBLASLt in fp8): where its ~10 us over the copy rate at every size (the H100's decode experiment) goes

@@ -45,10 +45,14 @@ SWEEP = ["{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1
          "{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:2,KSPAN:1,MAX_PARTS:8}",
          "{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:1,L2_HINT:0,CLUSTER:2,KSPAN:1,MAX_PARTS:8}",
          "{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:4,MAX_PARTS:8}"]
+# DYN 1 (the dynamic tail): the default set and the sweep's sets that change its producer or consumers' registers
+DYN_BUILDS = ["{DYN:1}", "{DYN:1,PRODUCER_WG:1,MSUB:2}", "{DYN:1,PRODUCER_WG:1,CONSUMERS:3}", "{DYN:1,KSPAN:4,L2_HINT:1}",
+              "{DYN:1,CONSUMERS:1}", "{DYN:1,TRACE:1}"]
 BUILDS = ([(p, m, d) for p in ("bf16", "fp8") for m in (1, 16, 64) for d in [None, *SWEEP[1:]]]
           + [(p, m, None) for p in ("bf16", "fp8") for m in (20, 40, 56)]
           # two slices a consumer without the producer warpgroup, at the token counts where the YAML still allows it
-          + [(p, m, "{MSUB:2}") for p in ("bf16", "fp8") for m in (48, 56)])
+          + [(p, m, "{MSUB:2}") for p in ("bf16", "fp8") for m in (48, 56)]
+          + [(p, m, d) for p in ("bf16", "fp8") for m in (1, 16, 64) for d in DYN_BUILDS])
 
 
 @NEEDS_NVCC
@@ -108,7 +112,7 @@ def test_launch_rules_on_the_h200():
     s = launch_shape(p, sm_count=132)
     # two consumer warpgroups and the producer warp; tokens rounded up to 8; as many stages as asked (8) where
     # they fit: 8 x (128 + 8) x 128 bytes + two staging tiles of 8 x 144 bytes + alignment + barriers
-    assert dict(build_for(p).point_defines) == {"NTOK": 8, "CLUSTER": 1, "MSUB": 1, "STAGES": 8}
+    assert dict(build_for(p).point_defines) == {"NTOK": 8, "CLUSTER": 1, "MSUB": 1, "STAGES": 8, "DYN_K0": -1}
     assert s.grid == (132, 1, 1) and s.block == (288, 1, 1)
     assert s.smem_bytes == 8 * 136 * 128 + 2 * 8 * 144 + 1024 + 128 + 8
     # counters: 48 tiles x 2 consumers -> 384 bytes, to 256: 512; partials: 132 x 2 slots x 128 x 8 x 4 bytes
@@ -152,9 +156,9 @@ def test_unsupported_points_are_skipped_with_the_reason():
 
 
 # ---- the host emulation ---------------------------------------------------------------------------------
-def emulate_wgmma(point, exe: Path, folder: Path, rng, sm_count: int, launches: int = 2, reverse: bool = False):
-    """test_decode_emulation.emulate_decode with the stage's tensor maps (what the launcher resolves from the YAML for
-    the point), its clusters run together, and the blocks in reverse order if asked."""
+def _emu_env(point, reverse: bool) -> dict:
+    """The driver's settings for the stage at ``point``: its tensor maps (what the launcher resolves from the YAML),
+    its clusters, the blocks' order."""
     from gemmlab.gpu import tma
     from test_hopper_kernels import _FakeArray
 
@@ -164,12 +168,18 @@ def emulate_wgmma(point, exe: Path, folder: Path, rng, sm_count: int, launches: 
     specs = tma.resolve(point, fake, point.variant_cfg.cuda.tensor_maps)
     for spec in specs:
         tma.check(spec)
-    env = {"GEMMLAB_EMU_MAPS": ";".join(f"{s.operand},{s.rows},{s.cols},{s.row_stride_bytes},{s.box_rows},"
-                                        f"{s.box_cols},{s.elem_bytes},{s.swizzle}" for s in specs),
-           "GEMMLAB_EMU_REVERSE_BLOCKS": "1" if reverse else "0",
-           # the kernel's clusters along x (CLUSTER: its __cluster_dims__), run together by the driver
-           "GEMMLAB_EMU_CLUSTER": str(point.expr_env().get("CLUSTER", 1))}
-    return emulate_decode(point, exe, folder, rng, launches, sm_count, env)
+    return {"GEMMLAB_EMU_MAPS": ";".join(f"{s.operand},{s.rows},{s.cols},{s.row_stride_bytes},{s.box_rows},"
+                                         f"{s.box_cols},{s.elem_bytes},{s.swizzle}" for s in specs),
+            # the driver runs the blocks last to first where the variable is set at all (to "0" too): set only then
+            **({"GEMMLAB_EMU_REVERSE_BLOCKS": "1"} if reverse else {}),
+            # the kernel's clusters along x (CLUSTER: its __cluster_dims__), run together by the driver
+            "GEMMLAB_EMU_CLUSTER": str(point.expr_env().get("CLUSTER", 1))}
+
+
+def emulate_wgmma(point, exe: Path, folder: Path, rng, sm_count: int, launches: int = 2, reverse: bool = False):
+    """test_decode_emulation.emulate_decode with the stage's tensor maps (what the launcher resolves from the YAML for
+    the point), its clusters run together, and the blocks in reverse order if asked."""
+    return emulate_decode(point, exe, folder, rng, launches, sm_count, _emu_env(point, reverse))
 
 
 # (m, n, k, sm_count): N = 136 is a tile and 8 rows (a tile of 128 weight rows), 200 past a 64-row tile (CONSUMERS 1);
@@ -224,11 +234,11 @@ def test_split_tiles_sum_to_the_same_bits_in_either_arrival_order(tmp_path_facto
     assert np.array_equal(c0, c1), "the split tiles' sums depend on which part arrived last"
 
 
-def _mutant_launch(tmp_path_factory, name, old, new, launches=1):
+def _mutant_launch(tmp_path_factory, name, old, new, launches=1, defines=None, shape=(1, 136, 200)):
     folder = tmp_path_factory.mktemp(f"emu-dwg-{name}")
     source = build_for(wgmma_point(1, 64, 256)).source
     src = mutant(folder.parent, name, old, new, source)
-    p = wgmma_point(1, 136, 200, "bf16")
+    p = wgmma_point(*shape, "bf16", defines)
     exe = decode_emulator(p, folder.parent, src)
     return p, exe, folder
 
@@ -243,8 +253,10 @@ def test_emulation_catches_a_sum_that_drops_a_part(tmp_path_factory):
 
 @pytest.mark.slow
 def test_emulation_catches_a_part_read_from_the_wrong_slot(tmp_path_factory):
+    """Unit 1's part of tile 1 (its run's last piece) stored over its part of tile 0 (its run's first piece): wrong
+    where tile 0 is summed after that, i.e. with the blocks last to first (first to first, unit 1 sums tile 0 before)."""
     p, exe, folder = _mutant_launch(tmp_path_factory, "wrong_slot", "(c == first ? first_which : 0)", "0")
-    c, res = emulate_wgmma(p, exe, folder, np.random.default_rng(7), 3, launches=1)
+    c, res = emulate_wgmma(p, exe, folder, np.random.default_rng(7), 3, launches=1, reverse=True)
     assert not res.passed and res.elem_fail > 0, "a part read from the wrong slot went unnoticed"
 
 
@@ -279,6 +291,8 @@ def test_the_sweep_is_the_session_scripts_and_starts_at_the_defaults():
     assert line.split("=", 1)[1].strip("'") == ",".join(SWEEP)
     defaults = dict(compose_cfg([f"variant={VARIANT}"]).variant[VARIANT].cuda.defines)
     assert defaults.pop("TRACE") == 0  # the trace probe's switch (gemmlab.bench.decode_trace), not a technique
+    # the dynamic tail, off by default (a sweep entry with DYN:1 goes beside the others)
+    assert (defaults.pop("DYN"), defaults.pop("DYN_PCT"), defaults.pop("DYN_CK"), defaults.pop("DYN_K0")) == (0, 10, 4, -1)
     assert SWEEP[0] == "{" + ",".join(f"{k}:{v}" for k, v in defaults.items()) + "}"
 
 
@@ -389,3 +403,233 @@ def test_trace_stamps_leave_the_product_alone_on_the_cpu(defines, tmp_path_facto
     for reverse in (False, True):
         c, res = emulate_wgmma(p, exe, folder, np.random.default_rng(5), 5, reverse=reverse)
         _assert_right(p, c, res, f"TRACE 1 {defines}, reverse={reverse}: ")
+
+
+# ---- DYN 1: the dynamic tail ------------------------------------------------------------------------------------
+# Stage 17 before DYN: DYN 0 (the default) must still build its machine code
+PRE_DYN_COMMIT = "bcc5064ccc3568fb20241d982debf0c64b2f6702"
+
+
+@NEEDS_NVCC
+@pytest.mark.slow
+@pytest.mark.parametrize("precision,m,defines", [("bf16", 1, None), ("fp8", 64, "{CLUSTER:2}"),
+                                                 ("bf16", 16, "{TRACE:1,PRODUCER_WG:1,MSUB:2}"),
+                                                 ("fp8", 16, "{KSPAN:4,L2_HINT:1,CONSUMERS:1}")])
+def test_dyn_0_builds_the_kernel_from_before_dyn(precision, m, defines, tmp_path):
+    """DYN 0 is the measured kernel as it was: the source of PRE_DYN_COMMIT and this one, built with the same defines
+    (the new ones included), give the same cubin bytes without -lineinfo (whose line table moves with the new lines) and
+    the same SASS with the launcher's flags."""
+    import shutil
+    import subprocess
+
+    from gemmlab.config import ROOT
+    from test_hopper_kernels import find_cuobjdump, sass
+
+    if shutil.which("git") is None:
+        pytest.skip("no git here")
+    old = subprocess.run(["git", "show", f"{PRE_DYN_COMMIT}:kernels/cuda/17_decode_wgmma.cu"], cwd=ROOT,
+                         capture_output=True, text=True)
+    if old.returncode != 0:
+        pytest.skip(f"stage 17 before DYN is not in this checkout's history: {old.stderr.strip()}")
+    before = tmp_path / "before" / "17_decode_wgmma.cu"
+    before.parent.mkdir()
+    before.write_text(old.stdout)
+    b = build_for(wgmma_point(m, 6144, 4096, precision, defines))
+    assert dict(b.defines)["DYN"] == 0
+
+    def cubin(source, flags, name):
+        out = tmp_path / name
+        r = subprocess.run([nvcc.find_nvcc(), *flags, f"-I{b.source.parent}", "-o", str(out), str(source)],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-4000:]
+        return out
+
+    plain = [f for f in b.flags if f != "-lineinfo"]
+    assert cubin(b.source, plain, "now.cubin").read_bytes() == cubin(before, plain, "before.cubin").read_bytes()
+    if find_cuobjdump() is not None:
+        assert sass(cubin(b.source, b.flags, "now_li.cubin")) == sass(cubin(before, b.flags, "before_li.cubin"))
+
+
+def test_dynamic_tail_launch_rules():
+    """DYN 1's point rule (the static head DYN_K0: the k-blocks less ~DYN_PCT percent in whole chunks of DYN_CK, one
+    chunk at least), its workspace (a 256-byte ticket area, then a slot per tile and per chunk) and shared memory (16
+    bytes a stage); no clusters; DYN 0 builds one kernel for every K (DYN_K0 as the YAML has it)."""
+    # the ncu point, 8192 x 28672 bf16: 448 k-blocks a tile, 10% of them 44.8 -> 11 chunks of 4, the head 404; fp8: 224
+    # k-blocks, 6 chunks, 200
+    p = wgmma_point(1, 8192, 28672, "bf16", "{DYN:1}")
+    assert p.expr_env()["DYN_K0"] == 404
+    assert wgmma_point(1, 8192, 28672, "fp8", "{DYN:1}").expr_env()["DYN_K0"] == 224 - 24
+    s, s0 = launch_shape(p, sm_count=132), launch_shape(wgmma_point(1, 8192, 28672), sm_count=132)
+    tiles = 8192 // 128
+    assert s0.workspace_bytes == 256 * -(-tiles * 2 // 64) + 132 * 2 * 128 * 8 * 4  # DYN 0's, as before
+    assert s.workspace_bytes == s0.workspace_bytes + 256 + tiles * (1 + 11) * 128 * 8 * 4
+    assert s.smem_bytes == s0.smem_bytes + 16 * 8 and s.grid == s0.grid
+    # one chunk at least (16 k-blocks: 10% rounds to none); a tile of one chunk or less all dynamic; DYN_K0 given:
+    # clipped to the tile's k-blocks; DYN_CK 3: chunks of 3
+    assert wgmma_point(1, 6144, 1024, "bf16", "{DYN:1}").expr_env()["DYN_K0"] == 12
+    assert wgmma_point(1, 136, 200, "bf16", "{DYN:1}").expr_env()["DYN_K0"] == 0
+    assert wgmma_point(1, 136, 200, "bf16", "{DYN:1,DYN_K0:99}").expr_env()["DYN_K0"] == 4
+    assert wgmma_point(1, 6144, 4096, "bf16", "{DYN:1,DYN_PCT:20,DYN_CK:3}").expr_env()["DYN_K0"] == 64 - 12
+    p3 = wgmma_point(1, 6144, 4096, "bf16", "{DYN:1,DYN_K0:10,DYN_CK:3}")
+    assert launch_shape(p3, sm_count=132).workspace_bytes == (
+        launch_shape(wgmma_point(1, 6144, 4096), sm_count=132).workspace_bytes + 256 + 48 * (1 + 18) * 128 * 8 * 4)
+    # no clusters with the tail; DYN 0 points carry the YAML's DYN_K0 (-1) whatever the K: one build, and the rows'
+    # defines those of the YAML (analysis.ladder's current configuration)
+    assert wgmma_point(64, 6144, 4096, "bf16", "{DYN:1,CLUSTER:2}").expr_env()["CLUSTER"] == 1
+    assert wgmma_point(64, 6144, 4096, "bf16", "{CLUSTER:2}").expr_env()["CLUSTER"] == 2
+    assert {wgmma_point(1, 6144, k).expr_env()["DYN_K0"] for k in (1024, 4096, 28672)} == {-1}
+    # TRACE 1: the stamps where DYN 0 has them (decode_trace reads them there), the tail's area from the next 256 bytes
+    from gemmlab.bench import decode_trace as dt
+
+    pt = wgmma_point(16, 264, 1040, "bf16", "{TRACE:1,DYN:1}")
+    st = launch_shape(pt, sm_count=5)
+    lay = dt.wgmma_trace_layout(dict(st.let), pt.expr_env(), pt.n)
+    stamps = lay["records"] * 8 * dt.WORDS
+    assert lay["offset"] + stamps == launch_shape(wgmma_point(16, 264, 1040, "bf16", "{TRACE:1}"),
+                                                  sm_count=5).workspace_bytes
+    assert pt.expr_env()["DYN_K0"] == 13  # K = 1040 bf16: 17 k-blocks, one chunk of 4
+    d = 1
+    assert st.workspace_bytes == lay["offset"] + -(-stamps // 256) * 256 + 256 + 3 * (1 + d) * 128 * 16 * 4
+
+
+# K0 / CK choices over SHAPES (k-blocks a tile: bf16 4, 9, 16, 4, 32; fp8 2, 9, 8, 4, 32): the rule (a tail of 10% in
+# chunks of 4, one chunk at least: all dynamic where a tile has 4 k-blocks or fewer), all dynamic with chunks of 3 (a
+# tile's last chunk shorter), a tail of exactly one chunk of 2 (DYN_PCT 1), a head of one k-block and chunks of 3 that
+# do not divide the tail (more units than the heads have k-blocks: units with no static run), no tail at all (every
+# piece through the producer's records, DYN 0's parts)
+DYN_SETS = ["{DYN:1}", "{DYN:1,DYN_K0:0,DYN_CK:3}", "{DYN:1,DYN_PCT:1,DYN_CK:2}", "{DYN:1,DYN_K0:1,DYN_CK:3}",
+            "{DYN:1,DYN_K0:4096}"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision,defines", [(p, d) for p in ("bf16", "fp8") for d in DYN_SETS])
+def test_dynamic_tail_computes_x_wt_on_the_cpu(precision, defines, tmp_path_factory):
+    """DYN 1 at the shapes of test_decode_wgmma_computes_x_wt_on_the_cpu (2-7 units, several chunks a unit): C right
+    after two launches on one workspace (the ticket counter is not reset: the second launch's tickets are [P, 2P)) and
+    with the blocks in reverse order (other units take the chunks: the emulation runs blocks one after another, so the
+    first block run takes every chunk), the same bits both ways."""
+    folder = tmp_path_factory.mktemp("emu-dwg-dyn")
+    for m, n, k, sms in SHAPES[precision]:
+        p = wgmma_point(m, n, k, precision, defines)
+        exe = decode_emulator(p, folder.parent)
+        c0, res0 = emulate_wgmma(p, exe, folder, np.random.default_rng(31), sms)
+        _assert_right(p, c0, res0, f"{defines}: ")
+        c1, res1 = emulate_wgmma(p, exe, folder, np.random.default_rng(31), sms, launches=1, reverse=True)
+        _assert_right(p, c1, res1, f"{defines}, reversed: ")
+        assert np.array_equal(c0, c1), f"{defines} at {m}x{n}x{k}: the sums depend on which unit took which chunk"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision,defines", [(p, d) for p in ("bf16", "fp8") for d in (
+    "{DYN:1,PRODUCER_WG:1,MSUB:2}", "{DYN:1,PRODUCER_WG:1,CONSUMERS:3,DYN_CK:1}", "{DYN:1,CONSUMERS:1,DYN_K0:2,DYN_CK:5}",
+    "{DYN:1,KSPAN:2,DYN_CK:3}", "{DYN:1,L2_HINT:1,STAGES:4,DYN_K0:0,DYN_CK:1}", "{DYN:1,TRACE:1}")])
+def test_dynamic_tail_with_the_sweep_configurations_on_the_cpu(precision, defines, tmp_path_factory):
+    """DYN 1 with the producer warpgroup (40 registers for the ticket loop), 192- and 256-row tiles, 64-row tiles, two
+    boxes along K a stage, a ring of 4 with chunks of one k-block, the trace stamps: three launches on one workspace."""
+    folder = tmp_path_factory.mktemp("emu-dwg-dyn-sweep")
+    for m, n, k, sms in SHAPES[precision][:2] + SHAPES[precision][4:]:
+        p = wgmma_point(m, n, k, precision, defines)
+        c, res = emulate_wgmma(p, decode_emulator(p, folder.parent), folder, np.random.default_rng(8), sms, launches=3)
+        _assert_right(p, c, res, f"{defines}: ")
+
+
+@pytest.mark.slow
+def test_dynamic_tail_with_more_units_than_k_blocks(tmp_path_factory):
+    """A grid of more units than k-blocks (the grid's `let` overridden: 6 CTAs for 1 tile of 4): the units past them
+    take no ticket (P counts the others) and only end their consumers; right on the second launch."""
+    folder = tmp_path_factory.mktemp("emu-dwg-dyn-units")
+    (p,) = expand(compose_cfg([f"variant={VARIANT}", "precision=bf16", "layouts=[nt]", "sizes.square=[]",
+                               "sizes.shapes=[[1,64,256]]", f"variant.{VARIANT}.cuda.let.G=6",
+                               f"variant.{VARIANT}.cuda.defines={{DYN:1,DYN_K0:2,DYN_CK:1}}"]))
+    assert launch_shape(p, sm_count=132).grid == (6, 1, 1)
+    c, res = emulate_wgmma(p, decode_emulator(p, folder.parent), folder, np.random.default_rng(2), 132, launches=2)
+    _assert_right(p, c, res)
+
+
+def _cancelling_operands(m, n, k, rng):
+    """bf16 operands whose product cancels: the tokens repeat every 128-byte block along K, the weights' odd blocks are
+    their even neighbours negated, each pair scaled by its own power of two: the exact product is 0, and C holds the
+    FP32 rounding left by the parts' sums, which changes with the order they are added in (random operands rarely show
+    an order in bf16's 8 bits)."""
+    import ml_dtypes
+
+    a = np.tile(rng.standard_normal((m, 64), dtype=np.float32), (1, k // 64)).astype(ml_dtypes.bfloat16)
+    w = np.empty((n, k), dtype=np.float32)
+    for b in range(0, k // 64, 2):
+        block = rng.standard_normal((n, 64), dtype=np.float32) * np.float32(2.0 ** int(rng.integers(-8, 9)))
+        w[:, 64 * b:64 * b + 64], w[:, 64 * b + 64:64 * b + 128] = block, -block
+    return a, w.astype(ml_dtypes.bfloat16)
+
+
+def _emulate_bits(point, exe: Path, folder: Path, a, w, sm_count: int, reverse: bool):
+    """C's bytes (bf16 as uint16) after one emulated launch on the given operands (A M x K, the weights N x K)."""
+    import os
+    import subprocess
+
+    shape = launch_shape(point, sm_count=sm_count)
+    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0", "GEMMLAB_EMU_LAUNCHES": "1",
+           "GEMMLAB_EMU_WORKSPACE_BYTES": str(shape.workspace_bytes), **_emu_env(point, reverse)}
+    a.tofile(folder / "a.bin")
+    w.tofile(folder / "b.bin")
+    r = subprocess.run([str(exe), str(point.m), str(point.n), str(point.k), *map(str, shape.grid),
+                        *map(str, shape.block), str(shape.smem_bytes), str(folder / "a.bin"), str(folder / "b.bin"),
+                        str(folder / "c.bin")], capture_output=True, text=True, env=env, timeout=900)
+    assert r.returncode == 0, f"exit {r.returncode}\n{r.stderr[-4000:]}"
+    return np.fromfile(folder / "c.bin", dtype=np.uint16)
+
+
+# a tile of 32 k-blocks over 7 units: DYN_PCT 30 leaves 5 chunks of 2 (K0 22), 12 parts a tile (two batches of loads)
+DYN_ORDER = "{CONSUMERS:1,DYN:1,DYN_PCT:30,DYN_CK:2}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("defines,shape", [(DYN_ORDER, (1, 64, 2048)), (DYN_ORDER, (13, 136, 2048)),
+                                           ("{CONSUMERS:1,DYN:1,DYN_K0:0,DYN_CK:3}", (1, 136, 2048)),
+                                           ("{CONSUMERS:1}", (1, 64, 2048))])
+def test_split_tiles_sum_to_the_same_bits_whoever_takes_the_chunks(defines, shape, tmp_path_factory):
+    """The parts' sum in its fixed order (the static parts in unit order, then the chunks) whichever part arrives last
+    and whichever unit took which chunk: the blocks first to last (the first takes every chunk) and last to first (the
+    last takes them) give the same bytes of C on operands that cancel (C is the order's rounding); DYN 0 too."""
+    folder = tmp_path_factory.mktemp("emu-dwg-dyn-bits")
+    p = wgmma_point(*shape, "bf16", defines)
+    exe = decode_emulator(p, folder.parent)
+    a, w = _cancelling_operands(*shape, np.random.default_rng(13))
+    c0 = _emulate_bits(p, exe, folder, a, w, 7, reverse=False)
+    c1 = _emulate_bits(p, exe, folder, a, w, 7, reverse=True)
+    assert np.count_nonzero(c0 & 0x7FFF) > c0.size // 4, "the operands left too little rounding to compare"
+    assert np.array_equal(c0, c1), f"{defines}: the sums depend on the arrival order"
+
+
+@pytest.mark.slow
+def test_emulation_catches_a_dynamic_sum_in_arrival_order(tmp_path_factory):
+    """The check above can fail: the last part starting the sum at its own part (the order then depends on who
+    arrives last) gives other bytes in the other block order."""
+    p, exe, folder = _mutant_launch(tmp_path_factory, "dyn_order", "const float4* part = part_at(p0 + u);",
+                                    "const float4* part = part_at((p0 + u + me) % n_parts);", defines=DYN_ORDER,
+                                    shape=(1, 64, 2048))
+    a, w = _cancelling_operands(1, 64, 2048, np.random.default_rng(13))
+    c0 = _emulate_bits(p, exe, folder, a, w, 7, reverse=False)
+    c1 = _emulate_bits(p, exe, folder, a, w, 7, reverse=True)
+    assert not np.array_equal(c0, c1), "a sum in arrival order went unnoticed"
+
+
+@pytest.mark.slow
+def test_emulation_catches_a_dynamic_sum_that_drops_a_chunk(tmp_path_factory):
+    p, exe, folder = _mutant_launch(tmp_path_factory, "dyn_drop", "if (p0 + u >= n_parts) break;",
+                                    "if (p0 + u >= n_parts - 1) break;", defines="{DYN:1,DYN_K0:1,DYN_CK:1}")
+    c, res = emulate_wgmma(p, exe, folder, np.random.default_rng(7), 3, launches=1)
+    assert not res.passed and res.elem_fail > 0, "a dropped chunk went unnoticed"
+
+
+@pytest.mark.slow
+def test_emulation_catches_tickets_not_counted_per_launch(tmp_path_factory):
+    """The ticket counter is never reset: a producer that reads its tickets as this launch's without the launch's
+    base (ticket - ticket % P) is right once and finds no chunk left on the second launch."""
+    p, exe, folder = _mutant_launch(
+        tmp_path_factory, "dyn_base",
+        "const unsigned long long base = ticket - ticket % static_cast<unsigned long long>(chunks + units);",
+        "const unsigned long long base = 0;", defines="{DYN:1,DYN_K0:1,DYN_CK:1}")
+    c, res = emulate_wgmma(p, exe, folder, np.random.default_rng(8), 3, launches=1)
+    _assert_right(p, c, res, "the first launch: ")
+    c, res = emulate_wgmma(p, exe, folder, np.random.default_rng(8), 3, launches=2)
+    assert not res.passed, "tickets read without the launch's base went unnoticed on the second launch"

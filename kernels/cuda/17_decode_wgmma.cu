@@ -40,15 +40,46 @@
 //              data in shared memory, its last MMA done and its end (the run's last reduction and epilogue written),
 //              and its SM, after the partial slots (gemmlab/bench/decode_trace.py --variant decode_wgmma reads them;
 //              a warpgroup with an empty run stamps 0 as its first data); 0: none (the measured kernel)
-// Written on the CPU machine and checked in the host emulation (tests/test_decode_wgmma.py); not yet measured on the
-// H200. Measured on an H100 (outputs/reference/h100-2026-12-05/session30*, the device tool's card that day): the
+//   DYN        1: a dynamic tail. Each tile's k-blocks [0, DYN_K0) are its static head, cut into the stream-K runs above
+//              (over unit tiles x DYN_K0, tile-major); [DYN_K0, k-blocks) its tail, chunks of DYN_CK k-blocks that a
+//              unit's producer takes by ticket once its static run is issued (a 64-bit atomicAdd on a counter in the
+//              workspace; ticket j: chunk j % D of tile j / D, tile-major), the next one taken while the current
+//              chunk's stages are issued (the atomic's L2 round trip hidden), until the tickets run out. The producer
+//              hands every piece to the consumers in the slot of its first stage (a PieceInfo beside the barriers,
+//              written before the slot's arrive, stage 12's PRODUCER_SCHEDULES pattern; a slot without data ends
+//              them). Every tile is then split: its head's parts in unit order, then its chunks 0..D-1, each
+//              partial in its own slot, summed in that order by the last to arrive: the same bits whichever unit
+//              took which chunk. The counter is never reset: every launch takes chunks + units tickets (each unit one
+//              past the chunks), so launch L's are [L P, (L + 1) P). Why: ncu on an H100 at 8192 x 28672 bf16, 1
+//              token (162.7 us): the SMs active 92.6% of the elapsed cycles on average -- their DRAM bandwidth is
+//              not equal and the static runs give each the same bytes, so the kernel ends with the slowest SM (stage
+//              17 ~9 us over the copy probe's time at every size). Expected: the end near the SMs' mean finish
+//              instead of the slowest's, less the tail's extra partials (a chunk's is NTOK / (32 DYN_CK KSPAN) of its
+//              weight bytes: 6% at 1 token, 50% at 64 tokens with DYN_CK 4, written and read once more). Not yet
+//              measured. Without clusters (CLUSTER 1: a cluster's CTAs would have to take the same chunks). 0: none
+//              (the measured kernel: the same SASS as before DYN)
+//   DYN_PCT    (the YAML's DYN_K0 rule, not read here) about this percentage of each tile's k-blocks in its tail
+//   DYN_CK     k-blocks a chunk of the tail (a tile's last chunk may hold fewer)
+//   DYN_K0     k-blocks of each tile's static head (the YAML's point rule: the k-blocks less DYN_PCT percent of them
+//              rounded to whole chunks, one chunk at least; clipped to the k-blocks here: 0 all dynamic, all no tail;
+//              with DYN 0 the YAML's -1, not read)
+// Written on the CPU machine and checked in the host emulation (tests/test_decode_wgmma.py). Measured on an H100 (outputs/reference/h100-2026-12-05/session30*, the device tool's card that day): the
 // sweep's 11 define sets ok at all 132 points, the 33 GPU tests passed (all 66 2-CTA clusters resident, boxes wholly
 // past K zero-filled and counted), memcheck clean; in the decode experiment at that sweep's picks (analysis.compare
 // --pick) >= 90% of the copy probe at 13 of 50 bf16 points (98.8% at Llama-3 70B mlp_gate_up, where cuBLAS /
 // cuBLASLt reach 91-94%) and 4 of 50 fp8, below the libraries on the small matrices (8B attn_o 45-54%); ncu at 70B
 // mlp_down: DRAM 86.9% at 1 token, 84.3% at 64 (cuBLASLt 85.0%). The picks over the defaults, each within 1-4%:
 // L2_HINT 1 at 16 and 64 tokens (bf16; fp8 at 16), CONSUMERS 1 at fp8's 64, MSUB 2 with the producer warpgroup and
-// clusters at bf16's 1 token: the defaults stay until the H200 says.
+// clusters at bf16's 1 token.
+// On the H200 (outputs/reference/h200-2026-12-05/session31*, at bcc5064): the sweep 132 of 132 ok, the 33 GPU tests
+// passed, memcheck clean; the picks: STAGES 4 at bf16's 1 token, CONSUMERS 1 at 16 and 64 tokens in both precisions,
+// each winning at 8B qkv (6144 x 4096) and losing or tying at the large matrices, where L2_HINT 1 is best at 64
+// tokens (fp8 101.6 / 104.0% of cuBLASLt at 57344 x 8192 / 8192 x 28672, the defaults 96.8 / 100.0): the defaults
+// stay, a rule by matrix size to be measured. The decode experiment at the picks: >= 90% of the copy probe at 9 of
+// 51 bf16 points (96.9-98.0% at 70B mlp_gate_up) and 2 of 51 fp8 (95.2 / 94.4%, the same matrix). TRACE's stamps
+// (gemmlab.bench.decode_trace) at fp8 8192 x 28672, 1 token: first data 3.5 us (10.3 at the slowest SM), last MMAs
+// at 49.8 / 54.7 / 59.7 us (p10 / p50 / max), then ~2 us of sums and epilogue: the static split ends with the slowest
+// SM, which is what DYN is for.
 //
 // Modeled intensity: every weight and activation byte read once and C written once (the YAML's intensity_model),
 // 2 M N K / ((N K + M K) elem_bytes + 2 M N): ~M FLOP/B in bf16, ~2M in fp8; the tokens' re-reads per tile come from L2.
@@ -57,7 +88,8 @@
 // Constraints: TIN bf16 or e4m3 (TOUT bf16); A (the activations) M x K row-major, B (the weights) N x K row-major
 // (layout nt); M <= NTOK; K * sizeof(TIN) % 16 == 0 (TMA row strides) and N % 8 == 0 (16-byte stores of C's rows).
 // Workspace: a counter per tile and consumer (reset by the last part: ready for the next launch), then two partial
-// slots of kBW x NTOK floats per CTA (TRACE 1: then five 8-byte words per consumer warpgroup of the grid).
+// slots of kBW x NTOK floats per CTA (TRACE 1: then five 8-byte words per consumer warpgroup of the grid; DYN 1: then,
+// from a 256-byte boundary, the tickets' 8-byte counter in 256 bytes, a slot per CTA tile and one per chunk).
 #include <cuda_bf16.h>
 #include <cstdint>
 
@@ -113,6 +145,20 @@
 #ifndef TRACE
 #define TRACE 0
 #endif
+// DYN 1: each tile's k-blocks a static head [0, DYN_K0) cut into stream-K runs as with DYN 0, and a dynamic tail
+// [DYN_K0, k-blocks) of chunks of DYN_CK k-blocks that the units' producers take by ticket (an atomic counter in the
+// workspace) once their static runs are issued; 0: the static runs alone (the measured kernel, its SASS unchanged)
+#ifndef DYN
+#define DYN 0
+#endif
+// DYN_K0: k-blocks of a tile's static head (the YAML's point rule: the k-blocks less about DYN_PCT percent of them in
+// whole chunks, one chunk at least; clipped to the tile's k-blocks here); DYN_CK: k-blocks a chunk of the tail
+#ifndef DYN_K0
+#define DYN_K0 0
+#endif
+#ifndef DYN_CK
+#define DYN_CK 4
+#endif
 
 namespace dwg {
 constexpr int kElem = static_cast<int>(sizeof(TIN));
@@ -140,7 +186,9 @@ constexpr int kSumBatch = kSumBatchRaw < 1 ? 1 : (kSumBatchRaw > 8 ? 8 : kSumBat
 constexpr int kSliceF4 = 128 * NTOK / 8;         // float4s of one m64 slice's partial (128 threads x kAccum / 4)
 constexpr int kSlotF4 = CONSUMERS * MSUB * kSliceF4;
 // the ring (1024-aligned slots), each consumer's staging tile, 1 KB to align, full + empty barriers, arrival words
-constexpr int kSmemBytes = STAGES * kStageBytes + CONSUMERS * kStagingBytes + 1024 + 2 * STAGES * 8 + 4 * CONSUMERS;
+// (DYN 1: then a 16-byte PieceInfo a slot)
+constexpr int kSmemBytes =
+    STAGES * kStageBytes + CONSUMERS * kStagingBytes + 1024 + 2 * STAGES * 8 + 4 * CONSUMERS + (DYN ? STAGES * 16 : 0);
 
 static_assert(NTOK % 8 == 0 && NTOK >= 8 && NTOK <= 64, "NTOK: the tokens rounded up to 8, at most 64");
 static_assert(CONSUMERS >= 1 && CONSUMERS <= 3, "CONSUMERS: 1 to 3 warpgroups");
@@ -148,6 +196,12 @@ static_assert(L2_HINT == 0 || L2_HINT == 1, "L2_HINT: 0 or 1");
 static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER: 1 (no clusters) or 2 CTAs");
 static_assert(KSPAN == 1 || KSPAN == 2 || KSPAN == 4, "KSPAN: 1, 2 or 4 boxes along K a stage");
 static_assert(TRACE == 0 || TRACE == 1, "TRACE: 0 or 1");
+static_assert(DYN == 0 || DYN == 1, "DYN: 0 or 1");
+// a cluster's two CTAs stand at the same k-block at every stage (each multicasts half of the tokens' box into both):
+// with a dynamic tail one producer would have to hand each chunk to the other's; not done (the YAML's CLUSTER rule
+// gives 1 with DYN 1)
+static_assert(DYN == 0 || CLUSTER == 1, "DYN 1 runs without clusters (CLUSTER 1)");
+static_assert((DYN == 0 || DYN_K0 >= 0) && DYN_CK >= 1, "DYN 1: DYN_K0 >= 0 k-blocks of head, DYN_CK >= 1 a chunk");
 // a CTA's half of the tokens' box starts on a 1024-byte swizzle atom (8 rows of 128 bytes), where the descriptor reads it
 static_assert(kXShareRows % 8 == 0, "with a cluster the tokens' box splits in whole 8-row swizzle atoms (NTOK % 16 == 0)");
 static_assert(PRODUCER_WG == 0 || (PRODUCER_WG == 1 && CONSUMERS >= 2), "PRODUCER_WG: 0, or 1 with 2-3 consumers");
@@ -165,6 +219,26 @@ __device__ __forceinline__ long long run_begin(int g, long long total, int ctas)
 __device__ __forceinline__ int run_owner(long long i, long long total, int ctas) {
   return static_cast<int>(((i + 1) * ctas - 1) / total);
 }
+#if DYN
+// What the producer tells the consumers about a piece, in the slot of its first stage, written before the arrive
+// that publishes the slot (mbarrier.arrive: release at CTA scope; the consumers' wait: acquire): the unit tile, its
+// k-blocks [kb, ke), and chunk -1 for the unit's static part of the tile, else the chunk's index in the tile's tail;
+// tile < 0: no more work (the slot carries no data: a plain arrive, no bytes)
+struct PieceInfo {
+  int tile, kb, ke, chunk;
+};
+// A ticket of the dynamic tail: the counter's old value. Relaxed (atomicAdd): a ticket orders no data (the chunks'
+// partials meet through the tile counters' acq_rel atomics, as the static parts' do), launches on one stream are
+// ordered by the kernel boundary.
+#if defined(GEMMLAB_HOST_EMULATION)
+inline unsigned long long take_ticket(unsigned long long* p) { return __atomic_fetch_add(p, 1ull, __ATOMIC_RELAXED); }
+#else
+__device__ __forceinline__ unsigned long long take_ticket(unsigned long long* p) { return atomicAdd(p, 1ull); }
+#endif
+// the producer takes its first ticket this many k-blocks before its static run's end (the atomic's round trip,
+// ~1 us under load, behind the last stages' issue), and a chunk's next ticket when it issues the chunk's first stage
+constexpr int kTicketLead = 2;
+#endif
 }  // namespace dwg
 
 HOPPER_DECLARE_DYNAMIC_SMEM(dwg::kSmemBytes)
@@ -199,6 +273,9 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
   uint64_t* full = reinterpret_cast<uint64_t*>(staging + CONSUMERS * kStagingBytes);
   uint64_t* empty = full + STAGES;
   int* arrived = reinterpret_cast<int*>(empty + STAGES);
+#if DYN
+  PieceInfo* info = reinterpret_cast<PieceInfo*>(arrived + CONSUMERS);  // a piece's first slot: what it is
+#endif
 
   const int tid = threadIdx.x;
 #if TRACE
@@ -215,8 +292,27 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
   // a part of no tile, so every split tile's last part still knows it is last)
   const int units = static_cast<int>(total < gridDim.x / CLUSTER ? total : gridDim.x / CLUSTER);
   const int g = static_cast<int>(blockIdx.x) / CLUSTER;  // __cluster_dims__ along x: a cluster's CTAs are adjacent
+#if DYN
+  // DYN 1: the static heads (unit_tiles x K0, tile-major) cut into runs as above among units_s units (no more than
+  // the heads' k-blocks: no run is empty; none with K0 = 0), the tails' D chunks a tile by ticket
+  const int K0 = DYN_K0 < k_blocks ? DYN_K0 : k_blocks;
+  const int D = (k_blocks - K0 + DYN_CK - 1) / DYN_CK;
+  const long long total_s = static_cast<long long>(unit_tiles) * K0;
+  const int units_s = static_cast<int>(total_s < units ? total_s : units);
+  const long long begin = g < units_s ? run_begin(g, total_s, units_s) : total_s;
+  const long long end = g < units_s ? run_begin(g + 1, total_s, units_s) : total_s;
+  // past the partial slots (and TRACE's stamps), from a 256-byte boundary: the tickets' counter (8 bytes of 256;
+  // zeroed when the workspace is allocated, never reset: every launch takes chunks + units tickets, so that launch
+  // L's are [L P, (L + 1) P)), then a slot per CTA tile (its first static part) and one per chunk (tile-major)
+  unsigned char* const dyn_area =
+      reinterpret_cast<unsigned char*>(workspace + (unit_tiles * CLUSTER * CONSUMERS + 63) / 64 * 64) +
+      static_cast<long long>(gridDim.x) * 2 * kSlotF4 * 16 + (TRACE ? (gridDim.x * CONSUMERS * 40 + 255) / 256 * 256 : 0);
+  unsigned long long* const tickets = reinterpret_cast<unsigned long long*>(dyn_area);
+  float4* const dyn_slots = reinterpret_cast<float4*>(dyn_area + 256);
+#else
   const long long begin = g < units ? run_begin(g, total, units) : total;
   const long long end = g < units ? run_begin(g + 1, total, units) : total;
+#endif
 
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -243,6 +339,74 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
 #if L2_HINT
       const uint64_t w_policy = l2_evict_first(), x_policy = l2_evict_last();
 #endif
+#if DYN
+      int slot = 0;
+      uint32_t phase = 0;
+      // k-block kb of unit tile t into the ring's next slot (its last use released), `piece` written first where the
+      // stage is a piece's first (published by the arrive); no clusters with DYN 1
+      auto stage_in = [&](int t, int kb, const PieceInfo* piece) {
+        mbar_wait(&empty[slot], phase ^ 1u);
+        if (piece != nullptr) info[slot] = *piece;
+        unsigned char* stage = smem + slot * kStageBytes;
+        mbar_arrive_expect_tx(&full[slot], kStageBytes);
+#pragma unroll
+        for (int b = 0; b < KSPAN; ++b) {
+          unsigned char* box = stage + b * kBoxBytes;
+          const int col = (kb * KSPAN + b) * kBK;
+#if L2_HINT
+          tma_load_2d_hint(box, map_w, &full[slot], col, t * kBW, w_policy);
+          tma_load_2d_hint(box + kTileWBytes, map_x, &full[slot], col, 0, x_policy);
+#else
+          tma_load_2d(box, map_w, &full[slot], col, t * kBW);
+          tma_load_2d(box + kTileWBytes, map_x, &full[slot], col, 0);
+#endif
+        }
+        if (++slot == STAGES) {
+          slot = 0;
+          phase ^= 1u;
+        }
+      };
+      // the tickets: P = chunks + units a launch (every unit takes them until one is past the chunks: one such each)
+      const long long chunks = static_cast<long long>(unit_tiles) * D;
+      const bool takes = g < units && chunks > 0;
+      unsigned long long ticket = 0;
+      if (takes && end - begin < kTicketLead) ticket = take_ticket(tickets);  // a run too short for the lead
+      // the static run: its pieces as with DYN 0 (k_blocks read K0), each piece's first stage with its PieceInfo
+      int t = K0 > 0 ? static_cast<int>(begin / K0) : 0;
+      int kb = static_cast<int>(begin - static_cast<long long>(t) * K0);
+      for (long long n_left = end - begin; n_left > 0; --n_left) {
+        if (takes && n_left == kTicketLead) ticket = take_ticket(tickets);
+        if (kb == 0 || n_left == end - begin) {
+          const PieceInfo piece{t, kb, n_left < K0 - kb ? kb + static_cast<int>(n_left) : K0, -1};
+          stage_in(t, kb, &piece);
+        } else {
+          stage_in(t, kb, nullptr);
+        }
+        if (++kb == K0) {
+          kb = 0;
+          ++t;
+        }
+      }
+      // the dynamic tail: ticket j (this launch's: ticket - base) is chunk j % D of unit tile j / D (tile-major: the
+      // units that take neighbouring tickets read neighbouring weight rows), until a ticket past the chunks
+      if (takes) {
+        const unsigned long long base = ticket - ticket % static_cast<unsigned long long>(chunks + units);
+        for (long long j = static_cast<long long>(ticket - base); j < chunks;) {
+          const int tt = static_cast<int>(j / D), c = static_cast<int>(j - static_cast<long long>(tt) * D);
+          const int ckb = K0 + c * DYN_CK, cke = ckb + DYN_CK < k_blocks ? ckb + DYN_CK : k_blocks;
+          const unsigned long long next = take_ticket(tickets);  // its round trip behind this chunk's stages
+          const PieceInfo piece{tt, ckb, cke, c};
+          stage_in(tt, ckb, &piece);
+          for (int k = ckb + 1; k < cke; ++k) stage_in(tt, k, nullptr);
+          j = static_cast<long long>(next - base);
+        }
+      }
+      // no more work: one more use of the next slot carries no data, only the end (a plain arrive completes the
+      // phase: the barrier counts the producer's one arrival and no bytes)
+      mbar_wait(&empty[slot], phase ^ 1u);
+      info[slot] = PieceInfo{-1, 0, 0, 0};
+      mbar_arrive(&full[slot]);
+#else
       // the run's tile and k-block, the ring's slot and phase, stepped (no division a stage)
       int t = static_cast<int>(begin / k_blocks), kb = static_cast<int>(begin - static_cast<long long>(t) * k_blocks);
       int slot = 0;
@@ -288,6 +452,7 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
           phase ^= 1u;
         }
       }
+#endif
     }
   } else {
     // -------------------------------------------------------------- consumer warpgroups
@@ -318,6 +483,16 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
 #if TRACE
     unsigned long long t_first = 0, t_mma = 0;
 #endif
+#if DYN
+    for (;;) {
+      // one piece, as the producer wrote it into the slot of its first stage: k-blocks [kb, ke) of unit tile t, this
+      // unit's static part of the tile (chunk < 0) or chunk `chunk` of its tail; no tile: the end
+      mbar_wait(&full[slot], phase);
+      const PieceInfo piece = info[slot];
+      const int t = warp_uniform(piece.tile);
+      if (t < 0) break;
+      const int kb = warp_uniform(piece.kb), ke = warp_uniform(piece.ke), chunk = warp_uniform(piece.chunk);
+#else
     for (long long i = begin; i < end;) {
       // one piece: k-blocks [kb, ke) of unit tile t, the part of this unit's run inside the tile
       const int t = static_cast<int>(i / k_blocks);
@@ -325,6 +500,7 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
       const long long tile_end = static_cast<long long>(t + 1) * k_blocks;
       const int ke = static_cast<int>((end < tile_end ? end : tile_end) - static_cast<long long>(t) * k_blocks);
       i += ke - kb;
+#endif
       const int cta_tile = t * CLUSTER + rank;  // this CTA's kBW weight rows of the unit tile
 
 #pragma unroll
@@ -376,10 +552,35 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
 #pragma unroll
       for (int s = 0; s < MSUB; ++s) fence_accumulators(acc[s]);
       release(last_slot);  // a piece holds one k-block at least
-#if TRACE
+#if TRACE && DYN
+      t_mma = globaltimer_ns();  // the last piece's stands
+#elif TRACE
       if (i >= end) t_mma = globaltimer_ns();  // the run's last piece
 #endif
 
+#if DYN
+      // The parts of tile t in a fixed order: its static head's (units s_first.. of the head's runs; none with K0 = 0),
+      // then its tail's D chunks; a tile of one part (K0 = k_blocks in one run, or one chunk and no head) is written
+      // directly. The static head's first part stores into the tile's slot (it may be a piece in the middle of its
+      // unit's run: a whole head), every later one began its unit's run (its slot 0, as with DYN 0); each chunk
+      // into its own slot. The last to arrive sums them in that order whoever it is and whichever unit took which
+      // chunk: the same bits every run.
+      int s_first = 0, n_static = 0;
+      if (K0 > 0) {
+        s_first = run_owner(static_cast<long long>(t) * K0, total_s, units_s);
+        n_static = run_owner(static_cast<long long>(t) * K0 + K0 - 1, total_s, units_s) - s_first + 1;
+      }
+      const int n_parts = n_static + D;
+      if (n_parts > 1) {
+        auto part_at = [&](int pi) {
+          float4* s0 = pi >= n_static ? dyn_slots + (unit_tiles + static_cast<long long>(t) * D + (pi - n_static)) * kSlotF4
+                       : pi == 0      ? dyn_slots + static_cast<long long>(t) * kSlotF4
+                                      : partials + static_cast<long long>(2 * (s_first + pi)) * kSlotF4;
+          return s0 + consumer * MSUB * kSliceF4 + local_tid;
+        };
+        const int me = chunk >= 0 ? n_static + chunk : g - s_first;
+        float4* mine = part_at(me);
+#else
       if (kb != 0 || ke != k_blocks) {
         // A part of a split tile: every part stores its partial and counts on the tile's counter; the last to arrive
         // sums the parts in part order (its own from registers, the same values) and writes the tile.
@@ -394,6 +595,7 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
                  consumer * MSUB * kSliceF4 + local_tid;
         };
         float4* mine = part_at(g);
+#endif
 #pragma unroll
         for (int s = 0; s < MSUB; ++s)
 #pragma unroll
@@ -406,7 +608,11 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
         named_barrier_sync(1 + consumer, 128);  // the acquire before every thread's reads
         const int before = arrived[consumer];
         named_barrier_sync(1 + consumer, 128);  // every thread has read the word before the next piece writes it
+#if DYN
+        if (before != n_parts - 1) continue;  // not the last part: the last one writes the tile
+#else
         if (before != last - first) continue;  // not the last part: the last one writes the tile
+#endif
         // the sum in part order whoever is last: ((0 + p_first) + ...) + p_last, every part (this one's too: stored
         // above, read back by the thread that wrote it) loaded from its slot, kSumBatch parts' float4s at once (one
         // L2 round trip for them), added into the zeroed accumulators
@@ -414,6 +620,34 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
         for (int s = 0; s < MSUB; ++s)
 #pragma unroll
           for (int r = 0; r < kAccum; ++r) acc[s][r] = 0.0f;
+#if DYN
+        // part 0 to n_parts - 1, kSumBatch parts' float4s loaded at once, added in part order
+        for (int p0 = 0; p0 < n_parts; p0 += kSumBatch) {
+          float4 q[kSumBatch][MSUB][kAccum / 4];
+#pragma unroll
+          for (int u = 0; u < kSumBatch; ++u) {
+            if (u >= n_parts - p0) break;
+            const float4* part = part_at(p0 + u);
+#pragma unroll
+            for (int s = 0; s < MSUB; ++s)
+#pragma unroll
+              for (int j = 0; j < kAccum / 4; ++j) q[u][s][j] = ld_cg_f4(part + s * kSliceF4 + j * 128);
+          }
+#pragma unroll
+          for (int u = 0; u < kSumBatch; ++u) {
+            if (p0 + u >= n_parts) break;
+#pragma unroll
+            for (int s = 0; s < MSUB; ++s)
+#pragma unroll
+              for (int j = 0; j < kAccum / 4; ++j) {
+                acc[s][4 * j] += q[u][s][j].x;
+                acc[s][4 * j + 1] += q[u][s][j].y;
+                acc[s][4 * j + 2] += q[u][s][j].z;
+                acc[s][4 * j + 3] += q[u][s][j].w;
+              }
+          }
+        }
+#else
         for (int c0 = first; c0 <= last; c0 += kSumBatch) {
           float4 q[kSumBatch][MSUB][kAccum / 4];
 #pragma unroll
@@ -439,6 +673,7 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
               }
           }
         }
+#endif
         if (local_tid == 0) *counter = 0;  // every part is in: ready for the next launch
       }
 
