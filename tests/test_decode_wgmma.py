@@ -245,8 +245,8 @@ def _mutant_launch(tmp_path_factory, name, old, new, launches=1, defines=None, s
 
 @pytest.mark.slow
 def test_emulation_catches_a_sum_that_drops_a_part(tmp_path_factory):
-    p, exe, folder = _mutant_launch(tmp_path_factory, "drop_part", "for (int c0 = first; c0 <= last; c0 += kSumBatch) {",
-                                    "for (int c0 = first + 1; c0 <= last; c0 += kSumBatch) {")
+    p, exe, folder = _mutant_launch(tmp_path_factory, "drop_part", "const int p_begin = first, p_end = last + 1;",
+                                    "const int p_begin = first + 1, p_end = last + 1;")
     c, res = emulate_wgmma(p, exe, folder, np.random.default_rng(7), 3, launches=1)
     assert not res.passed and res.elem_fail > 0, "a dropped part went unnoticed"
 
@@ -604,8 +604,8 @@ def test_split_tiles_sum_to_the_same_bits_whoever_takes_the_chunks(defines, shap
 def test_emulation_catches_a_dynamic_sum_in_arrival_order(tmp_path_factory):
     """The check above can fail: the last part starting the sum at its own part (the order then depends on who
     arrives last) gives other bytes in the other block order."""
-    p, exe, folder = _mutant_launch(tmp_path_factory, "dyn_order", "const float4* part = part_at(p0 + u);",
-                                    "const float4* part = part_at((p0 + u + me) % n_parts);", defines=DYN_ORDER,
+    p, exe, folder = _mutant_launch(tmp_path_factory, "dyn_order", "const float4* part = part_at(c0 + u);",
+                                    "const float4* part = part_at((c0 + u + me) % n_parts);", defines=DYN_ORDER,
                                     shape=(1, 64, 2048))
     a, w = _cancelling_operands(1, 64, 2048, np.random.default_rng(13))
     c0 = _emulate_bits(p, exe, folder, a, w, 7, reverse=False)
@@ -615,8 +615,8 @@ def test_emulation_catches_a_dynamic_sum_in_arrival_order(tmp_path_factory):
 
 @pytest.mark.slow
 def test_emulation_catches_a_dynamic_sum_that_drops_a_chunk(tmp_path_factory):
-    p, exe, folder = _mutant_launch(tmp_path_factory, "dyn_drop", "if (p0 + u >= n_parts) break;",
-                                    "if (p0 + u >= n_parts - 1) break;", defines="{DYN:1,DYN_K0:1,DYN_CK:1}")
+    p, exe, folder = _mutant_launch(tmp_path_factory, "dyn_drop", "const int p_begin = 0, p_end = n_parts;",
+                                    "const int p_begin = 0, p_end = n_parts - 1;", defines="{DYN:1,DYN_K0:1,DYN_CK:1}")
     c, res = emulate_wgmma(p, exe, folder, np.random.default_rng(7), 3, launches=1)
     assert not res.passed and res.elem_fail > 0, "a dropped chunk went unnoticed"
 

@@ -620,39 +620,17 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
         for (int s = 0; s < MSUB; ++s)
 #pragma unroll
           for (int r = 0; r < kAccum; ++r) acc[s][r] = 0.0f;
+        // (DYN 1: parts 0 to n_parts - 1; else the units first to last)
 #if DYN
-        // part 0 to n_parts - 1, kSumBatch parts' float4s loaded at once, added in part order
-        for (int p0 = 0; p0 < n_parts; p0 += kSumBatch) {
-          float4 q[kSumBatch][MSUB][kAccum / 4];
-#pragma unroll
-          for (int u = 0; u < kSumBatch; ++u) {
-            if (u >= n_parts - p0) break;
-            const float4* part = part_at(p0 + u);
-#pragma unroll
-            for (int s = 0; s < MSUB; ++s)
-#pragma unroll
-              for (int j = 0; j < kAccum / 4; ++j) q[u][s][j] = ld_cg_f4(part + s * kSliceF4 + j * 128);
-          }
-#pragma unroll
-          for (int u = 0; u < kSumBatch; ++u) {
-            if (p0 + u >= n_parts) break;
-#pragma unroll
-            for (int s = 0; s < MSUB; ++s)
-#pragma unroll
-              for (int j = 0; j < kAccum / 4; ++j) {
-                acc[s][4 * j] += q[u][s][j].x;
-                acc[s][4 * j + 1] += q[u][s][j].y;
-                acc[s][4 * j + 2] += q[u][s][j].z;
-                acc[s][4 * j + 3] += q[u][s][j].w;
-              }
-          }
-        }
+        const int p_begin = 0, p_end = n_parts;
 #else
-        for (int c0 = first; c0 <= last; c0 += kSumBatch) {
+        const int p_begin = first, p_end = last + 1;
+#endif
+        for (int c0 = p_begin; c0 < p_end; c0 += kSumBatch) {
           float4 q[kSumBatch][MSUB][kAccum / 4];
 #pragma unroll
           for (int u = 0; u < kSumBatch; ++u) {
-            if (c0 + u > last) break;
+            if (c0 + u >= p_end) break;
             const float4* part = part_at(c0 + u);
 #pragma unroll
             for (int s = 0; s < MSUB; ++s)
@@ -661,7 +639,7 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
           }
 #pragma unroll
           for (int u = 0; u < kSumBatch; ++u) {
-            if (c0 + u > last) break;
+            if (c0 + u >= p_end) break;
 #pragma unroll
             for (int s = 0; s < MSUB; ++s)
 #pragma unroll
@@ -673,7 +651,6 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
               }
           }
         }
-#endif
         if (local_tid == 0) *counter = 0;  // every part is in: ready for the next launch
       }
 
