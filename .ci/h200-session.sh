@@ -660,11 +660,11 @@ while time.time()-t<45: a@a" &
            # ticket as the SMs come free) against the static split, after its GPU tests: the large matrices where fp8
            # misses 90% of the copy probe and 8B qkv, 1 / 16 / 64 tokens, bf16 and fp8, the libraries interleaved; then
            # the stamps of both (do the SMs' stream ends bunch together?)
-           step gpu_decode_wgmma_dyn 240 python3 -m pytest -m gpu tests/test_gpu_decode.py -k "stage_17 and DYN" -q -rA \
+           step gpu_decode_wgmma_dyn 150 python3 -m pytest -m gpu tests/test_gpu_decode.py -k "stage_17 and DYN" -q -rA \
              -p no:cacheprovider
-           stage_sweep decode_wgmma decode_wgmma_dyn 300 "${DECODE_WGMMA_DYN_SETS:-$DECODE_WGMMA_DYN}" \
+           stage_sweep decode_wgmma decode_wgmma_dyn 270 "${DECODE_WGMMA_DYN_SETS:-$DECODE_WGMMA_DYN}" \
              "$DECODE_WGMMA_DYN_SHAPES" "bf16,fp8"
-           step decode_wgmma_dyn_trace 150 python3 -m gemmlab.bench.decode_trace --variant decode_wgmma --precision fp8 \
+           step decode_wgmma_dyn_trace 120 python3 -m gemmlab.bench.decode_trace --variant decode_wgmma --precision fp8 \
              --shapes 1x8192x28672 16x36864x7168 64x8192x28672 --defines "{}" "{DYN:1}" "{DYN:1,DYN_PCT:20,DYN_CK:8}" \
              --out "$LOGS/decode_wgmma_dyn_trace.jsonl" ;;
   decode_wgmma_trace)  # issue 30: stage 17's consumer warpgroups stamped (TRACE 1): start, first data, last MMA, end,

@@ -10,6 +10,7 @@ slot, a slot released before its wgmma group retired) fail the same check."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional, Tuple
 
 import numpy as np
 import pytest
@@ -176,10 +177,36 @@ def _emu_env(point, reverse: bool) -> dict:
             "GEMMLAB_EMU_CLUSTER": str(point.expr_env().get("CLUSTER", 1))}
 
 
-def emulate_wgmma(point, exe: Path, folder: Path, rng, sm_count: int, launches: int = 2, reverse: bool = False):
+def emulate_wgmma(point, exe: Path, folder: Path, rng, sm_count: int, launches: int = 2, reverse: bool = False,
+                  together: bool = False, workspace_out: Optional[Path] = None):
     """test_decode_emulation.emulate_decode with the stage's tensor maps (what the launcher resolves from the YAML for
-    the point), its clusters run together, and the blocks in reverse order if asked."""
-    return emulate_decode(point, exe, folder, rng, launches, sm_count, _emu_env(point, reverse))
+    the point), its clusters run together, and the blocks in reverse order if asked. ``together``: every block of the
+    grid runs at once (one "cluster" of the whole grid for the driver: the CTAs' threads interleave, so DYN's units
+    compete for the tickets; CLUSTER 1 only). ``workspace_out``: the workspace as the last launch left it, written
+    there."""
+    env = _emu_env(point, reverse)
+    if together:
+        assert point.expr_env().get("CLUSTER", 1) == 1, "together runs a grid of CLUSTER 1"
+        env["GEMMLAB_EMU_CLUSTER"] = str(launch_shape(point, sm_count=sm_count).grid[0])
+    if workspace_out is not None:
+        env["GEMMLAB_EMU_WORKSPACE_OUT"] = str(workspace_out)
+    return emulate_decode(point, exe, folder, rng, launches, sm_count, env)
+
+
+def dyn_tickets(point, sm_count: int) -> Tuple[int, int]:
+    """DYN 1: (the ticket counter's byte offset in the workspace, the tickets a launch takes: chunks + units, 0 where
+    there is no tail), from the YAML's rules as the kernel reads them."""
+    shape = launch_shape(point, sm_count=sm_count)
+    env, let = point.expr_env(), dict(shape.let)
+    g, bw, ntok, consumers = let["G"], let["BW"], env["NTOK"], env["CONSUMERS"]
+    unit_tiles = -(-point.n // bw)  # CLUSTER 1 with DYN 1
+    kb = -(-(-(-point.k * env["elem_bytes"] // 128)) // env["KSPAN"])
+    k0 = min(env["DYN_K0"], kb)
+    chunks = unit_tiles * -(-(kb - k0) // env["DYN_CK"])
+    units = min(unit_tiles * kb, g)
+    offset = (256 * -(-(unit_tiles * consumers) // 64) + g * 2 * bw * ntok * 4
+              + 256 * -(-(env["TRACE"] * g * consumers * 40) // 256))
+    return offset, (chunks + units if chunks else 0)
 
 
 # (m, n, k, sm_count): N = 136 is a tile and 8 rows (a tile of 128 weight rows), 200 past a 64-row tile (CONSUMERS 1);
@@ -385,24 +412,37 @@ def test_a_grid_of_more_units_than_k_blocks_still_writes_every_tile(tmp_path_fac
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("defines", ["{TRACE:1}", "{TRACE:1,CLUSTER:2}"])
+@pytest.mark.parametrize("defines", ["{TRACE:1}", "{TRACE:1,CLUSTER:2}", "{TRACE:1,DYN:1}"])
 def test_trace_stamps_leave_the_product_alone_on_the_cpu(defines, tmp_path_factory):
     """TRACE 1 (gemmlab.bench.decode_trace --variant decode_wgmma): the stamps go past the partials, inside the
-    workspace the YAML sizes (AddressSanitizer sees a write past it), and C is still right with the blocks in
-    either order (a stamp over a partial another CTA still reads would break the sum)."""
+    workspace the YAML sizes (AddressSanitizer sees a write past it), where the probe reads them (every consumer
+    warpgroup's record: a start, first data, last MMA and end in that order, and its SM, which the emulation says is
+    its block), and C is still right with the blocks in either order (a stamp over a partial another CTA still reads
+    would break the sum)."""
     from gemmlab.bench import decode_trace as dt
 
     p = wgmma_point(16, 264, 1040, "bf16", defines)
     shape = launch_shape(p, sm_count=5)
     lay = dt.wgmma_trace_layout(dict(shape.let), p.expr_env(), p.n)
-    assert shape.workspace_bytes == lay["offset"] + lay["records"] * 8 * dt.WORDS
-    assert launch_shape(wgmma_point(16, 264, 1040, "bf16", defines.replace("TRACE:1", "TRACE:0")),
+    if "DYN" not in defines:  # (DYN's tickets and slots follow the stamps)
+        assert shape.workspace_bytes == lay["offset"] + lay["records"] * 8 * dt.WORDS
+    assert launch_shape(wgmma_point(16, 264, 1040, "bf16", defines.replace("TRACE:1", "TRACE:0").replace(",DYN:1", "")),
                         sm_count=5).workspace_bytes == lay["offset"]
     folder = tmp_path_factory.mktemp("emu-dwg-trace")
     exe = decode_emulator(p, folder.parent)
     for reverse in (False, True):
-        c, res = emulate_wgmma(p, exe, folder, np.random.default_rng(5), 5, reverse=reverse)
+        c, res = emulate_wgmma(p, exe, folder, np.random.default_rng(5), 5, reverse=reverse,
+                               workspace_out=folder / "ws.bin")
         _assert_right(p, c, res, f"TRACE 1 {defines}, reverse={reverse}: ")
+        ws = np.fromfile(folder / "ws.bin", dtype=np.uint8)
+        rec = ws[lay["offset"]:lay["offset"] + lay["records"] * 8 * dt.WORDS].view(np.uint64).reshape(-1, dt.WORDS)
+        consumers = p.expr_env()["CONSUMERS"]
+        assert (rec[:, 4] == np.arange(lay["records"]) // consumers).all(), rec[:, 4]  # the SM: the block here
+        active = rec[:, 1] != 0
+        assert active.any() and (rec[:, 0] > 0).all(), rec
+        a = rec[active]
+        assert ((a[:, 0] <= a[:, 1]) & (a[:, 1] <= a[:, 2]) & (a[:, 2] <= a[:, 3])).all(), a
+        assert (rec[~active, 2] == 0).all(), rec  # no work: no MMA stamp
 
 
 # ---- DYN 1: the dynamic tail ------------------------------------------------------------------------------------
@@ -504,16 +544,24 @@ DYN_SETS = ["{DYN:1}", "{DYN:1,DYN_K0:0,DYN_CK:3}", "{DYN:1,DYN_PCT:1,DYN_CK:2}"
 @pytest.mark.slow
 @pytest.mark.parametrize("precision,defines", [(p, d) for p in ("bf16", "fp8") for d in DYN_SETS])
 def test_dynamic_tail_computes_x_wt_on_the_cpu(precision, defines, tmp_path_factory):
-    """DYN 1 at the shapes of test_decode_wgmma_computes_x_wt_on_the_cpu (2-7 units, several chunks a unit): C right
-    after two launches on one workspace (the ticket counter is not reset: the second launch's tickets are [P, 2P)) and
-    with the blocks in reverse order (other units take the chunks: the emulation runs blocks one after another, so the
-    first block run takes every chunk), the same bits both ways."""
+    """(What no CPU test can see: the order of the producer's PieceInfo store and the arrive that publishes its slot;
+    the emulation's threads interleave only at waits, so a store after the arrive still lands first here. Keep the
+    store before the arrive, as stage 12's PRODUCER_SCHEDULES does.)
+    DYN 1 at the shapes of test_decode_wgmma_computes_x_wt_on_the_cpu (2-7 units, several chunks a unit): C right
+    after three launches on one workspace with every block of the grid running at once (the units compete for the
+    tickets), the ticket counter then at exactly 3 P (never reset: each launch takes chunks + units tickets, launch
+    L's [L P, (L + 1) P): a period off by one loses chunks by the third); and with the blocks one after another in reverse order (the first block run takes every
+    chunk): the same bits both ways, whichever unit took which chunk."""
     folder = tmp_path_factory.mktemp("emu-dwg-dyn")
     for m, n, k, sms in SHAPES[precision]:
         p = wgmma_point(m, n, k, precision, defines)
         exe = decode_emulator(p, folder.parent)
-        c0, res0 = emulate_wgmma(p, exe, folder, np.random.default_rng(31), sms)
+        c0, res0 = emulate_wgmma(p, exe, folder, np.random.default_rng(31), sms, launches=3, together=True,
+                                 workspace_out=folder / "ws.bin")
         _assert_right(p, c0, res0, f"{defines}: ")
+        offset, per_launch = dyn_tickets(p, sms)
+        tickets = int(np.fromfile(folder / "ws.bin", dtype=np.uint8)[offset:offset + 8].view(np.uint64)[0])
+        assert tickets == 3 * per_launch, f"{defines} at {m}x{n}x{k}: {tickets} tickets after 3 launches of {per_launch}"
         c1, res1 = emulate_wgmma(p, exe, folder, np.random.default_rng(31), sms, launches=1, reverse=True)
         _assert_right(p, c1, res1, f"{defines}, reversed: ")
         assert np.array_equal(c0, c1), f"{defines} at {m}x{n}x{k}: the sums depend on which unit took which chunk"

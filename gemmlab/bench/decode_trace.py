@@ -22,7 +22,9 @@ stamps (ns after the first start) and SM of the last ``single`` launch to its ro
 ``--variant decode_wgmma`` traces stage 17 instead (``TRACE 1``: thread 0 of every consumer
 warpgroup stamps the kernel's start, its first stage's data in shared memory, its run's last MMA
 and its end, and its SM): the same summary per consumer warpgroup ("warps" below), bf16 or
-``--precision fp8`` (e4m3, unit scales).
+``--precision fp8`` (e4m3 with per-tensor scales, each operand quantized by its amax as the harness's
+``measure.fp8_scaling=tensor`` does; the library beside it cuBLASLt, whose FP8 kernels take M a
+multiple of 16 only: a row saying so at the other token counts).
 
     python -m gemmlab.bench.decode_trace [--variant decode_rows|decode_wgmma] [--precision bf16|fp8] \
         [--shapes 1x6144x4096 1x8192x28672] [--defines "{RING:0}" "{RING:3}"] [--reps 15] [--dump] [--out FILE]
@@ -122,7 +124,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     help="the traced stage: 16 (decode_rows, a record per warp) or 17 (decode_wgmma, per consumer "
                          "warpgroup)")
     ap.add_argument("--precision", choices=["bf16", "fp8"], default="bf16",
-                    help="bf16, or fp8 (e4m3 operands, unit scales; the library beside it cuBLASLt, which has fp8)")
+                    help="bf16, or fp8 (e4m3, per-tensor scales as measure.fp8_scaling=tensor makes them; the library "
+                         "beside it cuBLASLt, at M a multiple of 16 only)")
     ap.add_argument("--defines", nargs="+", default=None,
                     help="define overrides of the traced stage, one configuration each (TRACE 1 is added); default: "
                          "stage 16 {RING:0} {RING:3}, stage 17 its YAML's")
@@ -166,7 +169,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for r in range(reps):
             i = r % len(fns)
             if mode == "b2b":
-                busy()
+                busy(i)
                 e0.record(stream)
                 launches = max(16, 4 * len(fns))
                 for q in range(launches):
@@ -176,10 +179,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 out.append((cp.cuda.get_elapsed_time(e0, e1) * 1e3 / launches, i))
                 continue
             if mode == "after_memset":
-                busy()
+                busy(i)
                 cp.cuda.runtime.memsetAsync(flush.data.ptr, r & 0xFF, FLUSH_BYTES, stream.ptr)
             else:
-                busy()
+                busy(i)
             e0.record(stream)
             fns[i]()
             e1.record(stream)
@@ -226,7 +229,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 else:
                     launches = [be.make_launch(p, x, w, c) for w in ws]
                 fns = [lc.fn for lc in launches]
-                busy = lambda: (fns[-1](), fns[-2]())  # noqa: E731  the same kernel, other copies
+                # the same kernel on two other copies of the weights, never the one timed next (its weights would
+                # come from the L2: before 2026-12-05 the last two copies were, whichever was timed)
+                busy = lambda i: (fns[(i + 1) % len(fns)](), fns[(i + 2) % len(fns)]())  # noqa: E731
                 for f in fns:  # warm-up: module loaded, clocks up
                     f()
                 stream.synchronize()

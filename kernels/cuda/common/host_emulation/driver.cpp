@@ -17,8 +17,10 @@
 // (gemm_host::emu_workspace() in KERNEL_ARGS; the launcher's cuda.workspace_bytes), allocated once;
 // GEMMLAB_EMU_LAUNCHES=n: the grid runs n times on the same inputs and workspace, C poisoned again
 // before each, so a kernel that leaves its workspace dirty for the next launch fails the check.
+// GEMMLAB_EMU_WORKSPACE_OUT=<path>: the workspace as the last launch left it is written there (the counters a kernel
+// keeps between launches, stage 17's TRACE stamps).
 // GEMMLAB_EMU_REVERSE_BLOCKS=1: the blocks run last to first, so a kernel whose CTAs meet through
-// global memory (stage 12's stream-K) is seen with the other arrival order too.
+// global memory (stage 12's stream-K) is seen with the other arrival order too ("0" or unset: first to last).
 // GEMMLAB_EMU_CLUSTER=c: thread-block clusters of c blocks along x (the kernel's __cluster_dims__(c, 1, 1)):
 // a cluster's blocks run together, their threads' fibers in one scheduler, each block with its own shared
 // memory and barriers (the driver sets blockIdx, the shared memory and the barriers to the running thread's
@@ -199,7 +201,8 @@ int main(int argc, char** argv) {
         gemm_host::workspace_buffer().assign(std::strtoull(ws, nullptr, 10) + 256, 0);
     const char* launches_env = std::getenv("GEMMLAB_EMU_LAUNCHES");
     const unsigned long launches = launches_env ? std::strtoul(launches_env, nullptr, 10) : 1;
-    const bool reverse = std::getenv("GEMMLAB_EMU_REVERSE_BLOCKS") != nullptr;
+    const char* reverse_env = std::getenv("GEMMLAB_EMU_REVERSE_BLOCKS");
+    const bool reverse = reverse_env != nullptr && std::strcmp(reverse_env, "0") != 0 && *reverse_env != '\0';
     if (const char* cl = std::getenv("GEMMLAB_EMU_CLUSTER")) gemm_host::cluster_size = unsigned(std::strtoul(cl, nullptr, 10));
     const unsigned csize = gemm_host::cluster_size;
     if (csize < 1 || (csize > 1 && (gridDim.x % csize || gridDim.y != 1 || gridDim.z != 1))) {
@@ -249,6 +252,13 @@ int main(int argc, char** argv) {
         return 2;
     }
     std::fclose(f);
+    if (const char* ws_out = std::getenv("GEMMLAB_EMU_WORKSPACE_OUT")) {
+        const char* ws = std::getenv("GEMMLAB_EMU_WORKSPACE_BYTES");
+        const std::size_t n = ws ? std::strtoull(ws, nullptr, 10) : 0;
+        FILE* g = std::fopen(ws_out, "wb");
+        if (!g || (n && std::fwrite(gemm_host::emu_workspace(), 1, n, g) != n)) return 2;
+        std::fclose(g);
+    }
     if (const char* b_out = std::getenv("GEMMLAB_EMU_B_OUT")) {
         FILE* g = std::fopen(b_out, "wb");
         if (!g || std::fwrite(b.data(), tin, b.size() / tin, g) != b.size() / tin) return 2;
