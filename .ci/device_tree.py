@@ -3,6 +3,7 @@ that come back.
 
     python .ci/device_tree.py fit [--limit-mib 62]     # before: make what travels fit
     python .ci/device_tree.py ingest FILES_AT          # after: rows and logs into outputs/reference, the tree whole
+    python .ci/device_tree.py snap [--rev HEAD]        # the code of one commit, to run from (carry .snap)
 
 `fit`: what travels is every tracked file, every untracked file git does not ignore, and the carried `.whl/`; the
 limit is 64 MiB, and the reference data alone has grown past it. It deletes the oldest dated reference folders
@@ -15,11 +16,18 @@ runner leaves, makes everything readable and restores the tracked files `fit` de
 that holds anything but one new session folder, or would overwrite a committed file, is refused before anything is
 unpacked (exit 1): rows that back a claim are never edited. Last, a line per results file: its rows by status and
 the commits the rows name. `fit` never deletes a folder holding files git does not track (uncommitted rows).
+
+`snap [--rev REV]`: the tree of one commit, reference data aside, in `.snap/` (git-ignored), with its full hash in
+`.snap/COMMIT`, an empty `outputs/reference/` and a link `.snap/.whl -> ../.whl`. Carried (`carry: [".whl", ".snap"]`)
+and run from (`cd .snap && ... export GEMMLAB_GIT_COMMIT=$(cat COMMIT)`), a GPU call measures exactly that commit's
+code, whatever the working tree holds meanwhile (uncommitted edits, a helper at work), and its rows name it; `ingest`
+reads the call's tarballs as before (their paths are relative to the root the session ran in). `fit` counts it.
 """
 from __future__ import annotations
 
 import argparse
 import csv
+import io
 import re
 import shutil
 import subprocess
@@ -32,6 +40,7 @@ from typing import List, Optional, Sequence
 LIMIT_MIB = 62  # the device's 64 MiB, less a margin for what a call adds (its command's own files)
 DATED = re.compile(r"^(?P<device>[a-z0-9]+)-(?P<date>\d{4}-\d{2}-\d{2})$")
 REFERENCE = Path("outputs") / "reference"
+SNAP = ".snap"  # snap's folder at the repository's root
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -42,10 +51,31 @@ def travelling(repo: Path) -> List[Path]:
     """The files that travel: tracked and present, untracked and not ignored, and .whl/'s."""
     names = _git(repo, "ls-files", "-z", "--cached", "--others", "--exclude-standard").split("\0")
     files = [repo / n for n in names if n and (repo / n).is_file()]
-    whl = repo / ".whl"
-    if whl.is_dir():
-        files += [p for p in whl.rglob("*") if p.is_file()]
+    for carried in (".whl", SNAP):
+        folder = repo / carried
+        if folder.is_dir():
+            files += [p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()]
     return files
+
+
+def snap(repo: Path, rev: str = "HEAD") -> Path:
+    """``.snap/``: the tree of ``rev`` without outputs/reference (an empty folder there), ``COMMIT`` (the full hash)
+    and a link ``.whl -> ../.whl``; an earlier snapshot is replaced. SystemExit unless git ignores ``.snap/``."""
+    if subprocess.run(["git", "-C", str(repo), "check-ignore", "-q", f"{SNAP}/"], capture_output=True).returncode != 0:
+        raise SystemExit(f"device_tree: git does not ignore {SNAP}/ (add /{SNAP}/ to .gitignore): it would travel twice")
+    commit = _git(repo, "rev-parse", "--verify", f"{rev}^{{commit}}").strip()
+    dest = repo / SNAP
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir()
+    archive = subprocess.run(["git", "-C", str(repo), "archive", commit, "--", ".", f":!{REFERENCE.as_posix()}"],
+                             check=True, capture_output=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tf:
+        tf.extractall(dest, filter="data")
+    (dest / REFERENCE).mkdir(parents=True, exist_ok=True)
+    (dest / "COMMIT").write_text(commit + "\n")
+    (dest / ".whl").symlink_to(Path("..") / ".whl")
+    return dest
 
 
 def size_mib(files: Sequence[Path]) -> float:
@@ -190,8 +220,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     i.add_argument("files_at", type=Path)
     i.add_argument("--session", default=None, help="outputs/reference/<device>-<date>/<session>, where the tarball "
                                                    "has no rows to name it")
+    sn = sub.add_parser("snap", help="the tree of one commit in .snap/, to carry and run from")
+    sn.add_argument("--rev", default="HEAD")
     args = ap.parse_args(argv)
     repo = args.repo.resolve()
+    if args.cmd == "snap":
+        dest = snap(repo, args.rev)
+        print(f"{dest.relative_to(repo)}/: {(dest / 'COMMIT').read_text().strip()}, "
+              f"{size_mib([p for p in dest.rglob('*') if p.is_file() and not p.is_symlink()]):.1f} MiB")
+        return 0
     if args.cmd == "fit":
         before = size_mib(travelling(repo))
         removed = fit(repo, args.limit_mib)

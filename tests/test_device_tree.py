@@ -134,3 +134,30 @@ def test_fit_keeps_uncommitted_rows_and_ingest_restores_only_what_fit_deleted(re
     assert (repo / "outputs" / "reference" / "h200-2026-12-02" / "session1" / "run" / "samples.bin").exists()
     assert edited.read_text() == "edited\n" and new_rows.exists()
     assert (repo / "outputs" / "reference" / "h200-2026-12-06" / "s1" / "logs" / "x.log").exists()
+
+
+def test_snap_is_one_commits_code_whatever_the_tree_holds(repo):
+    """`snap`: the committed tree of a revision without the reference data, its hash in COMMIT, a link to the wheels;
+    an uncommitted edit stays out of it; `fit` counts what it adds; a .snap/ git would not ignore is refused."""
+    with pytest.raises(SystemExit, match="does not ignore"):
+        device_tree.snap(repo)
+    (repo / ".gitignore").write_text("/.whl/\n/.snap/\n.gemmlab-*.lock\n")
+    (repo / "code.py").write_text("x = 1\n")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "code")
+    head = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "code.py").write_text("x = 2  # uncommitted\n")
+    before = device_tree.size_mib(device_tree.travelling(repo))
+    dest = device_tree.snap(repo)
+    assert (dest / "COMMIT").read_text().strip() == head
+    assert (dest / "code.py").read_text() == "x = 1\n"  # the commit's, not the working tree's
+    assert (dest / "README.md").is_file() and (dest / "outputs" / "reference").is_dir()
+    assert not any((dest / "outputs" / "reference").iterdir())
+    assert (dest / ".whl").is_symlink() and (dest / ".whl" / "a.whl").is_file()
+    after = device_tree.size_mib(device_tree.travelling(repo))
+    assert 0 < after - before < 0.1  # the snapshot's few files, not the wheels twice through the link
+    # again, at an older revision: replaced, not merged
+    device_tree.snap(repo, "HEAD~1")
+    assert not (dest / "code.py").exists()
+    assert device_tree.main(["--repo", str(repo), "snap"]) == 0
+    assert (dest / "COMMIT").read_text().strip() == head
