@@ -196,16 +196,18 @@ def emulate_wgmma(point, exe: Path, folder: Path, rng, sm_count: int, launches: 
 def dyn_tickets(point, sm_count: int) -> Tuple[int, int]:
     """DYN 1: (the ticket counter's byte offset in the workspace, the tickets a launch takes: chunks + units, 0 where
     there is no tail), from the YAML's rules as the kernel reads them."""
+    from gemmlab.bench import decode_trace as dt
+
     shape = launch_shape(point, sm_count=sm_count)
     env, let = point.expr_env(), dict(shape.let)
-    g, bw, ntok, consumers = let["G"], let["BW"], env["NTOK"], env["CONSUMERS"]
-    unit_tiles = -(-point.n // bw)  # CLUSTER 1 with DYN 1
+    unit_tiles = -(-point.n // let["BW"])  # CLUSTER 1 with DYN 1
     kb = -(-(-(-point.k * env["elem_bytes"] // 128)) // env["KSPAN"])
     k0 = min(env["DYN_K0"], kb)
     chunks = unit_tiles * -(-(kb - k0) // env["DYN_CK"])
-    units = min(unit_tiles * kb, g)
-    offset = (256 * -(-(unit_tiles * consumers) // 64) + g * 2 * bw * ntok * 4
-              + 256 * -(-(env["TRACE"] * g * consumers * 40) // 256))
+    units = min(unit_tiles * kb, let["G"])
+    # past the counters and partial slots (where TRACE's stamps begin), and those stamps to 256 bytes
+    lay = dt.wgmma_trace_layout(let, env, point.n)
+    offset = lay["offset"] + 256 * -(-(env["TRACE"] * lay["records"] * 8 * dt.WORDS) // 256)
     return offset, (chunks + units if chunks else 0)
 
 

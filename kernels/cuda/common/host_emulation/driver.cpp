@@ -197,8 +197,9 @@ int main(int argc, char** argv) {
     std::vector<unsigned char> b = read_file(argv[12], tin, std::size_t(K) * N);
     std::vector<unsigned char> c(std::size_t(M) * N * tout);
     std::memset(c.data(), 0xff, c.size());
-    if (const char* ws = std::getenv("GEMMLAB_EMU_WORKSPACE_BYTES"))  // zeroed, 256-byte aligned as CuPy's
-        gemm_host::workspace_buffer().assign(std::strtoull(ws, nullptr, 10) + 256, 0);
+    const char* ws_env = std::getenv("GEMMLAB_EMU_WORKSPACE_BYTES");
+    const std::size_t ws_bytes = ws_env ? std::strtoull(ws_env, nullptr, 10) : 0;
+    if (ws_env) gemm_host::workspace_buffer().assign(ws_bytes + 256, 0);  // zeroed, 256-byte aligned as CuPy's
     const char* launches_env = std::getenv("GEMMLAB_EMU_LAUNCHES");
     const unsigned long launches = launches_env ? std::strtoul(launches_env, nullptr, 10) : 1;
     const char* reverse_env = std::getenv("GEMMLAB_EMU_REVERSE_BLOCKS");
@@ -253,10 +254,8 @@ int main(int argc, char** argv) {
     }
     std::fclose(f);
     if (const char* ws_out = std::getenv("GEMMLAB_EMU_WORKSPACE_OUT")) {
-        const char* ws = std::getenv("GEMMLAB_EMU_WORKSPACE_BYTES");
-        const std::size_t n = ws ? std::strtoull(ws, nullptr, 10) : 0;
         FILE* g = std::fopen(ws_out, "wb");
-        if (!g || (n && std::fwrite(gemm_host::emu_workspace(), 1, n, g) != n)) return 2;
+        if (!g || (ws_bytes && std::fwrite(gemm_host::emu_workspace(), 1, ws_bytes, g) != ws_bytes)) return 2;
         std::fclose(g);
     }
     if (const char* b_out = std::getenv("GEMMLAB_EMU_B_OUT")) {
