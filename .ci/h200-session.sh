@@ -13,7 +13,7 @@
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block fp8_block_diag wgmma_peak mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation conduct sanitize precompile_default default_run default_run_noguard fidelity_default
-# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace decode_wgmma_dyn tune_fp8_repeat pinning multi_gpu
+# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace decode_wgmma_dyn decode_wgmma_rules tune_fp8_repeat pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # Set GEMMLAB_GIT_COMMIT to the commit being measured: the tree copied to a GPU host may carry a
@@ -167,11 +167,11 @@ FP8_BLOCK_SPLIT_DEFAULT='{PROMOTE_OVERLAP:0},{SPLIT_KEEP:0},{DESC_STEP:0},{STAGE
 # stage 15's diagnostic builds beside the real ones they strip (FP8_BLOCK_DIAG may replace the list)
 FP8_BLOCK_DIAG_DEFAULT='{PROMOTE_OVERLAP:0},{DIAG:1},{SCALE_SMEM:0,STAGES:6},{SCALE_SMEM:0,STAGES:6,DIAG:1},{SCALE_SMEM:0,STAGES:6,DIAG:2}'
 # stage 17's define sets (tests/test_decode_wgmma.py's SWEEP builds each without spills; the first is the YAML's
-# defaults) and its shapes: Llama-3 8B qkv and 70B mlp_down / mlp_gate_up at 1, 16 and 64 tokens (11 sets x 6 shapes x 2
+# defaults; L2_HINT -1 is the YAML's rule by matrix size, the eighth set L2_HINT 0 everywhere) and its shapes: Llama-3 8B qkv and 70B mlp_down / mlp_gate_up at 1, 16 and 64 tokens (11 sets x 6 shapes x 2
 # precisions: 132 points)
-DECODE_WGMMA_SWEEP='{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:1,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:2,MSUB:1,STAGES:4,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:2,MAX_PARTS:8},{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:1,L2_HINT:0,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:3,MSUB:1,STAGES:8,PRODUCER_WG:1,L2_HINT:0,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:1,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:2,KSPAN:1,MAX_PARTS:8},{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:1,L2_HINT:0,CLUSTER:2,KSPAN:1,MAX_PARTS:8},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:4,MAX_PARTS:8}'
+DECODE_WGMMA_SWEEP='{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:1,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:2,MSUB:1,STAGES:4,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:2,MAX_PARTS:8},{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:1,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:3,MSUB:1,STAGES:8,PRODUCER_WG:1,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:2,KSPAN:1,MAX_PARTS:8},{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:1,L2_HINT:-1,CLUSTER:2,KSPAN:1,MAX_PARTS:8},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:4,MAX_PARTS:8}'
 DECODE_WGMMA_SHAPES="[[1,6144,4096],[64,6144,4096],[16,8192,28672],[64,8192,28672],[1,57344,8192],[64,57344,8192]]"
-DECODE_WGMMA_QUICK='{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:1,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:2,MAX_PARTS:8},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:4,MAX_PARTS:8},{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:1,L2_HINT:0,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:2,KSPAN:1,MAX_PARTS:8}'
+DECODE_WGMMA_QUICK='{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:1,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:2,MAX_PARTS:8},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:4,MAX_PARTS:8},{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:1,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:2,KSPAN:1,MAX_PARTS:8}'
 # the quick sweep's shapes: 70B mlp_down at 1, 16 and 64 tokens, 8B qkv at 1 and 64 (issue 30's 1.3x shapes)
 DECODE_WGMMA_QUICK_SHAPES="[[1,8192,28672],[16,8192,28672],[64,8192,28672],[1,6144,4096],[64,6144,4096]]"
 # the dynamic tail's sets (issue 30): the static split, DYN 1 at its defaults (10% of each tile's k-blocks in chunks of
@@ -179,6 +179,11 @@ DECODE_WGMMA_QUICK_SHAPES="[[1,8192,28672],[16,8192,28672],[64,8192,28672],[1,61
 # tokens on the large matrices, session31)
 DECODE_WGMMA_DYN='{},{DYN:1},{DYN:1,DYN_PCT:20,DYN_CK:8},{L2_HINT:1},{L2_HINT:1,DYN:1,DYN_PCT:20,DYN_CK:8}'
 DECODE_WGMMA_DYN_SHAPES="[[1,8192,28672],[16,8192,28672],[64,8192,28672],[1,36864,7168],[64,36864,7168],[16,57344,8192],[1,6144,4096],[64,6144,4096]]"
+# stage 17's rule by matrix size (issue 30): the defaults (L2_HINT 1 where the weights are 64 MiB or more), L2_HINT 0
+# (the defaults before), and the 8B qkv picks of session31 (STAGES 4, CONSUMERS 1, both) at small, middle and large
+# matrices: does the L2_HINT rule hold between 50 and 235 MB, does a small-matrix rule hold past 6144 x 4096
+DECODE_WGMMA_RULES='{},{L2_HINT:0},{STAGES:4},{CONSUMERS:1},{CONSUMERS:1,STAGES:4}'
+DECODE_WGMMA_RULES_SHAPES="[[1,6144,4096],[64,6144,4096],[16,4096,4096],[16,7168,2048],[64,2112,7168],[16,8192,8192],[1,4096,14336],[1,8192,28672],[16,8192,28672],[64,57344,8192],[16,36864,7168]]"
 DECODE_WGMMA_NCU_DEFAULT='decode_wgmma 1 8192 28672 - decode_wgmma -;decode_wgmma 64 8192 28672 - decode_wgmma -;decode_wgmma 64 8192 28672 - decode_wgmma {PRODUCER_WG:1,MSUB:2};cublaslt 64 8192 28672 - ^(?!gemmlab).*(gemv|gemm|xmma|cutlass|nvjet) -'
 DECODE_ROWS_SHAPES=${DECODE_ROWS_SHAPES:-"[[1,6144,4096],[16,6144,4096],[64,6144,4096],[1,8192,8192],[16,8192,8192],[1,57344,8192],[16,57344,8192]]"}
 
@@ -667,6 +672,10 @@ while time.time()-t<45: a@a" &
            step decode_wgmma_dyn_trace 120 python3 -m gemmlab.bench.decode_trace --variant decode_wgmma --precision fp8 \
              --shapes 1x8192x28672 16x36864x7168 64x8192x28672 --defines "{}" "{DYN:1}" "{DYN:1,DYN_PCT:20,DYN_CK:8}" \
              --out "$LOGS/decode_wgmma_dyn_trace.jsonl" ;;
+  decode_wgmma_rules)  # issue 30: stage 17's L2_HINT rule by matrix size against L2_HINT 0, and the small-matrix
+           # candidates, bf16 and fp8, the libraries interleaved (110 points: ~120 s)
+           stage_sweep decode_wgmma decode_wgmma_rules 240 "${DECODE_WGMMA_RULES_SETS:-$DECODE_WGMMA_RULES}" \
+             "$DECODE_WGMMA_RULES_SHAPES" "bf16,fp8" ;;
   decode_wgmma_trace)  # issue 30: stage 17's consumer warpgroups stamped (TRACE 1): start, first data, last MMA, end,
            # against the event time, single / after a memset / back to back, the library beside it (cuBLAS in bf16,
            # cuBLASLt in fp8): where its ~10 us over the copy rate at every size (the H100's decode experiment) goes

@@ -30,7 +30,8 @@
 //   CONSUMERS  consumer warpgroups (1 to 3), each MSUB m64 slices of the tile's weight rows
 //   MSUB       m64 slices a consumer takes (1 or 2): tile = 64 x CONSUMERS x MSUB weight rows (a TMA box: <= 256)
 //   PRODUCER_WG  1: a producer warpgroup whose registers go to the consumers (setmaxnreg); 0: a producer warp
-//   L2_HINT    1: the weights' TMA loads evict_first, the tokens' evict_last (L2 cache policies); 0: none
+//   L2_HINT    1: the weights' TMA loads evict_first, the tokens' evict_last (L2 cache policies); 0: none (the YAML's
+//              rule: 1 where the weights are 64 MiB or more)
 //   CLUSTER    2: 2-CTA clusters at the same k-block, the tokens' box multicast (half loaded by each); 1: none
 //   KSPAN      128-byte boxes along K a stage (1, 2, 4): KSPAN x 128 contiguous bytes of each weight row a stage
 //   STAGES     the ring's depth
@@ -55,8 +56,14 @@
 //              not equal and the static runs give each the same bytes, so the kernel ends with the slowest SM (stage
 //              17 ~9 us over the copy probe's time at every size). Expected: the end near the SMs' mean finish
 //              instead of the slowest's, less the tail's extra partials (a chunk's is NTOK / (32 DYN_CK KSPAN) of its
-//              weight bytes: 6% at 1 token, 50% at 64 tokens with DYN_CK 4, written and read once more). Not yet
-//              measured. Without clusters (CLUSTER 1: a cluster's CTAs would have to take the same chunks). 0: none
+//              weight bytes: 6% at 1 token, 50% at 64 tokens with DYN_CK 4, written and read once more). Measured on
+//              an H100 (outputs/reference/h100-2026-12-05/session32): slower at all 26 points of the sweep, by 3.5 to
+//              21 points of the library (8192 x 28672 fp8, 64 tokens: 69.7% against 90.9%). The stamps: the SMs'
+//              last MMAs closer together (1 token: 77.6-89.2 us against 62.8-82.7) but later at the median (82.2 us
+//              against 75.3): each chunk ends in a partial, a counter round trip and three barriers (~1.5 us) during
+//              which the consumers release no slot, the ring stays full and the producer has nothing in flight; a
+//              chunk's 4 k-blocks are ~2 us of an SM's share of the bandwidth. Off: what would help is publishing a
+//              piece without stopping (its counter checked a piece later). Without clusters (CLUSTER 1: a cluster's CTAs would have to take the same chunks). 0: none
 //              (the measured kernel: the same SASS as before DYN)
 //   DYN_PCT    (the YAML's DYN_K0 rule, not read here) about this percentage of each tile's k-blocks in its tail
 //   DYN_CK     k-blocks a chunk of the tail (a tile's last chunk may hold fewer)
