@@ -35,17 +35,17 @@ def cubin_cache(tmp_path_factory):
 
 # The session stage's define sets (SWEEP in .ci/h200-session.sh's decode_wgmma) at 1, 16 and 64 tokens, and the
 # token counts between (NTOK 24, 40, 56: wrappers used by no other stage)
-SWEEP = ["{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8}",
-         "{CONSUMERS:1,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8}",
-         "{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8}",
+SWEEP = ["{CONSUMERS:2,MSUB:1,STAGES:0,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8}",
+         "{CONSUMERS:1,MSUB:1,STAGES:0,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8}",
+         "{CONSUMERS:2,MSUB:2,STAGES:0,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8}",
          "{CONSUMERS:2,MSUB:1,STAGES:4,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8}",
-         "{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:2,MAX_PARTS:8}",
-         "{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:1,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8}",
-         "{CONSUMERS:3,MSUB:1,STAGES:8,PRODUCER_WG:1,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8}",
-         "{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1,MAX_PARTS:8}",
-         "{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:2,KSPAN:1,MAX_PARTS:8}",
-         "{CONSUMERS:2,MSUB:2,STAGES:8,PRODUCER_WG:1,L2_HINT:-1,CLUSTER:2,KSPAN:1,MAX_PARTS:8}",
-         "{CONSUMERS:2,MSUB:1,STAGES:8,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:4,MAX_PARTS:8}"]
+         "{CONSUMERS:2,MSUB:1,STAGES:0,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:2,MAX_PARTS:8}",
+         "{CONSUMERS:2,MSUB:2,STAGES:0,PRODUCER_WG:1,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8}",
+         "{CONSUMERS:3,MSUB:1,STAGES:0,PRODUCER_WG:1,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8}",
+         "{CONSUMERS:2,MSUB:1,STAGES:0,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1,MAX_PARTS:8}",
+         "{CONSUMERS:2,MSUB:1,STAGES:0,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:2,KSPAN:1,MAX_PARTS:8}",
+         "{CONSUMERS:2,MSUB:2,STAGES:0,PRODUCER_WG:1,L2_HINT:-1,CLUSTER:2,KSPAN:1,MAX_PARTS:8}",
+         "{CONSUMERS:2,MSUB:1,STAGES:0,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:4,MAX_PARTS:8}"]
 # DYN 1 (the dynamic tail): the default set and the sweep's sets that change its producer or consumers' registers
 DYN_BUILDS = ["{DYN:1}", "{DYN:1,PRODUCER_WG:1,MSUB:2}", "{DYN:1,PRODUCER_WG:1,CONSUMERS:3}", "{DYN:1,KSPAN:4,L2_HINT:1}",
               "{DYN:1,CONSUMERS:1}", "{DYN:1,TRACE:1}"]
@@ -111,16 +111,19 @@ def test_sass_streams_weights_by_tma_into_wgmma(cubin_cache):
 def test_launch_rules_on_the_h200():
     p = wgmma_point(1, 6144, 4096)
     s = launch_shape(p, sm_count=132)
-    # two consumer warpgroups and the producer warp; tokens rounded up to 8; as many stages as asked (8) where
-    # they fit: 8 x (128 + 8) x 128 bytes + two staging tiles of 8 x 144 bytes + alignment + barriers
+    # two consumer warpgroups and the producer warp; tokens rounded up to 8; 4 stages below 192 MiB of weights (8
+    # from there) where they fit: 4 x (128 + 8) x 128 bytes + two staging tiles of 8 x 144 bytes + alignment + barriers
     # (L2_HINT: 0 below 64 MiB of weights, 1 from there; as given where an override names it)
-    assert dict(build_for(p).point_defines) == {"NTOK": 8, "CLUSTER": 1, "L2_HINT": 0, "MSUB": 1, "STAGES": 8,
+    assert dict(build_for(p).point_defines) == {"NTOK": 8, "CLUSTER": 1, "L2_HINT": 0, "MSUB": 1, "STAGES": 4,
                                                 "DYN_K0": -1}
+    assert [dict(build_for(wgmma_point(1, n, k, prec, d)).point_defines)["STAGES"]
+            for n, k, prec, d in [(8192, 28672, "fp8", None), (8192, 28672, "bf16", "{STAGES:6}"),
+                                  (10240, 8192, "bf16", None), (12288, 8192, "bf16", None)]] == [8, 6, 4, 8]
     assert [dict(build_for(wgmma_point(1, n, k, prec, d)).point_defines)["L2_HINT"]
             for n, k, prec, d in [(4096, 8192, "bf16", None), (4096, 8192, "fp8", None), (8192, 8192, "fp8", None),
                                   (8192, 28672, "fp8", "{L2_HINT:0}"), (6144, 4096, "bf16", "{L2_HINT:1}")]] == [1, 0, 1, 0, 1]
     assert s.grid == (132, 1, 1) and s.block == (288, 1, 1)
-    assert s.smem_bytes == 8 * 136 * 128 + 2 * 8 * 144 + 1024 + 128 + 8
+    assert s.smem_bytes == 4 * 136 * 128 + 2 * 8 * 144 + 1024 + 64 + 8
     # counters: 48 tiles x 2 consumers -> 384 bytes, to 256: 512; partials: 132 x 2 slots x 128 x 8 x 4 bytes
     assert s.workspace_bytes == 512 + 132 * 2 * 128 * 8 * 4
     p64 = wgmma_point(64, 8192, 28672, "fp8", "{MSUB:2,STAGES:16}")

@@ -34,7 +34,7 @@
 //              rule: 1 where the weights are 64 MiB or more)
 //   CLUSTER    2: 2-CTA clusters at the same k-block, the tokens' box multicast (half loaded by each); 1: none
 //   KSPAN      128-byte boxes along K a stage (1, 2, 4): KSPAN x 128 contiguous bytes of each weight row a stage
-//   STAGES     the ring's depth
+//   STAGES     the ring's depth (the YAML's rule: 8 where the weights are 192 MiB or more, else 4)
 //   MAX_PARTS  (the YAML's grid rule, not read here) at most this many units a tile: a matrix of few tiles takes
 //              fewer SMs rather than a long sum (the last part loads kSumBatch partials at a time, 1-8)
 //   TRACE      1: thread 0 of every consumer warpgroup stamps %globaltimer at the kernel's start, its first stage's
