@@ -142,6 +142,45 @@ def test_the_split_product_is_more_accurate_than_the_blas_and_independent_of_it(
     assert not np.array_equal(split, (a @ b)[:8])  # another computation, not the same call
 
 
+def test_a_batch_reference_is_built_a_group_at_a_time_and_is_the_same(monkeypatch):
+    """A batch's FP64 operands are built REFERENCE_GROUP_BYTES at a time (128 DeepSeek-V3 experts at once took 60 GB
+    and an 80 GB card ran out of memory): R and S as from the whole batch at once, a fault still named with its batch
+    index, an overflow still caught in a later group, and the footprint counts one group."""
+    from types import SimpleNamespace
+
+    from gemmlab.measure import footprint
+
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((7, 3, 40)), rng.standard_normal((7, 40, 5))
+    model = check.error_model("fp32", "float32")
+    whole = check.Reference.gemm(np, a, b, model, 1e-5, "float32")
+    seen = []
+
+    def product(a64, b64):
+        seen.append(a64.shape[0])
+        return np.matmul(a64, b64)
+
+    monkeypatch.setattr(check, "REFERENCE_GROUP_BYTES", 16 * (3 * 40 + 40 * 5) * 2)  # two GEMMs a group
+    grouped = check.Reference.gemm(np, a, b, model, 1e-5, "float32", reference=product)
+    assert seen == [2, 2, 2, 1] and grouped.rows_per_batch == whole.rows_per_batch == 3
+    assert np.array_equal(grouped.r, whole.r) and np.array_equal(grouped.bound, whole.bound)
+    c = np.matmul(a, b).astype(np.float32)
+    assert grouped.verify(c).passed
+    c[5, 1, 2] += 1.0
+    res = grouped.verify(c)
+    assert not res.passed and "batch 5, row 1, col 2" in res.failure()
+    bad = a.copy()
+    bad[6, 0, 0] = np.inf
+    with pytest.raises(check.InputError, match="overflow"):
+        check.Reference.gemm(np, bad, b, model, 1e-5, "float32")
+    p = SimpleNamespace(batch=7, m=3, n=5, k=40)
+    assert footprint.check_bytes(p) == 2 * 16 * (3 * 40 + 40 * 5) + 7 * 40 * 3 * 5
+    monkeypatch.setattr(check, "REFERENCE_GROUP_BYTES", 1 << 30)
+    # 128 experts of 4096 x 7168 at 1 token: two at a time, ~1 GB of FP64 operands instead of 60 GB
+    big = SimpleNamespace(batch=128, m=1, n=4096, k=7168)
+    assert check.reference_group(128, 1, 4096, 7168) == 2 and footprint.check_bytes(big) < 2**30 + 2**22
+
+
 def test_which_reference_is_independent():
     assert check.independent_reference("gpu", "cublas", "fp64")[0].startswith("NumPy")
     assert check.independent_reference("gpu", "cuda", "fp64") is None  # cuBLAS checks a hand-written kernel

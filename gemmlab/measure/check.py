@@ -76,6 +76,9 @@ FINITE_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float8_e4m
               "float8_e5m2": 57344.0, "float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}
 # Elements compared per chunk (bounds the temporaries on large outputs).
 CHUNK_ELEMENTS = 1 << 25
+# A batch's FP64 operands (and their absolute values) are built this many bytes of GEMMs at a time:
+# DeepSeek-V3's 128 experts at 4096 x 7168 would take 60 GB at once (an 80 GB card ran out of memory)
+REFERENCE_GROUP_BYTES = 1 << 30
 EXACT_RANGE = 4  # distribution=exact draws integers in [-EXACT_RANGE, EXACT_RANGE]
 
 
@@ -245,14 +248,24 @@ class Reference:
     def gemm(cls, xp, a_ref, b_ref, model: ErrorModel, tolerance: float, out_dtype: str,
              exact: bool = False, reference=None, name: str = ""):
         """R = A @ B in FP64 (``reference(a64, b64)`` computes it when given: another
-        implementation) and S = |A| @ |B|, from the exact values the kernel sees."""
-        a64, b64 = _as_f64(xp, a_ref), _as_f64(xp, b_ref)
-        if not (bool(xp.isfinite(a64).all()) and bool(xp.isfinite(b64).all())):
-            raise InputError("inputs overflow their storage type at this input_scale (Inf after the cast)")
-        r = reference(a64, b64) if reference is not None else xp.matmul(a64, b64)
-        s = None if exact else xp.matmul(xp.abs(a64), xp.abs(b64))
-        k = a64.shape[-1]
-        del a64, b64
+        implementation) and S = |A| @ |B|, from the exact values the kernel sees. A batch (3-D
+        operands) is built a group of GEMMs at a time (:func:`reference_group`): only R and S
+        are kept for the whole batch."""
+        k = a_ref.shape[-1]
+        if a_ref.ndim == 3 or b_ref.ndim == 3:
+            batch = (a_ref if a_ref.ndim == 3 else b_ref).shape[0]
+            m, n = a_ref.shape[-2], b_ref.shape[-1]
+            g = reference_group(batch, m, n, k)
+            r = xp.empty((batch, m, n), dtype=xp.float64)
+            s = None if exact else xp.empty((batch, m, n), dtype=xp.float64)
+            for i in range(0, batch, g):
+                part = [x[i:i + g] if x.ndim == 3 else x for x in (a_ref, b_ref)]
+                r[i:i + g], s_part = _products(xp, *part, reference, exact)
+                if s is not None:
+                    s[i:i + g] = s_part
+                del part, s_part
+        else:
+            r, s = _products(xp, a_ref, b_ref, reference, exact)
         rows_per_batch = 0
         if r.ndim == 3:  # a strided batch: checked as one (batch * m) x n matrix, element by element
             rows_per_batch = r.shape[1]
@@ -347,6 +360,24 @@ def relative_error(xp, out, r) -> float:
 def _dtype_name(x) -> str:
     name = str(x.dtype)
     return {"float8_e4m3fn": "float8_e4m3fn"}.get(name, name)
+
+
+def reference_group(batch: int, m: int, n: int, k: int) -> int:
+    """GEMMs of a batch whose FP64 operands and absolute values (16 bytes an element of A and B)
+    are built at once: REFERENCE_GROUP_BYTES' worth, one at least (gemmlab/measure/footprint.py
+    counts the same)."""
+    return max(1, min(batch, REFERENCE_GROUP_BYTES // max(1, 16 * (m * k + k * n))))
+
+
+def _products(xp, a_ref, b_ref, reference, exact: bool):
+    """R and S (None where ``exact``) of one GEMM or a group of a batch, from FP64 copies of the
+    operands that are dropped before returning."""
+    a64, b64 = _as_f64(xp, a_ref), _as_f64(xp, b_ref)
+    if not (bool(xp.isfinite(a64).all()) and bool(xp.isfinite(b64).all())):
+        raise InputError("inputs overflow their storage type at this input_scale (Inf after the cast)")
+    r = reference(a64, b64) if reference is not None else xp.matmul(a64, b64)
+    s = None if exact else xp.matmul(xp.abs(a64), xp.abs(b64))
+    return r, s
 
 
 def fp64_reference(xp, a64, b64):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from gemmlab import dtypes
-from gemmlab.measure import guards
+from gemmlab.measure import check, guards
 
 
 def inputs_bytes(p, fp8_scaled: bool = False) -> int:
@@ -15,9 +15,11 @@ def inputs_bytes(p, fp8_scaled: bool = False) -> int:
 
 
 def check_bytes(p) -> int:
-    """FP64 A and B and their absolute values, R, the bound, the upcast output and a chunk's
-    temporaries (gemmlab/measure/check.py), for every GEMM of the batch."""
-    return p.batch * (16 * (p.m * p.k + p.k * p.n) + 40 * p.m * p.n)
+    """R, the bound, the upcast output and a chunk's temporaries for every GEMM of the batch, and
+    FP64 A and B and their absolute values for the group of GEMMs built at once
+    (gemmlab/measure/check.py)."""
+    group = check.reference_group(p.batch, p.m, p.n, p.k)
+    return group * 16 * (p.m * p.k + p.k * p.n) + p.batch * 40 * p.m * p.n
 
 
 def guard_bytes(p, guard_setting: int, n_sets: int = 1) -> int:
