@@ -57,13 +57,15 @@
 //              17 ~9 us over the copy probe's time at every size). Expected: the end near the SMs' mean finish
 //              instead of the slowest's, less the tail's extra partials (a chunk's is NTOK / (32 DYN_CK KSPAN) of its
 //              weight bytes: 6% at 1 token, 50% at 64 tokens with DYN_CK 4, written and read once more). Measured on
-//              an H100 (outputs/reference/h100-2026-12-05/session32): slower at all 26 points of the sweep, by 3.5 to
-//              21 points of the library (8192 x 28672 fp8, 64 tokens: 69.7% against 90.9%). The stamps: the SMs'
+//              an H100 (outputs/reference/h100-2026-12-05/session32): slower than the static split at all 16 points
+//              of each of its three sweep sets (0.7-30% more time; at its defaults 3.5 to 21 points of the library
+//              less, 8192 x 28672 fp8 at 64 tokens 69.7% against 90.9%). The stamps (fp8 8192 x 28672): the SMs'
 //              last MMAs closer together (1 token: 77.6-89.2 us against 62.8-82.7) but later at the median (82.2 us
 //              against 75.3): each chunk ends in a partial, a counter round trip and three barriers (~1.5 us) during
 //              which the consumers release no slot, the ring stays full and the producer has nothing in flight; a
 //              chunk's 4 k-blocks are ~2 us of an SM's share of the bandwidth. Off: what would help is publishing a
-//              piece without stopping (its counter checked a piece later). Without clusters (CLUSTER 1: a cluster's CTAs would have to take the same chunks). 0: none
+//              piece without stopping the consumers (the producer could count it and hand the tile's sum back through
+//              the ring). Without clusters (CLUSTER 1: a cluster's CTAs would have to take the same chunks). 0: none
 //              (the measured kernel: the same SASS as before DYN)
 //   DYN_PCT    (the YAML's DYN_K0 rule, not read here) about this percentage of each tile's k-blocks in its tail
 //   DYN_CK     k-blocks a chunk of the tail (a tile's last chunk may hold fewer)
