@@ -175,10 +175,10 @@ DECODE_WGMMA_SHAPES="[[1,6144,4096],[64,6144,4096],[16,8192,28672],[64,8192,2867
 DECODE_WGMMA_QUICK='{CONSUMERS:2,MSUB:1,STAGES:0,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:1,MSUB:1,STAGES:0,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:2,MSUB:1,STAGES:0,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:2,MAX_PARTS:8},{CONSUMERS:2,MSUB:1,STAGES:0,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:4,MAX_PARTS:8},{CONSUMERS:2,MSUB:2,STAGES:0,PRODUCER_WG:1,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:2,MSUB:1,STAGES:0,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:2,KSPAN:1,MAX_PARTS:8}'
 # the quick sweep's shapes: 70B mlp_down at 1, 16 and 64 tokens, 8B qkv at 1 and 64 (issue 30's 1.3x shapes)
 DECODE_WGMMA_QUICK_SHAPES="[[1,8192,28672],[16,8192,28672],[64,8192,28672],[1,6144,4096],[64,6144,4096]]"
-# the dynamic tail's sets (issue 30): the static split, DYN 1 at its defaults (10% of each tile's k-blocks in chunks of
-# 4), a longer tail in longer chunks (fewer partials at 64 tokens), and each beside L2_HINT 1 (the H200's best at 64
-# tokens on the large matrices, session31)
-DECODE_WGMMA_DYN='{},{DYN:1},{DYN:1,DYN_PCT:20,DYN_CK:8},{L2_HINT:1},{L2_HINT:1,DYN:1,DYN_PCT:20,DYN_CK:8}'
+# the dynamic tail's sets (issue 30): the static split (the defaults), DYN 1 as session32 measured it (each consumer
+# warpgroup counts its own pieces: slower everywhere), DYN_PUB 1 (the producer counts them) at the rule's tail, a
+# longer tail in longer chunks, a short one in short chunks
+DECODE_WGMMA_DYN='{},{DYN:1},{DYN:1,DYN_PUB:1},{DYN:1,DYN_PUB:1,DYN_PCT:20,DYN_CK:8},{DYN:1,DYN_PUB:1,DYN_PCT:5,DYN_CK:2}'
 DECODE_WGMMA_DYN_SHAPES="[[1,8192,28672],[16,8192,28672],[64,8192,28672],[1,36864,7168],[64,36864,7168],[16,57344,8192],[1,6144,4096],[64,6144,4096]]"
 # stage 17's rules by matrix size (issue 30): the defaults (L2_HINT 1 from 64 MiB of weights, 4 stages below 192 MiB
 # and 8 from there), 8 stages everywhere, the defaults before both rules (L2_HINT 0, 8 stages), and 64-row tiles
@@ -665,13 +665,15 @@ while time.time()-t<45: a@a" &
   decode_wgmma_dyn)  # issue 30: stage 17's dynamic tail (DYN 1: each tile's last ~DYN_PCT% of k-blocks handed out by
            # ticket as the SMs come free) against the static split, after its GPU tests: the large matrices where fp8
            # misses 90% of the copy probe and 8B qkv, 1 / 16 / 64 tokens, bf16 and fp8, the libraries interleaved; then
-           # the stamps of both (do the SMs' stream ends bunch together?)
+           # the stamps (do the SMs' stream ends bunch together, and does the median stay where the static split has
+           # it with DYN_PUB 1?)
            step gpu_decode_wgmma_dyn 150 python3 -m pytest -m gpu tests/test_gpu_decode.py -k "stage_17 and DYN" -q -rA \
              -p no:cacheprovider
            stage_sweep decode_wgmma decode_wgmma_dyn 270 "${DECODE_WGMMA_DYN_SETS:-$DECODE_WGMMA_DYN}" \
              "$DECODE_WGMMA_DYN_SHAPES" "bf16,fp8"
            step decode_wgmma_dyn_trace 120 python3 -m gemmlab.bench.decode_trace --variant decode_wgmma --precision fp8 \
-             --shapes 1x8192x28672 16x36864x7168 64x8192x28672 --defines "{}" "{DYN:1}" "{DYN:1,DYN_PCT:20,DYN_CK:8}" \
+             --shapes 1x8192x28672 16x36864x7168 64x8192x28672 \
+             --defines "{}" "{DYN:1}" "{DYN:1,DYN_PUB:1}" "{DYN:1,DYN_PUB:1,DYN_PCT:20,DYN_CK:8}" \
              --out "$LOGS/decode_wgmma_dyn_trace.jsonl" ;;
   decode_wgmma_rules)  # issue 30: stage 17's rules by matrix size (L2_HINT, STAGES) against the defaults before them,
            # and 64-row tiles, bf16 and fp8, the libraries interleaved (110 points: ~60 s on an H100)

@@ -48,7 +48,7 @@ SWEEP = ["{CONSUMERS:2,MSUB:1,STAGES:0,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:
          "{CONSUMERS:2,MSUB:1,STAGES:0,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:4,MAX_PARTS:8}"]
 # DYN 1 (the dynamic tail): the default set and the sweep's sets that change its producer or consumers' registers
 DYN_BUILDS = ["{DYN:1}", "{DYN:1,PRODUCER_WG:1,MSUB:2}", "{DYN:1,PRODUCER_WG:1,CONSUMERS:3}", "{DYN:1,KSPAN:4,L2_HINT:1}",
-              "{DYN:1,CONSUMERS:1}", "{DYN:1,TRACE:1}"]
+              "{DYN:1,CONSUMERS:1}", "{DYN:1,TRACE:1}", "{DYN:1,DYN_PUB:1}", "{DYN:1,DYN_PUB:1,PRODUCER_WG:1,CONSUMERS:3}"]
 BUILDS = ([(p, m, d) for p in ("bf16", "fp8") for m in (1, 16, 64) for d in [None, *SWEEP[1:]]]
           + [(p, m, None) for p in ("bf16", "fp8") for m in (20, 40, 56)]
           # two slices a consumer without the producer warpgroup, at the token counts where the YAML still allows it
@@ -329,7 +329,8 @@ def test_the_sweep_is_the_session_scripts_and_starts_at_the_defaults():
     defaults = dict(compose_cfg([f"variant={VARIANT}"]).variant[VARIANT].cuda.defines)
     assert defaults.pop("TRACE") == 0  # the trace probe's switch (gemmlab.bench.decode_trace), not a technique
     # the dynamic tail, off by default (a sweep entry with DYN:1 goes beside the others)
-    assert (defaults.pop("DYN"), defaults.pop("DYN_PCT"), defaults.pop("DYN_CK"), defaults.pop("DYN_K0")) == (0, 10, 4, -1)
+    assert (defaults.pop("DYN"), defaults.pop("DYN_PCT"), defaults.pop("DYN_CK"), defaults.pop("DYN_K0"),
+            defaults.pop("DYN_PUB")) == (0, 10, 4, -1, 0)
     assert SWEEP[0] == "{" + ",".join(f"{k}:{v}" for k, v in defaults.items()) + "}"
 
 
@@ -548,7 +549,9 @@ def test_dynamic_tail_launch_rules():
 # do not divide the tail (more units than the heads have k-blocks: units with no static run), no tail at all (every
 # piece through the producer's records, DYN 0's parts)
 DYN_SETS = ["{DYN:1}", "{DYN:1,DYN_K0:0,DYN_CK:3}", "{DYN:1,DYN_PCT:1,DYN_CK:2}", "{DYN:1,DYN_K0:1,DYN_CK:3}",
-            "{DYN:1,DYN_K0:4096}"]
+            "{DYN:1,DYN_K0:4096}",
+            # DYN_PUB 1 (the producer counts the pieces, the sums come back through the ring): the rule, all dynamic
+            "{DYN:1,DYN_PUB:1}", "{DYN:1,DYN_PUB:1,DYN_K0:0,DYN_CK:3}"]
 
 
 @pytest.mark.slow
@@ -580,7 +583,8 @@ def test_dynamic_tail_computes_x_wt_on_the_cpu(precision, defines, tmp_path_fact
 @pytest.mark.slow
 @pytest.mark.parametrize("precision,defines", [(p, d) for p in ("bf16", "fp8") for d in (
     "{DYN:1,PRODUCER_WG:1,MSUB:2}", "{DYN:1,PRODUCER_WG:1,CONSUMERS:3,DYN_CK:1}", "{DYN:1,CONSUMERS:1,DYN_K0:2,DYN_CK:5}",
-    "{DYN:1,KSPAN:2,DYN_CK:3}", "{DYN:1,L2_HINT:1,STAGES:4,DYN_K0:0,DYN_CK:1}", "{DYN:1,TRACE:1}")])
+    "{DYN:1,KSPAN:2,DYN_CK:3}", "{DYN:1,L2_HINT:1,STAGES:4,DYN_K0:0,DYN_CK:1}", "{DYN:1,TRACE:1}",
+    "{DYN:1,DYN_PUB:1,PRODUCER_WG:1,CONSUMERS:3,DYN_CK:1}", "{DYN:1,DYN_PUB:1,STAGES:2,DYN_K0:0,DYN_CK:1}")])
 def test_dynamic_tail_with_the_sweep_configurations_on_the_cpu(precision, defines, tmp_path_factory):
     """DYN 1 with the producer warpgroup (40 registers for the ticket loop), 192- and 256-row tiles, 64-row tiles, two
     boxes along K a stage, a ring of 4 with chunks of one k-block, the trace stamps: three launches on one workspace."""
@@ -643,6 +647,7 @@ DYN_ORDER = "{CONSUMERS:1,DYN:1,DYN_PCT:30,DYN_CK:2}"
 @pytest.mark.slow
 @pytest.mark.parametrize("defines,shape", [(DYN_ORDER, (1, 64, 2048)), (DYN_ORDER, (13, 136, 2048)),
                                            ("{CONSUMERS:1,DYN:1,DYN_K0:0,DYN_CK:3}", (1, 136, 2048)),
+                                           ("{CONSUMERS:1,DYN:1,DYN_PUB:1,DYN_PCT:30,DYN_CK:2}", (1, 64, 2048)),
                                            ("{CONSUMERS:1}", (1, 64, 2048))])
 def test_split_tiles_sum_to_the_same_bits_whoever_takes_the_chunks(defines, shape, tmp_path_factory):
     """The parts' sum in its fixed order (the static parts in unit order, then the chunks) whichever part arrives last
@@ -691,3 +696,15 @@ def test_emulation_catches_tickets_not_counted_per_launch(tmp_path_factory):
     _assert_right(p, c, res, "the first launch: ")
     c, res = emulate_wgmma(p, exe, folder, np.random.default_rng(8), 3, launches=2)
     assert not res.passed, "tickets read without the launch's base went unnoticed on the second launch"
+
+
+@pytest.mark.slow
+def test_emulation_catches_a_producer_that_stops_before_every_piece_is_counted(tmp_path_factory):
+    """DYN_PUB 1: the producer counts the pieces the consumers have stored until none is left, then ends the ring; one
+    that ends it at once leaves the tiles whose last part was counted late unsummed. (What no CPU test can see: a
+    count taken before the consumers' stores; the ring's order sums this CTA's own pieces after it stored them, and the
+    emulation's threads interleave only at waits. The GPU tests run it.)"""
+    p, exe, folder = _mutant_launch(tmp_path_factory, "dyn_pub_end", "      while (pub < issued) {",
+                                    "      while (false) {", defines="{DYN:1,DYN_PUB:1}", shape=(13, 264, 520))
+    c, res = emulate_wgmma(p, exe, folder, np.random.default_rng(31), 5, launches=1)
+    assert not res.passed and res.elem_fail > 0, "tiles left unsummed went unnoticed"

@@ -97,7 +97,10 @@ def test_stage_16_matches_the_fp64_product(tmp_path, precision, defines):
                                      # DYN 1 (the dynamic tail): the calls repeated on one workspace exercise its ticket
                                      # counter, never reset (each launch takes chunks + units tickets)
                                      "{DYN:1}", "{DYN:1,DYN_K0:0,DYN_CK:3}", "{DYN:1,PRODUCER_WG:1,MSUB:2}",
-                                     "{DYN:1,DYN_PCT:20,DYN_CK:8,L2_HINT:1}"])
+                                     "{DYN:1,DYN_PCT:20,DYN_CK:8,L2_HINT:1}",
+                                     # DYN_PUB 1: the producer counts the pieces and hands the sums back through the ring
+                                     "{DYN:1,DYN_PUB:1}", "{DYN:1,DYN_PUB:1,DYN_K0:0,DYN_CK:3}",
+                                     "{DYN:1,DYN_PUB:1,PRODUCER_WG:1,CONSUMERS:3}"])
 def test_stage_17_matches_the_fp64_product(tmp_path, precision, defines):
     """Stage 17 (decode_wgmma, tests/test_decode_wgmma.py on the CPU) on the same shapes: TMA boxes past M, N and
     K, tiles cut between CTAs (stream-K), the call repeated and re-checked after timing (its counters must be left

@@ -72,6 +72,14 @@
 //   DYN_K0     k-blocks of each tile's static head (the YAML's point rule: the k-blocks less DYN_PCT percent of them
 //              rounded to whole chunks, one chunk at least; clipped to the k-blocks here: 0 all dynamic, all no tail;
 //              with DYN 0 the YAML's -1, not read)
+//   DYN_PUB    (DYN 1) 1: the consumers never wait on a counter. A consumer warpgroup stores a piece's partial,
+//              meets its own warps at a named barrier and bumps a count in shared memory (st.release.cta), then takes
+//              the next piece. The producer, between pieces, reads the counts (ld.acquire.cta), counts every piece all
+//              warpgroups have stored on its tile's counter (the acq_rel atomic: its round trip behind the TMA loads
+//              in flight), and where a piece was its tile's last part puts a sum task in the ring (a slot without
+//              data whose PieceInfo has chunk kSumTask): the consumers take it in turn, sum the parts in the fixed
+//              order and write the tile. Before its end marker the producer counts every piece it handed out. Not yet
+//              measured. 0: each consumer warpgroup counts its own part (DYN 1 as measured in session32)
 // Written on the CPU machine and checked in the host emulation (tests/test_decode_wgmma.py). Measured on an H100 (outputs/reference/h100-2026-12-05/session30*, the device tool's card that day): the
 // sweep's 11 define sets ok at all 132 points, the 33 GPU tests passed (all 66 2-CTA clusters resident, boxes wholly
 // past K zero-filled and counted), memcheck clean; in the decode experiment at that sweep's picks (analysis.compare
@@ -168,6 +176,14 @@
 #ifndef DYN_CK
 #define DYN_CK 4
 #endif
+// DYN_PUB (DYN 1): 1: a consumer warpgroup stores a piece's partial and goes on to the next; the producer counts the
+// piece on its tile's counter once every consumer has stored it (the atomic's round trip behind the TMA loads it has
+// in flight) and, where the piece was the tile's last part, hands the tile's sum to the consumers through the ring (a
+// slot without data); 0: each consumer warpgroup counts its own part and the last sums (session32, an H100: ~1.5 us
+// a piece during which no slot is released)
+#ifndef DYN_PUB
+#define DYN_PUB 0
+#endif
 
 namespace dwg {
 constexpr int kElem = static_cast<int>(sizeof(TIN));
@@ -181,7 +197,7 @@ constexpr int kAccum = NTOK / 2;                 // accumulators a thread, per m
 constexpr int kThreads = 128 * CONSUMERS + (PRODUCER_WG ? 128 : 32);  // the consumer warpgroups, then the producer
 // PRODUCER_WG: the launch's registers (65536 / kThreads a thread, down to a multiple of 8), 40 a producer thread,
 // the rest the consumers' (down to a multiple of 8, at most 240)
-constexpr int kProducerRegs = 40;
+constexpr int kProducerRegs = DYN_PUB ? 56 : 40;  // (DYN_PUB: the counting loop spills at 40)
 constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
 constexpr int kConsumerRegsAll = (kLaunchRegs * kThreads - kProducerRegs * 128) / (128 * CONSUMERS) / 8 * 8;
 [[maybe_unused]] constexpr int kConsumerRegs = kConsumerRegsAll < 240 ? kConsumerRegsAll : 240;
@@ -195,9 +211,10 @@ constexpr int kSumBatch = kSumBatchRaw < 1 ? 1 : (kSumBatchRaw > 8 ? 8 : kSumBat
 constexpr int kSliceF4 = 128 * NTOK / 8;         // float4s of one m64 slice's partial (128 threads x kAccum / 4)
 constexpr int kSlotF4 = CONSUMERS * MSUB * kSliceF4;
 // the ring (1024-aligned slots), each consumer's staging tile, 1 KB to align, full + empty barriers, arrival words
-// (DYN 1: then a 16-byte PieceInfo a slot)
-constexpr int kSmemBytes =
-    STAGES * kStageBytes + CONSUMERS * kStagingBytes + 1024 + 2 * STAGES * 8 + 4 * CONSUMERS + (DYN ? STAGES * 16 : 0);
+// (DYN 1: then a 16-byte PieceInfo a slot; DYN_PUB 1: then a count a consumer and kPieceQueue tiles)
+constexpr int kPieceQueue = 16;  // DYN_PUB: pieces of split tiles handed out and not yet counted, at most
+constexpr int kSmemBytes = STAGES * kStageBytes + CONSUMERS * kStagingBytes + 1024 + 2 * STAGES * 8 + 4 * CONSUMERS +
+                           (DYN ? STAGES * 16 : 0) + (DYN_PUB ? 4 * CONSUMERS + 4 * kPieceQueue : 0);
 
 static_assert(NTOK % 8 == 0 && NTOK >= 8 && NTOK <= 64, "NTOK: the tokens rounded up to 8, at most 64");
 static_assert(CONSUMERS >= 1 && CONSUMERS <= 3, "CONSUMERS: 1 to 3 warpgroups");
@@ -211,6 +228,7 @@ static_assert(DYN == 0 || DYN == 1, "DYN: 0 or 1");
 // gives 1 with DYN 1)
 static_assert(DYN == 0 || CLUSTER == 1, "DYN 1 runs without clusters (CLUSTER 1)");
 static_assert((DYN == 0 || DYN_K0 >= 0) && DYN_CK >= 1, "DYN 1: DYN_K0 >= 0 k-blocks of head, DYN_CK >= 1 a chunk");
+static_assert(DYN_PUB == 0 || (DYN_PUB == 1 && DYN == 1), "DYN_PUB: 0, or 1 with DYN 1");
 // a CTA's half of the tokens' box starts on a 1024-byte swizzle atom (8 rows of 128 bytes), where the descriptor reads it
 static_assert(kXShareRows % 8 == 0, "with a cluster the tokens' box splits in whole 8-row swizzle atoms (NTOK % 16 == 0)");
 static_assert(PRODUCER_WG == 0 || (PRODUCER_WG == 1 && CONSUMERS >= 2), "PRODUCER_WG: 0, or 1 with 2-3 consumers");
@@ -236,6 +254,8 @@ __device__ __forceinline__ int run_owner(long long i, long long total, int ctas)
 struct PieceInfo {
   int tile, kb, ke, chunk;
 };
+// DYN_PUB: a PieceInfo's chunk for a sum task (no k-blocks, no data in the slot): every part of the tile is in
+constexpr int kSumTask = -2;
 // A ticket of the dynamic tail: the counter's old value. Relaxed (atomicAdd): a ticket orders no data (the chunks'
 // partials meet through the tile counters' acq_rel atomics, as the static parts' do), launches on one stream are
 // ordered by the kernel boundary.
@@ -285,6 +305,10 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
 #if DYN
   PieceInfo* info = reinterpret_cast<PieceInfo*>(arrived + CONSUMERS);  // a piece's first slot: what it is
 #endif
+#if DYN_PUB
+  int* stored = reinterpret_cast<int*>(info + STAGES);  // pieces of split tiles each consumer warpgroup has stored
+  int* queue = stored + CONSUMERS;  // the producer's: the tile of each such piece handed out, by its number % queue
+#endif
 
   const int tid = threadIdx.x;
 #if TRACE
@@ -318,6 +342,13 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
       static_cast<long long>(gridDim.x) * 2 * kSlotF4 * 16 + (TRACE ? (gridDim.x * CONSUMERS * 40 + 255) / 256 * 256 : 0);
   unsigned long long* const tickets = reinterpret_cast<unsigned long long*>(dyn_area);
   float4* const dyn_slots = reinterpret_cast<float4*>(dyn_area + 256);
+  // tile t's static parts: units s_first.. of the heads' runs (none with K0 = 0); its parts are those and its D chunks
+  auto head_parts = [&](int t, int& s_first) {
+    s_first = 0;
+    if (K0 == 0) return 0;
+    s_first = run_owner(static_cast<long long>(t) * K0, total_s, units_s);
+    return run_owner(static_cast<long long>(t) * K0 + K0 - 1, total_s, units_s) - s_first + 1;
+  };
 #else
   const long long begin = g < units ? run_begin(g, total, units) : total;
   const long long end = g < units ? run_begin(g + 1, total, units) : total;
@@ -328,6 +359,9 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
       mbar_init(&full[s], 1);                       // the producer's expect_tx arrival
       mbar_init(&empty[s], CONSUMERS * CLUSTER);    // one arrival per consumer warpgroup of every CTA of the cluster
     }
+#if DYN_PUB
+    for (int c = 0; c < CONSUMERS; ++c) stored[c] = 0;
+#endif
     fence_mbar_init();
   }
   // CLUSTER 2: the peer multicasts into our slots and arrives on our empty barriers: all initialised first
@@ -351,6 +385,41 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
 #if DYN
       int slot = 0;
       uint32_t phase = 0;
+#if DYN_PUB
+      // the pieces of split tiles handed out (`issued`) and counted on their tiles' counters (`pub`), in the order the
+      // consumers take them; the tile of piece q in queue[q % kPieceQueue]
+      int issued = 0, pub = 0;
+      // a slot without data: the consumers sum tile t (its parts all counted)
+      auto task_in = [&](int t) {
+        mbar_wait(&empty[slot], phase ^ 1u);
+        info[slot] = PieceInfo{t, 0, 0, kSumTask};
+        mbar_arrive(&full[slot]);
+        if (++slot == STAGES) {
+          slot = 0;
+          phase ^= 1u;
+        }
+      };
+      // every piece that all consumer warpgroups have stored since the last call, counted in turn on its tile's
+      // counter: the warpgroups' stores, seen here through the acquire of their counts, released at GPU scope by the
+      // atomic (its acquire: the other parts' partials for the sum); where a piece was its tile's last part, the
+      // sum goes into the ring. Only between pieces: a task never lands among a piece's stages.
+      auto count_stored = [&]() {
+        int done = ld_acquire_cta_shared(&stored[0]);
+        for (int c = 1; c < CONSUMERS; ++c) {
+          const int d = ld_acquire_cta_shared(&stored[c]);
+          done = d < done ? d : done;
+        }
+        for (; pub < done; ++pub) {
+          const int tt = queue[pub % kPieceQueue];
+          int s_first;
+          int* counter = workspace + tt * CONSUMERS;  // (the first consumer's counter of the tile: CLUSTER 1)
+          if (atom_add_acq_rel_gpu(counter, 1) == head_parts(tt, s_first) + D - 1) {
+            *counter = 0;  // every part is in: ready for the next launch
+            task_in(tt);
+          }
+        }
+      };
+#endif
       // k-block kb of unit tile t into the ring's next slot (its last use released), `piece` written first where the
       // stage is a piece's first (published by the arrive); no clusters with DYN 1
       auto stage_in = [&](int t, int kb, const PieceInfo* piece) {
@@ -375,6 +444,23 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
           phase ^= 1u;
         }
       };
+      // a piece's first stage, its PieceInfo in the slot (DYN_PUB: first the pieces stored so far counted, and this
+      // one queued where its tile has more parts than one; at most kPieceQueue queued: wait for the consumers)
+      auto piece_in = [&](const PieceInfo& piece) {
+#if DYN_PUB
+        count_stored();
+        int s_first;
+        if (head_parts(piece.tile, s_first) + D > 1) {
+          while (issued - pub >= kPieceQueue) {
+            __nanosleep(64);
+            count_stored();
+          }
+          queue[issued % kPieceQueue] = piece.tile;
+          ++issued;
+        }
+#endif
+        stage_in(piece.tile, piece.kb, &piece);
+      };
       // the tickets: P = chunks + units a launch (every unit takes them until one is past the chunks: one such each)
       const long long chunks = static_cast<long long>(unit_tiles) * D;
       const bool takes = g < units && chunks > 0;
@@ -386,8 +472,7 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
       for (long long n_left = end - begin; n_left > 0; --n_left) {
         if (takes && n_left == kTicketLead) ticket = take_ticket(tickets);
         if (kb == 0 || n_left == end - begin) {
-          const PieceInfo piece{t, kb, n_left < K0 - kb ? kb + static_cast<int>(n_left) : K0, -1};
-          stage_in(t, kb, &piece);
+          piece_in(PieceInfo{t, kb, n_left < K0 - kb ? kb + static_cast<int>(n_left) : K0, -1});
         } else {
           stage_in(t, kb, nullptr);
         }
@@ -404,12 +489,18 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
           const int tt = static_cast<int>(j / D), c = static_cast<int>(j - static_cast<long long>(tt) * D);
           const int ckb = K0 + c * DYN_CK, cke = ckb + DYN_CK < k_blocks ? ckb + DYN_CK : k_blocks;
           const unsigned long long next = take_ticket(tickets);  // its round trip behind this chunk's stages
-          const PieceInfo piece{tt, ckb, cke, c};
-          stage_in(tt, ckb, &piece);
+          piece_in(PieceInfo{tt, ckb, cke, c});
           for (int k = ckb + 1; k < cke; ++k) stage_in(tt, k, nullptr);
           j = static_cast<long long>(next - base);
         }
       }
+#if DYN_PUB
+      // every piece handed out counted (the consumers store the last ones now), the sums they complete queued
+      while (pub < issued) {
+        count_stored();
+        if (pub < issued) __nanosleep(128);
+      }
+#endif
       // no more work: one more use of the next slot carries no data, only the end (a plain arrive completes the
       // phase: the barrier counts the producer's one arrival and no bytes)
       mbar_wait(&empty[slot], phase ^ 1u);
@@ -492,6 +583,9 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
 #if TRACE
     unsigned long long t_first = 0, t_mma = 0;
 #endif
+#if DYN_PUB
+    int n_stored = 0;  // pieces of split tiles this warpgroup has stored (thread 0 publishes the count)
+#endif
 #if DYN
     for (;;) {
       // one piece, as the producer wrote it into the slot of its first stage: k-blocks [kb, ke) of unit tile t, this
@@ -511,6 +605,15 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
       i += ke - kb;
 #endif
       const int cta_tile = t * CLUSTER + rank;  // this CTA's kBW weight rows of the unit tile
+#if DYN_PUB
+      if (chunk == kSumTask) {  // a sum task: its slot holds no data
+        release(slot);
+        if (++slot == STAGES) {
+          slot = 0;
+          phase ^= 1u;
+        }
+      } else {
+#endif
 
 #pragma unroll
       for (int s = 0; s < MSUB; ++s)
@@ -566,6 +669,9 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
 #elif TRACE
       if (i >= end) t_mma = globaltimer_ns();  // the run's last piece
 #endif
+#if DYN_PUB
+      }
+#endif
 
 #if DYN
       // The parts of tile t in a fixed order: its static head's (units s_first.. of the head's runs; none with K0 = 0),
@@ -574,11 +680,8 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
       // unit's run: a whole head), every later one began its unit's run (its slot 0, as with DYN 0); each chunk
       // into its own slot. The last to arrive sums them in that order whoever it is and whichever unit took which
       // chunk: the same bits every run.
-      int s_first = 0, n_static = 0;
-      if (K0 > 0) {
-        s_first = run_owner(static_cast<long long>(t) * K0, total_s, units_s);
-        n_static = run_owner(static_cast<long long>(t) * K0 + K0 - 1, total_s, units_s) - s_first + 1;
-      }
+      int s_first;
+      const int n_static = head_parts(t, s_first);
       const int n_parts = n_static + D;
       if (n_parts > 1) {
         auto part_at = [&](int pi) {
@@ -589,6 +692,9 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
         };
         const int me = chunk >= 0 ? n_static + chunk : g - s_first;
         float4* mine = part_at(me);
+#if DYN_PUB
+        if (chunk != kSumTask) {  // (a sum task's `mine` is never written)
+#endif
 #else
       if (kb != 0 || ke != k_blocks) {
         // A part of a split tile: every part stores its partial and counts on the tile's counter; the last to arrive
@@ -611,6 +717,16 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
           for (int j = 0; j < kAccum / 4; ++j)
             mine[s * kSliceF4 + j * 128] =
                 make_float4(acc[s][4 * j], acc[s][4 * j + 1], acc[s][4 * j + 2], acc[s][4 * j + 3]);
+#if DYN_PUB
+          // every thread's partial stored before the count's release; the producer counts it on the tile's counter
+          named_barrier_sync(1 + consumer, 128);
+          ++n_stored;
+          if (local_tid == 0) st_release_cta_shared(&stored[consumer], n_stored);
+          continue;
+        }
+        // a sum task: the producer's count found every part in (its atomic acquired them, its arrive on this slot
+        // released that to this warpgroup's wait)
+#else
         int* counter = workspace + cta_tile * CONSUMERS + consumer;
         named_barrier_sync(1 + consumer, 128);  // every thread's partial before the release
         if (local_tid == 0) arrived[consumer] = atom_add_acq_rel_gpu(counter, 1);
@@ -621,6 +737,7 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
         if (before != n_parts - 1) continue;  // not the last part: the last one writes the tile
 #else
         if (before != last - first) continue;  // not the last part: the last one writes the tile
+#endif
 #endif
         // the sum in part order whoever is last: ((0 + p_first) + ...) + p_last, every part (this one's too: stored
         // above, read back by the thread that wrote it) loaded from its slot, kSumBatch parts' float4s at once (one
@@ -660,7 +777,9 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
               }
           }
         }
+#if !DYN_PUB
         if (local_tid == 0) *counter = 0;  // every part is in: ready for the next launch
+#endif
       }
 
       // Epilogue, one m64 slice at a time: acc[s][4j + r] is weight row 16 warp + lane / 4 + 8 (r / 2) of the slice,

@@ -338,6 +338,17 @@ __device__ __forceinline__ int atom_add_acq_rel_gpu(int* p, int v) {
   return old;
 }
 __device__ __forceinline__ float4 ld_cg_f4(const float4* p) { return __ldcg(p); }
+// A count in shared memory one warp writes and another reads (stage 17's DYN_PUB: a consumer warpgroup's pieces
+// stored, the producer's to count): the writer releases what its warpgroup stored before (ordered by a barrier), the
+// reader acquires it before its own release at GPU scope (the tile counter's atomic)
+__device__ __forceinline__ void st_release_cta_shared(int* p, int v) {
+  asm volatile("st.release.cta.shared::cta.s32 [%0], %1;" ::"r"(smem_u32(p)), "r"(v) : "memory");
+}
+__device__ __forceinline__ int ld_acquire_cta_shared(const int* p) {
+  int v;
+  asm volatile("ld.acquire.cta.shared::cta.s32 %0, [%1];" : "=r"(v) : "r"(smem_u32(p)) : "memory");
+  return v;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Warp specialisation and clusters
