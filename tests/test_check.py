@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from conftest import ROOT, compose_cfg, right_only_once, run_points
 
-from gemmlab.measure import check, validity
+from gemmlab.measure import check, independent, validity
 
 QUICK = ["measure=quick", "run.progress=false"]
 
@@ -137,7 +137,7 @@ def test_the_split_product_is_more_accurate_than_the_blas_and_independent_of_it(
     rng = np.random.default_rng(2)
     a, b = rng.standard_normal((64, 3000)), rng.standard_normal((3000, 48))
     exact = np.array([[math.fsum(x * y for x, y in zip(a[i], b[:, j])) for j in range(48)] for i in range(8)])
-    split = check.split_product(np, a, b)[:8]
+    split = independent.split_product(np, a, b)[:8]
     assert np.abs(split - exact).max() <= 4 * np.finfo(np.float64).eps * np.abs(exact).max()
     assert not np.array_equal(split, (a @ b)[:8])  # another computation, not the same call
 
@@ -182,10 +182,10 @@ def test_a_batch_reference_is_built_a_group_at_a_time_and_is_the_same(monkeypatc
 
 
 def test_which_reference_is_independent():
-    assert check.independent_reference("gpu", "cublas", "fp64")[0].startswith("NumPy")
-    assert check.independent_reference("gpu", "cuda", "fp64") is None  # cuBLAS checks a hand-written kernel
-    assert check.independent_reference("gpu", "cublas", "fp32") is None
-    assert "split" in check.independent_reference("cpu", "cpu_blas", "fp64")[0]
+    assert independent.independent_reference("gpu", "cublas", "fp64")[0].startswith("NumPy")
+    assert independent.independent_reference("gpu", "cuda", "fp64") is None  # cuBLAS checks a hand-written kernel
+    assert independent.independent_reference("gpu", "cublas", "fp32") is None
+    assert "split" in independent.independent_reference("cpu", "cpu_blas", "fp64")[0]
 
 
 # -- through a run ---------------------------------------------------------------------------------
