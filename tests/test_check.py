@@ -173,8 +173,13 @@ def test_a_batch_reference_is_built_a_group_at_a_time_and_is_the_same(monkeypatc
     bad[6, 0, 0] = np.inf
     with pytest.raises(check.InputError, match="overflow"):
         check.Reference.gemm(np, bad, b, model, 1e-5, "float32")
+    # exact inputs: no bound, R the same; B one matrix for every GEMM of the batch
+    exact = check.Reference.gemm(np, a, b, model, 1e-5, "float32", exact=True)
+    assert exact.bound is None and np.array_equal(exact.r, whole.r)
+    shared = check.Reference.gemm(np, a, b[2], model, 1e-5, "float32")
+    assert np.array_equal(shared.r, np.matmul(a, b[2]).reshape(-1, 5))
     p = SimpleNamespace(batch=7, m=3, n=5, k=40)
-    assert footprint.check_bytes(p) == 2 * 16 * (3 * 40 + 40 * 5) + 7 * 40 * 3 * 5
+    assert footprint.check_bytes(p) == 2 * 16 * (3 * 40 + 40 * 5 + 3 * 5) + 7 * 40 * 3 * 5
     monkeypatch.setattr(check, "REFERENCE_GROUP_BYTES", 1 << 30)
     # 128 experts of 4096 x 7168 at 1 token: two at a time, ~1 GB of FP64 operands instead of 60 GB
     big = SimpleNamespace(batch=128, m=1, n=4096, k=7168)

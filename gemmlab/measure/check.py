@@ -255,13 +255,13 @@ class Reference:
         are kept for the whole batch."""
         k = a_ref.shape[-1]
         if a_ref.ndim == 3 or b_ref.ndim == 3:
-            batch = (a_ref if a_ref.ndim == 3 else b_ref).shape[0]
+            batch = max(x.shape[0] for x in (a_ref, b_ref) if x.ndim == 3)
             m, n = a_ref.shape[-2], b_ref.shape[-1]
             g = reference_group(batch, m, n, k)
             r = xp.empty((batch, m, n), dtype=xp.float64)
             s = None if exact else xp.empty((batch, m, n), dtype=xp.float64)
-            for i in range(0, batch, g):
-                part = [x[i:i + g] if x.ndim == 3 else x for x in (a_ref, b_ref)]
+            for i in range(0, batch, g):  # (an operand of one matrix, or a batch of one, is every GEMM's)
+                part = [x[i:i + g] if x.ndim == 3 and x.shape[0] > 1 else x for x in (a_ref, b_ref)]
                 r[i:i + g], s_part = _products(xp, *part, reference, exact)
                 if s is not None:
                     s[i:i + g] = s_part

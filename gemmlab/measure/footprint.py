@@ -16,10 +16,11 @@ def inputs_bytes(p, fp8_scaled: bool = False) -> int:
 
 def check_bytes(p) -> int:
     """R, the bound, the upcast output and a chunk's temporaries for every GEMM of the batch, and
-    FP64 A and B and their absolute values for the group of GEMMs built at once
-    (gemmlab/measure/check.py)."""
+    FP64 A and B and their absolute values for the group of GEMMs built at once (a batch: and the
+    group's products before they are copied into R and the bound) (gemmlab/measure/check.py)."""
     group = check.reference_group(p.batch, p.m, p.n, p.k)
-    return group * 16 * (p.m * p.k + p.k * p.n) + p.batch * 40 * p.m * p.n
+    products = 16 * group * p.m * p.n if p.batch > 1 else 0
+    return group * 16 * (p.m * p.k + p.k * p.n) + products + p.batch * 40 * p.m * p.n
 
 
 def guard_bytes(p, guard_setting: int, n_sets: int = 1) -> int:

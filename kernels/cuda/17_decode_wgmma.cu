@@ -258,7 +258,7 @@ struct PieceInfo {
   int tile, kb, ke, chunk;
 };
 // DYN_PUB: a PieceInfo's chunk for a sum task (no k-blocks, no data in the slot): every part of the tile is in
-constexpr int kSumTask = -2;
+[[maybe_unused]] constexpr int kSumTask = -2;
 // A ticket of the dynamic tail: the counter's old value. Relaxed (atomicAdd): a ticket orders no data (the chunks'
 // partials meet through the tile counters' acq_rel atomics, as the static parts' do), launches on one stream are
 // ordered by the kernel boundary.
@@ -610,6 +610,9 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
       const int cta_tile = t * CLUSTER + rank;  // this CTA's kBW weight rows of the unit tile
 #if DYN_PUB
       if (chunk == kSumTask) {  // a sum task: its slot holds no data
+        // every warp has read the slot's PieceInfo before it is released (a piece's wgmma groups hold its warps
+        // together; a task has none): the producer may write the next one there at once
+        named_barrier_sync(1 + consumer, 128);
         release(slot);
         if (++slot == STAGES) {
           slot = 0;
