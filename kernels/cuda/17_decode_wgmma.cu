@@ -79,7 +79,8 @@
 //              in flight), and where a piece was its tile's last part puts a sum task in the ring (a slot without
 //              data whose PieceInfo has chunk kSumTask): the consumers take it in turn, sum the parts in the fixed
 //              order and write the tile. Before its end marker the producer counts every piece it handed out. On an
-//              H100 (h100-2026-12-05/session32e): its 6 GPU tests passed; fp8 8192 x 28672 back to back 87.7 us at 1
+//              H100 (h100-2026-12-05/session32e, at 1286200: before the barrier that now holds a task's slot until
+//              every warp has read it, which a review found missing): its 6 GPU tests passed; fp8 8192 x 28672 back to back 87.7 us at 1
 //              token (static split 84.4, DYN_PUB 0 90.3), 112.0 at 64 (94.9, 118.7): the SMs' last MMAs within 4.6 us
 //              of each other (static: 12.2) but their median 3 us later, so still off. 0: each consumer warpgroup
 //              counts its own part (DYN 1 as measured in session32)
