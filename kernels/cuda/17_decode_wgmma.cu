@@ -80,10 +80,10 @@
 //              data whose PieceInfo has chunk kSumTask): the consumers take it in turn, sum the parts in the fixed
 //              order and write the tile. Before its end marker the producer counts every piece it handed out. On an
 //              H100 (h100-2026-12-05/session32e, at 1286200: before the barrier that now holds a task's slot until
-//              every warp has read it, which a review found missing): its 6 GPU tests passed; fp8 8192 x 28672 back to back 87.7 us at 1
-//              token (static split 84.4, DYN_PUB 0 90.3), 112.0 at 64 (94.9, 118.7): the SMs' last MMAs within 4.6 us
-//              of each other (static: 12.2) but their median 3 us later, so still off. 0: each consumer warpgroup
-//              counts its own part (DYN 1 as measured in session32)
+//              every warp has read it, which a review found missing): its 6 GPU tests passed; fp8 8192 x 28672 back
+//              to back 87.7 us at 1 token (static split 84.4, DYN_PUB 0 90.3), 112.0 at 64 (94.9, 118.7): the SMs'
+//              last MMAs within 4.6 us of each other (static: 12.2) but their median 3 us later, so still off. 0: each
+//              consumer warpgroup counts its own part (DYN 1 as measured in session32)
 // Written on the CPU machine and checked in the host emulation (tests/test_decode_wgmma.py). Measured on an H100 (outputs/reference/h100-2026-12-05/session30*, the device tool's card that day): the
 // sweep's 11 define sets ok at all 132 points, the 33 GPU tests passed (all 66 2-CTA clusters resident, boxes wholly
 // past K zero-filled and counted), memcheck clean; in the decode experiment at that sweep's picks (analysis.compare
