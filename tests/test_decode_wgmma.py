@@ -48,8 +48,8 @@ SWEEP = ["{CONSUMERS:2,MSUB:1,STAGES:0,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:
          "{CONSUMERS:2,MSUB:1,STAGES:0,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:4,MAX_PARTS:8}"]
 # DYN 1 (the dynamic tail): the default set and the sweep's sets that change its producer or consumers' registers
 DYN_BUILDS = ["{DYN:1}", "{DYN:1,PRODUCER_WG:1,MSUB:2}", "{DYN:1,PRODUCER_WG:1,CONSUMERS:3}", "{DYN:1,KSPAN:4,L2_HINT:1}",
-              "{DYN:1,CONSUMERS:1}", "{DYN:1,TRACE:1}", "{DYN:1,DYN_PUB:1}", "{DYN:1,DYN_PUB:1,PRODUCER_WG:1,CONSUMERS:3}",
-              "{DYN:1,DYN_PUB:1,PRODUCER_WG:1,MSUB:2}"]
+              "{DYN:1,CONSUMERS:1}", "{DYN:1,TRACE:1}", "{DYN:1,DYN_PUB:1}",
+              "{DYN:1,DYN_PUB:1,PRODUCER_WG:1,CONSUMERS:3}", "{DYN:1,DYN_PUB:1,PRODUCER_WG:1,MSUB:2}"]
 BUILDS = ([(p, m, d) for p in ("bf16", "fp8") for m in (1, 16, 64) for d in [None, *SWEEP[1:]]]
           + [(p, m, None) for p in ("bf16", "fp8") for m in (20, 40, 56)]
           # two slices a consumer without the producer warpgroup, at the token counts where the YAML still allows it
@@ -125,7 +125,8 @@ def test_launch_rules_on_the_h200():
                                   (10240, 8192, "bf16", None), (12288, 8192, "bf16", None)]] == [8, 6, 4, 8]
     assert [dict(build_for(wgmma_point(1, n, k, prec, d)).point_defines)["L2_HINT"]
             for n, k, prec, d in [(4096, 8192, "bf16", None), (4096, 8192, "fp8", None), (8192, 8192, "fp8", None),
-                                  (8192, 28672, "fp8", "{L2_HINT:0}"), (6144, 4096, "bf16", "{L2_HINT:1}")]] == [1, 0, 1, 0, 1]
+                                  (8192, 28672, "fp8", "{L2_HINT:0}"), (6144, 4096, "bf16", "{L2_HINT:1}")]] \
+        == [1, 0, 1, 0, 1]
     assert s.grid == (132, 1, 1) and s.block == (288, 1, 1)
     assert s.smem_bytes == 4 * 136 * 128 + 2 * 8 * 144 + 1024 + 64 + 8
     # counters: 48 tiles x 2 consumers -> 384 bytes, to 256: 512; partials: 132 x 2 slots x 128 x 8 x 4 bytes
@@ -305,11 +306,16 @@ def test_emulation_catches_a_part_read_from_the_wrong_slot(tmp_path_factory):
 
 @pytest.mark.slow
 def test_emulation_catches_counters_left_dirty_for_the_next_launch(tmp_path_factory):
-    p, exe, folder = _mutant_launch(tmp_path_factory, "dirty_counters", "if (local_tid == 0) *counter = 0;", "")
+    _right_once_then_wrong(*_mutant_launch(tmp_path_factory, "dirty_counters", "if (local_tid == 0) *counter = 0;", ""),
+                           "counters left dirty")
+
+
+def _right_once_then_wrong(p, exe, folder, what: str) -> None:
+    """A mutant that leaves state for the next launch: right on one launch, caught on the second (3 SMs)."""
     c, res = emulate_wgmma(p, exe, folder, np.random.default_rng(8), 3, launches=1)
     _assert_right(p, c, res, "the first launch: ")
     c, res = emulate_wgmma(p, exe, folder, np.random.default_rng(8), 3, launches=2)
-    assert not res.passed, "counters left dirty went unnoticed on the second launch"
+    assert not res.passed, f"{what} went unnoticed on the second launch"
 
 
 @pytest.mark.slow
@@ -694,14 +700,11 @@ def test_emulation_catches_a_dynamic_sum_that_drops_a_chunk(tmp_path_factory):
 def test_emulation_catches_tickets_not_counted_per_launch(tmp_path_factory):
     """The ticket counter is never reset: a producer that reads its tickets as this launch's without the launch's
     base (ticket - ticket % P) is right once and finds no chunk left on the second launch."""
-    p, exe, folder = _mutant_launch(
+    _right_once_then_wrong(*_mutant_launch(
         tmp_path_factory, "dyn_base",
         "const unsigned long long base = ticket - ticket % static_cast<unsigned long long>(chunks + units);",
-        "const unsigned long long base = 0;", defines="{DYN:1,DYN_K0:1,DYN_CK:1}")
-    c, res = emulate_wgmma(p, exe, folder, np.random.default_rng(8), 3, launches=1)
-    _assert_right(p, c, res, "the first launch: ")
-    c, res = emulate_wgmma(p, exe, folder, np.random.default_rng(8), 3, launches=2)
-    assert not res.passed, "tickets read without the launch's base went unnoticed on the second launch"
+        "const unsigned long long base = 0;", defines="{DYN:1,DYN_K0:1,DYN_CK:1}"),
+        "tickets read without the launch's base")
 
 
 @pytest.mark.slow

@@ -98,7 +98,7 @@ def test_stage_16_matches_the_fp64_product(tmp_path, precision, defines):
                                      # counter, never reset (each launch takes chunks + units tickets)
                                      "{DYN:1}", "{DYN:1,DYN_K0:0,DYN_CK:3}", "{DYN:1,PRODUCER_WG:1,MSUB:2}",
                                      "{DYN:1,DYN_PCT:20,DYN_CK:8,L2_HINT:1}",
-                                     # DYN_PUB 1: the producer counts the pieces and hands the sums back through the ring
+                                     # DYN_PUB 1: the producer counts the pieces, the sums come back through the ring
                                      "{DYN:1,DYN_PUB:1}", "{DYN:1,DYN_PUB:1,DYN_K0:0,DYN_CK:3}",
                                      "{DYN:1,DYN_PUB:1,PRODUCER_WG:1,CONSUMERS:3}"])
 def test_stage_17_matches_the_fp64_product(tmp_path, precision, defines):
