@@ -42,6 +42,22 @@ def test_guards_see_writes_after_and_before_an_output_and_into_an_input():
     assert "before C's start (nearest at offset -3)" in text
 
 
+@pytest.mark.parametrize("chunk", [8, 12, 13, 1 << 20])
+def test_an_input_is_compared_a_chunk_at_a_time_with_the_same_verdict(monkeypatch, chunk):
+    """Chunks of 8 and 12 bytes split the 4-byte elements' runs across chunk ends; 13 is not a
+    multiple of the element (rounded down to whole elements); 1 MiB is one pass. Every change is
+    counted once, and the first is still the first."""
+    from gemmlab.measure import guards as guards_mod
+    monkeypatch.setattr(guards_mod._changed, "__defaults__", (chunk,))
+    g = Guards(np, 4096)
+    b = g.input(np.arange(40, dtype=np.float32).reshape(5, 8), "B")
+    for r, c in ((1, 1), (1, 2), (2, 7), (3, 0), (4, 7)):
+        b[r, c] = -1.0 - b[r, c]
+    assert g.violation() == "changed B (first at row 1, col 1; 5 elements)"
+    first, elems = guards_mod._changed(np, g.zones[0].live, g.zones[0].kept, 4)
+    assert (first // 4, elems) == (9, 5) and first >= 36  # a byte of element 9 (row 1, col 1)
+
+
 def test_the_pattern_is_drawn_per_point_and_the_arrays_keep_their_alignment():
     one, two = Guards(np, 64 * 1024), Guards(np, 64 * 1024)
     c1, c2 = one.output((5, 7), np.float64), two.output((5, 7), np.float64)
@@ -176,3 +192,18 @@ def test_a_merge_keeps_an_ok_row_over_a_later_failed_row_of_the_same_point(tmp_p
     two = job("1", [("k1", "failed"), ("k2", "ok"), ("k2", "failed")])
     merged = _rows(result_rows.merge([one, two], tmp_path / "results.csv"))
     assert {r["point_key"]: (r["status"], r["run_id"]) for r in merged} == {"k1": ("ok", "0"), "k2": ("ok", "1")}
+
+
+def test_the_footprint_counts_each_input_three_times_and_one_compare_chunk():
+    """The drawn inputs stay as the check's operands, the guarded copies go to the kernel, and the
+    kept bytes are compared with them: three copies of A and B (cuBLAS at DeepSeek-V3's 256 bf16
+    experts, 15 GB of B, ran out of memory on an 80 GB card where two had been counted)."""
+    from types import SimpleNamespace
+
+    from gemmlab.measure import footprint, guards as guards_mod
+    p = SimpleNamespace(batch=256, m=2, n=4096, k=7168, out_dtype="bfloat16",
+                        bytes_min=2 * 256 * (2 * 7168 + 7168 * 4096 + 2 * 4096))
+    inputs = 2 * 256 * (2 * 7168 + 7168 * 4096)
+    assert footprint.guard_bytes(p, 0) == 0
+    assert footprint.guard_bytes(p, 1) == 2 * inputs + 6 * ALIGN + guards_mod.COMPARE_CHUNK
+    assert footprint.guard_bytes(p, 1, n_sets=2) == 2 * (2 * inputs + 6 * ALIGN) + guards_mod.COMPARE_CHUNK

@@ -24,13 +24,14 @@ def check_bytes(p) -> int:
 
 
 def guard_bytes(p, guard_setting: int, n_sets: int = 1) -> int:
-    """Each input's bytes kept for comparison, and two guards around each of A, B and C
-    (gemmlab/measure/guards.py)."""
+    """Each input copied between its guards while the drawn one stays as the check's operand, its
+    bytes kept for comparison, two guards around each of A, B and C, and the compare's temporaries
+    (a chunk at a time) (gemmlab/measure/guards.py)."""
     g = guards.guard_size(guard_setting)
     if not g:
         return 0
     out_bytes = p.batch * p.m * p.n * dtypes.numpy_dtype(p.out_dtype).itemsize
-    return n_sets * (p.bytes_min - out_bytes + 6 * g)
+    return n_sets * (2 * (p.bytes_min - out_bytes) + 6 * g) + guards.COMPARE_CHUNK
 
 
 def point_bytes(p, measure, n_sets: int = 1, fp8_scaled: bool = False) -> int:
