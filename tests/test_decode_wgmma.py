@@ -35,17 +35,17 @@ def cubin_cache(tmp_path_factory):
 
 # The session stage's define sets (SWEEP in .ci/h200-session.sh's decode_wgmma) at 1, 16 and 64 tokens, and the
 # token counts between (NTOK 24, 40, 56: wrappers used by no other stage)
-SWEEP = ["{CONSUMERS:2,MSUB:1,STAGES:0,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8}",
+SWEEP = ["{CONSUMERS:0,MSUB:1,STAGES:0,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8}",
          "{CONSUMERS:1,MSUB:1,STAGES:0,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8}",
-         "{CONSUMERS:2,MSUB:2,STAGES:0,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8}",
-         "{CONSUMERS:2,MSUB:1,STAGES:4,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8}",
-         "{CONSUMERS:2,MSUB:1,STAGES:0,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:2,MAX_PARTS:8}",
+         "{CONSUMERS:0,MSUB:2,STAGES:0,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8}",
+         "{CONSUMERS:0,MSUB:1,STAGES:4,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8}",
+         "{CONSUMERS:0,MSUB:1,STAGES:0,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:2,MAX_PARTS:8}",
          "{CONSUMERS:2,MSUB:2,STAGES:0,PRODUCER_WG:1,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8}",
          "{CONSUMERS:3,MSUB:1,STAGES:0,PRODUCER_WG:1,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8}",
-         "{CONSUMERS:2,MSUB:1,STAGES:0,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1,MAX_PARTS:8}",
-         "{CONSUMERS:2,MSUB:1,STAGES:0,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:2,KSPAN:1,MAX_PARTS:8}",
+         "{CONSUMERS:0,MSUB:1,STAGES:0,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1,MAX_PARTS:8}",
+         "{CONSUMERS:0,MSUB:1,STAGES:0,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:2,KSPAN:1,MAX_PARTS:8}",
          "{CONSUMERS:2,MSUB:2,STAGES:0,PRODUCER_WG:1,L2_HINT:-1,CLUSTER:2,KSPAN:1,MAX_PARTS:8}",
-         "{CONSUMERS:2,MSUB:1,STAGES:0,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:4,MAX_PARTS:8}"]
+         "{CONSUMERS:0,MSUB:1,STAGES:0,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:4,MAX_PARTS:8}"]
 # DYN 1 (the dynamic tail): the default set and the sweep's sets that change its producer or consumers' registers
 DYN_BUILDS = ["{DYN:1}", "{DYN:1,PRODUCER_WG:1,MSUB:2}", "{DYN:1,PRODUCER_WG:1,CONSUMERS:3}", "{DYN:1,KSPAN:4,L2_HINT:1}",
               "{DYN:1,CONSUMERS:1}", "{DYN:1,TRACE:1}", "{DYN:1,DYN_PUB:1}",
@@ -118,8 +118,13 @@ def test_launch_rules_on_the_h200():
     # two consumer warpgroups and the producer warp; tokens rounded up to 8; 4 stages below 192 MiB of weights (8
     # from there) where they fit: 4 x (128 + 8) x 128 bytes + two staging tiles of 8 x 144 bytes + alignment + barriers
     # (L2_HINT: 0 below 64 MiB of weights, 1 from there; as given where an override names it)
-    assert dict(build_for(p).point_defines) == {"NTOK": 8, "CLUSTER": 1, "L2_HINT": 0, "MSUB": 1, "STAGES": 4,
-                                                "DYN_K0": -1}
+    assert dict(build_for(p).point_defines) == {"NTOK": 8, "CONSUMERS": 2, "CLUSTER": 1, "L2_HINT": 0, "MSUB": 1,
+                                                "STAGES": 4, "DYN_K0": -1}
+    # CONSUMERS 0: 128-row tiles up to 16 tokens, 64-row tiles past them (as given where an override names it)
+    assert [dict(build_for(wgmma_point(m, 2112, 7168, "fp8", d)).point_defines)["CONSUMERS"]
+            for m, d in [(1, None), (16, None), (17, None), (64, None), (64, "{CONSUMERS:2}"), (1, "{CONSUMERS:1}"),
+                         (64, "{CONSUMERS:3,PRODUCER_WG:1}"), (64, "{PRODUCER_WG:1,MSUB:2}")]] == [2, 2, 1, 1, 2, 1, 3, 2]
+    assert launch_shape(wgmma_point(64, 2112, 7168, "fp8"), sm_count=132).block == (160, 1, 1)
     assert [dict(build_for(wgmma_point(1, n, k, prec, d)).point_defines)["STAGES"]
             for n, k, prec, d in [(8192, 28672, "fp8", None), (8192, 28672, "bf16", "{STAGES:6}"),
                                   (10240, 8192, "bf16", None), (12288, 8192, "bf16", None)]] == [8, 6, 4, 8]
@@ -131,7 +136,7 @@ def test_launch_rules_on_the_h200():
     assert s.smem_bytes == 4 * 136 * 128 + 2 * 8 * 144 + 1024 + 64 + 8
     # counters: 48 tiles x 2 consumers -> 384 bytes, to 256: 512; partials: 132 x 2 slots x 128 x 8 x 4 bytes
     assert s.workspace_bytes == 512 + 132 * 2 * 128 * 8 * 4
-    p64 = wgmma_point(64, 8192, 28672, "fp8", "{MSUB:2,STAGES:16}")
+    p64 = wgmma_point(64, 8192, 28672, "fp8", "{CONSUMERS:2,MSUB:2,STAGES:16}")
     # MSUB 2 spills at 64 tokens (168 registers a thread with 288 threads): the point takes 1; the ring as deep
     # as fits in 227 KB
     d = dict(build_for(p64).point_defines)
