@@ -167,7 +167,8 @@ FP8_BLOCK_SPLIT_DEFAULT='{PROMOTE_OVERLAP:0},{SPLIT_KEEP:0},{DESC_STEP:0},{STAGE
 # stage 15's diagnostic builds beside the real ones they strip (FP8_BLOCK_DIAG may replace the list)
 FP8_BLOCK_DIAG_DEFAULT='{PROMOTE_OVERLAP:0},{DIAG:1},{SCALE_SMEM:0,STAGES:6},{SCALE_SMEM:0,STAGES:6,DIAG:1},{SCALE_SMEM:0,STAGES:6,DIAG:2}'
 # stage 17's define sets (tests/test_decode_wgmma.py's SWEEP builds each without spills; the first is the YAML's
-# defaults; L2_HINT -1 and STAGES 0 are the YAML's rules by matrix size, the eighth set L2_HINT 0 everywhere, the
+# defaults; L2_HINT -1 and STAGES 0 are the YAML's rules by matrix size, CONSUMERS 0 its rule by tokens and tiles
+# (128-row tiles at every shape below, the second set 64-row tiles), the eighth set L2_HINT 0 everywhere, the
 # fourth STAGES 4 everywhere) and its shapes: Llama-3 8B qkv and 70B mlp_down / mlp_gate_up at 1, 16 and 64 tokens (11 sets x 6 shapes x 2
 # precisions: 132 points)
 DECODE_WGMMA_SWEEP='{CONSUMERS:0,MSUB:1,STAGES:0,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:1,MSUB:1,STAGES:0,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:0,MSUB:2,STAGES:0,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:0,MSUB:1,STAGES:4,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:0,MSUB:1,STAGES:0,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:2,MAX_PARTS:8},{CONSUMERS:2,MSUB:2,STAGES:0,PRODUCER_WG:1,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:3,MSUB:1,STAGES:0,PRODUCER_WG:1,L2_HINT:-1,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:0,MSUB:1,STAGES:0,PRODUCER_WG:0,L2_HINT:0,CLUSTER:1,KSPAN:1,MAX_PARTS:8},{CONSUMERS:0,MSUB:1,STAGES:0,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:2,KSPAN:1,MAX_PARTS:8},{CONSUMERS:2,MSUB:2,STAGES:0,PRODUCER_WG:1,L2_HINT:-1,CLUSTER:2,KSPAN:1,MAX_PARTS:8},{CONSUMERS:0,MSUB:1,STAGES:0,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:4,MAX_PARTS:8}'
@@ -181,9 +182,9 @@ DECODE_WGMMA_QUICK_SHAPES="[[1,8192,28672],[16,8192,28672],[64,8192,28672],[1,61
 DECODE_WGMMA_DYN='{},{DYN:1},{DYN:1,DYN_PUB:1},{DYN:1,DYN_PUB:1,DYN_PCT:20,DYN_CK:8},{DYN:1,DYN_PUB:1,DYN_PCT:5,DYN_CK:2}'
 DECODE_WGMMA_DYN_SHAPES="[[1,8192,28672],[16,8192,28672],[64,8192,28672],[1,36864,7168],[64,36864,7168],[16,57344,8192],[1,6144,4096],[64,6144,4096]]"
 # stage 17's rules by matrix size and tokens (issue 30): the defaults (L2_HINT 1 from 64 MiB of weights, 4 stages
-# below 192 MiB and 8 from there, 64-row tiles past 16 tokens), 128-row tiles everywhere (the defaults before the
-# tiles' rule), 64-row tiles everywhere, 8 stages everywhere, and the defaults before all three rules, at small,
-# middle and large matrices
+# below 192 MiB and 8 from there, 64-row tiles past 16 tokens where 128-row ones would be fewer than 32), 128-row
+# tiles everywhere (the defaults before the tiles' rule), 64-row tiles everywhere, 8 stages everywhere, and the
+# defaults before all three rules, at small, middle and large matrices
 DECODE_WGMMA_RULES='{},{CONSUMERS:2},{CONSUMERS:1},{STAGES:8},{CONSUMERS:2,L2_HINT:0,STAGES:8}'
 DECODE_WGMMA_RULES_SHAPES="[[1,6144,4096],[64,6144,4096],[16,4096,4096],[16,7168,2048],[64,2112,7168],[16,8192,8192],[1,4096,14336],[1,8192,28672],[16,8192,28672],[64,57344,8192],[16,36864,7168]]"
 DECODE_WGMMA_NCU_DEFAULT='decode_wgmma 1 8192 28672 - decode_wgmma -;decode_wgmma 64 8192 28672 - decode_wgmma -;decode_wgmma 64 8192 28672 - decode_wgmma {PRODUCER_WG:1,MSUB:2};cublaslt 64 8192 28672 - ^(?!gemmlab).*(gemv|gemm|xmma|cutlass|nvjet) -'

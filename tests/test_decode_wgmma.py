@@ -120,10 +120,13 @@ def test_launch_rules_on_the_h200():
     # (L2_HINT: 0 below 64 MiB of weights, 1 from there; as given where an override names it)
     assert dict(build_for(p).point_defines) == {"NTOK": 8, "CONSUMERS": 2, "CLUSTER": 1, "L2_HINT": 0, "MSUB": 1,
                                                 "STAGES": 4, "DYN_K0": -1}
-    # CONSUMERS 0: 128-row tiles up to 16 tokens, 64-row tiles past them (as given where an override names it)
-    assert [dict(build_for(wgmma_point(m, 2112, 7168, "fp8", d)).point_defines)["CONSUMERS"]
-            for m, d in [(1, None), (16, None), (17, None), (64, None), (64, "{CONSUMERS:2}"), (1, "{CONSUMERS:1}"),
-                         (64, "{CONSUMERS:3,PRODUCER_WG:1}"), (64, "{PRODUCER_WG:1,MSUB:2}")]] == [2, 2, 1, 1, 2, 1, 3, 2]
+    # CONSUMERS 0: 64-row tiles past 16 tokens where 128-row tiles would be fewer than 32 (2112 rows: 17), else 128-row
+    # tiles (4096 rows: 32); as given where an override names it; 2 with the producer warpgroup
+    assert [dict(build_for(wgmma_point(m, n, 7168, "fp8", d)).point_defines)["CONSUMERS"]
+            for m, n, d in [(1, 2112, None), (16, 2112, None), (17, 2112, None), (64, 2112, None), (64, 3968, None),
+                            (64, 4096, None), (64, 2112, "{CONSUMERS:2}"), (1, 4096, "{CONSUMERS:1}"),
+                            (64, 2112, "{CONSUMERS:3,PRODUCER_WG:1}"), (64, 2112, "{PRODUCER_WG:1,MSUB:2}")]] \
+        == [2, 2, 1, 1, 1, 2, 2, 1, 3, 2]
     assert launch_shape(wgmma_point(64, 2112, 7168, "fp8"), sm_count=132).block == (160, 1, 1)
     assert [dict(build_for(wgmma_point(1, n, k, prec, d)).point_defines)["STAGES"]
             for n, k, prec, d in [(8192, 28672, "fp8", None), (8192, 28672, "bf16", "{STAGES:6}"),
@@ -229,7 +232,8 @@ def dyn_tickets(point, sm_count: int) -> Tuple[int, int]:
     return offset, (chunks + units if chunks else 0)
 
 
-# (m, n, k, sm_count): N = 136 is a tile and 8 rows (a tile of 128 weight rows), 200 past a 64-row tile (CONSUMERS 1);
+# (m, n, k, sm_count): N = 136 is a tile and 8 rows (a tile of 128 weight rows; past 16 tokens the YAML's rule takes
+# 64-row tiles at so few: two and 8 rows), 200 past a 64-row tile (CONSUMERS 1);
 # K = 200 bf16 is 3 blocks of 128 bytes and 16 bytes, 208 fp8 one block and 80 bytes; 3-5 CTAs cut the tiles'
 # k-blocks unevenly (a run that begins and ends inside one tile, a tile in three parts); (1, 64, 2048) over 7
 # CTAs: one tile cut in seven; M = 13 and 33 are no multiple of 8 (the token box's rows past M read as zeros)
@@ -244,11 +248,13 @@ SHAPES = {
 def test_decode_wgmma_computes_x_wt_on_the_cpu(precision, tmp_path_factory):
     folder = tmp_path_factory.mktemp(f"emu-dwg-{precision}")
     rng = np.random.default_rng(17)
-    for m, n, k, sms in SHAPES[precision]:
-        p = wgmma_point(m, n, k, precision)
+    # the defaults, and 128-row tiles past 16 tokens too (the YAML's rule gives 64-row tiles there at these few tiles)
+    for (m, n, k, sms), d in [(s, None) for s in SHAPES[precision]] + [(s, "{CONSUMERS:2}") for s in SHAPES[precision]
+                                                                        if s[0] > 16]:
+        p = wgmma_point(m, n, k, precision, d)
         exe = decode_emulator(p, folder.parent)
         c, res = emulate_wgmma(p, exe, folder, rng, sms)
-        _assert_right(p, c, res)
+        _assert_right(p, c, res, f"{d}: " if d else "")
 
 
 @pytest.mark.slow

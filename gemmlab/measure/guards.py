@@ -211,6 +211,7 @@ def _changed(xp, live, kept, itemsize: int, chunk: int = COMPARE_CHUNK) -> Tuple
         if first < 0:
             first = s + int(xp.argmax(d))
         elems += int(xp.count_nonzero(d.reshape(-1, itemsize).any(axis=1)))
+        del d  # before the next chunk's compare: one chunk's temporaries at a time
     return first, elems
 
 

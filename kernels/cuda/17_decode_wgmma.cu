@@ -28,7 +28,7 @@
 // Defines (each measurable; the YAML's defaults):
 //   NTOK       token columns of the wgmma (the point's: M rounded up to 8)
 //   CONSUMERS  consumer warpgroups (1 to 3), each MSUB m64 slices of the tile's weight rows (the YAML's rule: 1 past
-//              16 tokens, twice the tiles for the stream-K split to balance; 2 up to 16 and with PRODUCER_WG 1)
+//              16 tokens where 128-row tiles would be fewer than 32: twice the tiles for the split to balance; else 2)
 //   MSUB       m64 slices a consumer takes (1 or 2): tile = 64 x CONSUMERS x MSUB weight rows (a TMA box: <= 256)
 //   PRODUCER_WG  1: a producer warpgroup whose registers go to the consumers (setmaxnreg); 0: a producer warp
 //   L2_HINT    1: the weights' TMA loads evict_first, the tokens' evict_last (L2 cache policies); 0: none (the YAML's
