@@ -184,9 +184,10 @@ DECODE_WGMMA_DYN_SHAPES="[[1,8192,28672],[16,8192,28672],[64,8192,28672],[1,3686
 # stage 17's rules by matrix size and tokens (issue 30): the defaults (L2_HINT 1 from 64 MiB of weights, 4 stages
 # below 192 MiB and 8 from there, 64-row tiles past 16 tokens where 128-row ones would be fewer than 32), 128-row
 # tiles everywhere (the defaults before the tiles' rule), 64-row tiles everywhere, 8 stages everywhere, and the
-# defaults before all three rules, at small, middle and large matrices
+# defaults before all three rules, at small, middle and large matrices (and 32 / 48 tokens at 17 tiles: the tiles'
+# rule between 16 and 64 tokens)
 DECODE_WGMMA_RULES='{},{CONSUMERS:2},{CONSUMERS:1},{STAGES:8},{CONSUMERS:2,L2_HINT:0,STAGES:8}'
-DECODE_WGMMA_RULES_SHAPES="[[1,6144,4096],[64,6144,4096],[16,4096,4096],[16,7168,2048],[64,2112,7168],[16,8192,8192],[1,4096,14336],[1,8192,28672],[16,8192,28672],[64,57344,8192],[16,36864,7168]]"
+DECODE_WGMMA_RULES_SHAPES="[[1,6144,4096],[64,6144,4096],[16,4096,4096],[16,7168,2048],[64,2112,7168],[32,2112,7168],[48,2112,7168],[16,8192,8192],[1,4096,14336],[1,8192,28672],[16,8192,28672],[64,57344,8192],[16,36864,7168]]"
 DECODE_WGMMA_NCU_DEFAULT='decode_wgmma 1 8192 28672 - decode_wgmma -;decode_wgmma 64 8192 28672 - decode_wgmma -;decode_wgmma 64 8192 28672 - decode_wgmma {PRODUCER_WG:1,MSUB:2};cublaslt 64 8192 28672 - ^(?!gemmlab).*(gemv|gemm|xmma|cutlass|nvjet) -'
 DECODE_ROWS_SHAPES=${DECODE_ROWS_SHAPES:-"[[1,6144,4096],[16,6144,4096],[64,6144,4096],[1,8192,8192],[16,8192,8192],[1,57344,8192],[16,57344,8192]]"}
 
@@ -678,7 +679,7 @@ while time.time()-t<45: a@a" &
              --defines "{}" "{DYN:1}" "{DYN:1,DYN_PUB:1}" "{DYN:1,DYN_PUB:1,DYN_PCT:20,DYN_CK:8}" \
              --out "$LOGS/decode_wgmma_dyn_trace.jsonl" ;;
   decode_wgmma_rules)  # issue 30: stage 17's rules (L2_HINT, STAGES by matrix size, CONSUMERS by tokens) against the
-           # defaults before them, bf16 and fp8, the libraries interleaved (110 points: ~60 s on an H100)
+           # defaults before them, bf16 and fp8, the libraries interleaved (130 points: ~70 s on an H100)
            stage_sweep decode_wgmma decode_wgmma_rules 240 "${DECODE_WGMMA_RULES_SETS:-$DECODE_WGMMA_RULES}" \
              "$DECODE_WGMMA_RULES_SHAPES" "bf16,fp8" ;;
   decode_wgmma_trace)  # issue 30: stage 17's consumer warpgroups stamped (TRACE 1): start, first data, last MMA, end,
