@@ -105,6 +105,24 @@ def test_guard_zones_work_on_device_arrays_of_every_storage_type():
     assert re.match(r"wrote \d bytes after C's end \(first at offset \+[0-3]\)", g.violation() or ""), g.violation()
 
 
+@pytest.mark.parametrize("chunk", [6, 1 << 28])
+def test_an_input_changed_on_the_device_is_named_whatever_the_compare_chunk(monkeypatch, chunk):
+    """CuPy's compare of an input with its kept bytes, in one chunk and in 6-byte chunks (three bf16 elements: the
+    changed elements straddle chunk ends); the first change and the count are the same."""
+    import cupy as cp
+
+    from gemmlab.gpu import arrays
+    from gemmlab.measure import guards
+
+    monkeypatch.setattr(guards._changed, "__defaults__", (chunk,))
+    g = guards.Guards(cp, 4096)
+    b = g.input(arrays.cast(cp, cp.random.standard_normal((6, 10), dtype=cp.float32), "bfloat16"), "B")
+    write = cp.RawKernel(r'extern "C" __global__ void w(unsigned short* b, int at) { b[at] ^= 0x8000; }', "w")
+    for at in (13, 14, 29, 59):  # row 1 col 3, row 1 col 4, row 2 col 9, the last element
+        write((1,), (1,), (b, cp.int32(at)))
+    assert g.violation() == "changed B (first at row 1, col 3; 4 elements)"
+
+
 @pytest.mark.skipif(shutil.which("compute-sanitizer") is None, reason="compute-sanitizer is not on the PATH")
 def test_memcheck_names_the_write_past_c_and_passes_a_correct_kernel(tmp_path):
     _, rows = _rows(tmp_path, "memcheck", "variant=[wrong_oob_row,wrong_writes_b,smem_tiled]", "precision=fp32",
