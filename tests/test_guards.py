@@ -207,3 +207,31 @@ def test_the_footprint_counts_each_input_three_times_and_one_compare_chunk():
     assert footprint.guard_bytes(p, 0) == 0
     assert footprint.guard_bytes(p, 1) == 2 * inputs + 6 * ALIGN + guards_mod.COMPARE_CHUNK
     assert footprint.guard_bytes(p, 1, n_sets=2) == 2 * (2 * inputs + 6 * ALIGN) + guards_mod.COMPARE_CHUNK
+
+
+def test_the_check_is_primed_once_per_kind_of_output_before_the_checked_call():
+    """GpuExecutor._prime_check runs the check (verify on the poisoned output, the guard compare) once per process
+    and kind of output, so that CuPy's first-use compiles fall outside the checked call's watchdog limit."""
+    from types import SimpleNamespace
+
+    from conftest import compose_cfg
+
+    from gemmlab.measure.gpu import GpuExecutor
+
+    ex = GpuExecutor(compose_cfg())
+    ex.cp, ex.stream = np, SimpleNamespace(synchronize=lambda: None)
+    seen = []
+
+    class Ref:
+        exact, bound = False, np.ones(1)
+
+        def verify(self, out):
+            seen.append((str(out.dtype), bool(np.isnan(out).all())))
+
+    g = Guards(np, 4096)
+    c32, c64 = g.output((2, 3), np.float32), g.output((2, 3), np.float64)
+    c32[...] = 1.0
+    for c in (c32, c32, c64, c32):
+        ex._prime_check(Ref(), c, g)
+    assert seen == [("float32", True), ("float64", True)]  # verified poisoned, once a kind
+    assert g.violation() is None

@@ -35,6 +35,7 @@ class GpuExecutor:
         self._ready = False
         # the watchdog's phase reports (gemmlab/measure/worker): set by a worker, a no-op in process
         self.watch = lambda phase, expected_s=None, limit_s=None: None
+        self._primed = set()  # the kinds of output whose check kernels CuPy has compiled in this process
 
     def unavailable(self) -> Optional[str]:
         return self._reason
@@ -163,6 +164,7 @@ class GpuExecutor:
         if m.check:
             a, b, a_ref, b_ref, c = sets[0]
             reference = self.reference(p, a_ref, b_ref)
+            self._prime_check(reference, c, zones)
             self.report(limits, "checked call")
             # >1 repeats: a race shows as an error that moves; the worst repeat decides
             res, results = check.checked_calls(launches[0].fn, lambda: arrays.poison(cp, c),
@@ -265,6 +267,22 @@ class GpuExecutor:
         if t.clocks.foreign_pids:
             extra["foreign_pids"] = list(t.clocks.foreign_pids)
         return row, extra
+
+    def _prime_check(self, reference, c, zones) -> None:
+        """The check's CuPy kernels compiled before the checked call's watchdog limit starts. CuPy compiles
+        each elementwise and reduction kernel on first use (NVRTC, then a disk cache): on a fresh machine the
+        first point's verify and guard compare outlasted the checked call's limit, and a correct kernel timed
+        out (h100-2026-12-05/session33e: the isolation tests first on the machine, 17 s). Once per process and
+        kind of output; verified poisoned, so the failure path's kernels compile too (the checked call poisons
+        C again)."""
+        key = (str(c.dtype), c.ndim, reference.exact, reference.bound is None)
+        if key in self._primed:
+            return
+        arrays.poison(self.cp, c)
+        reference.verify(c)
+        zones.violation()
+        self.stream.synchronize()
+        self._primed.add(key)
 
     def make_sets(self, p, backend, seed: int, n_sets: int, zones: Optional[guards.Guards] = None):
         """``n_sets`` tuples (a, b, a_ref, b_ref, c) of fresh random inputs from ``seed``; with
