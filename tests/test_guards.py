@@ -209,29 +209,79 @@ def test_the_footprint_counts_each_input_three_times_and_one_compare_chunk():
     assert footprint.guard_bytes(p, 1, n_sets=2) == 2 * (2 * inputs + 6 * ALIGN) + guards_mod.COMPARE_CHUNK
 
 
-def test_the_check_is_primed_once_per_kind_of_output_before_the_checked_call():
+def test_the_check_is_primed_once_per_kind_of_output(monkeypatch):
     """GpuExecutor._prime_check runs the check (verify on the poisoned output, the guard compare) once per process
-    and kind of output, so that CuPy's first-use compiles fall outside the checked call's watchdog limit."""
+    and kind of output (storage type, exact or bounded, 32- or 64-bit indexing), so that CuPy's first-use compiles
+    fall outside the checked call's watchdog limit; without a reference, the guard compare alone."""
     from types import SimpleNamespace
 
     from conftest import compose_cfg
 
-    from gemmlab.measure.gpu import GpuExecutor
+    from gemmlab.measure import gpu as gpu_mod
 
-    ex = GpuExecutor(compose_cfg())
+    monkeypatch.setattr(gpu_mod, "_PRIMED", set())
+    ex = gpu_mod.GpuExecutor(compose_cfg())
     ex.cp, ex.stream = np, SimpleNamespace(synchronize=lambda: None)
     seen = []
 
     class Ref:
-        exact, bound = False, np.ones(1)
+        bound = np.ones(1)
+
+        def __init__(self, exact=False, r_bytes=8):
+            self.exact, self.r = exact, SimpleNamespace(nbytes=r_bytes)
 
         def verify(self, out):
             seen.append((str(out.dtype), bool(np.isnan(out).all())))
 
-    g = Guards(np, 4096)
-    c32, c64 = g.output((2, 3), np.float32), g.output((2, 3), np.float64)
-    c32[...] = 1.0
-    for c in (c32, c32, c64, c32):
-        ex._prime_check(Ref(), c, g)
-    assert seen == [("float32", True), ("float64", True)]  # verified poisoned, once a kind
-    assert g.violation() is None
+    class Zones:
+        zones, compares = [], 0
+
+        def violation(self):
+            Zones.compares += 1
+
+    c32, c64 = np.ones((2, 3), np.float32), np.ones((2, 3), np.float64)
+    for c, ref in ((c32, Ref()), (c32, Ref()), (c64, Ref()), (c32, Ref(exact=True)), (c32, Ref(r_bytes=3 << 30)),
+                   (c32, Ref()), (c32, None), (c32, None)):
+        ex._prime_check(ref, c, Zones())
+    # verified poisoned, once a kind: float32, float64, exact, R past 2 GiB; then the guards alone once
+    assert seen == [("float32", True), ("float64", True), ("float32", True), ("float32", True)]
+    assert Zones.compares == 5
+
+
+def test_measure_primes_the_check_and_builds_the_baselines_before_the_checked_call(monkeypatch):
+    """The order inside GpuExecutor._measure (NumPy standing in for CuPy): the baselines' launches and the check's
+    priming come before the checked call's limit starts."""
+    from types import SimpleNamespace
+
+    from conftest import compose_cfg
+
+    from gemmlab.backends.base import Launch
+    from gemmlab.measure import gpu as gpu_mod
+    from gemmlab.points import expand
+
+    class Stop(Exception):
+        pass
+
+    cfg = compose_cfg(["variant=cublas", "precision=fp32", "sizes.square=[64]", "sizes.shapes=[]",
+                       "measure.baseline=[]"])
+    (p,) = expand(cfg)
+    ex = gpu_mod.GpuExecutor(cfg)
+    ex.cp, ex.stream, ex.dev = np, SimpleNamespace(synchronize=lambda: None), {"l2_bytes": 1 << 20}
+    monkeypatch.setattr(gpu_mod, "free_bytes", lambda: 1 << 40)
+    monkeypatch.setattr(gpu_mod, "_PRIMED", set())
+    events = []
+    real = ex._prime_check
+    monkeypatch.setattr(ex, "_prime_check", lambda *a: (events.append("prime"), real(*a)))
+
+    def watch(phase, *_):
+        events.append(phase)
+        raise Stop
+
+    ex.watch = watch
+    backend = SimpleNamespace(wants_fp32_inputs=lambda p: True, make_inputs=lambda p, a, b: (a, b, a, b),
+                              make_launch=lambda p, a, b, c: Launch(lambda: np.matmul(a, b, out=c), {}))
+    base = SimpleNamespace(make_launch=lambda p, a, b, c: (events.append("baseline"),
+                                                           Launch(lambda: np.matmul(a, b, out=c), {}))[1])
+    with pytest.raises(Stop):
+        ex._measure(p, backend, seed=0, baselines=[("cublas", p, base)])
+    assert events == ["baseline", "prime", "checked call"]

@@ -25,6 +25,9 @@ def _first_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"
 
 
+_PRIMED: set = set()  # the kinds of output whose check kernels CuPy has compiled in this process (_prime_check)
+
+
 class GpuExecutor:
     kind = "gpu"
 
@@ -35,7 +38,6 @@ class GpuExecutor:
         self._ready = False
         # the watchdog's phase reports (gemmlab/measure/worker): set by a worker, a no-op in process
         self.watch = lambda phase, expected_s=None, limit_s=None: None
-        self._primed = set()  # the kinds of output whose check kernels CuPy has compiled in this process
 
     def unavailable(self) -> Optional[str]:
         return self._reason
@@ -160,11 +162,13 @@ class GpuExecutor:
         if n_sets > 1:
             row["extra"]["rotate_sets"] = n_sets
 
-        reference = None
-        if m.check:
+        # the baselines' launches (nvmath plans, a first PyTorch call) and the check's first-use compiles before the
+        # checked call's limit, under the whole point's
+        baseline_calls = list(self._baseline_calls(p, sets, baselines))
+        reference = self.reference(p, sets[0][2], sets[0][3]) if m.check else None
+        self._prime_check(reference, sets[0][4], zones)
+        if reference is not None:
             a, b, a_ref, b_ref, c = sets[0]
-            reference = self.reference(p, a_ref, b_ref)
-            self._prime_check(reference, c, zones)
             self.report(limits, "checked call")
             # >1 repeats: a race shows as an error that moves; the worst repeat decides
             res, results = check.checked_calls(launches[0].fn, lambda: arrays.poison(cp, c),
@@ -184,9 +188,10 @@ class GpuExecutor:
 
         calls: List[List] = [[l.fn for l in launches]]
         names = [p.variant]
-        for name, fns in self._baseline_calls(p, sets, baselines):
+        for name, fns in baseline_calls:
             calls.append(fns)
             names.append(name)
+        self.report(limits, "timed samples")  # the graphs' capture and the samples
         graph_note = None
         if m.cuda_graph:
             try:
@@ -195,7 +200,6 @@ class GpuExecutor:
                 graph_note = f"cuda_graph capture failed, timed plain launches: {_first_line(e)}"
                 log.warning("%s: %s", p.variant, graph_note)
                 self.cp.cuda.runtime.deviceSynchronize()
-        self.report(limits, "timed samples")
         timed = self.timer.measure(calls)
 
         t = timed[0]
@@ -271,18 +275,23 @@ class GpuExecutor:
     def _prime_check(self, reference, c, zones) -> None:
         """The check's CuPy kernels compiled before the checked call's watchdog limit starts. CuPy compiles
         each elementwise and reduction kernel on first use (NVRTC, then a disk cache): on a fresh machine the
-        first point's verify and guard compare outlasted the checked call's limit, and a correct kernel timed
-        out (h100-2026-12-05/session33e: the isolation tests first on the machine, 17 s). Once per process and
-        kind of output; verified poisoned, so the failure path's kernels compile too (the checked call poisons
-        C again)."""
-        key = (str(c.dtype), c.ndim, reference.exact, reference.bound is None)
-        if key in self._primed:
+        first point's verify and guard compare outlasted the checked call's 10 s limit, and a correct kernel
+        timed out (h100-2026-12-05/session33e: the isolation tests first on the machine). Once per process and
+        kind of output: its storage type, exact or bounded, and whether C, R or a guarded buffer passes 2 GiB
+        (CuPy builds a kernel apiece for 32- and 64-bit indexing). Verified poisoned, so verify's failure path
+        compiles too (the checked call poisons C again); the guard compare's failure path compiles when a
+        kernel first writes where it must not. Without a reference (measure.check=false): the guard compare."""
+        big = lambda x: x is not None and x.nbytes > 1 << 31  # noqa: E731
+        key = (str(c.dtype), None if reference is None else reference.exact, big(c),
+               reference is not None and big(reference.r), any(big(z.buf) or big(z.kept) for z in zones.zones))
+        if key in _PRIMED:
             return
-        arrays.poison(self.cp, c)
-        reference.verify(c)
+        if reference is not None:
+            arrays.poison(self.cp, c)
+            reference.verify(c)
         zones.violation()
         self.stream.synchronize()
-        self._primed.add(key)
+        _PRIMED.add(key)
 
     def make_sets(self, p, backend, seed: int, n_sets: int, zones: Optional[guards.Guards] = None):
         """``n_sets`` tuples (a, b, a_ref, b_ref, c) of fresh random inputs from ``seed``; with
