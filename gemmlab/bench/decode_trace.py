@@ -221,6 +221,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 (p,) = [q for q in expand(cfg) if q.variant == variant]
                 if p.skip_reason:
                     raise RuntimeError(p.skip_reason)
+                if dtext is not None:  # the build's values where the YAML's rules choose them (NTOK, CONSUMERS, ...)
+                    row["point_defines"] = {k2: v for k2, v in p.point_defines().items() if k2 != "TRACE"}
                 be = backend_class(p.backend)(cfg)
                 be.prepare([p])
                 if fp8:  # e4m3 with per-tensor scales, as the harness makes them for this backend (references dropped)
