@@ -165,10 +165,10 @@ class GpuExecutor:
         # the baselines' launches (nvmath plans, a first PyTorch call) and the check's first-use compiles before the
         # checked call's limit, under the whole point's
         baseline_calls = list(self._baseline_calls(p, sets, baselines))
-        reference = self.reference(p, sets[0][2], sets[0][3]) if m.check else None
-        self._prime_check(reference, sets[0][4], zones)
+        _a, _b, a_ref, b_ref, c = sets[0]
+        reference = self.reference(p, a_ref, b_ref) if m.check else None
+        self._prime_check(reference, c, zones)
         if reference is not None:
-            a, b, a_ref, b_ref, c = sets[0]
             self.report(limits, "checked call")
             # >1 repeats: a race shows as an error that moves; the worst repeat decides
             res, results = check.checked_calls(launches[0].fn, lambda: arrays.poison(cp, c),
