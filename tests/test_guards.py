@@ -234,10 +234,13 @@ def test_the_check_is_primed_once_per_kind_of_output(monkeypatch):
             seen.append((str(out.dtype), bool(np.isnan(out).all())))
 
     class Zones:
-        zones, compares = [], 0
+        zones, compares, on = [], 0, True
 
         def violation(self):
             Zones.compares += 1
+
+    failure_paths = []
+    monkeypatch.setattr(gpu_mod.guards, "prime_failure_path", failure_paths.append)
 
     c32, c64 = np.ones((2, 3), np.float32), np.ones((2, 3), np.float64)
     for c, ref in ((c32, Ref()), (c32, Ref()), (c64, Ref()), (c32, Ref(exact=True)), (c32, Ref(r_bytes=3 << 30)),
@@ -246,6 +249,16 @@ def test_the_check_is_primed_once_per_kind_of_output(monkeypatch):
     # verified poisoned, once a kind: float32, float64, exact, R past 2 GiB; then the guards alone once
     assert seen == [("float32", True), ("float64", True), ("float32", True), ("float32", True)]
     assert Zones.compares == 5
+    assert failure_paths == [np]  # the guards' failure branches: once per process
+
+
+def test_the_guards_failure_path_is_primed_on_every_branch():
+    """guards.prime_failure_path runs each failure branch of the compare (a write before and after an output, an
+    input changed), so CuPy compiles their kernels before a checked call's limit, not inside it."""
+    from gemmlab.measure import guards as guards_mod
+    why = guards_mod.prime_failure_path(np)
+    assert "changed A (first at row 1, col 2; 1 element)" in why
+    assert "wrote 1 byte after C's end" in why and "wrote 1 byte before C's start" in why
 
 
 def test_measure_primes_the_check_and_builds_the_baselines_before_the_checked_call(monkeypatch):

@@ -279,8 +279,8 @@ class GpuExecutor:
         timed out (h100-2026-12-05/session33e: the isolation tests first on the machine). Once per process and
         kind of output: its storage type, exact or bounded, and whether C, R or a guarded buffer passes 2 GiB
         (CuPy builds a kernel apiece for 32- and 64-bit indexing). Verified poisoned, so verify's failure path
-        compiles too (the checked call poisons C again); the guard compare's failure path compiles when a
-        kernel first writes where it must not. Without a reference (measure.check=false): the guard compare."""
+        compiles too (the checked call poisons C again); the guard compare's failure path once per process, on a few
+        bytes (guards.prime_failure_path). Without a reference (measure.check=false): the guard compare."""
         big = lambda x: x is not None and x.nbytes > 1 << 31  # noqa: E731
         key = (str(c.dtype), None if reference is None else reference.exact, big(c),
                reference is not None and big(reference.r), any(big(z.buf) or big(z.kept) for z in zones.zones))
@@ -290,6 +290,9 @@ class GpuExecutor:
             arrays.poison(self.cp, c)
             reference.verify(c)
         zones.violation()
+        if zones.on and "guards' failure path" not in _PRIMED:
+            guards.prime_failure_path(self.cp)
+            _PRIMED.add("guards' failure path")
         self.stream.synchronize()
         _PRIMED.add(key)
 

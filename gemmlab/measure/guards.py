@@ -215,6 +215,22 @@ def _changed(xp, live, kept, itemsize: int, chunk: int = COMPARE_CHUNK) -> Tuple
     return first, elems
 
 
+def prime_failure_path(xp) -> Optional[str]:
+    """Every failure branch of the compare run once on a few bytes of ``xp``'s device: a byte written before and
+    after a guarded output, an element of a guarded input changed. CuPy compiles the kernels of those branches
+    (nonzero on a guard, argmax and the per-element any/count of ``_changed``) on first use; run inside the
+    checked call's watchdog limit on a fresh machine, they could time out the very point whose stray write they
+    were naming. Returns the message (all three problems), so a test sees every branch ran."""
+    g = Guards(xp, ALIGN, np.random.default_rng(0))
+    x = g.input(xp.arange(8, dtype=xp.float32).reshape(2, 4), "A")
+    g.output((2, 4), np.float32, "C")
+    c = g.zones[-1]
+    c.buf[0:1] = c.pattern[0:1] ^ 1
+    c.buf[c.guard + c.nbytes:c.guard + c.nbytes + 1] = c.pattern[c.guard:c.guard + 1] ^ 1
+    x[1, 2] = -1.0
+    return g.violation()
+
+
 def _n_bytes(n) -> str:
     n = int(n)
     return f"{n} byte{'s' if n != 1 else ''}"
