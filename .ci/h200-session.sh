@@ -13,7 +13,7 @@
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block fp8_block_diag wgmma_peak mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation conduct sanitize precompile_default default_run default_run_noguard fidelity_default
-# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace decode_wgmma_dyn decode_wgmma_rules tune_fp8_repeat pinning multi_gpu
+# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace decode_wgmma_dyn decode_wgmma_maps decode_wgmma_rules tune_fp8_repeat pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # Set GEMMLAB_GIT_COMMIT to the commit being measured: the tree copied to a GPU host may carry a
@@ -187,6 +187,8 @@ DECODE_WGMMA_DYN_SHAPES="[[1,8192,28672],[16,8192,28672],[64,8192,28672],[1,3686
 # defaults before all three rules, at small, middle and large matrices (and 32 / 48 tokens at 17 tiles: the tiles'
 # rule between 16 and 64 tokens)
 DECODE_WGMMA_RULES='{},{CONSUMERS:2},{CONSUMERS:1},{STAGES:8},{CONSUMERS:2,L2_HINT:0,STAGES:8}'
+DECODE_WGMMA_MAPS='{},{MAP_PARAMS:1},{},{MAP_PARAMS:1}'
+DECODE_WGMMA_MAPS_SHAPES="[[1,6144,4096],[16,6144,4096],[64,6144,4096],[1,4096,4096],[16,4096,4096],[64,4096,4096],[16,7168,2048],[64,7168,2048],[64,2112,7168],[16,256,7168],[1,8192,28672],[64,57344,8192]]"
 DECODE_WGMMA_RULES_SHAPES="[[1,6144,4096],[64,6144,4096],[16,4096,4096],[16,7168,2048],[64,2112,7168],[32,2112,7168],[48,2112,7168],[16,8192,8192],[1,4096,14336],[1,8192,28672],[16,8192,28672],[64,57344,8192],[16,36864,7168]]"
 DECODE_WGMMA_NCU_DEFAULT='decode_wgmma 1 8192 28672 - decode_wgmma -;decode_wgmma 64 8192 28672 - decode_wgmma -;decode_wgmma 64 8192 28672 - decode_wgmma {PRODUCER_WG:1,MSUB:2};cublaslt 64 8192 28672 - ^(?!gemmlab).*(gemv|gemm|xmma|cutlass|nvjet) -'
 DECODE_ROWS_SHAPES=${DECODE_ROWS_SHAPES:-"[[1,6144,4096],[16,6144,4096],[64,6144,4096],[1,8192,8192],[16,8192,8192],[1,57344,8192],[16,57344,8192]]"}
@@ -665,6 +667,19 @@ while time.time()-t<45: a@a" &
   ws_ncu)  # issue 32: what holds stage 12 at parity: it and cuBLASLt at layout nt, BF16, 4096 and 6144 (tensor pipe,
            # DRAM and L2 bytes, stalls, the clock ncu saw). WS_NCU: entries as FP8_NCU's (scaling "-")
            ncu_points bf16 "${WS_NCU:-wgmma_ws 4096 4096 4096 - wgmma_ws -;cublaslt 4096 4096 4096 - ^(?!gemmlab).*(gemm|xmma|cutlass|nvjet) -;wgmma_ws 6144 6144 6144 - wgmma_ws -;cublaslt 6144 6144 6144 - ^(?!gemmlab).*(gemm|xmma|cutlass|nvjet) -}" ;;
+  decode_wgmma_maps)  # issue 30: stage 17's tensor maps as by-value parameters (MAP_PARAMS 1) against the device buffer,
+           # after their GPU tests: each set twice, alternating, at the small matrices where stage 17 trails the
+           # libraries (8B qkv and attn_o, 7168 x 2048, 2112 x 7168, the router) and two large ones, the libraries
+           # interleaved; then the stamps (does the first data come sooner?)
+           step gpu_decode_wgmma_maps 150 python3 -m pytest -m gpu tests/test_gpu_decode.py -k "stage_17 and MAP_PARAMS" \
+             -q -rA -p no:cacheprovider
+           stage_sweep decode_wgmma decode_wgmma_maps 240 "${DECODE_WGMMA_MAPS_SETS:-$DECODE_WGMMA_MAPS}" \
+             "$DECODE_WGMMA_MAPS_SHAPES" "bf16,fp8"
+           for prec in bf16 fp8; do
+             step decode_wgmma_maps_trace_$prec 100 python3 -m gemmlab.bench.decode_trace --variant decode_wgmma \
+               --precision $prec --shapes 1x6144x4096 16x4096x4096 64x6144x4096 --defines "{}" "{MAP_PARAMS:1}" \
+               --out "$LOGS/decode_wgmma_maps_trace_$prec.jsonl"
+           done ;;
   decode_wgmma_dyn)  # issue 30: stage 17's dynamic tail (DYN 1: each tile's last ~DYN_PCT% of k-blocks handed out by
            # ticket as the SMs come free) against the static split, after its GPU tests: the large matrices where fp8
            # misses 90% of the copy probe and 8B qkv, 1 / 16 / 64 tokens, bf16 and fp8, the libraries interleaved; then

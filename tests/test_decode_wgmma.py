@@ -57,7 +57,10 @@ BUILDS = ([(p, m, d) for p in ("bf16", "fp8") for m in (1, 16, 64) for d in [Non
           + [(p, m, d) for p in ("bf16", "fp8") for m in (1, 16, 64) for d in DYN_BUILDS]
           # the L2 policies (the YAML's rule gives L2_HINT 0 at 6144 x 4096, 1 from 64 MiB of weights), with clusters
           + [(p, m, d) for p in ("bf16", "fp8") for m in (1, 16, 64) for d in ("{L2_HINT:1}",
-                                                                            "{CLUSTER:2,L2_HINT:1,STAGES:8}")])
+                                                                            "{CLUSTER:2,L2_HINT:1,STAGES:8}")]
+          # the tensor maps as parameters, with and without clusters
+          + [(p, m, d) for p in ("bf16", "fp8") for m in (1, 16, 64) for d in ("{MAP_PARAMS:1}",
+                                                                            "{MAP_PARAMS:1,CLUSTER:2}")])
 
 
 @NEEDS_NVCC
@@ -177,6 +180,20 @@ def test_unsupported_points_are_skipped_with_the_reason():
     assert "declares layouts nt" in (CudaKernels.workload_reason(p) or ""), "layout nn would run"
 
 
+def test_tensor_maps_by_value_are_one_element_arrays_of_their_bytes():
+    """MAP_PARAMS 1's arguments: each encoded map a one-element NumPy array of a 128-byte void type (CuPy passes a
+    one-element NumPy array by value: the parameter's bytes), holding the map's bytes unchanged; a map of another
+    size is refused."""
+    from gemmlab.gpu import tma
+
+    maps = [bytes(range(128)), bytes(range(128, 256))]
+    args = tma.by_value_args(maps)
+    assert [a.size for a in args] == [1, 1] and all(a.dtype.itemsize == tma.TENSOR_MAP_BYTES for a in args)
+    assert [a.tobytes() for a in args] == maps
+    with pytest.raises(tma.TensorMapError, match="128 bytes, not 64"):
+        tma.by_value_args([bytes(64)])
+
+
 # ---- the host emulation ---------------------------------------------------------------------------------
 def _emu_env(point, reverse: bool) -> dict:
     """The driver's settings for the stage at ``point``: its tensor maps (what the launcher resolves from the YAML),
@@ -241,6 +258,20 @@ SHAPES = {
     "bf16": [(1, 136, 200, 3), (13, 264, 520, 5), (64, 136, 1000, 4), (33, 72, 256, 2), (1, 64, 2048, 7)],
     "fp8": [(1, 136, 208, 3), (16, 264, 1040, 5), (64, 136, 1008, 4), (33, 72, 512, 2), (1, 64, 4096, 7)],
 }
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", ["bf16", "fp8"])
+@pytest.mark.parametrize("defines", ["{MAP_PARAMS:1}", "{MAP_PARAMS:1,CLUSTER:2}"])
+def test_tensor_maps_as_parameters_compute_x_wt_on_the_cpu(precision, defines, tmp_path_factory):
+    """MAP_PARAMS 1: each tensor map a by-value parameter (the emulation's call passes the maps themselves, as the
+    launcher's one-element NumPy arrays do), with and without the tokens' multicast."""
+    folder = tmp_path_factory.mktemp(f"emu-dwg-maps-{precision}")
+    rng = np.random.default_rng(23)
+    for m, n, k, sms in SHAPES[precision][:3]:
+        p = wgmma_point(m, n, k, precision, defines)
+        c, res = emulate_wgmma(p, decode_emulator(p, folder.parent), folder, rng, sms)
+        _assert_right(p, c, res, f"{defines}: ")
 
 
 @pytest.mark.slow
@@ -354,6 +385,7 @@ def test_the_sweep_is_the_session_scripts_and_starts_at_the_defaults():
     # the dynamic tail, off by default (a sweep entry with DYN:1 goes beside the others)
     assert (defaults.pop("DYN"), defaults.pop("DYN_PCT"), defaults.pop("DYN_CK"), defaults.pop("DYN_K0"),
             defaults.pop("DYN_PUB")) == (0, 10, 4, -1, 0)
+    assert defaults.pop("MAP_PARAMS") in (0, 1)  # how the launcher passes the tensor maps (measured on its own)
     assert SWEEP[0] == "{" + ",".join(f"{k}:{v}" for k, v in defaults.items()) + "}"
 
 

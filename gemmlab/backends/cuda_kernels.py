@@ -354,7 +354,8 @@ class CudaKernels(Backend):
                 tensor_map_args,  # Hopper kernels only; CPU machines never import it
             )
 
-            args = args + tuple(tensor_map_args(point, a, b, c, specs))
+            by_value = bool(dict(build.defines).get("MAP_PARAMS", 0))  # the kernel's signature (gemmlab/gpu/tma.py)
+            args = args + tuple(tensor_map_args(point, a, b, c, specs, by_value=by_value))
         args = args + scale_args
         workspace = None
         if shape.workspace_bytes is not None:  # zeroed once here; the kernel leaves it ready for its next call

@@ -6,12 +6,15 @@ lists them (``cuda.tensor_maps``: operand A | B | C, box [rows, cols] as express
 bytes); the ``cuda`` launcher calls :func:`tensor_map_args` once per point, in ``make_launch``,
 and passes what it returns after K.
 
-What is passed: CuPy cannot hand a 128-byte struct to a kernel by value, so the maps are copied,
+What is passed: by default the maps are copied,
 in the YAML's order, into one small device buffer (64-byte aligned, as the PTX ISA requires for a
 tensor map in global memory) and the kernel gets its address, as ``const TensorMap* maps``
 (kernels/cuda/hopper/ptx.cuh). The kernel orders the host's writes before the copy engine reads
 them (``fence.proxy.tensormap::generic.acquire``). Keep the returned list alive as long as the
-launch (the buffer is the only reference).
+launch (the buffer is the only reference). A kernel built with the define MAP_PARAMS 1 takes each map
+by value instead, as a ``const __grid_constant__`` parameter (CuPy passes a one-element NumPy array by
+value): the driver writes it with the launch, so the copy engine does not first fetch it from
+device memory (which the timer's L2 flush leaves cold at the start of every sample).
 
 Every operand is a dense row-major 2-D matrix as stored (a transposed layout's operand is the
 stored transpose, e.g. layout nt's B is N x K); TMA sees it as (cols, rows) with the row stride in
@@ -164,8 +167,9 @@ def encode(spec: TensorMapSpec) -> bytes:
     return raw
 
 
-def tensor_map_args(point, a, b, c, specs) -> list:
-    """Kernel arguments that follow K: ``[device buffer holding the maps in YAML order]``.
+def tensor_map_args(point, a, b, c, specs, by_value: bool = False) -> list:
+    """Kernel arguments that follow K: ``[device buffer holding the maps in YAML order]``, or with
+    ``by_value`` one argument per map, each the 128 bytes themselves (:func:`by_value_args`).
 
     Called once per point by the ``cuda`` launcher, outside the timed region; ``a``, ``b``, ``c``
     are the point's CuPy operands. Returns an empty list when ``specs`` is empty.
@@ -177,11 +181,28 @@ def tensor_map_args(point, a, b, c, specs) -> list:
     import numpy as np
 
     resolved = resolve(point, {"A": a, "B": b, "C": c}, specs)
+    if by_value:
+        return by_value_args([encode(s) for s in resolved])
     blob = b"".join(encode(s) for s in resolved)
     buf = cupy.asarray(np.frombuffer(blob, dtype=np.uint8))
     if buf.data.ptr % TENSOR_MAP_ALIGN:  # CuPy's pool hands out 512-byte aligned blocks
         raise TensorMapError(f"tensor-map buffer at {buf.data.ptr:#x} is not {TENSOR_MAP_ALIGN}-byte aligned")
     return [buf]
+
+
+def by_value_args(maps: List[bytes]) -> list:
+    """Each encoded map as a one-element NumPy array of a 128-byte void type: CuPy passes a NumPy array of one
+    element by value (the kernel's parameter gets its bytes: ``const __grid_constant__ TensorMap``), which the
+    driver writes with the launch. Such maps need no fence in the kernel and are not in device memory (a kernel
+    built with MAP_PARAMS 1 takes them; kernels/cuda/17_decode_wgmma.cu)."""
+    import numpy as np
+
+    out = []
+    for m in maps:
+        if len(m) != TENSOR_MAP_BYTES:
+            raise TensorMapError(f"a tensor map is {TENSOR_MAP_BYTES} bytes, not {len(m)}")
+        out.append(np.frombuffer(m, dtype=np.uint8).copy().view(np.dtype((np.void, TENSOR_MAP_BYTES))))
+    return out
 
 
 def describe(specs: Iterable[TensorMapSpec]) -> str:

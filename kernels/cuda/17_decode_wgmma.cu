@@ -73,6 +73,13 @@
 //   DYN_K0     k-blocks of each tile's static head (the YAML's point rule: the k-blocks less DYN_PCT percent of them
 //              rounded to whole chunks, one chunk at least; clipped to the k-blocks here: 0 all dynamic, all no tail;
 //              with DYN 0 the YAML's -1, not read)
+//   MAP_PARAMS 1: the two tensor maps passed by value, as __grid_constant__ parameters (as CUTLASS and the libraries
+//              pass theirs), prefetched by the producer thread while the barriers are set up; 0: in a device buffer
+//              whose address is the parameter (gemmlab/gpu/tma.py), fenced and prefetched after the barriers (the
+//              measured kernel). Why: the timer empties the L2 before every sample, so the buffer's 256 bytes come
+//              from DRAM before the first weight box can be asked for, a round trip on every SM's critical path; a
+//              parameter is written at launch. Expected: the first data sooner by about one DRAM latency (~0.5-1 us),
+//              which is 3-6% of the small matrices' 15-25 us (Llama-3 8B qkv and attn_o), nothing at the large ones
 //   DYN_PUB    (DYN 1) 1: the consumers never wait on a counter. A consumer warpgroup stores a piece's partial,
 //              meets its own warps at a named barrier and bumps a count in shared memory (st.release.cta), then takes
 //              the next piece. The producer, between pieces, reads the counts (ld.acquire.cta), counts every piece all
@@ -181,6 +188,9 @@
 #ifndef DYN_CK
 #define DYN_CK 4
 #endif
+#ifndef MAP_PARAMS
+#define MAP_PARAMS 0
+#endif
 // DYN_PUB (DYN 1): 1: a consumer warpgroup stores a piece's partial and goes on to the next; the producer counts the
 // piece on its tile's counter once every consumer has stored it (the atomic's round trip behind the TMA loads it has
 // in flight) and, where the piece was the tile's last part, hands the tile's sum to the consumers through the ring (a
@@ -282,7 +292,11 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
     __cluster_dims__(CLUSTER, 1, 1)
 #endif
     decode_wgmma(const TIN* __restrict__ A, const TIN* __restrict__ B, TOUT* __restrict__ C, int M, int N, int K,
+#if MAP_PARAMS
+                 const __grid_constant__ hopper::TensorMap map_w_param, const __grid_constant__ hopper::TensorMap map_x_param,
+#else
                  const hopper::TensorMap* __restrict__ maps,
+#endif
 #if DWG_FP8
                  float scale_a, float scale_b,
 #endif
@@ -292,8 +306,13 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
   static_assert(std::is_same<TOUT, __nv_bfloat16>::value, "bf16 results");
   (void)A;
   (void)B;
+#if MAP_PARAMS
+  const TensorMap* map_w = &map_w_param;  // the kernel's parameters (the launcher passes them by value)
+  const TensorMap* map_x = &map_x_param;
+#else
   const TensorMap* map_w = maps + 0;  // B: the weights, N x K, box kBW x 128 bytes
   const TensorMap* map_x = maps + 1;  // A: the activations, M x K, box NTOK / CLUSTER x 128 bytes
+#endif
 #if DWG_FP8
   const float scale = scale_a * scale_b;
 #else
@@ -359,6 +378,13 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
   const long long end = g < units ? run_begin(g + 1, total, units) : total;
 #endif
 
+#if MAP_PARAMS
+  // the copy engine's descriptors fetched while the barriers are set up (a parameter map needs no proxy fence)
+  if (tid == 128 * CONSUMERS) {
+    tensormap_prefetch(map_w);
+    tensormap_prefetch(map_x);
+  }
+#endif
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(&full[s], 1);                       // the producer's expect_tx arrival
@@ -382,8 +408,10 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
     setmaxnreg_dec<kProducerRegs>();
 #endif
     if (tid == 128 * CONSUMERS) {
+#if !MAP_PARAMS
       tensormap_acquire(map_w);
       tensormap_acquire(map_x);
+#endif
 #if L2_HINT
       const uint64_t w_policy = l2_evict_first(), x_policy = l2_evict_last();
 #endif

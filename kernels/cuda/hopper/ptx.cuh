@@ -182,6 +182,12 @@ __device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar, uint32_t parity
 // ---------------------------------------------------------------------------------------------
 // The maps live in global memory, written before the launch by a host copy: order those writes
 // before the tensor-map proxy reads them (once per thread that issues copies), and warm the cache.
+// A map passed as a __grid_constant__ kernel parameter (MAP_PARAMS 1 in stage 17): the driver wrote it at launch, no
+// proxy fence; only its prefetch into the copy engine's descriptor cache.
+__device__ __forceinline__ void tensormap_prefetch(const TensorMap* map) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(map) : "memory");
+}
+
 __device__ __forceinline__ void tensormap_acquire(const TensorMap* map) {
   asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" ::"l"(map) : "memory");
   asm volatile("prefetch.tensormap [%0];" ::"l"(map) : "memory");

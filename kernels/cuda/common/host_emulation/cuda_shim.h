@@ -39,6 +39,7 @@
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __cluster_dims__(...)  // the driver runs a cluster's blocks together (GEMMLAB_EMU_CLUSTER)
+#define __grid_constant__  // a by-value parameter: each emulated thread's call gets its copy
 #define __align__(n) __attribute__((aligned(n)))
 // Static shared arrays become function statics: one copy shared by the block's threads (blocks
 // run one at a time; a cluster's run together, so a kernel run in clusters declares its static
