@@ -187,7 +187,7 @@ DECODE_WGMMA_DYN_SHAPES="[[1,8192,28672],[16,8192,28672],[64,8192,28672],[1,3686
 # defaults before all three rules, at small, middle and large matrices (and 32 / 48 tokens at 17 tiles: the tiles'
 # rule between 16 and 64 tokens)
 DECODE_WGMMA_RULES='{},{CONSUMERS:2},{CONSUMERS:1},{STAGES:8},{CONSUMERS:2,L2_HINT:0,STAGES:8}'
-DECODE_WGMMA_MAPS='{},{MAP_PARAMS:1},{},{MAP_PARAMS:1}'
+DECODE_WGMMA_MAPS='{},{MAP_PARAMS:1},{WS_PREFETCH:1},{MAP_PARAMS:1,WS_PREFETCH:1},{MAP_PARAMS:1,WS_PREFETCH:1},{WS_PREFETCH:1},{MAP_PARAMS:1},{}'
 DECODE_WGMMA_MAPS_SHAPES="[[1,6144,4096],[16,6144,4096],[64,6144,4096],[1,4096,4096],[16,4096,4096],[64,4096,4096],[16,7168,2048],[64,7168,2048],[64,2112,7168],[16,256,7168],[1,8192,28672],[64,57344,8192]]"
 DECODE_WGMMA_RULES_SHAPES="[[1,6144,4096],[64,6144,4096],[16,4096,4096],[16,7168,2048],[64,2112,7168],[32,2112,7168],[48,2112,7168],[16,8192,8192],[1,4096,14336],[1,8192,28672],[16,8192,28672],[64,57344,8192],[16,36864,7168]]"
 DECODE_WGMMA_NCU_DEFAULT='decode_wgmma 1 8192 28672 - decode_wgmma -;decode_wgmma 64 8192 28672 - decode_wgmma -;decode_wgmma 64 8192 28672 - decode_wgmma {PRODUCER_WG:1,MSUB:2};cublaslt 64 8192 28672 - ^(?!gemmlab).*(gemv|gemm|xmma|cutlass|nvjet) -'
@@ -668,16 +668,17 @@ while time.time()-t<45: a@a" &
            # DRAM and L2 bytes, stalls, the clock ncu saw). WS_NCU: entries as FP8_NCU's (scaling "-")
            ncu_points bf16 "${WS_NCU:-wgmma_ws 4096 4096 4096 - wgmma_ws -;cublaslt 4096 4096 4096 - ^(?!gemmlab).*(gemm|xmma|cutlass|nvjet) -;wgmma_ws 6144 6144 6144 - wgmma_ws -;cublaslt 6144 6144 6144 - ^(?!gemmlab).*(gemm|xmma|cutlass|nvjet) -}" ;;
   decode_wgmma_maps)  # issue 30: stage 17's tensor maps as by-value parameters (MAP_PARAMS 1) against the device buffer,
-           # after their GPU tests: each set twice, alternating, at the small matrices where stage 17 trails the
+           # and the split tiles' counters prefetched into the L2 (WS_PREFETCH 1), after their GPU tests: each set twice,
+           # in the order A B C D D C B A, at the small matrices where stage 17 trails the
            # libraries (8B qkv and attn_o, 7168 x 2048, 2112 x 7168, the router) and two large ones, the libraries
            # interleaved; then the stamps (does the first data come sooner?)
-           step gpu_decode_wgmma_maps 150 python3 -m pytest -m gpu tests/test_gpu_decode.py -k "stage_17 and MAP_PARAMS" \
+           step gpu_decode_wgmma_maps 150 python3 -m pytest -m gpu tests/test_gpu_decode.py -k "stage_17 and (MAP_PARAMS or WS_PREFETCH)" \
              -q -rA -p no:cacheprovider
            stage_sweep decode_wgmma decode_wgmma_maps 240 "${DECODE_WGMMA_MAPS_SETS:-$DECODE_WGMMA_MAPS}" \
              "$DECODE_WGMMA_MAPS_SHAPES" "bf16,fp8"
            for prec in bf16 fp8; do
              step decode_wgmma_maps_trace_$prec 100 python3 -m gemmlab.bench.decode_trace --variant decode_wgmma \
-               --precision $prec --shapes 1x6144x4096 16x4096x4096 64x6144x4096 --defines "{}" "{MAP_PARAMS:1}" \
+               --precision $prec --shapes 1x6144x4096 16x4096x4096 64x6144x4096 --defines "{}" "{MAP_PARAMS:1}" "{MAP_PARAMS:1,WS_PREFETCH:1}" \
                --out "$LOGS/decode_wgmma_maps_trace_$prec.jsonl"
            done ;;
   decode_wgmma_dyn)  # issue 30: stage 17's dynamic tail (DYN 1: each tile's last ~DYN_PCT% of k-blocks handed out by

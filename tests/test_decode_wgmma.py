@@ -60,7 +60,9 @@ BUILDS = ([(p, m, d) for p in ("bf16", "fp8") for m in (1, 16, 64) for d in [Non
                                                                             "{CLUSTER:2,L2_HINT:1,STAGES:8}")]
           # the tensor maps as parameters, with and without clusters
           + [(p, m, d) for p in ("bf16", "fp8") for m in (1, 16, 64) for d in ("{MAP_PARAMS:1}",
-                                                                            "{MAP_PARAMS:1,CLUSTER:2}")])
+                                                                            "{MAP_PARAMS:1,CLUSTER:2}",
+                                                                            "{WS_PREFETCH:1}",
+                                                                            "{WS_PREFETCH:1,MAP_PARAMS:1,CLUSTER:2}")])
 
 
 @NEEDS_NVCC
@@ -262,10 +264,10 @@ SHAPES = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("precision", ["bf16", "fp8"])
-@pytest.mark.parametrize("defines", ["{MAP_PARAMS:1}", "{MAP_PARAMS:1,CLUSTER:2}"])
+@pytest.mark.parametrize("defines", ["{MAP_PARAMS:1}", "{MAP_PARAMS:1,CLUSTER:2}", "{WS_PREFETCH:1,MAP_PARAMS:1}"])
 def test_tensor_maps_as_parameters_compute_x_wt_on_the_cpu(precision, defines, tmp_path_factory):
     """MAP_PARAMS 1: each tensor map a by-value parameter (the emulation's call passes the maps themselves, as the
-    launcher's one-element NumPy arrays do), with and without the tokens' multicast."""
+    launcher's one-element NumPy arrays do), with and without the tokens' multicast; with the counters' prefetch."""
     folder = tmp_path_factory.mktemp(f"emu-dwg-maps-{precision}")
     rng = np.random.default_rng(23)
     for m, n, k, sms in SHAPES[precision][:3]:
@@ -386,6 +388,7 @@ def test_the_sweep_is_the_session_scripts_and_starts_at_the_defaults():
     assert (defaults.pop("DYN"), defaults.pop("DYN_PCT"), defaults.pop("DYN_CK"), defaults.pop("DYN_K0"),
             defaults.pop("DYN_PUB")) == (0, 10, 4, -1, 0)
     assert defaults.pop("MAP_PARAMS") in (0, 1)  # how the launcher passes the tensor maps (measured on its own)
+    assert defaults.pop("WS_PREFETCH") in (0, 1)  # the counters' prefetch (measured beside MAP_PARAMS)
     assert SWEEP[0] == "{" + ",".join(f"{k}:{v}" for k, v in defaults.items()) + "}"
 
 

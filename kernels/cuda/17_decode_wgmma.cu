@@ -80,6 +80,11 @@
 //              from DRAM before the first weight box can be asked for, a round trip on every SM's critical path; a
 //              parameter is written at launch. Expected: the first data sooner by about one DRAM latency (~0.5-1 us),
 //              which is 3-6% of the small matrices' 15-25 us (Llama-3 8B qkv and attn_o), nothing at the large ones
+//   WS_PREFETCH 1: each consumer warpgroup's thread 0 prefetches into the L2, at its start, the counters of its run's
+//              first and last tiles (the only ones it can share with other units), so that a split tile's atomic at
+//              the piece's end finds its line in the L2 rather than in DRAM (the timer's flush leaves it there);
+//              expected: up to one DRAM latency less on the kernel's tail (~0.5-1 us of the small matrices' 15-25 us);
+//              not with DYN 1; 0: none (the measured kernel)
 //   DYN_PUB    (DYN 1) 1: the consumers never wait on a counter. A consumer warpgroup stores a piece's partial,
 //              meets its own warps at a named barrier and bumps a count in shared memory (st.release.cta), then takes
 //              the next piece. The producer, between pieces, reads the counts (ld.acquire.cta), counts every piece all
@@ -190,6 +195,9 @@
 #endif
 #ifndef MAP_PARAMS
 #define MAP_PARAMS 0
+#endif
+#ifndef WS_PREFETCH
+#define WS_PREFETCH 0
 #endif
 // DYN_PUB (DYN 1): 1: a consumer warpgroup stores a piece's partial and goes on to the next; the producer counts the
 // piece on its tile's counter once every consumer has stored it (the atomic's round trip behind the TMA loads it has
@@ -618,6 +626,14 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
 #endif
 #if DYN_PUB
     int n_stored = 0;  // pieces of split tiles this warpgroup has stored (thread 0 publishes the count)
+#endif
+#if WS_PREFETCH && !DYN
+    // the counters this warpgroup will count on (its run's first and last tiles, where they are split) into the L2
+    // now, so that the atomic at each piece's end does not wait for DRAM (the timer empties the L2 before a sample)
+    if (local_tid == 0 && begin < end) {
+      prefetch_l2(workspace + (static_cast<int>(begin / k_blocks) * CLUSTER + rank) * CONSUMERS + consumer);
+      prefetch_l2(workspace + (static_cast<int>((end - 1) / k_blocks) * CLUSTER + rank) * CONSUMERS + consumer);
+    }
 #endif
 #if DYN
     for (;;) {
