@@ -74,17 +74,21 @@
 //              rounded to whole chunks, one chunk at least; clipped to the k-blocks here: 0 all dynamic, all no tail;
 //              with DYN 0 the YAML's -1, not read)
 //   MAP_PARAMS 1: the two tensor maps passed by value, as __grid_constant__ parameters (as CUTLASS and the libraries
-//              pass theirs), prefetched by the producer thread while the barriers are set up; 0: in a device buffer
-//              whose address is the parameter (gemmlab/gpu/tma.py), fenced and prefetched after the barriers (the
-//              measured kernel). Why: the timer empties the L2 before every sample, so the buffer's 256 bytes come
-//              from DRAM before the first weight box can be asked for, a round trip on every SM's critical path; a
-//              parameter is written at launch. Expected: the first data sooner by about one DRAM latency (~0.5-1 us),
-//              which is 3-6% of the small matrices' 15-25 us (Llama-3 8B qkv and attn_o), nothing at the large ones
+//              pass theirs), prefetched by the producer thread while the barriers are set up (the YAML's default); 0:
+//              in a device buffer whose address is the parameter (gemmlab/gpu/tma.py), fenced and prefetched after the
+//              barriers. Why: the timer empties the L2 before every sample, so the buffer's 256 bytes came from DRAM
+//              before the first weight box could be asked for, on every SM's critical path; a parameter is written
+//              with the launch. Measured on an H100 (h100-2026-12-05/session34b, each set twice in A B B A order, the
+//              libraries interleaved; medians of the two): 1-8% less time at 19 of the 20 points of 3.7-58 MB (fp8 6144 x
+//              4096 at 1 token 17.15 -> 16.07 us; fp8 2112 x 7168 at 64 tokens +0.3%), 0.2-2% less at 470-940 MB; +1.3 to
+//              +8.7 points of the library at the small matrices. The stamps
+//              (TRACE 1, 6144 x 4096 fp8, 1 token): the first data at the median SM 3.54 -> 2.75 us, at the slowest
+//              7.04 -> 3.87 us: the late SMs had been waiting on the map
 //   WS_PREFETCH 1: each consumer warpgroup's thread 0 prefetches into the L2, at its start, the counters of its run's
 //              first and last tiles (the only ones it can share with other units), so that a split tile's atomic at
-//              the piece's end finds its line in the L2 rather than in DRAM (the timer's flush leaves it there);
-//              expected: up to one DRAM latency less on the kernel's tail (~0.5-1 us of the small matrices' 15-25 us);
-//              not with DYN 1; 0: none (the measured kernel)
+//              the piece's end finds its line in the L2 rather than in DRAM (the timer's flush leaves it there). Measured
+//              (session34b): -3.4 to +5.3% time alone, within +-2.5% of MAP_PARAMS alone with it: no gain. 0: none (the
+//              measured kernel); not with DYN 1
 //   DYN_PUB    (DYN 1) 1: the consumers never wait on a counter. A consumer warpgroup stores a piece's partial,
 //              meets its own warps at a named barrier and bumps a count in shared memory (st.release.cta), then takes
 //              the next piece. The producer, between pieces, reads the counts (ld.acquire.cta), counts every piece all
