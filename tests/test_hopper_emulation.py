@@ -25,8 +25,11 @@ def hopper_emulator(point, folder: Path, extra_args: str = "") -> Path:
 
     if shutil.which("g++") is None:
         pytest.skip("g++ not found (host emulation)")
-    args = "a.data(), b.data(), c.data(), M, N, K, gemm_host::emu_tensor_maps(a.data(), b.data(), c.data())"
-    return emulator(build_for(point), str(folder.parent), args + extra_args)
+    maps = "gemm_host::emu_tensor_maps(a.data(), b.data(), c.data())"
+    build = build_for(point)
+    if dict(build.defines).get("MAP_PARAMS"):  # by value, each map a parameter (as the launcher passes them)
+        maps = ", ".join(f"{maps}[{i}]" for i in range(len(point.variant_cfg.cuda.tensor_maps)))
+    return emulator(build, str(folder.parent), "a.data(), b.data(), c.data(), M, N, K, " + maps + extra_args)
 
 
 def run_hopper_emulation(point, exe: Path, folder: Path, a_bytes, b_bytes, sm_count: int, env=None):

@@ -127,6 +127,11 @@
 //                       in uniform registers, no R2UR              99.7 / 100.2 / 101.2; Llama-3 70B geomean
 //   DESC_STEP           1: each k16 step's descriptors the first   0.998 vs 1.000: no gain (a k-tile's wgmmas
 //                       step's + a constant (CUTLASS's iterator)   go before the last is waited for: hidden)
+//   MAP_PARAMS          1: the three tensor maps by value          +0.5..+2% at 4096 (a kernel of ~180 us): the
+//                       (__grid_constant__ parameters, written     maps no longer come from DRAM after the timer's
+//                       with the launch; gemmlab/gpu/tma.py),      L2 flush, so no SM starts late for want of one
+//                       prefetched before the barriers; 0: in a    (stage 17 on an H100: the slowest SM's first
+//                       device buffer, fenced (the measured one)   data 7.0 -> 3.9 us, the median 3.5 -> 2.8 us)
 // Measured at nt, BF16 (measure=sustained, % of the best library interleaved, * unreliable by noise or clock):
 // BEGIN techniques outputs/reference/h200-2026-12-02/session9c/ws_nt_square
 // configuration                                  4096    6144    8192
@@ -183,6 +188,9 @@
 #endif
 #ifndef CONSUMER_REGS
 #define CONSUMER_REGS 232
+#endif
+#ifndef MAP_PARAMS  // 1: the tensor maps by value (__grid_constant__ parameters); 0: in a device buffer (measured)
+#define MAP_PARAMS 0
 #endif
 #ifndef EPI_TMA
 #define EPI_TMA 1
@@ -283,17 +291,37 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     __cluster_dims__(CLUSTER_M, 1, 1)
 #endif
     wgmma_ws_gemm(const TIN* __restrict__ A, const TIN* __restrict__ B, TOUT* __restrict__ C, int M, int N,
-                  int K, const hopper::TensorMap* __restrict__ maps, int* __restrict__ workspace) {
+                  int K,
+#if MAP_PARAMS
+                  const __grid_constant__ hopper::TensorMap map_a_param, const __grid_constant__ hopper::TensorMap map_b_param,
+                  const __grid_constant__ hopper::TensorMap map_c_param,
+#else
+                  const hopper::TensorMap* __restrict__ maps,
+#endif
+                  int* __restrict__ workspace) {
   using namespace hopper;
   static_assert(std::is_same<TIN, __nv_bfloat16>::value || std::is_same<TIN, __half>::value, "TIN");
   static_assert(sizeof(TOUT) == 2, "the staging tile and the C tensor map hold 16-bit outputs");
   (void)A;
   (void)B;
+#if MAP_PARAMS  // the maps by value (the launcher's by-value arguments), fetched while the barriers are set up
+  const TensorMap* map_a = &map_a_param;
+  const TensorMap* map_b = &map_b_param;
+  if (threadIdx.x == 0) {
+    tensormap_prefetch(map_a);
+    tensormap_prefetch(map_b);
+  }
+#if EPI_TMA
+  (void)C;
+  const TensorMap* map_c = &map_c_param;
+#endif
+#else
   const TensorMap* map_a = maps + 0;
   const TensorMap* map_b = maps + 1;
 #if EPI_TMA
   (void)C;
   const TensorMap* map_c = maps + 2;
+#endif
 #endif
 #if !STREAM_K
   (void)workspace;
@@ -367,8 +395,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       const int n_tiles = (N + BN - 1) / BN;
       const int k_tiles = (K + BK - 1) / BK;
 #endif
-      tensormap_acquire(map_a);
-      tensormap_acquire(map_b);
+      tensormap_ready(map_a);
+      tensormap_ready(map_b);
       int it = 0;  // stage uses so far, across tiles: slot = it % STAGES, use = it / STAGES
 #if PRODUCER_SCHEDULES
       const StreamK sched(m_clusters * n_tiles, k_tiles, clusters, cluster, STREAM_K != 0);
@@ -447,7 +475,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     const int lane = tid % 32;
 #if EPI_TMA
     unsigned char* my_staging = staging + consumer * kStagingBytes;
-    if (local_tid == 0) tensormap_acquire(map_c);
+    if (local_tid == 0) tensormap_ready(map_c);
 #endif
 
     auto release = [&](int slot) {

@@ -22,6 +22,11 @@
 //   GROUP_M      tile rows per group of the persistent grouped raster (L2 reuse)
 //   UNIFORM_A    1: the consumer index told warp-uniform: A's descriptors in uniform registers, no R2UR
 //   DESC_STEP    1: each k32 step's descriptors the first's + 2
+//   MAP_PARAMS   1: the three tensor maps by value (__grid_constant__ parameters written with the launch; gemmlab/gpu/
+//                tma.py), prefetched before the barriers; 0: in a device buffer the copy engine first reads from DRAM
+//                after the timer's L2 flush (the measured kernel). Expected: +1..+3% at 4096 (~100 us), where an SM that
+//                starts late for want of its map finishes late (stage 17 on an H100: the slowest SM's first data
+//                7.0 -> 3.9 us)
 //   BN           128 or 256 columns per tile (wgmma N)
 //   EPI_BOXES    64 x 64 boxes of a consumer's output staged per round of the TMA-store epilogue (stage 12's; 0: all
 //                BN / 64, one round). 2 halves the staging tiles (32 KB for both consumers at 128 x 256, not 64), which
@@ -95,6 +100,9 @@
 #endif
 #ifndef STAGES
 #define STAGES 3
+#endif
+#ifndef MAP_PARAMS  // 1: the tensor maps by value (__grid_constant__ parameters); 0: in a device buffer (measured)
+#define MAP_PARAMS 0
 #endif
 #ifndef EPI_TMA
 #define EPI_TMA 1
@@ -172,17 +180,36 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     __cluster_dims__(CLUSTER_M, 1, 1)
 #endif
     wgmma_fp8_gemm(const TIN* __restrict__ A, const TIN* __restrict__ B, TOUT* __restrict__ C, int M, int N, int K,
-                   const hopper::TensorMap* __restrict__ maps, float scale_a, float scale_b) {
+#if MAP_PARAMS
+                   const __grid_constant__ hopper::TensorMap map_a_param, const __grid_constant__ hopper::TensorMap map_b_param,
+                   const __grid_constant__ hopper::TensorMap map_c_param,
+#else
+                   const hopper::TensorMap* __restrict__ maps,
+#endif
+                   float scale_a, float scale_b) {
   using namespace hopper;
   static_assert(sizeof(TIN) == 1, "8-bit inputs (e4m3 or e5m2)");
   static_assert(std::is_same<TOUT, __nv_bfloat16>::value, "the fp8 rows write bfloat16, as cuBLASLt's");
   (void)A;
   (void)B;
+#if MAP_PARAMS  // the maps by value (the launcher's by-value arguments), fetched while the barriers are set up
+  const TensorMap* map_a = &map_a_param;
+  const TensorMap* map_b = &map_b_param;
+  if (threadIdx.x == 0) {
+    tensormap_prefetch(map_a);
+    tensormap_prefetch(map_b);
+  }
+#if EPI_TMA
+  (void)C;
+  const TensorMap* map_c = &map_c_param;
+#endif
+#else
   const TensorMap* map_a = maps + 0;
   const TensorMap* map_b = maps + 1;
 #if EPI_TMA
   (void)C;
   const TensorMap* map_c = maps + 2;  // the map is passed either way; only the TMA-store epilogue reads it
+#endif
 #endif
 
   HOPPER_DYNAMIC_SMEM(smem_raw);
@@ -217,8 +244,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     // ---------------------------------------------------------------- producer warpgroup
     setmaxnreg_dec<PRODUCER_REGS>();
     if (tid == 0) {
-      tensormap_acquire(map_a);
-      tensormap_acquire(map_b);
+      tensormap_ready(map_a);
+      tensormap_ready(map_b);
       int it = 0;  // stage uses so far, across tiles: slot = it % STAGES, use = it / STAGES
       const ClusterWalk walk = cluster_walk<CLUSTER_M>();
       for (int t = walk.first; t < tiles; t += walk.stride) {
@@ -251,7 +278,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     const float scale = scale_a * scale_b;  // FP32, as cuBLASLt's alpha * scale_a * scale_b with alpha 1
 #if EPI_TMA
     unsigned char* my_staging = staging + consumer * kStagingBytes;
-    if (local_tid == 0) tensormap_acquire(map_c);
+    if (local_tid == 0) tensormap_ready(map_c);
 #endif
 
     // CLUSTER_M 2: to the slot's empty barrier in every CTA of the cluster (the peer multicast into ours, we into

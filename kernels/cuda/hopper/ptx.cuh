@@ -182,20 +182,31 @@ __device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar, uint32_t parity
 // ---------------------------------------------------------------------------------------------
 // The maps live in global memory, written before the launch by a host copy: order those writes
 // before the tensor-map proxy reads them (once per thread that issues copies), and warm the cache.
-// A map passed as a __grid_constant__ kernel parameter (MAP_PARAMS 1 in stage 17): the driver wrote it at launch, no
-// proxy fence; only its prefetch into the copy engine's descriptor cache.
+__device__ __forceinline__ void tensormap_acquire(const TensorMap* map) {
+  asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" ::"l"(map) : "memory");
+  asm volatile("prefetch.tensormap [%0];" ::"l"(map) : "memory");
+}
+
+// A map passed as a __grid_constant__ kernel parameter: the driver wrote it with the launch, no proxy fence; only its
+// prefetch into the copy engine's descriptor cache.
 __device__ __forceinline__ void tensormap_prefetch(const TensorMap* map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(map) : "memory");
+}
+
+// A kernel's maps made ready for the copy engine. MAP_PARAMS (a kernel's define; 0 when not given) 1: the maps are
+// __grid_constant__ parameters (the launcher passes them by value, gemmlab/gpu/tma.py): tensormap_prefetch; 0: in a
+// device buffer the host wrote: tensormap_acquire.
+__device__ __forceinline__ void tensormap_ready(const TensorMap* map) {
+#if defined(MAP_PARAMS) && MAP_PARAMS
+  tensormap_prefetch(map);
+#else
+  tensormap_acquire(map);
+#endif
 }
 
 // The 128-byte line at p brought into the L2 (no register written): a later atomic on it finds it there.
 __device__ __forceinline__ void prefetch_l2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(p) : "memory");
-}
-
-__device__ __forceinline__ void tensormap_acquire(const TensorMap* map) {
-  asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" ::"l"(map) : "memory");
-  asm volatile("prefetch.tensormap [%0];" ::"l"(map) : "memory");
 }
 
 // Global -> shared, completing `bytes` on `bar` in this CTA.

@@ -182,6 +182,7 @@ inline void mbar_wait_cluster(uint64_t* bar, uint32_t parity) { mbar_wait(bar, p
 // ---- TMA ---------------------------------------------------------------------------------------------
 inline void tensormap_acquire(const TensorMap*) {}
 inline void tensormap_prefetch(const TensorMap*) {}
+inline void tensormap_ready(const TensorMap*) {}
 inline void prefetch_l2(const void*) {}  // where a line sits changes no value
 
 void tma_load_2d(void* smem_dst, const TensorMap* map, uint64_t* bar, int col, int row);
