@@ -207,11 +207,9 @@ def decode_emulator(point, folder: Path, source: Path | None = None) -> Path:
     if source is not None:
         build = dataclasses.replace(build, source=source)
     # the launcher's order: A, B, C, M, N, K, [tensor maps,] [fp8 scales,] workspace
-    maps = ("gemm_host::emu_tensor_maps(a.data(), b.data(), c.data()), "
-            if point.variant_cfg.cuda.get("tensor_maps") else "")
-    if maps and dict(build.defines).get("MAP_PARAMS"):  # by value, each map a parameter (as the launcher passes them)
-        maps = "".join(f"gemm_host::emu_tensor_maps(a.data(), b.data(), c.data())[{i}], "
-                       for i in range(len(point.variant_cfg.cuda.tensor_maps)))
+    from test_hopper_emulation import emu_maps_args
+
+    maps = emu_maps_args(point, build) + ", " if point.variant_cfg.cuda.get("tensor_maps") else ""
     scales = "gemm_host::emu_scale(0), gemm_host::emu_scale(1), " if point.precision == "fp8" else ""
     return emulator(build, str(folder), f"a.data(), b.data(), c.data(), M, N, K, {maps}{scales}gemm_host::emu_workspace()")
 

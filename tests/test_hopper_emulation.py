@@ -16,6 +16,15 @@ from test_hopper_kernels import FP8_BASE, FP8_SWEEP, WS_SWEEP, _fp8_overrides, _
 
 
 # ---- Hopper stages on the CPU: TMA, mbarriers, deferred wgmma, stmatrix (host_emulation/hopper_emu.h) ---
+def emu_maps_args(point, build) -> str:
+    """The emulated launch's tensor-map arguments, as the launcher passes them: the buffer's address, or with
+    MAP_PARAMS 1 each map by value (gemmlab/gpu/tma.py)."""
+    maps = "gemm_host::emu_tensor_maps(a.data(), b.data(), c.data())"
+    if dict(build.defines).get("MAP_PARAMS"):
+        return ", ".join(f"{maps}[{i}]" for i in range(len(point.variant_cfg.cuda.tensor_maps)))
+    return maps
+
+
 def hopper_emulator(point, folder: Path, extra_args: str = "") -> Path:
     """The host-emulation build of a Hopper stage's point (driver.cpp + hopper_emu.h); one per
     configuration and session (test_cuda_kernels.emulator): the shapes are run-time arguments."""
@@ -25,11 +34,9 @@ def hopper_emulator(point, folder: Path, extra_args: str = "") -> Path:
 
     if shutil.which("g++") is None:
         pytest.skip("g++ not found (host emulation)")
-    maps = "gemm_host::emu_tensor_maps(a.data(), b.data(), c.data())"
     build = build_for(point)
-    if dict(build.defines).get("MAP_PARAMS"):  # by value, each map a parameter (as the launcher passes them)
-        maps = ", ".join(f"{maps}[{i}]" for i in range(len(point.variant_cfg.cuda.tensor_maps)))
-    return emulator(build, str(folder.parent), "a.data(), b.data(), c.data(), M, N, K, " + maps + extra_args)
+    return emulator(build, str(folder.parent), "a.data(), b.data(), c.data(), M, N, K, " + emu_maps_args(point, build)
+                    + extra_args)
 
 
 def run_hopper_emulation(point, exe: Path, folder: Path, a_bytes, b_bytes, sm_count: int, env=None):

@@ -284,11 +284,14 @@ def test_the_default_kernel_is_the_measured_code(precision, tmp_path_factory):
     if found is None or nvcc.nvcc_version(found) != MEASURED_NVCC:
         pytest.skip(f"the recorded SASS is nvcc {MEASURED_NVCC}'s (here: {found and nvcc.nvcc_version(found)})")
     cache = session_folder(tmp_path_factory.getbasetemp(), "cuda-cache")
-    cubin, _ = build(VARIANT, precision, cache, ["layouts=[nn]"])
+    # with the tensor maps in the device buffer, as they were passed then (MAP_PARAMS 0; by value, the default since
+    # h200-2026-12-05/session34c, which measured it at layout nt)
+    cubin, _ = build(VARIANT, precision, cache, ["layouts=[nn]", f"variant.{VARIANT}.cuda.defines.MAP_PARAMS=0"])
     assert sass_digest(sass(cubin)) == MEASURED_DEFAULT_SASS[precision], (
         f"stage 12's default {precision} kernel is no longer the measured code (or cuobjdump prints it otherwise)")
     if precision == "bf16":  # the check can fail: the producer-only schedule is other code
-        other, _ = build(VARIANT, precision, cache, ["layouts=[nn]", f"variant.{VARIANT}.cuda.defines.PRODUCER_SCHEDULES=1"])
+        other, _ = build(VARIANT, precision, cache, ["layouts=[nn]", f"variant.{VARIANT}.cuda.defines.MAP_PARAMS=0",
+                                                     f"variant.{VARIANT}.cuda.defines.PRODUCER_SCHEDULES=1"])
         assert sass_digest(sass(other)) != MEASURED_DEFAULT_SASS[precision]
 
 
@@ -296,8 +299,7 @@ def test_the_default_kernel_is_the_measured_code(precision, tmp_path_factory):
 # Most entries run without clusters (CLUSTER_M 1) on one CTA per emulated SM (GRID_CTAS 0); the driver runs 2-CTA
 # clusters too (a cluster's blocks together: B's multicast halves, the slot releases to both CTAs), the YAML's defaults.
 EMU = "CLUSTER_M:1,GRID_CTAS:0"
-EMU_ARGS = ("a.data(), b.data(), c.data(), M, N, K, gemm_host::emu_tensor_maps(a.data(), b.data(), c.data()), "
-            "gemm_host::emu_workspace()")
+EMU_ARGS = "a.data(), b.data(), c.data(), M, N, K, {maps}, gemm_host::emu_workspace()"
 UNIT_ROUNDOFF = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11}
 
 
@@ -307,7 +309,7 @@ def emulate(point, folder: Path, rng, sm_count, launches=1, source: Path | None 
     (C as float64, the check's result)."""
     import ml_dtypes
     from test_cuda_kernels import emulator
-    from test_hopper_emulation import run_hopper_emulation
+    from test_hopper_emulation import emu_maps_args, run_hopper_emulation
 
     from gemmlab.measure import check
 
@@ -316,7 +318,7 @@ def emulate(point, folder: Path, rng, sm_count, launches=1, source: Path | None 
     build = build_for(point)
     if source is not None:
         build = dataclasses.replace(build, source=source)
-    exe = emulator(build, str(folder.parent), EMU_ARGS)
+    exe = emulator(build, str(folder.parent), EMU_ARGS.format(maps=emu_maps_args(point, build)))
     m, n, k = point.m, point.n, point.k
     a = rng.standard_normal((m, k), dtype=np.float32).astype(ml_dtypes.bfloat16)
     b = rng.standard_normal((k, n), dtype=np.float32).astype(ml_dtypes.bfloat16)

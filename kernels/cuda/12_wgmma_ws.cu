@@ -127,11 +127,15 @@
 //                       in uniform registers, no R2UR              99.7 / 100.2 / 101.2; Llama-3 70B geomean
 //   DESC_STEP           1: each k16 step's descriptors the first   0.998 vs 1.000: no gain (a k-tile's wgmmas
 //                       step's + a constant (CUTLASS's iterator)   go before the last is waited for: hidden)
-//   MAP_PARAMS          1: the three tensor maps by value          +0.5..+2% at 4096 (a kernel of ~180 us): the
-//                       (__grid_constant__ parameters, written     maps no longer come from DRAM after the timer's
-//                       with the launch; gemmlab/gpu/tma.py),      L2 flush, so no SM starts late for want of one
-//                       prefetched before the barriers; 0: in a    (stage 17 on an H100: the slowest SM's first
-//                       device buffer, fenced (the measured one)   data 7.0 -> 3.9 us, the median 3.5 -> 2.8 us)
+//   MAP_PARAMS          1 (the default since session34c): the      predicted +0.5..+2% at 4096 (a kernel of ~180
+//                       three tensor maps by value                 us): the maps no longer come from DRAM after the
+//                       (__grid_constant__ parameters, written     timer's L2 flush, so no SM starts late for want
+//                       with the launch; gemmlab/gpu/tma.py),      of one (stage 17 on an H100: the slowest SM's
+//                       prefetched before the barriers; 0: in a    first data 7.0 -> 3.9 us). Measured on the H200
+//                       device buffer, fenced (every row before    at nt (h200-2026-12-05/session34c/maps_ws_nt, A B
+//                       session34c)                                B A): 100.5 / 100.8 against 99.5 / 99.7% at 4096,
+//                                                                  99.8 / 100.4 against 99.6 / 99.9 at 6144, 100.6
+//                                                                  / 100.8 against 100.6 / 99.5 at 8192
 // Measured at nt, BF16 (measure=sustained, % of the best library interleaved, * unreliable by noise or clock):
 // BEGIN techniques outputs/reference/h200-2026-12-02/session9c/ws_nt_square
 // configuration                                  4096    6144    8192

@@ -22,11 +22,13 @@
 //   GROUP_M      tile rows per group of the persistent grouped raster (L2 reuse)
 //   UNIFORM_A    1: the consumer index told warp-uniform: A's descriptors in uniform registers, no R2UR
 //   DESC_STEP    1: each k32 step's descriptors the first's + 2
-//   MAP_PARAMS   1: the three tensor maps by value (__grid_constant__ parameters written with the launch; gemmlab/gpu/
-//                tma.py), prefetched before the barriers; 0: in a device buffer the copy engine first reads from DRAM
-//                after the timer's L2 flush (the measured kernel). Expected: +1..+3% at 4096 (~100 us), where an SM that
-//                starts late for want of its map finishes late (stage 17 on an H100: the slowest SM's first data
-//                7.0 -> 3.9 us)
+//   MAP_PARAMS   1 (the default since session34c): the three tensor maps by value (__grid_constant__ parameters
+//                written with the launch; gemmlab/gpu/tma.py), prefetched before the barriers; 0: in a device buffer the
+//                copy engine first reads from DRAM after the timer's L2 flush (every row before session34c). Predicted
+//                +1..+3% at 4096 (~100 us), where an SM that starts late for want of its map finishes late (stage 17
+//                on an H100: the slowest SM's first data 7.0 -> 3.9 us). Measured on the H200 (h200-2026-12-05/
+//                session34c/maps_fp8, A B B A, cuBLASLt interleaved): 106.5 / 106.6 against 104.3 / 104.4% at 4096,
+//                98.9 / 99.0 against 98.9 / 99.0 at 8192, where the 700 W cap sets the clock
 //   BN           128 or 256 columns per tile (wgmma N)
 //   EPI_BOXES    64 x 64 boxes of a consumer's output staged per round of the TMA-store epilogue (stage 12's; 0: all
 //                BN / 64, one round). 2 halves the staging tiles (32 KB for both consumers at 128 x 256, not 64), which
