@@ -295,37 +295,15 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     __cluster_dims__(CLUSTER_M, 1, 1)
 #endif
     wgmma_ws_gemm(const TIN* __restrict__ A, const TIN* __restrict__ B, TOUT* __restrict__ C, int M, int N,
-                  int K,
-#if MAP_PARAMS
-                  const __grid_constant__ hopper::TensorMap map_a_param, const __grid_constant__ hopper::TensorMap map_b_param,
-                  const __grid_constant__ hopper::TensorMap map_c_param,
-#else
-                  const hopper::TensorMap* __restrict__ maps,
-#endif
-                  int* __restrict__ workspace) {
+                  int K, HOPPER_MAPS_ABC_PARAMS, int* __restrict__ workspace) {
   using namespace hopper;
   static_assert(std::is_same<TIN, __nv_bfloat16>::value || std::is_same<TIN, __half>::value, "TIN");
   static_assert(sizeof(TOUT) == 2, "the staging tile and the C tensor map hold 16-bit outputs");
   (void)A;
   (void)B;
-#if MAP_PARAMS  // the maps by value (the launcher's by-value arguments), fetched while the barriers are set up
-  const TensorMap* map_a = &map_a_param;
-  const TensorMap* map_b = &map_b_param;
-  if (threadIdx.x == 0) {
-    tensormap_prefetch(map_a);
-    tensormap_prefetch(map_b);
-  }
+  HOPPER_MAPS_ABC  // map_a, map_b, map_c (by value with MAP_PARAMS 1: hopper/ptx.cuh)
 #if EPI_TMA
   (void)C;
-  const TensorMap* map_c = &map_c_param;
-#endif
-#else
-  const TensorMap* map_a = maps + 0;
-  const TensorMap* map_b = maps + 1;
-#if EPI_TMA
-  (void)C;
-  const TensorMap* map_c = maps + 2;
-#endif
 #endif
 #if !STREAM_K
   (void)workspace;

@@ -423,6 +423,31 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
 }  // namespace hopper
 #endif  // GEMMLAB_HOST_EMULATION
 
+// A GEMM stage's three tensor maps (A, B, C), however the launcher passes them (gemmlab/gpu/tma.py): in the kernel's
+// signature HOPPER_MAPS_ABC_PARAMS, at the top of its body HOPPER_MAPS_ABC, which names them map_a, map_b, map_c.
+// MAP_PARAMS (a kernel's define; 0 when not given) 1: three __grid_constant__ parameters the driver writes with the
+// launch, A's and B's prefetched into the descriptor cache by thread 0 at once (while the barriers are set up);
+// 0: a device buffer holding them, whose address is the parameter `maps` (tensormap_ready fences them later).
+#if defined(MAP_PARAMS) && MAP_PARAMS
+#define HOPPER_MAPS_ABC_PARAMS                                                                                 \
+  const __grid_constant__ hopper::TensorMap map_a_param, const __grid_constant__ hopper::TensorMap map_b_param, \
+      const __grid_constant__ hopper::TensorMap map_c_param
+#define HOPPER_MAPS_ABC                                                                \
+  const hopper::TensorMap* map_a = &map_a_param;                                       \
+  const hopper::TensorMap* map_b = &map_b_param;                                       \
+  [[maybe_unused]] const hopper::TensorMap* map_c = &map_c_param; /* the TMA store's */ \
+  if (threadIdx.x == 0) {                                                              \
+    hopper::tensormap_prefetch(map_a);                                                 \
+    hopper::tensormap_prefetch(map_b);                                                 \
+  }
+#else
+#define HOPPER_MAPS_ABC_PARAMS const hopper::TensorMap* __restrict__ maps
+#define HOPPER_MAPS_ABC                        \
+  const hopper::TensorMap* map_a = maps + 0;   \
+  const hopper::TensorMap* map_b = maps + 1;   \
+  [[maybe_unused]] const hopper::TensorMap* map_c = maps + 2;
+#endif
+
 namespace hopper {
 // A wgmma descriptor `bytes` further on in shared memory (the next k-step of a swizzled row, or the next N-major
 // chunk): its start address field counts 16-byte units in its low 14 bits, and shared addresses stay below 256 KB,
