@@ -194,7 +194,7 @@ def by_value_args(maps: List[bytes]) -> list:
     """Each encoded map as a one-element NumPy array of a 128-byte void type: CuPy passes a NumPy array of one
     element by value (the kernel's parameter gets its bytes: ``const __grid_constant__ TensorMap``), which the
     driver writes with the launch. Such maps need no fence in the kernel and are not in device memory (a kernel
-    built with MAP_PARAMS 1 takes them; kernels/cuda/17_decode_wgmma.cu)."""
+    built with MAP_PARAMS 1 takes them: stages 12, 13 and 17 by default, kernels/cuda/hopper/ptx.cuh)."""
     import numpy as np
 
     out = []

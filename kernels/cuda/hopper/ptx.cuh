@@ -48,8 +48,9 @@
 namespace hopper {
 
 // A CUtensorMap as the driver encodes it (cuTensorMapEncodeTiled): 128 opaque bytes, 64-byte aligned.
-// The launcher (gemmlab/gpu/tma.py) copies the maps into device memory and passes their address;
-// the copy engine reads them from global memory (PTX allows .param, .const or .global tensor maps).
+// The launcher (gemmlab/gpu/tma.py) passes a kernel built with MAP_PARAMS 1 each map by value (a
+// __grid_constant__ parameter: HOPPER_MAPS_ABC_PARAMS below); else it copies the maps into device memory
+// and passes their address (PTX allows .param, .const or .global tensor maps).
 struct alignas(64) TensorMap {
   unsigned long long opaque[16];
 };
