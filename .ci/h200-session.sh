@@ -13,7 +13,7 @@
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block fp8_block_diag wgmma_peak mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation conduct sanitize precompile_default default_run default_run_noguard fidelity_default
-# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace decode_wgmma_dyn decode_wgmma_maps decode_wgmma_rules tune_fp8_repeat maps_top pinning multi_gpu
+# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace decode_wgmma_dyn decode_wgmma_maps decode_wgmma_rules tune_fp8_repeat maps_top candidates34 pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # Set GEMMLAB_GIT_COMMIT to the commit being measured: the tree copied to a GPU host may carry a
@@ -283,6 +283,13 @@ for stage in "$@"; do case $stage in
              "sizes.square=[4096,6144,8192]" sizes.shapes=[] measure=sustained measure.max_time_s=1.5 run.fail_on_error=false $Q \
              'variant.wgmma_ws.cuda.defines={},{MAP_PARAMS:1},{MAP_PARAMS:1},{}' run.name=maps_ws_nt hydra.sweep.dir=$REF/maps_ws_nt
            fp8_tune maps_fp8 '{},{MAP_PARAMS:1},{MAP_PARAMS:1},{}' ;;
+  candidates34)  # the thirty-fourth note's next candidates, A B B A, the libraries interleaved: stage 13's two-box epilogue
+           # with a fourth stage on top of the maps by value (issue 32: 105.4 / 101.5 at 4096 / 8192 with the maps in the
+           # buffer, session34c), and stage 17's 8 stages where its rule picks 64-row tiles (issue 30: +3.2 to +8.9
+           # points at 2112 x 7168 on the H200, mixed in fp8 on the H100), the router too
+           fp8_tune candidates34_fp8 '{},{EPI_BOXES:2,STAGES:4},{EPI_BOXES:2,STAGES:4},{}'
+           stage_sweep decode_wgmma candidates34_decode 200 '{},{STAGES:8},{STAGES:8},{}' \
+             "[[32,2112,7168],[48,2112,7168],[64,2112,7168],[32,256,7168],[64,256,7168]]" "bf16,fp8" ;;
   # issue 20: the technique defines of stage 12 (WS_SWEEP in tests/test_hopper_kernels.py, same list)
   tune_ws) step tune_wgmma_ws 420 python3 run.py -m variant=wgmma_ws precision=bf16 "sizes.square=[4096,8192]" sizes.shapes=[] \
              measure.max_time_s=1.5 $Q 'variant.wgmma_ws.cuda.defines={CLUSTER_M:2,GRID_CTAS:128,STAGES:4,EPI_BOXES:2},{CLUSTER_M:1,GRID_CTAS:0,STAGES:4,EPI_BOXES:2},{CLUSTER_M:1,GRID_CTAS:0,STAGES:3,EPI_BOXES:0},{CLUSTER_M:1,GRID_CTAS:0,EPI_TMA:0,STAGES:4},{GRID_CTAS:0},{MBAR_CLUSTER_SCOPE:1},{STAGES:3,EPI_BOXES:0},{EPI_BOXES:1},{GROUP_M:16},{GROUP_M:4},{EPI_TMA:0},{MAP_PARAMS:1}' \
