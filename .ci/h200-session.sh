@@ -157,7 +157,7 @@ DECODE_NCU_DEFAULT='decode_rows 64 8192 28672 - decode_rows -;decode_rows 64 819
 # and XF16 2 (fp8): 1, 16 and 64 tokens (XS_WIDE changes nothing at 16 tokens or fewer: those builds repeat)
 DECODE_XF16_SHAPES="[[1,57344,8192],[16,57344,8192],[16,8192,28672],[16,36864,7168],[64,57344,8192],[64,8192,28672]]"
 # stage 13's define sweep (tests/test_hopper_kernels.py's FP8_SWEEP builds each; FP8_TUNE: other entries)
-FP8_SWEEP='{STAGES:3,EPI_TMA:1},{STAGES:4,EPI_TMA:0},{STAGES:3,EPI_TMA:0},{GROUP_M:16},{BN:128,STAGES:4},{UNIFORM_A:1,DESC_STEP:1},{EPI_BOXES:2,STAGES:4},{EPI_BOXES:1,STAGES:4},{CLUSTER_M:2},{CLUSTER_M:2,EPI_BOXES:2,STAGES:4},{MAP_PARAMS:1}'
+FP8_SWEEP='{STAGES:3,EPI_TMA:1},{STAGES:4,EPI_TMA:0},{STAGES:3,EPI_TMA:0},{GROUP_M:16},{BN:128,STAGES:4},{UNIFORM_A:1,DESC_STEP:1},{EPI_BOXES:2,STAGES:4},{EPI_BOXES:1,STAGES:4},{CLUSTER_M:2},{CLUSTER_M:2,EPI_BOXES:2,STAGES:4},{MAP_PARAMS:0}'
 # tune_fp8_repeat's sets: the defaults and the three candidates closest to 105, each twice (noise between points)
 FP8_REPEAT='{STAGES:3,EPI_TMA:1},{EPI_BOXES:2,STAGES:4},{CLUSTER_M:2,EPI_BOXES:2,STAGES:4},{UNIFORM_A:1,DESC_STEP:1},{STAGES:3,EPI_TMA:1},{EPI_BOXES:2,STAGES:4},{CLUSTER_M:2,EPI_BOXES:2,STAGES:4},{UNIFORM_A:1,DESC_STEP:1}'
 # stage 15's define sweep (tests/test_hopper_fp8_block.py's FP8_BLOCK_SWEEP builds each); FP8_BLOCK_TUNE: a subset
@@ -187,7 +187,8 @@ DECODE_WGMMA_DYN_SHAPES="[[1,8192,28672],[16,8192,28672],[64,8192,28672],[1,3686
 # defaults before all three rules, at small, middle and large matrices (and 32 / 48 tokens at 17 tiles: the tiles'
 # rule between 16 and 64 tokens)
 DECODE_WGMMA_RULES='{},{CONSUMERS:2},{CONSUMERS:1},{STAGES:8},{CONSUMERS:2,L2_HINT:0,STAGES:8}'
-DECODE_WGMMA_MAPS='{},{MAP_PARAMS:1},{WS_PREFETCH:1},{MAP_PARAMS:1,WS_PREFETCH:1},{MAP_PARAMS:1,WS_PREFETCH:1},{WS_PREFETCH:1},{MAP_PARAMS:1},{}'
+# (session34b ran it with MAP_PARAMS 0 the default; now by value is: the buffer is the set to compare)
+DECODE_WGMMA_MAPS='{MAP_PARAMS:0},{},{MAP_PARAMS:0,WS_PREFETCH:1},{WS_PREFETCH:1},{WS_PREFETCH:1},{MAP_PARAMS:0,WS_PREFETCH:1},{},{MAP_PARAMS:0}'
 DECODE_WGMMA_MAPS_SHAPES="[[1,6144,4096],[16,6144,4096],[64,6144,4096],[1,4096,4096],[16,4096,4096],[64,4096,4096],[16,7168,2048],[64,7168,2048],[64,2112,7168],[16,256,7168],[1,8192,28672],[64,57344,8192]]"
 DECODE_WGMMA_RULES_SHAPES="[[1,6144,4096],[64,6144,4096],[16,4096,4096],[16,7168,2048],[64,2112,7168],[32,2112,7168],[48,2112,7168],[16,8192,8192],[1,4096,14336],[1,8192,28672],[16,8192,28672],[64,57344,8192],[16,36864,7168]]"
 DECODE_WGMMA_NCU_DEFAULT='decode_wgmma 1 8192 28672 - decode_wgmma -;decode_wgmma 64 8192 28672 - decode_wgmma -;decode_wgmma 64 8192 28672 - decode_wgmma {PRODUCER_WG:1,MSUB:2};cublaslt 64 8192 28672 - ^(?!gemmlab).*(gemv|gemm|xmma|cutlass|nvjet) -'
@@ -277,12 +278,13 @@ for stage in "$@"; do case $stage in
   tune_mma) step tune_mma_sync 480 python3 run.py -m variant=mma_sync precision=bf16 "sizes.square=[8192]" sizes.shapes=[] \
              measure.max_time_s=1.5 $Q 'variant.mma_sync.cuda.defines={FRAG_PIPE:0},{FRAG_PIPE:1},{STAGES:3},{BM:256,BN:128},{BN:128,STAGES:3,MIN_BLOCKS:2},{BN:128,STAGES:3,MIN_BLOCKS:2,FRAG_PIPE:0},{BK:32,STAGES:6},{BN:128,BK:32,STAGES:6,MIN_BLOCKS:2},{BN:128,WN:32},{GROUP_M:16},{BK:32,STAGES:8},{BM:256,BN:128,STAGES:3}' \
              run.name=tune_mma_sync hydra.sweep.dir=$REF/tune_mma_sync ;;
-  maps_top)  # issue 32: stages 12 (bf16, nt, 4096 / 6144 / 8192) and 13 (fp8, 4096 / 8192) with their tensor maps by
-           # value (MAP_PARAMS 1) against the device buffer, A B B A, the library interleaved, sustained
+  maps_top)  # issue 32: stages 12 (bf16, nt, 4096 / 6144 / 8192) and 13 (fp8, 4096 / 8192) with their tensor maps in
+           # the device buffer (MAP_PARAMS 0) against by value (the defaults since session34c, which ran this stage
+           # the other way round), A B B A, the library interleaved, sustained
            step maps_ws_nt 240 python3 run.py -m variant=wgmma_ws precision=bf16 "layouts=[nt]" \
              "sizes.square=[4096,6144,8192]" sizes.shapes=[] measure=sustained measure.max_time_s=1.5 run.fail_on_error=false $Q \
-             'variant.wgmma_ws.cuda.defines={},{MAP_PARAMS:1},{MAP_PARAMS:1},{}' run.name=maps_ws_nt hydra.sweep.dir=$REF/maps_ws_nt
-           fp8_tune maps_fp8 '{},{MAP_PARAMS:1},{MAP_PARAMS:1},{}' ;;
+             'variant.wgmma_ws.cuda.defines={MAP_PARAMS:0},{},{},{MAP_PARAMS:0}' run.name=maps_ws_nt hydra.sweep.dir=$REF/maps_ws_nt
+           fp8_tune maps_fp8 '{MAP_PARAMS:0},{},{},{MAP_PARAMS:0}' ;;
   candidates34)  # the thirty-fourth note's next candidates, A B B A, the libraries interleaved: stage 13's two-box epilogue
            # with a fourth stage on top of the maps by value (issue 32: 105.4 / 101.5 at 4096 / 8192 with the maps in the
            # buffer, session34c), and stage 17's 8 stages where its rule picks 64-row tiles (issue 30: +3.2 to +8.9
@@ -292,7 +294,7 @@ for stage in "$@"; do case $stage in
              "[[32,2112,7168],[48,2112,7168],[64,2112,7168],[32,256,7168],[64,256,7168]]" "bf16,fp8" ;;
   # issue 20: the technique defines of stage 12 (WS_SWEEP in tests/test_hopper_kernels.py, same list)
   tune_ws) step tune_wgmma_ws 420 python3 run.py -m variant=wgmma_ws precision=bf16 "sizes.square=[4096,8192]" sizes.shapes=[] \
-             measure.max_time_s=1.5 $Q 'variant.wgmma_ws.cuda.defines={CLUSTER_M:2,GRID_CTAS:128,STAGES:4,EPI_BOXES:2},{CLUSTER_M:1,GRID_CTAS:0,STAGES:4,EPI_BOXES:2},{CLUSTER_M:1,GRID_CTAS:0,STAGES:3,EPI_BOXES:0},{CLUSTER_M:1,GRID_CTAS:0,EPI_TMA:0,STAGES:4},{GRID_CTAS:0},{MBAR_CLUSTER_SCOPE:1},{STAGES:3,EPI_BOXES:0},{EPI_BOXES:1},{GROUP_M:16},{GROUP_M:4},{EPI_TMA:0},{MAP_PARAMS:1}' \
+             measure.max_time_s=1.5 $Q 'variant.wgmma_ws.cuda.defines={CLUSTER_M:2,GRID_CTAS:128,STAGES:4,EPI_BOXES:2},{CLUSTER_M:1,GRID_CTAS:0,STAGES:4,EPI_BOXES:2},{CLUSTER_M:1,GRID_CTAS:0,STAGES:3,EPI_BOXES:0},{CLUSTER_M:1,GRID_CTAS:0,EPI_TMA:0,STAGES:4},{GRID_CTAS:0},{MBAR_CLUSTER_SCOPE:1},{STAGES:3,EPI_BOXES:0},{EPI_BOXES:1},{GROUP_M:16},{GROUP_M:4},{EPI_TMA:0},{MAP_PARAMS:0}' \
              run.name=tune_wgmma_ws hydra.sweep.dir=$REF/tune_wgmma_ws ;;
   tune_ws_fp16) step tune_wgmma_ws_fp16 240 python3 run.py -m variant=wgmma_ws precision=fp16 "sizes.square=[4096,8192]" sizes.shapes=[] \
              measure.max_time_s=1.5 $Q 'variant.wgmma_ws.cuda.defines={CLUSTER_M:2,GRID_CTAS:128,STAGES:4,EPI_BOXES:2},{CLUSTER_M:1,GRID_CTAS:0,STAGES:3,EPI_BOXES:0}' \
@@ -691,7 +693,7 @@ while time.time()-t<45: a@a" &
              "$DECODE_WGMMA_MAPS_SHAPES" "bf16,fp8"
            for prec in bf16 fp8; do
              step decode_wgmma_maps_trace_$prec 100 python3 -m gemmlab.bench.decode_trace --variant decode_wgmma \
-               --precision $prec --shapes 1x6144x4096 16x4096x4096 64x6144x4096 --defines "{}" "{MAP_PARAMS:1}" "{MAP_PARAMS:1,WS_PREFETCH:1}" \
+               --precision $prec --shapes 1x6144x4096 16x4096x4096 64x6144x4096 --defines "{MAP_PARAMS:0}" "{}" "{WS_PREFETCH:1}" \
                --out "$LOGS/decode_wgmma_maps_trace_$prec.jsonl"
            done ;;
   decode_wgmma_dyn)  # issue 30: stage 17's dynamic tail (DYN 1: each tile's last ~DYN_PCT% of k-blocks handed out by

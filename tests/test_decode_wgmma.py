@@ -58,11 +58,12 @@ BUILDS = ([(p, m, d) for p in ("bf16", "fp8") for m in (1, 16, 64) for d in [Non
           # the L2 policies (the YAML's rule gives L2_HINT 0 at 6144 x 4096, 1 from 64 MiB of weights), with clusters
           + [(p, m, d) for p in ("bf16", "fp8") for m in (1, 16, 64) for d in ("{L2_HINT:1}",
                                                                             "{CLUSTER:2,L2_HINT:1,STAGES:8}")]
-          # the tensor maps as parameters, with and without clusters
-          + [(p, m, d) for p in ("bf16", "fp8") for m in (1, 16, 64) for d in ("{MAP_PARAMS:1}",
-                                                                            "{MAP_PARAMS:1,CLUSTER:2}",
+          # the tensor maps in the device buffer (the defaults pass them by value), with and without clusters; the
+          # counters' prefetch
+          + [(p, m, d) for p in ("bf16", "fp8") for m in (1, 16, 64) for d in ("{MAP_PARAMS:0}",
+                                                                            "{MAP_PARAMS:0,CLUSTER:2}",
                                                                             "{WS_PREFETCH:1}",
-                                                                            "{WS_PREFETCH:1,MAP_PARAMS:1,CLUSTER:2}")])
+                                                                            "{WS_PREFETCH:1,CLUSTER:2}")])
 
 
 @NEEDS_NVCC
@@ -264,10 +265,10 @@ SHAPES = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("precision", ["bf16", "fp8"])
-@pytest.mark.parametrize("defines", ["{MAP_PARAMS:1}", "{MAP_PARAMS:1,CLUSTER:2}", "{WS_PREFETCH:1,MAP_PARAMS:1}"])
-def test_tensor_maps_as_parameters_compute_x_wt_on_the_cpu(precision, defines, tmp_path_factory):
-    """MAP_PARAMS 1: each tensor map a by-value parameter (the emulation's call passes the maps themselves, as the
-    launcher's one-element NumPy arrays do), with and without the tokens' multicast; with the counters' prefetch."""
+@pytest.mark.parametrize("defines", ["{MAP_PARAMS:0}", "{MAP_PARAMS:0,CLUSTER:2}", "{WS_PREFETCH:1}"])
+def test_tensor_maps_either_way_compute_x_wt_on_the_cpu(precision, defines, tmp_path_factory):
+    """MAP_PARAMS 0: the tensor maps in the device buffer, its address the parameter (the defaults pass each map by
+    value, which the other emulation tests run), with and without the tokens' multicast; the counters' prefetch."""
     folder = tmp_path_factory.mktemp(f"emu-dwg-maps-{precision}")
     rng = np.random.default_rng(23)
     for m, n, k, sms in SHAPES[precision][:3]:

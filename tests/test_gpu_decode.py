@@ -101,10 +101,10 @@ def test_stage_16_matches_the_fp64_product(tmp_path, precision, defines):
                                      # DYN_PUB 1: the producer counts the pieces, the sums come back through the ring
                                      "{DYN:1,DYN_PUB:1}", "{DYN:1,DYN_PUB:1,DYN_K0:0,DYN_CK:3}",
                                      "{DYN:1,DYN_PUB:1,PRODUCER_WG:1,CONSUMERS:3}",
-                                     # the tensor maps passed by value (one-element NumPy arrays through CuPy)
-                                     "{MAP_PARAMS:1}", "{MAP_PARAMS:1,CLUSTER:2,L2_HINT:1}",
+                                     # the tensor maps in the device buffer (the defaults pass them by value)
+                                     "{MAP_PARAMS:0}", "{MAP_PARAMS:0,CLUSTER:2,L2_HINT:1}",
                                      # the split tiles' counters prefetched into the L2
-                                     "{WS_PREFETCH:1}", "{WS_PREFETCH:1,MAP_PARAMS:1,CLUSTER:2}"])
+                                     "{WS_PREFETCH:1}", "{WS_PREFETCH:1,CLUSTER:2}"])
 def test_stage_17_matches_the_fp64_product(tmp_path, precision, defines):
     """Stage 17 (decode_wgmma, tests/test_decode_wgmma.py on the CPU) on the same shapes: TMA boxes past M, N and
     K, tiles cut between CTAs (stream-K), the call repeated and re-checked after timing (its counters must be left

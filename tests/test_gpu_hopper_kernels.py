@@ -94,7 +94,7 @@ NT_SHAPES = [[1, 8, 64], [129, 264, 72], [300, 1032, 4104], [2048, 6144, 1000], 
 # schedule (PRODUCER_SCHEDULES 1, which stream-K needs).
 NT_DEFINES = ["{RASTER:0,STREAM_K:0,PRODUCER_SCHEDULES:0}", "{PRODUCER_SCHEDULES:1}", "{RASTER:1}", "{RASTER:2}",
               "{PRODUCER_SCHEDULES:1,STREAM_K:1,GRID_CTAS:0}", "{PRODUCER_SCHEDULES:1,STREAM_K:1,GRID_CTAS:0,RASTER:2}",
-              "{MAP_PARAMS:1}"]  # the tensor maps by value
+              "{MAP_PARAMS:0}"]  # the tensor maps in the device buffer (the defaults pass them by value)
 
 
 @pytest.mark.parametrize("defines", NT_DEFINES)
