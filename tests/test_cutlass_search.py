@@ -218,3 +218,47 @@ def test_raster_values_and_scheduler_fields_match_the_cutlass_headers(tmp_path):
     from cutlass_cppgen.backend.c_types import _PersistentTileSchedulerArguments
 
     assert [f for f, _ in _PersistentTileSchedulerArguments._fields_] == ["max_swizzle_size", "raster_order_option"]
+
+
+def test_the_search_tells_the_watchdog_each_round_of_trials(monkeypatch):
+    """run_search with CuPy, the check and the timer simulated: before the kernels are checked
+    and ranked the watchdog hears how many there are, and again before the scheduler's trials (the
+    top persistent kernels x swizzles x raster orders), so each round runs under a limit of its own."""
+    import types
+
+    import numpy as np
+
+    from gemmlab.backends.cutlass import search
+    from gemmlab.backends.cutlass.options import KernelOptions
+    from gemmlab.measure import check
+
+    class Ref:
+        def release(self):
+            pass
+
+    def kernel(i):
+        return types.SimpleNamespace(key_hash=f"k{i}", name=f"kernel{i}", config={"persistent": True})
+
+    class Launch:
+        def __init__(self, k, point=None, a=None, b=None, c=None, swizzle=1, raster="heuristic"):
+            self.kernel, self.swizzle, self.raster_order, self.grid = k, swizzle, raster, (1, 1, 1)
+
+        def close(self):
+            pass
+
+    launches = [Launch(kernel(i)) for i in range(3)]
+    records = [{"kernel": l.kernel.name, "key_hash": l.kernel.key_hash, "status": "compiled"} for l in launches]
+    monkeypatch.setitem(sys.modules, "cupy", types.ModuleType("cupy"))
+    monkeypatch.setattr(check, "gemm_reference", lambda *a, **k: Ref())
+    monkeypatch.setattr(search, "_check_candidate", lambda point, launch, rec, ref, c: True)
+    monkeypatch.setattr(search, "_time_interleaved", lambda ls, point: [
+        {"rank_time_median_s": 1e-3 * (1 + i), "rank_tflops": 1.0} for i in range(len(ls))])
+    monkeypatch.setattr(search, "KernelLaunch", Launch)
+    opts = KernelOptions(search=True, search_scheduler_top=2, search_swizzles=(1, 2, 4),
+                         search_raster_orders=("along_m", "along_n"))
+    point = types.SimpleNamespace(layout="nn", compute="bf16", flops=1e9)
+    heard = []
+    best, pick = search.run_search(point, opts, launches, records, np.zeros((8, 4)), np.zeros((4, 16)), "C",
+                                   exact=False, watch=heard.append)
+    assert heard == [3, 2 * 3 * 2]  # the kernels, then 2 kernels x 3 swizzles x 2 raster orders
+    assert len(pick.scheduler_records) == 12 and best.kernel.key_hash == "k0"

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from gemmlab.backends import ranking
+from gemmlab.measure import ranking
 from gemmlab.backends.probes import boundary, memory, mma, transfer
 from gemmlab.bench import cpu_overhead, fidelity, multi_gpu
 from gemmlab.gpu import arrays

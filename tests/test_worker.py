@@ -95,6 +95,39 @@ def test_limits_grow_with_the_work_and_never_fall_below_the_floor():
     assert _limits(2 * 64 ** 3, energy=True, energy_s=2).whole()[1] > small.whole()[1]
 
 
+def test_a_search_gets_a_limit_for_its_trials_and_the_setup_after_it_its_own():
+    small, large = _limits(2 * 64 ** 3), _limits(2 * 8192 ** 3)
+    for lim in (small, large):
+        one, many = lim.search(1), lim.search(24)
+        assert one[0] < many[0] and one[1] < many[1]  # more trials, more time
+        assert many[1] > 2 * 24 * lim.slow_call_s and many[1] >= lim.floor_s
+        assert lim.after_search() == (0.0, lim.whole()[1] - sum(lim.phase(p)[1] for p in
+                                                               ("checked call", "timed samples", "check after timing")))
+    # a large point's search of 24 kernels may take longer than the whole point's limit sized for one kernel
+    assert large.search(24)[1] > large.phase("checked call")[1]
+
+
+def test_the_executor_hands_a_search_its_phase_and_takes_it_back(tmp_path):
+    from gemmlab.backends.base import backend_class
+    from gemmlab.measure.gpu import GpuExecutor
+
+    cfg = compose_cfg([], tmp_path)
+    ex, backend, seen = GpuExecutor(cfg), backend_class("cpu_blas")(cfg), []
+    ex.watch = lambda *report: seen.append(report)
+    lim = _limits(2 * 4096 ** 3)
+    with ex._searches_watched(lim, [backend]):
+        backend.watch_search(12)
+        backend.watch_search(None)
+    assert seen == [("search of 12 trials", *lim.search(12)), ("setup after the search", *lim.after_search())]
+    backend.watch_search(5)  # outside the point it measures, a no-op again
+    assert len(seen) == 2 and "watch_search" not in vars(backend)
+
+
+def test_a_hang_in_a_search_is_named_as_the_search(worker):
+    out = worker.call({"do": "hang", "phase": "search of 3 trials", "limit": 1.0}, limit_s=60)
+    assert out.kind == "timeout" and "in search of 3 trials" in out.fault, out
+
+
 # -- whole runs: the host BLAS misbehaving at chosen sizes, measured in workers -----------------------
 SIZES = [8, *sorted(MISBEHAVE), 31]
 

@@ -6,7 +6,7 @@ process: keep them at module level and free of test fixtures).
 - ``ok``: replies ``{"value": ...}``
 - ``die``: the process exits at once (as a host build's abort or ``__trap`` would end it)
 - ``segv``: the process reads address 0 (SIGSEGV)
-- ``hang``: reports the phase ``checked call`` and never replies
+- ``hang``: reports the phase ``checked call`` (or the request's ``phase``) and never replies
 - ``sticky``: a "CUDA fault" that, as an illegal address does, poisons the process: the reply says
   ``poisoned``, and every later request of the same process fails with the same error
 - ``slow``: reports a phase whose limit covers a sleep longer than the first limit
@@ -34,7 +34,7 @@ def fake_target(init, phase):
         if do == "segv":
             ctypes.string_at(0)
         if do == "hang":
-            phase("checked call", 0.001, request.get("limit", 1.0))
+            phase(request.get("phase", "checked call"), 0.001, request.get("limit", 1.0))
             while True:
                 time.sleep(1)
         if do == "sticky":

@@ -79,6 +79,12 @@ class Backend:
     def make_launch(self, point, a, b, c) -> Launch:
         raise NotImplementedError
 
+    def watch_search(self, n_trials: Optional[int]) -> None:
+        """Tell the worker's watchdog that a search over ``n_trials`` candidates begins (None: it
+        is done), so that it gets a limit of its own and a hang in it is named as the search's
+        (gemmlab/measure/worker/limits.py). The executor replaces this for the point it measures;
+        elsewhere it does nothing."""
+
     # A backend that measures something other than C = A @ B (a probe: vector add, device copy,
     # host-device transfers, ...) defines ``measure_point(point, executor, seed) -> dict`` and
     # owns its inputs, reference and timing, reusing ``executor.timer`` (GPU) for the samples. The

@@ -164,6 +164,7 @@ class CublasLt(Backend):
             if pick is None:  # the first input set searches; the others (cache=rotate) reuse its pick
                 limit = int(lt.search_limit)
                 seeker, _ = self._matmul(p, a, b, c, ptr)
+                self.watch_search(limit)
                 try:
                     seeker.plan(preferences=MatmulPlanPreferences(reduction_scheme_mask=mask, limit=limit),
                                 stream=ptr)
@@ -172,6 +173,7 @@ class CublasLt(Backend):
                 finally:  # its workspace (the largest of all candidates') goes before the timing
                     self._plans.remove(seeker)
                     seeker.free()
+                    self.watch_search(None)
                 self._searched[p.key] = pick
             mm, held = self._matmul(p, a, b, c, ptr)
             mm.plan(algorithms=[Algorithm.from_numpy(pick.algorithm)], stream=ptr)  # the winner alone

@@ -6,7 +6,7 @@ reduction mask as every cublaslt plan (compute-type reductions only), so cuBLASL
 (``cublasLtMatmulAlgoGetHeuristic``) returns up to ``search_limit`` algorithms in its own order,
 fastest first as it predicts. Each one is run with ``Matmul.execute(algorithm=...)``, checked
 against the point's FP64 reference, and the correct ones are timed interleaved
-(:mod:`gemmlab.backends.ranking`, as the CUTLASS search ranks its kernels: back to back, warm L2,
+(:mod:`gemmlab.measure.ranking`, as the CUTLASS search ranks its kernels: back to back, warm L2,
 ranking only). The fastest correct algorithm is then planned alone into a fresh ``Matmul``
 (``plan(algorithms=[...])``) whose ``execute()`` the executor measures as an ordinary point with
 the shared timer, exactly as the ``cublaslt`` variant's heuristic first choice is measured.
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
 from gemmlab import operands
-from gemmlab.backends import ranking
+from gemmlab.measure import ranking
 
 # the Algorithm properties a record keeps (nvmath-python 1.0.0), in this order
 CONFIG_FIELDS = ("tile", "stages", "split_k", "reduction_scheme", "cta_swizzling", "custom_option",

@@ -3,6 +3,7 @@ the timed samples, interleaved with the cuBLAS baselines of the same precision a
 "% of cuBLAS" compares the two under the same clock state."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from typing import Any, Dict, List, Optional, Sequence
@@ -85,6 +86,27 @@ class GpuExecutor:
         expected_s, limit_s = limits.phase(phase)
         self.watch(phase, expected_s, limit_s)
 
+    @contextlib.contextmanager
+    def _searches_watched(self, limits, backends):
+        """While the point's launches are made, a backend's search (``Backend.watch_search``)
+        reports its own phase to the watchdog, with a limit for its trials; then the rest of the
+        setup gets its own."""
+        from gemmlab.measure.worker.limits import AFTER_SEARCH, SEARCH
+
+        def watch_search(n_trials):
+            if n_trials:
+                self.watch(f"{SEARCH} of {int(n_trials)} trials", *limits.search(n_trials))
+            else:
+                self.watch(AFTER_SEARCH, *limits.after_search())
+
+        for b in backends:
+            b.watch_search = watch_search
+        try:
+            yield
+        finally:
+            for b in backends:
+                b.__dict__.pop("watch_search", None)
+
     def _n_sets(self, p) -> int:
         if self.measure.cache != CachePolicy.rotate:
             return 1
@@ -155,16 +177,17 @@ class GpuExecutor:
 
         zones = guards.Guards(cp, m.guard_bytes)
         sets = self.make_sets(p, backend, seed, n_sets, zones)
-        launches = [backend.make_launch(p, s[0], s[1], s[4]) for s in sets]
         limits = self.limits(p, len(baselines))
+        with self._searches_watched(limits, [backend] + [b for _n, _bp, b in baselines]):
+            launches = [backend.make_launch(p, s[0], s[1], s[4]) for s in sets]
+            # the baselines' launches (nvmath plans, a first PyTorch call) and the check's first-use compiles before
+            # the checked call's limit, under the whole point's (or, after a search, the rest of the setup's)
+            baseline_calls = list(self._baseline_calls(p, sets, baselines))
         row: Dict[str, Any] = {**launches[0].info, "cache": m.cache.value, **zones.fields()}
         row["extra"] = dict(launches[0].info.get("extra") or {})  # the backend's own details
         if n_sets > 1:
             row["extra"]["rotate_sets"] = n_sets
 
-        # the baselines' launches (nvmath plans, a first PyTorch call) and the check's first-use compiles before the
-        # checked call's limit, under the whole point's
-        baseline_calls = list(self._baseline_calls(p, sets, baselines))
         _a, _b, a_ref, b_ref, c = sets[0]
         reference = self.reference(p, a_ref, b_ref) if m.check else None
         self._prime_check(reference, c, zones)

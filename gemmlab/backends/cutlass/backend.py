@@ -259,8 +259,12 @@ class Cutlass(Backend):
                                + "; ".join(f"{r['kernel']}: {r.get('error')}" for r in records))
         pick = None
         if opts.search:
-            best, pick = run_search(point, opts, launches, records, a, b, c,
-                                    exact=self.cfg.measure.distribution.value == "exact")
+            try:
+                best, pick = run_search(point, opts, launches, records, a, b, c,
+                                        exact=self.cfg.measure.distribution.value == "exact",
+                                        watch=self.watch_search)
+            finally:
+                self.watch_search(None)
             self._searched[point.key] = pick
         else:
             best = launches[0]

@@ -57,7 +57,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from gemmlab.backends.ranking import first_line  # noqa: F401  (build, backend and search use it from here)
+from gemmlab.measure.ranking import first_line  # noqa: F401  (build, backend and search use it from here)
 from gemmlab.backends.cutlass.options import (
     AUTO_OPCLASS,
     EPILOGUE_SCHEDULES,

@@ -10,20 +10,20 @@ timed again, interleaved, with every ``search_swizzles`` x ``search_raster_order
 correct (kernel, swizzle, raster order) is measured, and every trial is in
 ``extra.search_scheduler``. The times here only rank the candidates (back to back, on a warm L2:
 ``rank_time_median_s``, ``rank_tflops``); the row's times come from the shared timer. The checking
-and ranking are :mod:`gemmlab.backends.ranking`'s, shared with the cuBLASLt search.
+and ranking are :mod:`gemmlab.measure.ranking`'s, shared with the cuBLASLt search.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from gemmlab import operands
 from gemmlab.backends.cutlass.launch import KernelLaunch
 from gemmlab.backends.cutlass.options import KernelOptions
-from gemmlab.backends.ranking import SEARCH_MAX_REPS, SEARCH_ROUNDS, SEARCH_SAMPLE_S  # noqa: F401
-from gemmlab.backends.ranking import check_candidate as _check_candidate
-from gemmlab.backends.ranking import first_line
-from gemmlab.backends.ranking import time_interleaved as _time_interleaved
+from gemmlab.measure.ranking import SEARCH_MAX_REPS, SEARCH_ROUNDS, SEARCH_SAMPLE_S  # noqa: F401
+from gemmlab.measure.ranking import check_candidate as _check_candidate
+from gemmlab.measure.ranking import first_line
+from gemmlab.measure.ranking import time_interleaved as _time_interleaved
 from gemmlab.measure import check
 
 
@@ -40,16 +40,19 @@ class SearchPick:
 
 
 def run_search(point, opts: KernelOptions, launches: List[KernelLaunch], records, a, b, c,
-               exact: bool) -> Tuple[KernelLaunch, SearchPick]:
+               exact: bool, watch: Callable[[int], None] = lambda n_trials: None
+               ) -> Tuple[KernelLaunch, SearchPick]:
     """Check and time every candidate kernel; then time the best ``search_scheduler_top`` again
     with every swizzle x raster order. Returns the fastest correct launch and a SearchPick.
     ``exact``: the inputs are small integers (``measure.distribution: exact``), as every point's
-    reference takes it."""
+    reference takes it. ``watch(n)`` is told each round's number of trials before it starts (the
+    worker's watchdog gives it a limit of its own: ``Backend.watch_search``)."""
     import time
 
     import cupy
 
     t0 = time.perf_counter()
+    watch(len(launches))
     by_hash = {r["key_hash"]: r for r in records}
     # the same reference and element-wise verdict as every point (gemmlab/measure/check.py)
     # of the logical operands: a and b are stored as the point's layout says (gemmlab/operands.py)
@@ -74,6 +77,7 @@ def run_search(point, opts: KernelOptions, launches: List[KernelLaunch], records
         top = [l for l in good if l.kernel.config.get("persistent")][:opts.search_scheduler_top]
         combos = [(s, r) for s in opts.search_swizzles for r in opts.search_raster_orders]
         if top and len(combos) > 1:
+            watch(len(top) * len(combos))
             best = _search_scheduler(point, top, combos, scheduler_records, ref, a, b, c) or best
     finally:
         ref.release()

@@ -10,16 +10,25 @@ fixed limit for the whole point.
 
 The phases a point reports, in order: ``checked call``, ``timed samples``, ``energy window``,
 ``check after timing``; before the first, the inputs and the FP64 reference (and, for a backend
-that measures a point its own way, everything) run under the whole point's limit.
+that measures a point its own way, everything) run under the whole point's limit. A backend that
+searches its candidates (CUTLASS's kernel search, cuBLASLt's algorithm search) reports ``search``
+with the number of trials (each checked once, then timed in ``SEARCH_ROUNDS`` + 1 interleaved
+rounds of up to ``reps_for(call)`` back-to-back launches: gemmlab/measure/ranking.py), and
+``setup after the search`` when it is done, so a candidate that hangs is named as the search's
+and a long search is not cut by a limit sized for one kernel.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Tuple
 
+from gemmlab.measure.ranking import SEARCH_ROUNDS, SEARCH_SAMPLE_S, reps_for
+
 SLOW_FRACTION = 0.01  # a kernel at 1% of the FP32 SIMT peak is slow, not hung
 HOST_FLOPS = 1e10  # host points (run.isolate=all): 10 GFLOP/s, one slow core
 SETUP_FLOOR_S = 60.0  # inputs, the FP64 reference, loading a module: once per point
+SEARCH = "search"  # the phase of a backend's search (its trials' count in the report)
+AFTER_SEARCH = "setup after the search"  # the rest of the setup: the baselines, the check's reference
 
 
 @dataclass(frozen=True)
@@ -62,6 +71,19 @@ class Limits:
         if name == "check after timing":
             return 0.0, self.floor_s
         raise ValueError(f"unknown phase {name!r}")
+
+    def search(self, n_trials: int) -> Tuple[float, float]:
+        """(expected, limit) of a search over ``n_trials`` candidates: its reference, then each
+        candidate checked once and timed in the ranking's rounds (at most ``reps_for`` of a call
+        at the peak per sample, each as slow as a slow but working kernel at worst)."""
+        n, rounds = max(1, int(n_trials)), SEARCH_ROUNDS + 1
+        expected = n * (self.call_s + rounds * max(SEARCH_SAMPLE_S, self.call_s))
+        worst = n * self.slow_call_s * (1 + rounds * reps_for(self.call_s))
+        return expected, SETUP_FLOOR_S + self.floor_s + 2 * worst
+
+    def after_search(self) -> Tuple[float, float]:
+        """(expected, limit) of what is left of the setup once a search is done."""
+        return 0.0, SETUP_FLOOR_S + self.floor_s
 
     def whole(self) -> Tuple[float, float]:
         """(expected, limit) of the whole point: the setup, then every phase."""
