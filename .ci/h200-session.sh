@@ -13,7 +13,7 @@
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block fp8_block_diag wgmma_peak mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation conduct sanitize precompile_default default_run default_run_noguard fidelity_default
-# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace decode_wgmma_dyn decode_wgmma_maps decode_wgmma_rules tune_fp8_repeat maps_top candidates34 pinning multi_gpu
+# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace decode_wgmma_dyn decode_wgmma_maps decode_wgmma_rules tune_fp8_repeat maps_top candidates34 maps_fp8_block pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # Set GEMMLAB_GIT_COMMIT to the commit being measured: the tree copied to a GPU host may carry a
@@ -195,6 +195,11 @@ DECODE_WGMMA_NCU_DEFAULT='decode_wgmma 1 8192 28672 - decode_wgmma -;decode_wgmm
 DECODE_ROWS_SHAPES=${DECODE_ROWS_SHAPES:-"[[1,6144,4096],[16,6144,4096],[64,6144,4096],[1,8192,8192],[16,8192,8192],[1,57344,8192],[16,57344,8192]]"}
 
 # DS3_NAME: the run's folder and log name (a second run with FP8_BLOCK_OVERRIDES beside the defaults' own)
+fp8_block_tune() {  # NAME DEFINE_SETS SHAPES: stage 15's define sets, cuBLASLt's block-scaled kernel interleaved
+  step "$1" 360 python3 run.py -m variant=wgmma_fp8_block precision=fp8 "layouts=[nt]" measure.fp8_scaling=block \
+    "sizes.square=[]" "sizes.shapes=$3" "measure.baseline=[cublaslt]" measure.max_time_s=1.5 run.fail_on_error=false $Q \
+    "variant.wgmma_fp8_block.cuda.defines=$2" run.name=$1 hydra.sweep.dir=$REF/$1
+}
 ds3_fp8_block() {
            local name="${DS3_NAME:-ds3_wgmma_fp8_block}"
            step $name 420 python3 run.py "variant=[wgmma_fp8_block,cublaslt]" precision=fp8 "layouts=[nt]" \
@@ -292,6 +297,13 @@ for stage in "$@"; do case $stage in
            fp8_tune candidates34_fp8 '{},{EPI_BOXES:2,STAGES:4},{EPI_BOXES:2,STAGES:4},{}'
            stage_sweep decode_wgmma candidates34_decode 200 '{},{STAGES:8},{STAGES:8},{}' \
              "[[32,2112,7168],[48,2112,7168],[64,2112,7168],[32,256,7168],[64,256,7168]]" "bf16,fp8" ;;
+  maps_fp8_block)  # issue 30: stage 15 with its tensor maps by value (MAP_PARAMS 1, as stages 12 / 13 / 17 take them
+           # since session34c) against the buffer, first its GPU tests with it, then A B B A at the tune shapes and
+           # moe_router / shared_gate_up, cuBLASLt's block-scaled kernel interleaved
+           step gpu_maps_fp8_block 200 python3 -m pytest -m gpu tests/test_gpu_hopper_fp8_block.py -k MAP_PARAMS -q -rA \
+             -p no:cacheprovider
+           fp8_block_tune maps_fp8_block '{},{MAP_PARAMS:1},{MAP_PARAMS:1},{}' \
+             '[[4096,36864,7168],[4096,7168,16384],[4096,7168,2048],[1024,2112,7168],[4096,256,7168],[1024,4096,7168]]' ;;
   # issue 20: the technique defines of stage 12 (WS_SWEEP in tests/test_hopper_kernels.py, same list)
   tune_ws) step tune_wgmma_ws 420 python3 run.py -m variant=wgmma_ws precision=bf16 "sizes.square=[4096,8192]" sizes.shapes=[] \
              measure.max_time_s=1.5 $Q 'variant.wgmma_ws.cuda.defines={CLUSTER_M:2,GRID_CTAS:128,STAGES:4,EPI_BOXES:2},{CLUSTER_M:1,GRID_CTAS:0,STAGES:4,EPI_BOXES:2},{CLUSTER_M:1,GRID_CTAS:0,STAGES:3,EPI_BOXES:0},{CLUSTER_M:1,GRID_CTAS:0,EPI_TMA:0,STAGES:4},{GRID_CTAS:0},{MBAR_CLUSTER_SCOPE:1},{STAGES:3,EPI_BOXES:0},{EPI_BOXES:1},{GROUP_M:16},{GROUP_M:4},{EPI_TMA:0},{MAP_PARAMS:0}' \
@@ -373,11 +385,8 @@ for stage in "$@"; do case $stage in
   # tiles of 128 x 128 on 132 SMs: the wave-quantisation case, where an entry without BN takes 64 by waves
   # as the defaults do; at the other three 192 since session21 where the build has it, else 128), cuBLASLt
   # interleaved (FP8_BLOCK_TUNE: other entries; FP8_BLOCK_SHAPES: other shapes, "[[m,n,k],...]")
-  tune_fp8_block) step tune_wgmma_fp8_block 360 python3 run.py -m variant=wgmma_fp8_block precision=fp8 "layouts=[nt]" \
-             measure.fp8_scaling=block "sizes.square=[]" "sizes.shapes=${FP8_BLOCK_SHAPES:-[[4096,36864,7168],[4096,7168,16384],[4096,7168,2048],[1024,2112,7168]]}" \
-             "measure.baseline=[cublaslt]" measure.max_time_s=1.5 run.fail_on_error=false $Q \
-             "variant.wgmma_fp8_block.cuda.defines=${FP8_BLOCK_TUNE:-$FP8_BLOCK_SWEEP}" \
-             run.name=tune_wgmma_fp8_block hydra.sweep.dir=$REF/tune_wgmma_fp8_block ;;
+  tune_fp8_block) fp8_block_tune tune_wgmma_fp8_block "${FP8_BLOCK_TUNE:-$FP8_BLOCK_SWEEP}" \
+             "${FP8_BLOCK_SHAPES:-[[4096,36864,7168],[4096,7168,16384],[4096,7168,2048],[1024,2112,7168]]}" ;;
   fp8_block_split)  # issue 30: moe_router at 4096 tokens, the DeepSeek-V3 point furthest under cuBLASLt (99.3-99.7%
            # with the partial kept, session27; 64 tiles of 128 x 128 split in 2): FP8_BLOCK_SPLIT_DEFAULT (the defaults,
            # the previous default without keeping, the k-loop before DESC_STEP 2, 6 stages without staging tiles or with

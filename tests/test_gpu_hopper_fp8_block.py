@@ -67,7 +67,9 @@ def _failures(rows):
                                      "{WG_ORDER:1}", "{WG_ORDER:1,PROMOTE_OVERLAP:1}", "{SCALE_READ:0}", "{SCALE_READ:2}", "{SCALE_B_TILE:1}",
                                      "{BN:192,STAGES:4}", "{BN:160}", "{SCALE_READ:1,UNIFORM_A:0,DESC_STEP:0}", "{SCALE_READ:1}", "{DESC_STEP:0}", "{BN:256}",
                                      # C staged one box a round, a stage more (at the widths the waves choose; 256)
-                                     "{EPI_BOXES:1,STAGES:6}", "{BN:256,EPI_BOXES:1}"])
+                                     "{EPI_BOXES:1,STAGES:6}", "{BN:256,EPI_BOXES:1}",
+                                     # the tensor maps by value (__grid_constant__ parameters), by waves and at 256
+                                     "{MAP_PARAMS:1}", "{BN:256,EPI_BOXES:1,MAP_PARAMS:1}"])
 def test_block_scaled_stage_matches_the_dequantized_fp64_product(tmp_path, defines):
     rows = _run(tmp_path, SQUARE, SHAPES, [f"variant.{VARIANT}.cuda.defines={defines}", DEBUG])
     assert len(rows) == len(SQUARE) + len(SHAPES)
@@ -175,7 +177,8 @@ SPLIT_SQUARE = [128, 1024]
                                      # 2-CTA clusters split (a cluster's CTAs walk the same units, B multicast):
                                      # cuBLASLt's configuration at moe_router, at 64 wide, at 256
                                      "{CLUSTER_M:2,SPLIT_K:2}", "{CLUSTER_M:2,SPLIT_K:3,BN:64}",
-                                     "{CLUSTER_M:2,SPLIT_K:4,BN:256,SPLIT_KEEP:1}"])
+                                     "{CLUSTER_M:2,SPLIT_K:4,BN:256,SPLIT_KEEP:1}",
+                                     "{SPLIT_K:2,MAP_PARAMS:1}"])
 def test_split_k_matches_the_dequantized_fp64_product_with_the_same_bits_every_call(tmp_path, defines):
     import re
 

@@ -271,7 +271,13 @@ def test_the_session_tunes_the_sweep_this_file_builds():
         assert words in stage, words
     # the shapes it tunes at (unless FP8_BLOCK_SHAPES says others) are the ones this file reads the widths at (TUNE_SHAPES)
     shapes = ",".join(f"[{m},{n},{k}]" for m, n, k in TUNE_SHAPES)
-    assert f'"sizes.shapes=${{FP8_BLOCK_SHAPES:-[{shapes}]}}"' in re.search(r"\n  tune_fp8_block\)(.*?);;", text, re.S).group(1), shapes
+    tune_stage = re.search(r"\n  tune_fp8_block\)(.*?);;", text, re.S).group(1)
+    assert f'"${{FP8_BLOCK_SHAPES:-[{shapes}]}}"' in tune_stage, shapes
+    assert '"${FP8_BLOCK_TUNE:-$FP8_BLOCK_SWEEP}"' in tune_stage and tune_stage.split()[0] == "fp8_block_tune"
+    helper = re.search(r"\nfp8_block_tune\(\) \{(.*?)\n\}\n", text, re.S).group(1)
+    for words in ('"sizes.shapes=$3"', "measure.fp8_scaling=block", "measure.baseline=[cublaslt]",
+                  '"variant.wgmma_fp8_block.cuda.defines=$2"'):
+        assert words in helper, words
 
 
 def test_the_session_measures_the_moe_router_candidates_beside_the_defaults():
@@ -339,7 +345,8 @@ def test_the_launcher_passes_the_recorded_grids_and_refuses_others(monkeypatch):
         backend._fp8_args(p, a, b)
     backend.release()
     # ... and the launcher's workspace last (cuda.workspace_bytes: read by split-K only)
-    assert re.search(r"const hopper::TensorMap\* __restrict__ maps,\s+const float\* __restrict__ scale_a,\s+"
+    # (the tensor maps however MAP_PARAMS passes them: a buffer's address, or each by value: hopper/ptx.cuh)
+    assert re.search(r"int K, HOPPER_MAPS_ABC_PARAMS,\s+const float\* __restrict__ scale_a,\s+"
                      r"const float\* __restrict__ scale_b, int\* __restrict__ workspace\)",
                      (ROOT / p.variant_cfg.cuda.source).read_text())
 
@@ -995,7 +1002,7 @@ def emulate(point, folder, qa, qb, sa, sb, sm_count=EMU_SMS, source=None, laid_o
     ``reverse``: the blocks run last to first (split-K's other arrival order)."""
     import numpy as np
     from test_cuda_kernels import emulator
-    from test_hopper_emulation import run_hopper_emulation
+    from test_hopper_emulation import emu_maps_args, run_hopper_emulation
 
     from gemmlab import fp8
     from gemmlab.backends.cuda_kernels import build_for, launch_shape
@@ -1006,7 +1013,7 @@ def emulate(point, folder, qa, qb, sa, sb, sm_count=EMU_SMS, source=None, laid_o
     b = build_for(point)
     if source is not None:
         b = dataclasses.replace(b, source=source)
-    args = ("a.data(), b.data(), c.data(), M, N, K, gemm_host::emu_tensor_maps(a.data(), b.data(), c.data()), "
+    args = ("a.data(), b.data(), c.data(), M, N, K, " + emu_maps_args(point, b) + ", "
             "gemm_host::emu_scale_array(0), gemm_host::emu_scale_array(1), gemm_host::emu_workspace()")
     exe = emulator(b, str(folder.parent), args)
     np.ascontiguousarray(sa, np.float32).tofile(folder / "sa.bin")
@@ -1076,7 +1083,9 @@ EMULATED_CONFIGS = ["{}", "{PROMOTE_OVERLAP:1}", "{SCALE_SMEM:0,STAGES:6,PROMOTE
                     # 200 x 264 one cluster tile row (the second CTA's tile 72 rows), at 130 x 128 the second CTA's 2 rows,
                     # at 64 x 136 and 1 x 8 the second CTA wholly past M
                     "{CLUSTER_M:2}", "{CLUSTER_M:2,BN:64}", "{BN:256,CLUSTER_M:2}", "{CLUSTER_M:2,BM:64,CONSUMER_REGS:240}",
-                    "{BN:256,CLUSTER_M:2,EPI_BOXES:1}"]
+                    "{BN:256,CLUSTER_M:2,EPI_BOXES:1}",
+                    # the tensor maps by value (__grid_constant__ parameters), at 128 wide and at 256 with boxes
+                    "{MAP_PARAMS:1}", "{BN:256,EPI_BOXES:1,MAP_PARAMS:1}"]
 # ... and these every shape: the defaults, the overlapped promotion, the consumers' own loads, cp.async, BN 192
 # and 128
 EMULATED_EVERY_SHAPE = [*EMULATED_CONFIGS[:3], "{SCALE_SMEM:3}", "{BN:192,STAGES:4}", "{BN:128}", "{BN:160}",

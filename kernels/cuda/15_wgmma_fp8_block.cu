@@ -307,6 +307,13 @@
 //                    89.2 / 88.8 / 93.2 / 107.3 against 89.0 / 86.8 / 94.9 / 106.4; DeepSeek-V3 at M >= 1024
 //                    84.8-117.8 (geomean 93.8) against 87.2-119.6 (95.1) in the run before it: no gain, not taken
 //                    (the one 16-byte request a k-block is not what the copies cost)
+//   MAP_PARAMS       1: the three tensor maps by value (__grid_constant__ parameters the driver writes with the launch,
+//                    gemmlab/gpu/tma.py; A's and B's prefetched by thread 0 while the barriers are set up), as stages 12, 13
+//                    and 17 take them by default since session34c; 0: in a device buffer whose address is the parameter,
+//                    which the copy engine first reads from DRAM after the timer's L2 flush (the measured kernel, every
+//                    row of this stage). Predicted from stage 13 (fp8 4096: 106.5 / 106.6 against 104.3 / 104.4% of
+//                    cuBLASLt, h200-2026-12-05/session34c/maps_fp8): +1..+2 points at DeepSeek-V3's 1024-token shapes
+//                    (40-120 us), less at 4096 tokens. Not measured here yet (session stage maps_fp8_block)
 // Not done (DeepGEMM has them): other BLOCK_N that straddle two B scale blocks (144, 160: their C boxes are not
 // whole 64-column ones), FP32 output, grouped / masked MoE layouts, JIT specialisation on the shape (K is a run-time argument).
 //
@@ -430,6 +437,9 @@
 // keeps where a tile is split in 2)
 #ifndef SPLIT_KEEP
 #define SPLIT_KEEP 0
+#endif
+#ifndef MAP_PARAMS  // 1: the tensor maps by value (__grid_constant__ parameters); 0: in a device buffer (measured)
+#define MAP_PARAMS 0
 #endif
 // UNIFORM_A, DESC_STEP (hopper/issue_path.cuh): A's descriptors in uniform registers; each k32 step's descriptors the
 // first's advanced by 32 bytes, and with DESC_STEP 2 (and SCALE_READ 3) the next k-block's first ones built under this
@@ -660,7 +670,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     __cluster_dims__(CLUSTER_M, 1, 1)
 #endif
     wgmma_fp8_block_gemm(const TIN* __restrict__ A, const TIN* __restrict__ B, TOUT* __restrict__ C, int M, int N,
-                         int K, const hopper::TensorMap* __restrict__ maps, const float* __restrict__ scale_a,
+                         int K, HOPPER_MAPS_ABC_PARAMS, const float* __restrict__ scale_a,
                          const float* __restrict__ scale_b, int* __restrict__ workspace) {
   using namespace hopper;
   static_assert(sizeof(TIN) == 1, "8-bit inputs (e4m3 or e5m2)");
@@ -670,13 +680,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 #if SPLIT_K == 1
   (void)workspace;  // read only by split-K (the launcher passes one either way: cuda.workspace_bytes)
 #endif
-  const TensorMap* map_a = maps + 0;
-  const TensorMap* map_b = maps + 1;
-#if EPI_TMA
-#if BN % 64 == 0
+  HOPPER_MAPS_ABC  // map_a, map_b, map_c (by value with MAP_PARAMS 1: hopper/ptx.cuh); only the TMA store reads map_c
+#if EPI_TMA && BN % 64 == 0
   (void)C;  // (BN 160 stores its last 32 columns directly)
-#endif
-  const TensorMap* map_c = maps + 2;  // the map is passed either way; only the TMA-store epilogue reads it
 #endif
 
   HOPPER_DYNAMIC_SMEM(smem_raw);
@@ -747,8 +753,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     // ---------------------------------------------------------------- producer warpgroup (stage 13's)
     setmaxnreg_dec<PRODUCER_REGS>();
     if (tid == 0) {
-      tensormap_acquire(map_a);
-      tensormap_acquire(map_b);
+      tensormap_ready(map_a);
+      tensormap_ready(map_b);
       int it = 0;  // stage uses so far, across tiles: slot = it % STAGES, use = it / STAGES
       const ClusterWalk walk = hopper::cluster_walk<CLUSTER_M>();
       for (int t = walk.first; t < units; t += walk.stride) {
@@ -893,7 +899,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     const int lane = tid % 32;
 #if EPI_TMA
     unsigned char* my_staging = staging + consumer * kStagingBytes;
-    if (local_tid == 0) tensormap_acquire(map_c);
+    if (local_tid == 0) tensormap_ready(map_c);
 #endif
 
     // Issue k-block use `use` of the ring into `partial` (fresh: scale-d 0 on the first k32 step).
