@@ -5,6 +5,8 @@ the H200 (sm_90, nvmath-python 1.0.0, cuBLASLt 13.x); not yet run there."""
 from __future__ import annotations
 
 import json
+import logging
+import re
 
 import pytest
 from conftest import compose_cfg, run_points
@@ -38,14 +40,19 @@ def test_cublaslt_fp8_unscaled_inputs_beyond_the_range_fail_as_overflow(tmp_path
     assert row["status"] == "failed" and "overflow" in row["reason"], row["reason"]
 
 
-def test_cublaslt_fp8_search_checks_its_candidates_against_the_dequantized_inputs(tmp_path):
+def test_cublaslt_fp8_search_checks_its_candidates_against_the_dequantized_inputs(tmp_path, caplog):
     cfg = compose_cfg(["variant=cublaslt_search", "precision=fp8", "measure=quick", "run.progress=false",
                        "sizes.shapes=[]", "sizes.square=[1024]", "measure.fp8_scaling=tensor",
                        "measure.input_scale=1000"], tmp_path)
-    _, rows = run_points(cfg, tmp_path / "run")
+    with caplog.at_level(logging.DEBUG, logger="gemmlab"):
+        _, rows = run_points(cfg, tmp_path / "run")
     (row,) = rows
     assert row["status"] == "ok", row["reason"]
     assert _extra(row)["fp8_scaling"]["scale_a"] != 1.0
+    # the search ran in the worker under a watchdog phase of its own, then the rest of the setup under its own
+    phases = [r.getMessage() for r in caplog.records if r.getMessage().startswith("worker ")]
+    search = [i for i, m in enumerate(phases) if re.search(r": search of \d+ trials \(limit ", m)]
+    assert search and "setup after the search" in phases[search[0] + 1], phases
 
 
 # -- rowcol and block (cuBLASLt's Hopper scale modes, gemmlab/backends/cublaslt_scaled.py) ------------------

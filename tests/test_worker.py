@@ -10,6 +10,7 @@ Switched off (``run.isolate=none``), the sticky fault takes the later points wit
 """
 from __future__ import annotations
 
+import logging
 import time
 
 import pytest
@@ -65,10 +66,14 @@ def test_the_watchdog_kills_a_hang_at_its_phase_limit_and_says_so(worker):
     assert worker.call({"value": 5}, limit_s=60).ok
 
 
-def test_a_phase_sets_the_deadline_unless_the_limit_is_fixed(worker):
-    assert worker.call({"do": "slow", "sleep": 1.5}, limit_s=0.8).ok  # the phase's 5 s covers it
-    out = worker.call({"do": "slow", "sleep": 1.5}, limit_s=0.8, fixed_limit=True)
+def test_a_phase_sets_the_deadline_unless_the_limit_is_fixed(worker, caplog):
+    with caplog.at_level(logging.DEBUG, logger="gemmlab"):
+        assert worker.call({"do": "slow", "sleep": 1.5}, limit_s=0.8).ok  # the phase's 5 s covers it
+        out = worker.call({"do": "slow", "sleep": 1.5}, limit_s=0.8, fixed_limit=True)
     assert out.kind == "timeout" and "in timed samples" in out.fault, out
+    said = [r.getMessage() for r in caplog.records]  # each phase in the log at debug level, with its limit
+    assert any(m.endswith("timed samples (limit 5 s)") for m in said), said
+    assert any(m.endswith("timed samples (limit unchanged)") for m in said), said
 
 
 def test_a_target_that_cannot_start_is_one_clear_error():

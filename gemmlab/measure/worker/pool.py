@@ -198,6 +198,8 @@ class Worker:
                 phase = _Phase(name, expected_s, now)
                 if not fixed_limit and phase_limit_s:
                     deadline = now + float(phase_limit_s)
+                log.debug("worker %s: %s (limit %s)", self.pid, name,
+                          _seconds(phase_limit_s) if phase_limit_s and not fixed_limit else "unchanged")
                 continue
             if what == "reply":
                 reply = msg[1]
