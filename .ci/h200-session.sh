@@ -13,7 +13,7 @@
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block fp8_block_diag wgmma_peak mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation conduct sanitize precompile_default default_run default_run_noguard fidelity_default
-# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace decode_wgmma_dyn decode_wgmma_maps decode_wgmma_rules tune_fp8_repeat maps_top candidates34 maps_fp8_block search_tests pinning multi_gpu
+# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace decode_wgmma_dyn decode_wgmma_maps decode_wgmma_rules tune_fp8_repeat maps_top candidates34 maps_fp8_block search_tests decode_deep pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # Set GEMMLAB_GIT_COMMIT to the commit being measured: the tree copied to a GPU host may carry a
@@ -297,6 +297,13 @@ for stage in "$@"; do case $stage in
            fp8_tune candidates34_fp8 '{},{EPI_BOXES:2,STAGES:4},{EPI_BOXES:2,STAGES:4},{}'
            stage_sweep decode_wgmma candidates34_decode 200 '{},{STAGES:8},{STAGES:8},{}' \
              "[[32,2112,7168],[48,2112,7168],[64,2112,7168],[32,256,7168],[64,256,7168]]" "bf16,fp8" ;;
+  decode_deep)  # issue 30: stage 17 with a ring of 12 stages (as many as 227 KB hold at 1 and 16 tokens; never measured
+           # past 8) against the defaults' 8, A B B A, the libraries interleaved, at the large matrices where fp8 sits
+           # at 86-90% of the copy probe (70B mlp_down 89.7 / 89.3, session34c): more loads in flight per SM for the
+           # slower SMs' share of the bandwidth, whose spread ends the kernel (session31's stamps: 5-10 us)
+           stage_sweep decode_wgmma decode_deep 300 '{},{STAGES:12},{STAGES:12},{}' \
+             "[[1,8192,28672],[16,8192,28672],[1,36864,7168],[16,36864,7168],[1,7168,18432],[16,7168,18432],[1,57344,8192],[16,57344,8192]]" \
+             "bf16,fp8" ;;
   search_tests)  # the searches under a watchdog phase of their own (session35, not yet run on a GPU): cuBLASLt's FP8
            # search in a worker (its test asserts the phase in the log) and CUTLASS's kernel search
            step gpu_search 300 python3 -m pytest -m gpu tests/test_gpu_fp8_scaling.py tests/test_gpu_cutlass.py -k search \

@@ -63,7 +63,9 @@ BUILDS = ([(p, m, d) for p in ("bf16", "fp8") for m in (1, 16, 64) for d in [Non
           + [(p, m, d) for p in ("bf16", "fp8") for m in (1, 16, 64) for d in ("{MAP_PARAMS:0}",
                                                                             "{MAP_PARAMS:0,CLUSTER:2}",
                                                                             "{WS_PREFETCH:1}",
-                                                                            "{WS_PREFETCH:1,CLUSTER:2}")])
+                                                                            "{WS_PREFETCH:1,CLUSTER:2}")]
+          # a deeper ring than 8 where 227 KB hold it (12 at 1 and 16 tokens; 64 tokens fit 8: the same build)
+          + [(p, m, "{STAGES:12}") for p in ("bf16", "fp8") for m in (1, 16, 64)])
 
 
 @NEEDS_NVCC
@@ -294,13 +296,14 @@ def test_decode_wgmma_computes_x_wt_on_the_cpu(precision, tmp_path_factory):
 @pytest.mark.slow
 # (the sweep's L2_HINT set is 0 everywhere since the YAML's rule, which gives 0 at these small shapes: 1 named here)
 @pytest.mark.parametrize("precision,defines", [(p, d) for p in ("bf16", "fp8")
-                                               for d in SWEEP[1:4] + SWEEP[5:7] + ["{L2_HINT:1}"] + SWEEP[8:]])
+                                               for d in SWEEP[1:4] + SWEEP[5:7] + ["{L2_HINT:1}"] + SWEEP[8:]
+                                               + ["{STAGES:12}"]])
 def test_decode_wgmma_sweep_configurations_on_the_cpu(precision, defines, tmp_path_factory):
     """One consumer (64-row tiles), two slices a consumer (256-row tiles), a ring of 4 that wraps more often, the
     producer warpgroup (its other 127 threads idle) with two slices a consumer or three consumers (192-row tiles), the
     L2 policies (the same bytes land), 2-CTA clusters (each CTA's half of the tokens multicast into both; the driver
     runs a cluster's blocks together), 2 and 4 boxes along K a stage (K = 520 bf16 / 1040 fp8: 9 boxes, the last
-    k-block holds one)."""
+    k-block holds one), a ring of 12 (the session's decode_deep candidate)."""
     folder = tmp_path_factory.mktemp("emu-dwg-sweep")
     rng = np.random.default_rng(5)
     for m, n, k, sms in SHAPES[precision][:2]:
