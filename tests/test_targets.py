@@ -74,7 +74,12 @@ def test_need_all_a_count_and_the_geomean(tmp_path):
     r = evaluate(ds, _t(at_least=105))
     assert r.verdict == NOT_MET and "1 of 3 points >= 105; lowest 101.0 at 3072x4096x4096" in r.summary
     assert evaluate(ds, _t(at_least=104, need=2)).verdict == MET
-    assert evaluate(ds, _t(at_least=104, need=3)).verdict == NOT_MET
+    assert "nearest below" not in evaluate(ds, _t(at_least=104, need=2)).summary
+    r = evaluate(ds, _t(at_least=104, need=3))
+    assert r.verdict == NOT_MET and r.summary.endswith("(3 needed); nearest below: 101.0 at 3072x4096x4096")
+    # a count short by more: as many of the best below the bar as are missing, best first
+    r = evaluate(ds, _t(at_least=120, need=2))
+    assert r.summary.endswith("(2 needed); nearest below: 110.0 at 1024x4096x4096, 104.0 at 2048x4096x4096")
     geo = (1.10 * 1.04 * 1.01) ** (1 / 3) * 100  # 104.9
     r = evaluate(ds, _t(at_least=104.5, need="geomean"))
     assert r.verdict == MET and f"geomean {geo:.1f} over 3 points" in r.summary

@@ -230,7 +230,12 @@ def _judge(t: Target, pts: pd.DataFrame, missing: Tuple[str, ...], lacking: Tupl
         if good < n:
             return NOT_MET, text
         return (NOT_MEASURED if missing else MET), text
-    return (MET if good >= t.need else NOT_MET), text + f" ({t.need} needed)"
+    if good >= t.need:
+        return MET, text + f" ({t.need} needed)"
+    # what would count next: the best points below the bar, as many as are missing (at most 3)
+    below = pts[~pts["holds"].astype(bool)].sort_values("value", ascending=False).head(min(3, t.need - good))
+    nearest = ", ".join(f"{_num(float(r['value']))} at {r['point']}" for _, r in below.iterrows())
+    return NOT_MET, text + f" ({t.need} needed)" + (f"; nearest below: {nearest}" if nearest else "")
 
 
 def _not_evidence(t: Target, rows: pd.DataFrame, pts: pd.DataFrame) -> List[Tuple[Tuple[int, int, int], str]]:
