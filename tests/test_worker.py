@@ -108,8 +108,9 @@ def test_a_search_gets_a_limit_for_its_trials_and_the_setup_after_it_its_own():
         assert many[1] > 2 * 24 * lim.slow_call_s and many[1] >= lim.floor_s
         assert lim.after_search() == (0.0, lim.whole()[1] - sum(lim.phase(p)[1] for p in
                                                                ("checked call", "timed samples", "check after timing")))
-    # a large point's search of 24 kernels may take longer than the whole point's limit sized for one kernel
-    assert large.search(24)[1] > large.phase("checked call")[1]
+    # a large point's search of 24 kernels may take longer than the whole point's limit sized for one kernel, and
+    # a hang in it is still not held for long: 8192^3 at a 1-PFLOP/s peak, 24 candidates, under 10 minutes
+    assert large.phase("checked call")[1] < large.search(24)[1] < 600
 
 
 def test_the_executor_hands_a_search_its_phase_and_takes_it_back(tmp_path):

@@ -27,6 +27,7 @@ from gemmlab.measure.ranking import SEARCH_ROUNDS, SEARCH_SAMPLE_S, reps_for
 SLOW_FRACTION = 0.01  # a kernel at 1% of the FP32 SIMT peak is slow, not hung
 HOST_FLOPS = 1e10  # host points (run.isolate=all): 10 GFLOP/s, one slow core
 SETUP_FLOOR_S = 60.0  # inputs, the FP64 reference, loading a module: once per point
+SEARCH_SLOWDOWN = 20  # a searched candidate's ranked launch at 1/20 of the precision's peak is slow, not hung
 SEARCH = "search"  # the phase of a backend's search (its trials' count in the report)
 AFTER_SEARCH = "setup after the search"  # the rest of the setup: the baselines, the check's reference
 
@@ -74,12 +75,14 @@ class Limits:
 
     def search(self, n_trials: int) -> Tuple[float, float]:
         """(expected, limit) of a search over ``n_trials`` candidates: its reference, then each
-        candidate checked once and timed in the ranking's rounds (at most ``reps_for`` of a call
-        at the peak per sample, each as slow as a slow but working kernel at worst)."""
+        candidate checked once (as slow as a slow but working kernel at worst, as the checked call)
+        and timed in the ranking's rounds, at most ``reps_for`` of a call at the peak per sample,
+        each launch as slow as ``SEARCH_SLOWDOWN`` calls at the peak: the candidates are the
+        libraries' kernels, which passed their check, so a ranking that takes longer is hung."""
         n, rounds = max(1, int(n_trials)), SEARCH_ROUNDS + 1
         expected = n * (self.call_s + rounds * max(SEARCH_SAMPLE_S, self.call_s))
-        worst = n * self.slow_call_s * (1 + rounds * reps_for(self.call_s))
-        return expected, SETUP_FLOOR_S + self.floor_s + 2 * worst
+        ranking = rounds * max(reps_for(self.call_s) * SEARCH_SLOWDOWN * self.call_s, SEARCH_SAMPLE_S)
+        return expected, SETUP_FLOOR_S + self.floor_s + 2 * n * (self.slow_call_s + ranking)
 
     def after_search(self) -> Tuple[float, float]:
         """(expected, limit) of what is left of the setup once a search is done."""
