@@ -142,6 +142,18 @@ def test_the_split_product_is_more_accurate_than_the_blas_and_independent_of_it(
     assert not np.array_equal(split, (a @ b)[:8])  # another computation, not the same call
 
 
+def test_an_independent_product_of_a_batch_takes_a_shared_operand_as_matmul_broadcasts_it():
+    rng = np.random.default_rng(4)
+    a3, b3 = rng.standard_normal((3, 5, 7)), rng.standard_normal((3, 7, 4))
+    a2, b2 = a3[0], b3[0]
+    product = independent.split_product
+    for a, b in ((a3, b3), (a3, b2), (a2, b3), (a2, b2)):
+        got = independent.batched(np, product, a, b)
+        assert got.shape == np.matmul(a, b).shape and np.allclose(got, np.matmul(a, b), rtol=1e-14), (a.shape, b.shape)
+    with pytest.raises(ValueError, match="batches of 3 and 2 GEMMs"):
+        independent.batched(np, product, a3, b3[:2])
+
+
 def test_a_batch_reference_is_built_a_group_at_a_time_and_is_the_same(monkeypatch):
     """A batch's FP64 operands are built REFERENCE_GROUP_BYTES at a time (128 DeepSeek-V3 experts at once took 60 GB
     and an 80 GB card ran out of memory): R and S as from the whole batch at once, a fault still named with its batch
