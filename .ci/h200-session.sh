@@ -297,11 +297,15 @@ for stage in "$@"; do case $stage in
            fp8_tune candidates34_fp8 '{},{EPI_BOXES:2,STAGES:4},{EPI_BOXES:2,STAGES:4},{}'
            stage_sweep decode_wgmma candidates34_decode 200 '{},{STAGES:8},{STAGES:8},{}' \
              "[[32,2112,7168],[48,2112,7168],[64,2112,7168],[32,256,7168],[64,256,7168]]" "bf16,fp8" ;;
-  decode_deep)  # issue 30: stage 17 with a ring of 12 stages (as many as 227 KB hold at 1 and 16 tokens; never measured
-           # past 8) against the defaults' 8, A B B A, the libraries interleaved, at the large matrices where fp8 sits
-           # at 86-90% of the copy probe (70B mlp_down 89.7 / 89.3, session34c): more loads in flight per SM for the
-           # slower SMs' share of the bandwidth, whose spread ends the kernel (session31's stamps: 5-10 us)
-           stage_sweep decode_wgmma decode_deep 300 '{},{STAGES:12},{STAGES:12},{}' \
+  decode_deep)  # issue 30: stage 17 at the large matrices where fp8 sits at 86-90% of the copy probe (70B mlp_down 89.7 /
+           # 89.3, session34c), the libraries interleaved, A B C C B A. Fitting t = t0 + bytes / BW to session34c's decode
+           # rows: stage 17 streams faster than the libraries (fp8 1 token ~4410 against ~4080-4210 GB/s) but pays
+           # ~8.3 us a launch against their ~6.5, which puts 90% of the copy probe past ~250 MB, just above mlp_down's
+           # 235. B: a ring of 12 stages (never measured past 8; as many as 227 KB hold at 1 and 16 tokens): more loads in
+           # flight for the slower SMs' share of the bandwidth. C: 64-row tiles, one unit a tile (MAX_PARTS 1) and a
+           # ring of 16: at mlp_down 128 tiles on 132 SMs, no split tile and no sum at the end
+           stage_sweep decode_wgmma decode_deep 400 \
+             '{},{STAGES:12},{CONSUMERS:1,MAX_PARTS:1,STAGES:16},{CONSUMERS:1,MAX_PARTS:1,STAGES:16},{STAGES:12},{}' \
              "[[1,8192,28672],[16,8192,28672],[1,36864,7168],[16,36864,7168],[1,7168,18432],[16,7168,18432],[1,57344,8192],[16,57344,8192]]" \
              "bf16,fp8" ;;
   search_tests)  # the searches under a watchdog phase of their own (session35, not yet run on a GPU): cuBLASLt's FP8

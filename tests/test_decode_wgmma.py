@@ -64,8 +64,10 @@ BUILDS = ([(p, m, d) for p in ("bf16", "fp8") for m in (1, 16, 64) for d in [Non
                                                                             "{MAP_PARAMS:0,CLUSTER:2}",
                                                                             "{WS_PREFETCH:1}",
                                                                             "{WS_PREFETCH:1,CLUSTER:2}")]
-          # a deeper ring than 8 where 227 KB hold it (12 at 1 and 16 tokens; 64 tokens fit 8: the same build)
-          + [(p, m, "{STAGES:12}") for p in ("bf16", "fp8") for m in (1, 16, 64)])
+          # a deeper ring than 8 where 227 KB hold it (12 at 1 and 16 tokens; 64 tokens fit 8: the same build), and
+          # 64-row tiles unsplit with a ring of 16 (decode_deep's candidates)
+          + [(p, m, d) for p in ("bf16", "fp8") for m in (1, 16, 64) for d in ("{STAGES:12}",
+                                                                            "{CONSUMERS:1,MAX_PARTS:1,STAGES:16}")])
 
 
 @NEEDS_NVCC
@@ -297,13 +299,14 @@ def test_decode_wgmma_computes_x_wt_on_the_cpu(precision, tmp_path_factory):
 # (the sweep's L2_HINT set is 0 everywhere since the YAML's rule, which gives 0 at these small shapes: 1 named here)
 @pytest.mark.parametrize("precision,defines", [(p, d) for p in ("bf16", "fp8")
                                                for d in SWEEP[1:4] + SWEEP[5:7] + ["{L2_HINT:1}"] + SWEEP[8:]
-                                               + ["{STAGES:12}"]])
+                                               + ["{STAGES:12}", "{CONSUMERS:1,MAX_PARTS:1,STAGES:16}"]])
 def test_decode_wgmma_sweep_configurations_on_the_cpu(precision, defines, tmp_path_factory):
     """One consumer (64-row tiles), two slices a consumer (256-row tiles), a ring of 4 that wraps more often, the
     producer warpgroup (its other 127 threads idle) with two slices a consumer or three consumers (192-row tiles), the
     L2 policies (the same bytes land), 2-CTA clusters (each CTA's half of the tokens multicast into both; the driver
     runs a cluster's blocks together), 2 and 4 boxes along K a stage (K = 520 bf16 / 1040 fp8: 9 boxes, the last
-    k-block holds one), a ring of 12 (the session's decode_deep candidate)."""
+    k-block holds one), a ring of 12, and 64-row tiles with a ring of 16 and at most one unit a tile (the session's
+    decode_deep candidates)."""
     folder = tmp_path_factory.mktemp("emu-dwg-sweep")
     rng = np.random.default_rng(5)
     for m, n, k, sms in SHAPES[precision][:2]:
@@ -466,6 +469,23 @@ def test_a_tile_in_more_parts_than_one_batch_of_loads(tmp_path_factory):
     exe = decode_emulator(p, folder.parent)
     c0, res0 = emulate_wgmma(p, exe, folder, np.random.default_rng(12), 12, launches=1)
     c1, res1 = emulate_wgmma(p, exe, folder, np.random.default_rng(12), 12, launches=1, reverse=True)
+    _assert_right(p, c0, res0)
+    _assert_right(p, c1, res1, "reversed: ")
+    assert np.array_equal(c0, c1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", ["bf16", "fp8"])
+def test_one_unit_a_tile_splits_none(precision, tmp_path_factory):
+    """MAX_PARTS 1 with as many SMs as 64-row tiles (decode_deep's candidate at 70B mlp_down: 128 tiles on 132 SMs):
+    a unit a tile, each run one whole tile, so no partial and no sum; C right in both block orders, the same bits."""
+    folder = tmp_path_factory.mktemp(f"emu-dwg-unsplit-{precision}")
+    k = 1024 if precision == "bf16" else 2048  # 16 k-blocks a tile: the ring of 16 wraps once
+    p = wgmma_point(1, 3 * 64, k, precision, "{CONSUMERS:1,MAX_PARTS:1,STAGES:16}")
+    assert launch_shape(p, sm_count=4).grid == (3, 1, 1)  # one unit a tile, the fourth SM idle
+    exe = decode_emulator(p, folder.parent)
+    c0, res0 = emulate_wgmma(p, exe, folder, np.random.default_rng(31), 4)
+    c1, res1 = emulate_wgmma(p, exe, folder, np.random.default_rng(31), 4, reverse=True)
     _assert_right(p, c0, res0)
     _assert_right(p, c1, res1, "reversed: ")
     assert np.array_equal(c0, c1)
