@@ -1,0 +1,117 @@
+"""What a decode kernel costs per launch and per byte: ``time = t0 + bytes / bw`` fitted over one
+run's decode points of one variant, precision and token count (least squares on the median times).
+
+Why: a decode GEMM streams its weights once, so its time is a fixed cost (the launch, the first
+loads' latency, the tail and the split tiles' sums) plus its bytes at a streaming rate. The two
+numbers say where a bar on "% of the copy probe" can be met at all: with a roof R (the run's copy
+probe), the fitted time reaches ``pct`` % of R from ``t0 / (1 / (pct/100 R) - 1 / bw)`` bytes on,
+and never where ``bw`` itself is under pct % of R. On the H200's session34c decode experiment
+(fp8, 1 token) stage 17 fits t0 8.3 us and bw 4413 GB/s against the libraries' ~6.4-6.9 us and
+4080-4210 GB/s: it streams faster but pays more a launch, which puts 90% of the copy probe (4281
+GB/s) past ~250 MB, just above Llama-3 70B's mlp_down (235 MB, 89.7%).
+
+A group is fitted over its points of at least MIN_BYTES (past the L2 of an H100 or H200 and enough
+tiles for every SM: smaller matrices leave SMs idle and follow no line) where it has at least
+MIN_POINTS of them spanning MIN_SPAN times in bytes; its ``worst_residual_pct`` says how far the
+line misses its worst point (the fit is a model, not a measurement). ``python -m analysis.decode_cost [RESULTS ...] [--pct 90]`` prints the table.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from . import data
+from .decode import copy_roofs, decode_mask, tokens_of
+
+MIN_BYTES = 64 * 2**20  # the points a fit reads: at least this many bytes moved
+MIN_POINTS = 4  # points a fit needs
+MIN_SPAN = 3.0  # largest over smallest bytes among them
+COLUMNS = ["device", "run_id", "variant", "precision", "tokens", "points", "t0_us", "bw_gbs", "roof_gbs",
+           "bw_pct_of_roof", "mb_for_pct", "worst_residual_pct"]
+
+
+def fit(bytes_: Sequence[float], times_s: Sequence[float]):
+    """(t0 in seconds, bw in bytes/s, worst residual as % of its point's time) of the least-squares
+    line time = t0 + bytes / bw; bw is inf where the times do not grow with the bytes."""
+    b, t = np.asarray(bytes_, dtype=float), np.asarray(times_s, dtype=float)
+    slope, t0 = np.polyfit(b, t, 1)
+    resid = 100.0 * np.abs(t - (t0 + slope * b)) / t
+    return float(t0), (1.0 / slope if slope > 0 else math.inf), float(resid.max())
+
+
+def bytes_for(pct: float, t0_s: float, bw: float, roof: float) -> float:
+    """The bytes from which the fitted time reaches ``pct`` % of ``roof`` (bytes/s): NaN where it never
+    does (``bw`` at or under that), 0 where it always does (a fixed cost of 0 or less)."""
+    target = pct / 100.0 * roof
+    if not (bw > target) or not math.isfinite(roof) or roof <= 0:
+        return math.nan
+    return max(0.0, t0_s / (1.0 / target - 1.0 / bw))
+
+
+def launch_costs(ds: data.Dataset, pct: float = 90.0) -> pd.DataFrame:
+    """Each (run, variant, precision, tokens) group of decode evidence rows on the primary GPU that can
+    be fitted, with its fit and the run's copy roof (COLUMNS; ``mb_for_pct``: MB from which the
+    fitted time is at ``pct`` % of the roof, NaN: never)."""
+    rows = ds.gpu
+    rows = rows[decode_mask(rows) & (rows["time_median_s"] > 0) & (rows["bytes_min"] >= MIN_BYTES)]
+    if rows.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    rows = rows.assign(tokens=tokens_of(rows))
+    roofs, _best = copy_roofs(ds.gpu)
+    roof_of = {(r.run_id, r.device): float(r.roof_gbs) * 1e9 for r in roofs.itertuples()}
+    out = []
+    for (device, run, variant, precision, tokens), g in rows.groupby(
+            ["device", "run_id", "variant", "precision", "tokens"], sort=True):
+        g = g.sort_values("bytes_min")
+        b = g["bytes_min"].astype(float)
+        if g["bytes_min"].nunique() < MIN_POINTS or b.iloc[-1] < MIN_SPAN * b.iloc[0]:
+            continue
+        t0, bw, worst = fit(b, g["time_median_s"].astype(float))
+        roof = roof_of.get((run, device), math.nan)
+        out.append({"device": device, "run_id": run, "variant": variant, "precision": precision,
+                    "tokens": int(tokens), "points": len(g), "t0_us": 1e6 * t0, "bw_gbs": bw / 1e9,
+                    "roof_gbs": roof / 1e9, "bw_pct_of_roof": 100.0 * bw / roof,
+                    "mb_for_pct": bytes_for(pct, t0, bw, roof) / 1e6, "worst_residual_pct": worst})
+    return pd.DataFrame(out, columns=COLUMNS)
+
+
+def table(costs: pd.DataFrame, pct: float = 90.0) -> str:
+    """The fits as a markdown table."""
+    head = (f"| run | variant | precision | tokens | points | t0 (us) | bw (GB/s) | copy probe (GB/s) | "
+            f"MB for {pct:g}% | worst residual |\n|---|---|---|---|---|---|---|---|---|---|\n")
+    lines = []
+    for r in costs.itertuples():
+        mb = "never" if math.isnan(r.mb_for_pct) else f"{r.mb_for_pct:.0f}"
+        roof = "-" if math.isnan(r.roof_gbs) else f"{r.roof_gbs:.0f}"
+        lines.append(f"| {r.run_id} | {r.variant} | {r.precision} | {r.tokens} | {r.points} | {r.t0_us:.1f} | "
+                     f"{r.bw_gbs:.0f} | {roof} | {mb} | {r.worst_residual_pct:.1f}% |")
+    return head + "\n".join(lines) + "\n"
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m analysis.decode_cost", description=__doc__.split("\n\n")[0])
+    ap.add_argument("results", nargs="*", help="results.csv files or folders (default: the reference data)")
+    ap.add_argument("--pct", type=float, default=90.0, help="the bar, as %% of the run's copy probe (default 90)")
+    args = ap.parse_args(argv)
+    from .cli import DEFAULT_RESULTS
+
+    ds = data.dataset_from_cli("analysis.decode_cost", args.results or [DEFAULT_RESULTS])
+    if ds is None:
+        return 2
+    costs = launch_costs(ds, args.pct)
+    if costs.empty:
+        print("analysis.decode_cost: no run has enough decode points of one variant, precision and token count "
+              f"to fit (at least {MIN_POINTS} of {MIN_BYTES // 2**20} MiB or more, spanning {MIN_SPAN:g}x in bytes)",
+              file=sys.stderr)
+        return 2
+    sys.stdout.write(table(costs, args.pct))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,97 @@
+"""A decode kernel's cost per launch and per byte (analysis.decode_cost): time = t0 + bytes / bw fitted
+over one run's decode points, and the bytes from which a bar on "% of the copy probe" can be met. Rows
+written here with known t0 and bw, and the H200's session34c decode experiment."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+from conftest import ROOT
+from test_decode_figure import _copy, _gemm
+
+from analysis import data
+from analysis.decode_cost import MIN_POINTS, bytes_for, fit, launch_costs, main
+
+# (n, k) of 64 MiB and more in bf16 at 1 token: 70B mlp_down, mlp_gate_up, DeepSeek-V3 dense_gate_up, attn_o, 8B
+# mlp_gate_up
+MATRICES = [(8192, 28672), (57344, 8192), (36864, 7168), (7168, 16384), (28672, 4096)]
+
+
+def _line_rows(variant, run, t0_s, bw, roof_gbs, matrices=MATRICES, m=1):
+    rows = [_copy(run, roof_gbs)]
+    for i, (n, k) in enumerate(matrices):
+        r = _gemm(variant, "cuda", f"model.p{i}.t{m}", m, n, k, 1.0, run)
+        r["time_median_s"] = t0_s + r["bytes_min"] / bw
+        rows.append(r)
+    return rows
+
+
+def _ds(tmp_path, rows):
+    pd.DataFrame(rows).to_csv(tmp_path / "results.csv", index=False)
+    return data.Dataset.from_paths([tmp_path])
+
+
+def test_the_fit_recovers_the_launch_cost_and_the_streaming_rate(tmp_path):
+    ds = _ds(tmp_path, _line_rows("decode_wgmma", "run-a", 8e-6, 4.4e12, 4280.0))
+    (c,) = launch_costs(ds).itertuples()
+    assert (c.variant, c.precision, c.tokens, c.points) == ("decode_wgmma", "bf16", 1, len(MATRICES))
+    assert c.t0_us == pytest.approx(8.0, rel=1e-6) and c.bw_gbs == pytest.approx(4400.0, rel=1e-6)
+    assert c.roof_gbs == pytest.approx(4280.0) and c.worst_residual_pct < 1e-6
+    # 90% of 4280 GB/s from t0 / (1 / 3852e9 - 1 / 4400e9) bytes: ~250 MB
+    assert c.mb_for_pct == pytest.approx(8e-6 / (1 / (0.9 * 4280e9) - 1 / 4400e9) / 1e6, rel=1e-6)
+    assert 240 < c.mb_for_pct < 260
+    # a kernel that streams under the bar never meets it, whatever its size
+    assert math.isnan(bytes_for(90.0, 1e-6, 0.85 * 4280e9, 4280e9))
+    assert bytes_for(90.0, 0.0, 4400e9, 4280e9) == 0.0
+
+
+def test_groups_too_small_or_too_narrow_are_not_fitted(tmp_path):
+    few = _line_rows("decode_wgmma", "run-a", 8e-6, 4.4e12, 4280.0, matrices=MATRICES[:MIN_POINTS - 1])
+    narrow = _line_rows("decode_rows", "run-b", 8e-6, 4.4e12, 4280.0,
+                        matrices=[(8192, 28672), (8192, 28000), (8192, 27000), (8192, 26000)])
+    small = _line_rows("decode_splitk", "run-c", 8e-6, 4.4e12, 4280.0,
+                       matrices=[(4096, 4096), (4096, 2048), (2048, 2048), (1024, 2048)])  # under 64 MiB
+    assert launch_costs(_ds(tmp_path, few + narrow + small)).empty
+    t0, bw, worst = fit([1e8, 2e8, 4e8], [1e-5, 1e-5, 1e-5])  # times that do not grow with the bytes
+    assert bw == math.inf and t0 == pytest.approx(1e-5)
+
+
+def test_each_run_token_count_and_variant_is_its_own_fit(tmp_path):
+    rows = (_line_rows("decode_wgmma", "run-a", 8e-6, 4.4e12, 4280.0)
+            + _line_rows("cublas", "run-a", 6.5e-6, 4.2e12, 4280.0)[1:]
+            + _line_rows("decode_wgmma", "run-a", 9e-6, 4.4e12, 4280.0, m=16)[1:]
+            + _line_rows("decode_wgmma", "run-b", 7e-6, 4.3e12, 4200.0))
+    costs = launch_costs(_ds(tmp_path, rows)).set_index(["run_id", "variant", "tokens"])
+    assert costs.loc[("run-a", "cublas", 1), "t0_us"] == pytest.approx(6.5, rel=1e-6)
+    assert costs.loc[("run-a", "decode_wgmma", 16), "t0_us"] == pytest.approx(9.0, rel=1e-6)
+    assert costs.loc[("run-b", "decode_wgmma", 1), "roof_gbs"] == pytest.approx(4200.0)
+    assert costs.loc[("run-a", "cublas", 1), "mb_for_pct"] > costs.loc[("run-a", "decode_wgmma", 1), "mb_for_pct"]
+
+
+def test_the_h200_decode_experiment_stage_17_pays_more_a_launch_and_streams_faster(capsys):
+    """session34c (H200, the committed defaults): stage 17 at 1 token fits ~8 us and more GB/s than the copy probe,
+    the libraries less a launch and less GB/s; 90% of the copy probe from ~250 MB on, above 70B mlp_down's 235."""
+    folder = ROOT / "outputs" / "reference" / "h200-2026-12-05" / "session34c" / "decode_wgmma_experiment"
+    costs = launch_costs(data.Dataset.from_paths([folder])).set_index(["variant", "precision", "tokens"])
+    stage = costs.loc[("decode_wgmma", "fp8", 1)]
+    assert 7.0 < stage["t0_us"] < 9.5 and stage["bw_gbs"] > stage["roof_gbs"] and stage["worst_residual_pct"] < 6
+    assert 235 < stage["mb_for_pct"] < 270
+    for lib in (("cublaslt", "fp8", 16), ("cublas", "bf16", 1)):
+        assert costs.loc[lib, "t0_us"] < stage["t0_us"] and costs.loc[lib, "bw_gbs"] < stage["bw_gbs"], lib
+    assert main([str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("| run | variant |") and "| decode_wgmma | fp8 | 1 |" in out
+
+
+def test_readme_quotes_the_fit_of_the_h200_decode_experiment():
+    from readme_said import assert_said
+
+    folder = ROOT / "outputs" / "reference" / "h200-2026-12-05" / "session34c" / "decode_wgmma_experiment"
+    costs = launch_costs(data.Dataset.from_paths([folder])).set_index(["variant", "precision", "tokens"])
+    s, lt = costs.loc[("decode_wgmma", "fp8", 1)], costs.loc[("cublaslt", "fp8", 16)]
+    assert_said([f"stage 17 **t0 {s['t0_us']:.1f} us, bw {s['bw_gbs']:.0f} GB/s** (worst point "
+                 f"{s['worst_residual_pct']:.1f}% off the line)",
+                 f"90% of the copy probe ({s['roof_gbs']:.0f} GB/s) from **{s['mb_for_pct']:.0f} MB** on",
+                 f"cuBLASLt at 16 tokens t0 {lt['t0_us']:.1f} us, bw {lt['bw_gbs']:.0f} GB/s (90% from "
+                 f"{lt['mb_for_pct']:.0f} MB)"], "decode cost paragraph")
