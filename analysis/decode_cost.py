@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from . import data
+from .cli import DEFAULT_RESULTS
 from .decode import copy_roofs, decode_mask, tokens_of
 
 MIN_BYTES = 64 * 2**20  # the points a fit reads: at least this many bytes moved
@@ -48,7 +49,7 @@ def bytes_for(pct: float, t0_s: float, bw: float, roof: float) -> float:
     """The bytes from which the fitted time reaches ``pct`` % of ``roof`` (bytes/s): NaN where it never
     does (``bw`` at or under that), 0 where it always does (a fixed cost of 0 or less)."""
     target = pct / 100.0 * roof
-    if not (bw > target) or not math.isfinite(roof) or roof <= 0:
+    if not (math.isfinite(roof) and roof > 0 and bw > target):
         return math.nan
     return max(0.0, t0_s / (1.0 / target - 1.0 / bw))
 
@@ -98,8 +99,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("results", nargs="*", help="results.csv files or folders (default: the reference data)")
     ap.add_argument("--pct", type=float, default=90.0, help="the bar, as %% of the run's copy probe (default 90)")
     args = ap.parse_args(argv)
-    from .cli import DEFAULT_RESULTS
-
     ds = data.dataset_from_cli("analysis.decode_cost", args.results or [DEFAULT_RESULTS])
     if ds is None:
         return 2

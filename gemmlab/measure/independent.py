@@ -35,12 +35,12 @@ def batched(xp, product, a64, b64):
     2-D and shared by every GEMM (as matmul broadcasts it)."""
     if a64.ndim == 2 and b64.ndim == 2:
         return product(xp, a64, b64)
-    n = a64.shape[0] if a64.ndim == 3 else b64.shape[0]
-    if a64.ndim == 3 and b64.ndim == 3 and a64.shape[0] != b64.shape[0]:
+    counts = {x.shape[0] for x in (a64, b64) if x.ndim == 3}
+    if len(counts) > 1:
         raise ValueError(f"batches of {a64.shape[0]} and {b64.shape[0]} GEMMs")
-    a_of = (lambda i: a64[i]) if a64.ndim == 3 else (lambda i: a64)
-    b_of = (lambda i: b64[i]) if b64.ndim == 3 else (lambda i: b64)
-    return xp.stack([product(xp, a_of(i), b_of(i)) for i in range(n)])
+    (n,) = counts
+    a3, b3 = (x if x.ndim == 3 else [x] * n for x in (a64, b64))
+    return xp.stack([product(xp, a3[i], b3[i]) for i in range(n)])
 
 
 def _slices(xp, x, n: int, t: int, axis: int):

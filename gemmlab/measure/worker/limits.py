@@ -73,6 +73,11 @@ class Limits:
             return 0.0, self.floor_s
         raise ValueError(f"unknown phase {name!r}")
 
+    @property
+    def setup_s(self) -> float:
+        """The limit of a point's setup (the inputs, the FP64 reference, loading a module)."""
+        return SETUP_FLOOR_S + self.floor_s
+
     def search(self, n_trials: int) -> Tuple[float, float]:
         """(expected, limit) of a search over ``n_trials`` candidates: its reference, then each
         candidate checked once (as slow as a slow but working kernel at worst, as the checked call)
@@ -82,11 +87,11 @@ class Limits:
         n, rounds = max(1, int(n_trials)), SEARCH_ROUNDS + 1
         expected = n * (self.call_s + rounds * max(SEARCH_SAMPLE_S, self.call_s))
         ranking = rounds * max(reps_for(self.call_s) * SEARCH_SLOWDOWN * self.call_s, SEARCH_SAMPLE_S)
-        return expected, SETUP_FLOOR_S + self.floor_s + 2 * n * (self.slow_call_s + ranking)
+        return expected, self.setup_s + 2 * n * (self.slow_call_s + ranking)
 
     def after_search(self) -> Tuple[float, float]:
         """(expected, limit) of what is left of the setup once a search is done."""
-        return 0.0, SETUP_FLOOR_S + self.floor_s
+        return 0.0, self.setup_s
 
     def whole(self) -> Tuple[float, float]:
         """(expected, limit) of the whole point: the setup, then every phase."""
@@ -94,4 +99,4 @@ class Limits:
         if self.energy_s:
             phases.append(self.phase("energy window"))
         expected = sum(e for e, _ in phases)
-        return expected, SETUP_FLOOR_S + self.floor_s + sum(lim for _, lim in phases)
+        return expected, self.setup_s + sum(lim for _, lim in phases)
