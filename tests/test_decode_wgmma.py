@@ -67,7 +67,11 @@ BUILDS = ([(p, m, d) for p in ("bf16", "fp8") for m in (1, 16, 64) for d in [Non
           # a deeper ring than 8 where 227 KB hold it (12 at 1 and 16 tokens; 64 tokens fit 8: the same build), and
           # 64-row tiles unsplit with a ring of 16 (decode_deep's candidates)
           + [(p, m, d) for p in ("bf16", "fp8") for m in (1, 16, 64) for d in ("{STAGES:12}",
-                                                                            "{CONSUMERS:1,MAX_PARTS:1,STAGES:16}")])
+                                                                            "{CONSUMERS:1,MAX_PARTS:1,STAGES:16}")]
+          # a split tile summed by its first part (FIXED_SUM), with clusters and the producer warpgroup
+          + [(p, m, d) for p in ("bf16", "fp8") for m in (1, 16, 64) for d in ("{FIXED_SUM:1}",
+                                                                            "{FIXED_SUM:1,CLUSTER:2}",
+                                                                            "{FIXED_SUM:1,PRODUCER_WG:1,CONSUMERS:3}")])
 
 
 @NEEDS_NVCC
@@ -396,6 +400,7 @@ def test_the_sweep_is_the_session_scripts_and_starts_at_the_defaults():
             defaults.pop("DYN_PUB")) == (0, 10, 4, -1, 0)
     assert defaults.pop("MAP_PARAMS") in (0, 1)  # how the launcher passes the tensor maps (measured on its own)
     assert defaults.pop("WS_PREFETCH") in (0, 1)  # the counters' prefetch (measured beside MAP_PARAMS)
+    assert defaults.pop("FIXED_SUM") in (0, 1)  # who sums a split tile (measured on its own: decode_fixed)
     assert SWEEP[0] == "{" + ",".join(f"{k}:{v}" for k, v in defaults.items()) + "}"
 
 
@@ -489,6 +494,38 @@ def test_one_unit_a_tile_splits_none(precision, tmp_path_factory):
     _assert_right(p, c0, res0)
     _assert_right(p, c1, res1, "reversed: ")
     assert np.array_equal(c0, c1)
+
+
+# FIXED_SUM 1: each split tile summed by its first part, which waits for the others' count. The emulation runs the
+# blocks one at a time, so only last to first, where every part has stored before its tile's first part runs (first
+# to last, unit 0 would wait for unit 1, not yet run; on the GPU every CTA of the grid is resident at once)
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", ["bf16", "fp8"])
+@pytest.mark.parametrize("defines", ["{FIXED_SUM:1}", "{FIXED_SUM:1,CLUSTER:2}", "{FIXED_SUM:1,CONSUMERS:1,MAX_PARTS:16}"])
+def test_a_fixed_summer_writes_every_split_tile_on_the_cpu(precision, defines, tmp_path_factory):
+    """Tiles cut in 2 to 7 parts (and in 12 with MAX_PARTS 16: two batches of loads), with the tokens' multicast; two
+    launches (the summer leaves its counters at zero), C against FP64."""
+    folder = tmp_path_factory.mktemp(f"emu-dwg-fixed-{precision}")
+    rng = np.random.default_rng(41)
+    shapes = SHAPES[precision] if "MAX_PARTS" not in defines else [(1, 64, 8192 if precision == "bf16" else 16384, 12)]
+    for m, n, k, sms in shapes:
+        p = wgmma_point(m, n, k, precision, defines)
+        c, res = emulate_wgmma(p, decode_emulator(p, folder.parent), folder, rng, sms, reverse=True)
+        _assert_right(p, c, res, f"{defines} {m}x{n}x{k} on {sms} SMs: ")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,old,new", [
+    # the summer starts from zero: its own part (kept in registers, never stored) lost
+    ("fixed_own", "const int p_begin = first + 1, p_end = last + 1;",
+     "const int p_begin = first + 1, p_end = last + 1; for (int s = 0; s < MSUB; ++s) for (int r = 0; r < kAccum; ++r) "
+     "acc[s][r] = 0.0f;"),
+    # the last part's partial not added
+    ("fixed_last", "const int p_begin = first + 1, p_end = last + 1;", "const int p_begin = first + 1, p_end = last;")])
+def test_emulation_catches_a_fixed_summer_that_loses_a_part(name, old, new, tmp_path_factory):
+    p, exe, folder = _mutant_launch(tmp_path_factory, name, old, new, defines="{FIXED_SUM:1}")
+    c, res = emulate_wgmma(p, exe, folder, np.random.default_rng(7), 3, launches=1, reverse=True)
+    assert not res.passed and res.elem_fail > 0, f"{name}: a part lost went unnoticed"
 
 
 @pytest.mark.slow

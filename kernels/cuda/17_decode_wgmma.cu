@@ -211,6 +211,12 @@
 #ifndef DYN_PUB
 #define DYN_PUB 0
 #endif
+// FIXED_SUM (DYN 0) 1: a split tile summed by its first part, whose piece is its run's last (the other parts begin
+// their runs and end early): the other parts store and count without waiting, the first waits for their count and
+// adds their partials to its own accumulators; 0: the last part to arrive sums (every part waits for the count)
+#ifndef FIXED_SUM
+#define FIXED_SUM 0
+#endif
 
 namespace dwg {
 constexpr int kElem = static_cast<int>(sizeof(TIN));
@@ -256,6 +262,7 @@ static_assert(DYN == 0 || DYN == 1, "DYN: 0 or 1");
 static_assert(DYN == 0 || CLUSTER == 1, "DYN 1 runs without clusters (CLUSTER 1)");
 static_assert((DYN == 0 || DYN_K0 >= 0) && DYN_CK >= 1, "DYN 1: DYN_K0 >= 0 k-blocks of head, DYN_CK >= 1 a chunk");
 static_assert(DYN_PUB == 0 || (DYN_PUB == 1 && DYN == 1), "DYN_PUB: 0, or 1 with DYN 1");
+static_assert(FIXED_SUM == 0 || (FIXED_SUM == 1 && DYN == 0), "FIXED_SUM: 0, or 1 with DYN 0");
 // a CTA's half of the tokens' box starts on a 1024-byte swizzle atom (8 rows of 128 bytes), where the descriptor reads it
 static_assert(kXShareRows % 8 == 0, "with a cluster the tokens' box splits in whole 8-row swizzle atoms (NTOK % 16 == 0)");
 static_assert(PRODUCER_WG == 0 || (PRODUCER_WG == 1 && CONSUMERS >= 2), "PRODUCER_WG: 0, or 1 with 2-3 consumers");
@@ -337,7 +344,7 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
   unsigned char* staging = smem + STAGES * kStageBytes;
   uint64_t* full = reinterpret_cast<uint64_t*>(staging + CONSUMERS * kStagingBytes);
   uint64_t* empty = full + STAGES;
-  int* arrived = reinterpret_cast<int*>(empty + STAGES);
+  [[maybe_unused]] int* arrived = reinterpret_cast<int*>(empty + STAGES);  // (FIXED_SUM: not read)
 #if DYN
   PieceInfo* info = reinterpret_cast<PieceInfo*>(arrived + CONSUMERS);  // a piece's first slot: what it is
 #endif
@@ -766,6 +773,10 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
                  consumer * MSUB * kSliceF4 + local_tid;
         };
         float4* mine = part_at(g);
+#if FIXED_SUM
+        int* counter = workspace + cta_tile * CONSUMERS + consumer;
+        if (g != first) {  // a part that began its run here: store, count, go on (only the first part waits)
+#endif
 #endif
 #pragma unroll
         for (int s = 0; s < MSUB; ++s)
@@ -782,6 +793,16 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
         }
         // a sum task: the producer's count found every part in (its atomic acquired them, its arrive on this slot
         // released that to this warpgroup's wait)
+#elif FIXED_SUM
+          named_barrier_sync(1 + consumer, 128);  // every thread's partial before the release
+          if (local_tid == 0) red_add_release_gpu(counter, 1);
+          continue;
+        }
+        // the tile's first part, its run's last piece: every other part in (they began their runs, so they wait on
+        // nothing: no cycle with every CTA resident), acquired before every thread reads their partials
+        if (local_tid == 0)
+          while (ld_acquire_gpu(counter) != last - first) __nanosleep(32);
+        named_barrier_sync(1 + consumer, 128);
 #else
         int* counter = workspace + cta_tile * CONSUMERS + consumer;
         named_barrier_sync(1 + consumer, 128);  // every thread's partial before the release
@@ -798,6 +819,10 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
         // the sum in part order whoever is last: ((0 + p_first) + ...) + p_last, every part (this one's too: stored
         // above, read back by the thread that wrote it) loaded from its slot, kSumBatch parts' float4s at once (one
         // L2 round trip for them), added into the zeroed accumulators
+#if FIXED_SUM
+        // (FIXED_SUM: this part's own accumulators, then the units first + 1 to last: (p_first + ...) + p_last)
+        const int p_begin = first + 1, p_end = last + 1;
+#else
 #pragma unroll
         for (int s = 0; s < MSUB; ++s)
 #pragma unroll
@@ -807,6 +832,7 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
         const int p_begin = 0, p_end = n_parts;
 #else
         const int p_begin = first, p_end = last + 1;
+#endif
 #endif
         for (int c0 = p_begin; c0 < p_end; c0 += kSumBatch) {
           float4 q[kSumBatch][MSUB][kAccum / 4];

@@ -361,6 +361,16 @@ __device__ __forceinline__ int atom_add_acq_rel_gpu(int* p, int v) {
   return old;
 }
 __device__ __forceinline__ float4 ld_cg_f4(const float4* p) { return __ldcg(p); }
+// Stage 17's FIXED_SUM: a part counts itself in without waiting for the count (a release reduction: no round trip),
+// and the tile's fixed summer reads the count with an acquire load until every other part is in
+__device__ __forceinline__ void red_add_release_gpu(int* p, int v) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ int ld_acquire_gpu(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
 // A count in shared memory one warp writes and another reads (stage 17's DYN_PUB: a consumer warpgroup's pieces
 // stored, the producer's to count): the writer releases what its warpgroup stored before (ordered by a barrier), the
 // reader acquires it before its own release at GPU scope (the tile counter's atomic)

@@ -252,6 +252,8 @@ inline void wgmma_m64k32(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, in
 // A real atomic; blocks run one after another, so the ordering it gives on the GPU is there anyway.
 inline int atom_add_acq_rel_gpu(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL); }
 inline float4 ld_cg_f4(const float4* p) { return *p; }
+inline void red_add_release_gpu(int* p, int v) { __atomic_fetch_add(p, v, __ATOMIC_RELEASE); }
+inline int ld_acquire_gpu(const int* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 inline void st_release_cta_shared(int* p, int v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 inline int ld_acquire_cta_shared(const int* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 
