@@ -310,16 +310,17 @@ for stage in "$@"; do case $stage in
              "bf16,fp8" ;;
   decode_fixed)  # issue 30: stage 17's split tiles summed by their first part (FIXED_SUM 1: the other parts store and
            # count without waiting, the first adds their partials to its registers after a wait that finds them in)
-           # against the last to arrive summing; 64-row tiles unsplit (decode_deep's C) beside them. First its GPU
-           # tests, then A B C C B A at fp8's near misses (70B mlp_down at 1 / 16 tokens: 89.7 / 89.3% of the copy
-           # probe in session34c; DeepSeek-V3 dense_gate_up at 64: 86.9) and 8B qkv, the libraries interleaved; then
-           # the decode experiment in fp8 at 1 and 16 tokens with FIXED_SUM 1 (the copy probe in the same run)
+           # against the last to arrive summing; FIXED_SUM 2 (the others' partials loaded 4 k-blocks before the first
+           # part's end); 64-row tiles unsplit (decode_deep's C) beside them. First the GPU tests, then A B C D D C B A
+           # at fp8's near misses (70B mlp_down at 1 / 16 tokens: 89.7 / 89.3% of the copy probe in session34c;
+           # DeepSeek-V3 dense_gate_up at 64: 86.9) and 8B qkv, the libraries interleaved; then the decode experiment
+           # in fp8 at 1 and 16 tokens with FIXED_SUM 2 (the copy probe in the same run)
            step gpu_decode_fixed 180 python3 -m pytest -m gpu tests/test_gpu_decode.py -k "stage_17 and FIXED_SUM" -q -rA \
              -p no:cacheprovider
-           stage_sweep decode_wgmma decode_fixed 240 \
-             '{},{FIXED_SUM:1},{CONSUMERS:1,MAX_PARTS:1,STAGES:16},{CONSUMERS:1,MAX_PARTS:1,STAGES:16},{FIXED_SUM:1},{}' \
-             "[[1,8192,28672],[16,8192,28672],[64,36864,7168],[1,6144,4096],[64,6144,4096]]" "fp8,bf16"
-           decode_wgmma_run fp8 1,16 "{FIXED_SUM:1}" "$REF/decode_fixed_experiment/fp8" decode_fixed_experiment_fp8 ;;
+           stage_sweep decode_wgmma decode_fixed 260 \
+             '{},{FIXED_SUM:1},{FIXED_SUM:2},{CONSUMERS:1,MAX_PARTS:1,STAGES:16},{CONSUMERS:1,MAX_PARTS:1,STAGES:16},{FIXED_SUM:2},{FIXED_SUM:1},{}' \
+             "[[1,8192,28672],[16,8192,28672],[64,36864,7168],[1,6144,4096]]" "fp8,bf16"
+           decode_wgmma_run fp8 1,16 "{FIXED_SUM:2}" "$REF/decode_fixed_experiment/fp8" decode_fixed_experiment_fp8 ;;
   search_tests)  # the searches under a watchdog phase of their own (session35, not yet run on a GPU): cuBLASLt's FP8
            # search in a worker (its test asserts the phase in the log) and CUTLASS's kernel search
            step gpu_search 300 python3 -m pytest -m gpu tests/test_gpu_fp8_scaling.py tests/test_gpu_cutlass.py -k search \

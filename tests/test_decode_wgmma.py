@@ -68,10 +68,10 @@ BUILDS = ([(p, m, d) for p in ("bf16", "fp8") for m in (1, 16, 64) for d in [Non
           # 64-row tiles unsplit with a ring of 16 (decode_deep's candidates)
           + [(p, m, d) for p in ("bf16", "fp8") for m in (1, 16, 64) for d in ("{STAGES:12}",
                                                                             "{CONSUMERS:1,MAX_PARTS:1,STAGES:16}")]
-          # a split tile summed by its first part (FIXED_SUM), with clusters and the producer warpgroup
-          + [(p, m, d) for p in ("bf16", "fp8") for m in (1, 16, 64) for d in ("{FIXED_SUM:1}",
-                                                                            "{FIXED_SUM:1,CLUSTER:2}",
-                                                                            "{FIXED_SUM:1,PRODUCER_WG:1,CONSUMERS:3}")])
+          # a split tile summed by its first part (FIXED_SUM; 2: the others' partials loaded before its piece ends),
+          # with clusters and the producer warpgroup
+          + [(p, m, "{FIXED_SUM:%d%s}" % (f, d)) for p in ("bf16", "fp8") for m in (1, 16, 64) for f in (1, 2)
+             for d in ("", ",CLUSTER:2", ",PRODUCER_WG:1,CONSUMERS:3")])
 
 
 @NEEDS_NVCC
@@ -400,7 +400,8 @@ def test_the_sweep_is_the_session_scripts_and_starts_at_the_defaults():
             defaults.pop("DYN_PUB")) == (0, 10, 4, -1, 0)
     assert defaults.pop("MAP_PARAMS") in (0, 1)  # how the launcher passes the tensor maps (measured on its own)
     assert defaults.pop("WS_PREFETCH") in (0, 1)  # the counters' prefetch (measured beside MAP_PARAMS)
-    assert defaults.pop("FIXED_SUM") in (0, 1)  # who sums a split tile (measured on its own: decode_fixed)
+    assert defaults.pop("FIXED_SUM") in (0, 1, 2)  # who sums a split tile (measured on its own: decode_fixed)
+    assert defaults.pop("FIXED_LEAD") >= 1  # (FIXED_SUM 2 only)
     assert SWEEP[0] == "{" + ",".join(f"{k}:{v}" for k, v in defaults.items()) + "}"
 
 
@@ -501,10 +502,13 @@ def test_one_unit_a_tile_splits_none(precision, tmp_path_factory):
 # to last, unit 0 would wait for unit 1, not yet run; on the GPU every CTA of the grid is resident at once)
 @pytest.mark.slow
 @pytest.mark.parametrize("precision", ["bf16", "fp8"])
-@pytest.mark.parametrize("defines", ["{FIXED_SUM:1}", "{FIXED_SUM:1,CLUSTER:2}", "{FIXED_SUM:1,CONSUMERS:1,MAX_PARTS:16}"])
+@pytest.mark.parametrize("defines", ["{FIXED_SUM:1}", "{FIXED_SUM:1,CLUSTER:2}", "{FIXED_SUM:1,CONSUMERS:1,MAX_PARTS:16}",
+                                     "{FIXED_SUM:2}", "{FIXED_SUM:2,CLUSTER:2}", "{FIXED_SUM:2,CONSUMERS:1,MAX_PARTS:16}",
+                                     "{FIXED_SUM:2,FIXED_LEAD:1}"])
 def test_a_fixed_summer_writes_every_split_tile_on_the_cpu(precision, defines, tmp_path_factory):
     """Tiles cut in 2 to 7 parts (and in 12 with MAX_PARTS 16: two batches of loads), with the tokens' multicast; two
-    launches (the summer leaves its counters at zero), C against FP64."""
+    launches (the summer leaves its counters at zero), C against FP64. FIXED_SUM 2: last to first, every other part is
+    in when the first reads the count, so its early loads are the path taken (FIXED_LEAD 1: at its last k-block)."""
     folder = tmp_path_factory.mktemp(f"emu-dwg-fixed-{precision}")
     rng = np.random.default_rng(41)
     shapes = SHAPES[precision] if "MAX_PARTS" not in defines else [(1, 64, 8192 if precision == "bf16" else 16384, 12)]
@@ -521,11 +525,23 @@ def test_a_fixed_summer_writes_every_split_tile_on_the_cpu(precision, defines, t
      "const int p_begin = first + 1, p_end = last + 1; for (int s = 0; s < MSUB; ++s) for (int r = 0; r < kAccum; ++r) "
      "acc[s][r] = 0.0f;"),
     # the last part's partial not added
-    ("fixed_last", "const int p_begin = first + 1, p_end = last + 1;", "const int p_begin = first + 1, p_end = last;")])
+    ("fixed_last", "const int p_begin = first + 1, p_end = last + 1;", "const int p_begin = first + 1, p_end = last;"),
+    # FIXED_SUM 2: the parts loaded early counted as added, but not added
+    ("fixed_pre", "acc[s][4 * j] += pre[u][s][j].x;", "")])
 def test_emulation_catches_a_fixed_summer_that_loses_a_part(name, old, new, tmp_path_factory):
-    p, exe, folder = _mutant_launch(tmp_path_factory, name, old, new, defines="{FIXED_SUM:1}")
+    p, exe, folder = _mutant_launch(tmp_path_factory, name, old, new, defines="{FIXED_SUM:%d}" % (2 if "pre" in name else 1))
     c, res = emulate_wgmma(p, exe, folder, np.random.default_rng(7), 3, launches=1, reverse=True)
     assert not res.passed and res.elem_fail > 0, f"{name}: a part lost went unnoticed"
+
+
+@pytest.mark.slow
+def test_a_fixed_summer_that_finds_a_part_missing_waits_for_it(tmp_path_factory):
+    """FIXED_SUM 2's other path: the count read early says a part is still out (forced here: in the emulation every part
+    is in by then), so the first part waits for the count after its last k-block and loads every partial then; C right."""
+    p, exe, folder = _mutant_launch(tmp_path_factory, "fixed_late", "have = arrived[consumer] == sum_last - g;",
+                                    "have = false;", defines="{FIXED_SUM:2}")
+    c, res = emulate_wgmma(p, exe, folder, np.random.default_rng(7), 3, launches=2, reverse=True)
+    _assert_right(p, c, res, "the late path: ")
 
 
 @pytest.mark.slow

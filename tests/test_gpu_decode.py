@@ -107,7 +107,8 @@ def test_stage_16_matches_the_fp64_product(tmp_path, precision, defines):
                                      "{WS_PREFETCH:1}", "{WS_PREFETCH:1,CLUSTER:2}",
                                      # a split tile summed by its first part, which waits for the others' count
                                      "{FIXED_SUM:1}", "{FIXED_SUM:1,CLUSTER:2,L2_HINT:1}",
-                                     "{FIXED_SUM:1,CONSUMERS:1,MAX_PARTS:16}"])
+                                     "{FIXED_SUM:1,CONSUMERS:1,MAX_PARTS:16}", "{FIXED_SUM:2}",
+                                     "{FIXED_SUM:2,CLUSTER:2,L2_HINT:1}"])
 def test_stage_17_matches_the_fp64_product(tmp_path, precision, defines):
     """Stage 17 (decode_wgmma, tests/test_decode_wgmma.py on the CPU) on the same shapes: TMA boxes past M, N and
     K, tiles cut between CTAs (stream-K), the call repeated and re-checked after timing (its counters must be left

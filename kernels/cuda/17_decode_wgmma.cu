@@ -101,6 +101,22 @@
 //              to back 87.7 us at 1 token (static split 84.4, DYN_PUB 0 90.3), 112.0 at 64 (94.9, 118.7): the SMs'
 //              last MMAs within 4.6 us of each other (static: 12.2) but their median 3 us later, so still off. 0: each
 //              consumer warpgroup counts its own part (DYN 1 as measured in session32)
+//   FIXED_SUM  (DYN 0) 1: a split tile summed by its first part. That part's piece begins the tile and runs to its
+//              unit's run's end, so it is that run's last piece; every other part begins its unit's run. The others
+//              store their partials and count them on the tile's counter with a release reduction (no round trip,
+//              no wait); the first part waits until the count says all are in (an acquire load), adds their
+//              partials to its own accumulators in unit order (the same bits every run) and writes the tile. No
+//              cycle: only first parts wait, on pieces that wait on nothing, so with every CTA of the grid resident
+//              (one a SM) each wait ends. Why: session34c's fit (analysis.decode_cost) gives stage 17 ~8.2 us of fixed
+//              cost a launch against the libraries' 5.2-6.7, and session31's stamps show ~1.9 us from the median
+//              warpgroup's last MMA to its end: the last part to arrive stored its own partial, waited for the
+//              atomic's round trip and read every partial back. 2: as 1, and the first part reads the count FIXED_LEAD
+//              k-blocks before its piece ends; where the others are all in, it loads the first kSumBatch of their
+//              partials then, while its last stages stream, so the count's and the partials' L2 round trips leave the
+//              kernel's end (else it waits after its last k-block, as 1). 0: the last part to arrive sums (the
+//              measured kernel). Checked in the emulation with the blocks last to first only: it runs one block at a
+//              time, so first to last the first part would wait for a block not yet run. Not yet measured on a GPU
+//   FIXED_LEAD (FIXED_SUM 2) k-blocks before the first part's end at which it reads the count (1 at least)
 // Written on the CPU machine and checked in the host emulation (tests/test_decode_wgmma.py). Measured on an H100 (outputs/reference/h100-2026-12-05/session30*, the device tool's card that day): the
 // sweep's 11 define sets ok at all 132 points, the 33 GPU tests passed (all 66 2-CTA clusters resident, boxes wholly
 // past K zero-filled and counted), memcheck clean; in the decode experiment at that sweep's picks (analysis.compare
@@ -213,9 +229,14 @@
 #endif
 // FIXED_SUM (DYN 0) 1: a split tile summed by its first part, whose piece is its run's last (the other parts begin
 // their runs and end early): the other parts store and count without waiting, the first waits for their count and
-// adds their partials to its own accumulators; 0: the last part to arrive sums (every part waits for the count)
+// adds their partials to its own accumulators; 2: as 1, and the first part reads the count FIXED_LEAD k-blocks before
+// its piece's end and, where every other part is in, loads their partials then (behind its last stages' loads: the
+// count's and the partials' L2 round trips off the kernel's end); 0: the last part to arrive sums (every part waits)
 #ifndef FIXED_SUM
 #define FIXED_SUM 0
+#endif
+#ifndef FIXED_LEAD
+#define FIXED_LEAD 4
 #endif
 
 namespace dwg {
@@ -262,7 +283,8 @@ static_assert(DYN == 0 || DYN == 1, "DYN: 0 or 1");
 static_assert(DYN == 0 || CLUSTER == 1, "DYN 1 runs without clusters (CLUSTER 1)");
 static_assert((DYN == 0 || DYN_K0 >= 0) && DYN_CK >= 1, "DYN 1: DYN_K0 >= 0 k-blocks of head, DYN_CK >= 1 a chunk");
 static_assert(DYN_PUB == 0 || (DYN_PUB == 1 && DYN == 1), "DYN_PUB: 0, or 1 with DYN 1");
-static_assert(FIXED_SUM == 0 || (FIXED_SUM == 1 && DYN == 0), "FIXED_SUM: 0, or 1 with DYN 0");
+static_assert(FIXED_SUM == 0 || ((FIXED_SUM == 1 || FIXED_SUM == 2) && DYN == 0), "FIXED_SUM: 0, or 1 / 2 with DYN 0");
+static_assert(FIXED_LEAD >= 1, "FIXED_LEAD: k-blocks before the piece's end, 1 at least");
 // a CTA's half of the tokens' box starts on a 1024-byte swizzle atom (8 rows of 128 bytes), where the descriptor reads it
 static_assert(kXShareRows % 8 == 0, "with a cluster the tokens' box splits in whole 8-row swizzle atoms (NTOK % 16 == 0)");
 static_assert(PRODUCER_WG == 0 || (PRODUCER_WG == 1 && CONSUMERS >= 2), "PRODUCER_WG: 0, or 1 with 2-3 consumers");
@@ -665,6 +687,18 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
       i += ke - kb;
 #endif
       const int cta_tile = t * CLUSTER + rank;  // this CTA's kBW weight rows of the unit tile
+#if FIXED_SUM
+      [[maybe_unused]] bool have = false;  // FIXED_SUM 2: every other part's partial already loaded (into `pre`)
+#endif
+#if FIXED_SUM == 2
+      // a split tile's first part: its piece begins the tile and stops short of its end (so it is its run's last);
+      // FIXED_LEAD k-blocks before that end it reads the count of the other parts (units g + 1 to sum_last, each its
+      // run's first piece: slot 0) and, where all are in, loads the first kSumBatch of their partials
+      const bool summer = kb == 0 && ke != k_blocks;
+      const int pf_at = ke - FIXED_LEAD > kb ? ke - FIXED_LEAD : kb;
+      const int sum_last = summer ? run_owner(static_cast<long long>(t) * k_blocks + k_blocks - 1, total, units) : 0;
+      float4 pre[kSumBatch][MSUB][kAccum / 4];
+#endif
 #if DYN_PUB
       if (chunk == kSumTask) {  // a sum task: its slot holds no data
         // every warp has read the slot's PieceInfo before it is released (a piece's wgmma groups hold its warps
@@ -684,6 +718,25 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
         for (int r = 0; r < kAccum; ++r) acc[s][r] = 0.0f;
 
       for (int kt = kb; kt < ke; ++kt) {
+#if FIXED_SUM == 2
+        if (summer && kt == pf_at) {
+          if (local_tid == 0) arrived[consumer] = ld_acquire_gpu(workspace + cta_tile * CONSUMERS + consumer);
+          named_barrier_sync(1 + consumer, 128);  // the acquire before every thread's reads
+          have = arrived[consumer] == sum_last - g;
+          if (have) {
+#pragma unroll
+            for (int u = 0; u < kSumBatch; ++u) {
+              if (g + 1 + u > sum_last) break;
+              const float4* part = partials + static_cast<long long>(2 * ((g + 1 + u) * CLUSTER + rank)) * kSlotF4 +
+                                   consumer * MSUB * kSliceF4 + local_tid;
+#pragma unroll
+              for (int s = 0; s < MSUB; ++s)
+#pragma unroll
+                for (int j = 0; j < kAccum / 4; ++j) pre[u][s][j] = ld_cg_f4(part + s * kSliceF4 + j * 128);
+            }
+          }
+        }
+#endif
         mbar_wait(&full[slot], phase);
 #if TRACE
         if (t_first == 0) t_first = globaltimer_ns();
@@ -799,10 +852,13 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
           continue;
         }
         // the tile's first part, its run's last piece: every other part in (they began their runs, so they wait on
-        // nothing: no cycle with every CTA resident), acquired before every thread reads their partials
-        if (local_tid == 0)
-          while (ld_acquire_gpu(counter) != last - first) __nanosleep(32);
-        named_barrier_sync(1 + consumer, 128);
+        // nothing: no cycle with every CTA resident), acquired before every thread reads their partials (FIXED_SUM 2:
+        // unless they were all in FIXED_LEAD k-blocks ago, the first of them loaded then)
+        if (!have) {
+          if (local_tid == 0)
+            while (ld_acquire_gpu(counter) != last - first) __nanosleep(32);
+          named_barrier_sync(1 + consumer, 128);
+        }
 #else
         int* counter = workspace + cta_tile * CONSUMERS + consumer;
         named_barrier_sync(1 + consumer, 128);  // every thread's partial before the release
@@ -819,9 +875,28 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
         // the sum in part order whoever is last: ((0 + p_first) + ...) + p_last, every part (this one's too: stored
         // above, read back by the thread that wrote it) loaded from its slot, kSumBatch parts' float4s at once (one
         // L2 round trip for them), added into the zeroed accumulators
+        int pre_parts = 0;  // (FIXED_SUM 2: the parts loaded before, added first)
 #if FIXED_SUM
         // (FIXED_SUM: this part's own accumulators, then the units first + 1 to last: (p_first + ...) + p_last)
         const int p_begin = first + 1, p_end = last + 1;
+#if FIXED_SUM == 2
+        if (have) {
+          pre_parts = last - first < kSumBatch ? last - first : kSumBatch;
+#pragma unroll
+          for (int u = 0; u < kSumBatch; ++u) {
+            if (u >= pre_parts) break;
+#pragma unroll
+            for (int s = 0; s < MSUB; ++s)
+#pragma unroll
+              for (int j = 0; j < kAccum / 4; ++j) {
+                acc[s][4 * j] += pre[u][s][j].x;
+                acc[s][4 * j + 1] += pre[u][s][j].y;
+                acc[s][4 * j + 2] += pre[u][s][j].z;
+                acc[s][4 * j + 3] += pre[u][s][j].w;
+              }
+          }
+        }
+#endif
 #else
 #pragma unroll
         for (int s = 0; s < MSUB; ++s)
@@ -834,7 +909,7 @@ extern "C" __global__ void __launch_bounds__(dwg::kThreads, 1)
         const int p_begin = first, p_end = last + 1;
 #endif
 #endif
-        for (int c0 = p_begin; c0 < p_end; c0 += kSumBatch) {
+        for (int c0 = p_begin + pre_parts; c0 < p_end; c0 += kSumBatch) {
           float4 q[kSumBatch][MSUB][kAccum / 4];
 #pragma unroll
           for (int u = 0; u < kSumBatch; ++u) {
