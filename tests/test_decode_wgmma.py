@@ -132,8 +132,8 @@ def test_launch_rules_on_the_h200():
     # two consumer warpgroups and the producer warp; tokens rounded up to 8; 4 stages below 192 MiB of weights (8
     # from there) where they fit: 4 x (128 + 8) x 128 bytes + two staging tiles of 8 x 144 bytes + alignment + barriers
     # (L2_HINT: 0 below 64 MiB of weights, 1 from there; as given where an override names it)
-    assert dict(build_for(p).point_defines) == {"NTOK": 8, "CONSUMERS": 2, "CLUSTER": 1, "L2_HINT": 0, "MSUB": 1,
-                                                "STAGES": 4, "DYN_K0": -1}
+    assert dict(build_for(p).point_defines) == {"NTOK": 8, "CONSUMERS": 2, "MAX_PARTS": 8, "CLUSTER": 1, "L2_HINT": 0,
+                                                "MSUB": 1, "STAGES": 4, "DYN_K0": -1}
     # CONSUMERS 0: 64-row tiles past 16 tokens where 128-row tiles would be fewer than 32 (2112 rows: 17), else 128-row
     # tiles (4096 rows: 32); as given where an override names it; 2 with the producer warpgroup
     assert [dict(build_for(wgmma_point(m, n, 7168, "fp8", d)).point_defines)["CONSUMERS"]
@@ -142,6 +142,21 @@ def test_launch_rules_on_the_h200():
                             (64, 2112, "{CONSUMERS:3,PRODUCER_WG:1}"), (64, 2112, "{PRODUCER_WG:1,MSUB:2}")]] \
         == [2, 2, 1, 1, 1, 2, 2, 1, 3, 2]
     assert launch_shape(wgmma_point(64, 2112, 7168, "fp8"), sm_count=132).block == (160, 1, 1)
+    # UNSPLIT 1: in fp8 at 1-16 tokens where the 64-row tiles number between two thirds of the SMs and all of them
+    # (70B mlp_down 8192 rows: 128; 8B qkv 6144: 96), 64-row tiles, one unit a tile and a ring of 16; not in bf16, at
+    # 64 tokens, with fewer tiles (4096 rows: 64) or more (10240: 160), nor with the tiles' width given
+    unsplit = [(1, 8192, 28672, "fp8", "{UNSPLIT:1}"), (16, 8192, 28672, "fp8", "{UNSPLIT:1}"),
+               (1, 6144, 4096, "fp8", "{UNSPLIT:1}"), (1, 8192, 28672, "bf16", "{UNSPLIT:1}"),
+               (64, 8192, 28672, "fp8", "{UNSPLIT:1}"), (1, 4096, 4096, "fp8", "{UNSPLIT:1}"),
+               (1, 10240, 8192, "fp8", "{UNSPLIT:1}"), (1, 8192, 28672, "fp8", "{UNSPLIT:1,CONSUMERS:2}"),
+               (1, 8192, 28672, "fp8", None)]
+    got = []
+    for m, n, k, prec, d in unsplit:
+        p_u = wgmma_point(m, n, k, prec, d)
+        pd_u = dict(build_for(p_u).point_defines)
+        got.append((pd_u["CONSUMERS"], pd_u["MAX_PARTS"], pd_u["STAGES"], launch_shape(p_u, sm_count=132).grid[0]))
+    assert got == [(1, 1, 16, 128), (1, 1, 16, 128), (1, 1, 16, 96), (2, 8, 8, 132), (2, 8, 8, 132), (2, 8, 4, 132),
+                   (2, 8, 4, 132), (2, 8, 8, 132), (2, 8, 8, 132)]
     assert [dict(build_for(wgmma_point(1, n, k, prec, d)).point_defines)["STAGES"]
             for n, k, prec, d in [(8192, 28672, "fp8", None), (8192, 28672, "bf16", "{STAGES:6}"),
                                   (10240, 8192, "bf16", None), (12288, 8192, "bf16", None)]] == [8, 6, 4, 8]
@@ -402,6 +417,7 @@ def test_the_sweep_is_the_session_scripts_and_starts_at_the_defaults():
     assert defaults.pop("WS_PREFETCH") in (0, 1)  # the counters' prefetch (measured beside MAP_PARAMS)
     assert defaults.pop("FIXED_SUM") in (0, 1, 2)  # who sums a split tile (measured on its own: decode_fixed)
     assert defaults.pop("FIXED_LEAD") >= 1  # (FIXED_SUM 2 only)
+    assert defaults.pop("UNSPLIT") in (0, 1)  # the unsplit 64-row-tile rule's switch (measured on its own)
     assert SWEEP[0] == "{" + ",".join(f"{k}:{v}" for k, v in defaults.items()) + "}"
 
 

@@ -115,7 +115,12 @@
 //              partials then, while its last stages stream, so the count's and the partials' L2 round trips leave the
 //              kernel's end (else it waits after its last k-block, as 1). 0: the last part to arrive sums (the
 //              measured kernel). Checked in the emulation with the blocks last to first only: it runs one block at a
-//              time, so first to last the first part would wait for a block not yet run. Not yet measured on a GPU
+//              time, so first to last the first part would wait for a block not yet run. On an H100
+//              (outputs/reference/h100-2026-12-05/session36, 36b: 14 GPU tests passed; A B C C B A, the libraries
+//              interleaved): FIXED_SUM 1 0.4-2.0% less time at all 8 points of 25-235 MB (fp8 70B mlp_down 82.48 ->
+//              82.06 us at 1 token, 83.11 -> 82.29 at 16; DeepSeek-V3 dense_gate_up at 64 tokens 93.95 -> 92.11);
+//              FIXED_SUM 2 -1.3 to +1.9%: the count's acquire load and the barrier after it stall the consumers
+//              mid-stream (the ring full, the loads waiting), which costs what the end saves. Not yet on the H200
 //   FIXED_LEAD (FIXED_SUM 2) k-blocks before the first part's end at which it reads the count (1 at least)
 // Written on the CPU machine and checked in the host emulation (tests/test_decode_wgmma.py). Measured on an H100 (outputs/reference/h100-2026-12-05/session30*, the device tool's card that day): the
 // sweep's 11 define sets ok at all 132 points, the 33 GPU tests passed (all 66 2-CTA clusters resident, boxes wholly
