@@ -20,7 +20,6 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from gemmlab import operands
 from gemmlab.backends.cutlass.launch import KernelLaunch
 from gemmlab.backends.cutlass.options import KernelOptions
-from gemmlab.measure.ranking import SEARCH_MAX_REPS, SEARCH_ROUNDS, SEARCH_SAMPLE_S  # noqa: F401
 from gemmlab.measure.ranking import check_candidate as _check_candidate
 from gemmlab.measure.ranking import first_line
 from gemmlab.measure.ranking import time_interleaved as _time_interleaved
