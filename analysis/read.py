@@ -43,7 +43,7 @@ NUMERIC_COLUMNS = (
     "flops", "bytes_min", "intensity", "intensity_model", "time_median_s", "time_p20_s",
     "time_p80_s", "time_min_s", "samples", "noise", "median_ci", "tflops", "rel_error", "max_abs_error",
     "tolerance", "baseline_time_median_s", "baseline_tflops", "pct_of_baseline",
-    "sm_clock_min_mhz", "sm_clock_max_mhz", "power_w", "temperature_c",
+    "sm_clock_min_mhz", "sm_clock_max_mhz", "mem_clock_min_mhz", "mem_clock_max_mhz", "power_w", "temperature_c",
     "bytes_dram", "bytes_l2", "bytes_l1", "intensity_dram", "intensity_l2", "intensity_l1",
 )
 SHAPE_COLUMNS = ("m", "n", "k")

@@ -90,6 +90,8 @@ COLUMNS: List[tuple] = [
     ("sm_clock_min_mhz", "lowest SM clock seen over the samples"),
     ("sm_clock_max_mhz", "highest SM clock seen over the samples"),
     ("sm_clock_limit_mhz", "the device's maximum SM clock"),
+    ("mem_clock_min_mhz", "lowest memory clock seen over the samples (NVML)"),
+    ("mem_clock_max_mhz", "highest memory clock seen over the samples"),
     ("clock_stable", "SM clock stayed within measure.clock_stable_fraction over the samples"),
     ("throttled", "SM clock fell below measure.throttle_fraction of its maximum"),
     ("power_w", "mean board power over the samples, W"),

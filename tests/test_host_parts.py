@@ -88,3 +88,33 @@ def test_claims_module_runs_as_a_script_without_rows(tmp_path, monkeypatch, caps
         runpy.run_module("analysis.claims", run_name="__main__", alter_sys=True)
     assert stop.value.code == 2
     assert "analysis.claims" in capsys.readouterr().err
+
+
+def test_the_sampler_reports_the_memory_clock_beside_the_sm_clock():
+    """Each NVML reading carries the memory clock; a window's rows get its range, and a device whose
+    NVML cannot read it (NaN) leaves the columns empty rather than failing."""
+    from gemmlab.measure import nvml as nv
+
+    class Fake:
+        ok = True
+
+        def __init__(self, mem):
+            self.mem = mem
+
+        def read(self):
+            return 1980.0, 500.0, 50.0, self.mem.pop(0) if self.mem else float("nan")
+
+        def foreign(self):
+            return []
+
+    s = nv.Sampler(Fake([2619.0, 1593.0, 2619.0]))
+    s.readings = [(float(t), *s.nvml.read()) for t in range(3)]
+    f = s.window([(0.0, 2.0)]).fields(1980.0, 0.9, 0.02)
+    assert (f["mem_clock_min_mhz"], f["mem_clock_max_mhz"]) == (1593.0, 2619.0)
+    assert f["sm_clock_min_mhz"] == f["sm_clock_max_mhz"] == 1980.0
+    s = nv.Sampler(Fake([]))
+    s.readings = [(0.0, *s.nvml.read())]
+    f = s.window([(0.0, 1.0)]).fields(1980.0, 0.9, 0.02)
+    assert f["mem_clock_min_mhz"] is None and f["mem_clock_max_mhz"] is None
+    from gemmlab.rows import COLUMN_NAMES
+    assert {"mem_clock_min_mhz", "mem_clock_max_mhz"} <= set(COLUMN_NAMES)

@@ -1,4 +1,4 @@
-"""SM clock, power and temperature from NVML, sampled in a background thread while samples run.
+"""SM and memory clocks, power and temperature from NVML, sampled in a background thread while samples run.
 
 The GPU is asynchronous, so the host cannot read the clock "at" a kernel; instead a thread polls
 NVML every few milliseconds and each batch of samples claims the readings taken between its first
@@ -25,11 +25,14 @@ class ClockStats:
     readings: int = 0
     drift: Optional[float] = None  # (median of the last third - of the first third) / max clock
     foreign_pids: Tuple[int, ...] = ()  # other processes seen on the GPU while sampling
+    mem_clock_min_mhz: Optional[float] = None  # the memory clock's range (an idle GPU may run it lower)
+    mem_clock_max_mhz: Optional[float] = None
 
     def fields(self, limit_mhz: Optional[float], throttle_fraction: float, stable_fraction: float) -> Dict:
         out = {"sm_clock_min_mhz": self.sm_clock_min_mhz, "sm_clock_max_mhz": self.sm_clock_max_mhz,
                "power_w": self.power_w, "temperature_c": self.temperature_c,
-               "sm_clock_limit_mhz": limit_mhz}
+               "sm_clock_limit_mhz": limit_mhz,
+               "mem_clock_min_mhz": self.mem_clock_min_mhz, "mem_clock_max_mhz": self.mem_clock_max_mhz}
         if self.readings:
             lo, hi = self.sm_clock_min_mhz, self.sm_clock_max_mhz
             out["clock_stable"] = (hi - lo) <= stable_fraction * hi
@@ -104,7 +107,9 @@ class Nvml:
         except Exception:
             return None
 
-    def read(self) -> Tuple[float, float, float]:
+    def read(self) -> Tuple[float, float, float, float]:
+        """SM clock (MHz), board power (W; NaN where NVML cannot say), temperature (C) and memory
+        clock (MHz; NaN where NVML cannot say)."""
         n = self._n
         clk = n.nvmlDeviceGetClockInfo(self.handle, n.NVML_CLOCK_SM)
         try:
@@ -112,7 +117,11 @@ class Nvml:
         except n.NVMLError:
             pw = float("nan")
         tmp = n.nvmlDeviceGetTemperature(self.handle, n.NVML_TEMPERATURE_GPU)
-        return float(clk), float(pw), float(tmp)
+        try:
+            mem = float(n.nvmlDeviceGetClockInfo(self.handle, n.NVML_CLOCK_MEM))
+        except n.NVMLError:
+            mem = float("nan")
+        return float(clk), float(pw), float(tmp), mem
 
 
 def _own_tree(roots: Optional[set] = None) -> set:
@@ -173,7 +182,7 @@ class Sampler:
 
     def __init__(self, nvml: Nvml, period_s: float = 0.005):
         self.nvml, self.period_s = nvml, period_s
-        self.readings: List[Tuple[float, float, float, float]] = []
+        self.readings: List[Tuple[float, ...]] = []  # (time, SM clock, power, temperature, memory clock)
         self.foreign: set = set()
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -188,8 +197,7 @@ class Sampler:
         i = 0
         while not self._stop.is_set():
             try:
-                clk, pw, tmp = self.nvml.read()
-                self.readings.append((time.perf_counter(), clk, pw, tmp))
+                self.readings.append((time.perf_counter(), *self.nvml.read()))
                 if i % self.PROCESS_EVERY == 0:
                     self.foreign.update(self.nvml.foreign() or ())
             except Exception:  # a failed read must never stop the measurement
@@ -209,16 +217,17 @@ class Sampler:
         sel = [r for r in list(self.readings) if any(t0 <= r[0] <= t1 for t0, t1 in spans)]
         if not sel and self.nvml.ok:  # very short spans: take one reading now
             try:
-                clk, pw, tmp = self.nvml.read()
-                sel = [(0.0, clk, pw, tmp)]
+                sel = [(0.0, *self.nvml.read())]
             except Exception:
                 sel = []
         if not sel:
             return ClockStats()
         clocks = [r[1] for r in sel]
         powers = [r[2] for r in sel if r[2] == r[2]]
+        mems = [r[4] for r in sel if len(r) > 4 and r[4] == r[4]]
         return ClockStats(min(clocks), max(clocks), sum(powers) / len(powers) if powers else None,
-                          max(r[3] for r in sel), len(sel), drift(clocks), tuple(sorted(self.foreign)))
+                          max(r[3] for r in sel), len(sel), drift(clocks), tuple(sorted(self.foreign)),
+                          min(mems, default=None), max(mems, default=None))
 
 
 def drift(clocks: List[float]) -> Optional[float]:
