@@ -39,3 +39,44 @@ def test_the_isolation_benchmark_reads_and_keys_its_rows(tmp_path):
     assert [isolation.key(r) for r in rows] == [("wmma_tiled", "fp16", 2048, 2048, 2048),
                                                  ("wrong_fault", "bf16", 4096, 4096, 4096)]
     assert rows[1]["status"] == "failed"
+
+
+def _runs(**tflops):
+    """Runs of the isolation benchmark from {run: {(variant, m): tflops or a status}}."""
+    out = {}
+    for name, pts in tflops.items():
+        rows = []
+        for (v, m), t in pts.items():
+            st = t if isinstance(t, str) else "ok"
+            rows.append({"variant": v, "precision": "fp16", "m": str(m), "n": str(m), "k": str(m), "status": st,
+                         "reason": "CUDA fault in wrong_fault: illegal memory access" if st == "failed" else "",
+                         "tflops": "" if isinstance(t, str) else str(t)})
+        out[name] = {"rows": rows}
+    return out
+
+
+def test_the_isolation_benchmark_judges_the_sweep_against_a_clean_sweep():
+    """A sweep's job measures like the clean sweep's job, not like a plain run (session37: cuBLAS at
+    2048 in its own job at 0.96 of the plain runs, the clean sweep not yet run): judged against the
+    clean sweep it passes; a point that ran slow after the fault fails; with_control is judged against
+    the clean runs; the control must fail at FAULT_M and only there; older summaries (no clean sweep)
+    fall back to the clean runs."""
+    clean = {("cublas", 2048): 620.0, ("cublas", 4096): 730.0}
+    control = {("wrong_fault", 2048): 1.0, ("wrong_fault", 4096): "failed"}
+    runs = _runs(clean_a=clean, clean_b=clean, with_control={**control, **clean},
+                 sweep={**control, ("cublas", 2048): 596.0, ("cublas", 4096): 731.0},
+                 sweep_clean={("cublas", 2048): 600.0, ("cublas", 4096): 729.0})
+    points, problems = isolation.judge(runs, "wrong_fault", 4096)
+    assert problems == []
+    sweep = {p["m"]: p for p in points if p["run"] == "sweep" and "ratio" in p}
+    assert sweep[2048]["reference"] == "sweep_clean" and abs(sweep[2048]["ratio"] - 596 / 600) < 1e-9
+    assert abs(sweep[2048]["ratio_to_clean"] - 596 / 620) < 1e-9  # outside 3% of the plain runs, kept beside it
+    runs["sweep"]["rows"][2]["tflops"] = "560.0"  # 0.93 of the clean sweep: a poisoned job
+    _, problems = isolation.judge(runs, "wrong_fault", 4096)
+    assert len(problems) == 1 and "at 0.933 of sweep_clean" in problems[0]
+    del runs["sweep_clean"]  # an older run of the benchmark: the plain runs are the reference again
+    _, problems = isolation.judge(runs, "wrong_fault", 4096)
+    assert len(problems) == 1 and "of clean_a+clean_b" in problems[0]
+    runs["with_control"]["rows"][1].update(status="ok", tflops="1.0")  # the control did not fault
+    _, problems = isolation.judge(runs, "wrong_fault", 4096)
+    assert any("control" in p for p in problems)
