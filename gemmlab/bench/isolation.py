@@ -17,10 +17,10 @@ is the mean of the two clean runs; ``sweep``'s is ``sweep_clean``, because a var
 job of its own can run a few percent apart from the same variant measured after another in one run
 (session37 on an H100: cuBLAS at 2048 in its own job at 0.96 of the clean runs, at the same SM
 clock, in a job whose worker had not seen the fault), which says nothing of isolation. Each point
-keeps both: ``ratio`` (to its reference, judged) and ``ratio_to_clean`` (to the clean runs). The control's rows must be ``failed``
-where it faults (M >= its FAULT_M), naming the fault, and ``ok`` where it does not. Writes
-DIR/isolation_summary.json and DIR/isolation_points.csv and prints the table; exit code 1 when a
-check fails.
+keeps both ratios: ``ratio`` (to its reference, judged) and ``ratio_to_clean`` (to the clean runs).
+The control's rows must be ``failed`` where it faults (M >= its FAULT_M), naming the fault, and
+``ok`` where it does not. Writes DIR/isolation_summary.json and DIR/isolation_points.csv and prints
+the table; exit code 1 when a check fails.
 """
 from __future__ import annotations
 
@@ -97,7 +97,8 @@ def judge(runs: Dict[str, Dict[str, Any]], control: str, fault_m: int):
             k = key(r)
             if r["variant"] == control:
                 faults = k[2] >= fault_m
-                fine = (r["status"] == "failed" and "CUDA fault" in (r["reason"] or "")) if faults else r["status"] == "ok"
+                fine = ((r["status"] == "failed" and "CUDA fault" in (r["reason"] or "")) if faults
+                        else r["status"] == "ok")
                 points.append({"run": name, "variant": k[0], "precision": k[1], "m": k[2], "status": r["status"],
                                "expected": "failed (fault)" if faults else "ok", "as_expected": fine,
                                "reason": r["reason"]})
@@ -117,8 +118,9 @@ def judge(runs: Dict[str, Dict[str, Any]], control: str, fault_m: int):
             if r["status"] != "ok":
                 problems.append(f"{name}: {k} {r['status']}: {r['reason']}")
             elif not ok:
-                problems.append(f"{name}: {k} at {ratio:.3f} of {'+'.join(ref_runs)} (drift between the clean "
-                                f"runs {drift})" if ratio is not None else f"{name}: {k} not measured in {'+'.join(ref_runs)}")
+                where = "+".join(ref_runs)
+                problems.append(f"{name}: {k} at {ratio:.3f} of {where} (drift between the clean runs {drift})"
+                                if ratio is not None else f"{name}: {k} not measured in {where}")
     return points, problems
 
 
