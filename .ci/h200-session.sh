@@ -688,7 +688,7 @@ while time.time()-t<45: a@a" &
              "bf16,fp8"
            rm -rf "$LOGS/decode_wgmma_pick"  # a warm machine's earlier picks are not this sweep's
            step decode_wgmma_pick 90 python3 -m analysis.compare --normalized "$REF/decode_wgmma_auto" \
-             --out "$LOGS/decode_wgmma_pick" --pick variant.decode_wgmma.cuda.defines --by precision,m
+             --out "$LOGS/decode_wgmma_pick" --pick variant.decode_wgmma.cuda.defines --by precision,m --no-figures
            decode_wgmma_at_picks "${DECODE_WGMMA_PICKS:-$LOGS/decode_wgmma_pick/picks.tsv}" ;;
   decode_wgmma_experiment)  # issue 30: the decode experiment (every shape, copy probe in the same run) with stage 17
            # and the libraries only (stages 14 and 16 have theirs: session28b), one run per precision

@@ -196,8 +196,8 @@ def test_a_sweep_is_judged_job_by_job_against_its_first(tmp_path, capsys):
     assert s.loc[1, "overrides"] == "variant.wgmma_ws.cuda.defines={STAGES:3}" and s.loc[1, "SAME"] == 1
     assert s.loc[2, "FASTER"] == 1 and 0.94 < s.loc[2, "geomean_ratio"] < 0.96
     assert s.loc[3, "SLOWER"] == 1
-    for job in (1, 2, 3):
-        assert (out / f"job{job}" / "compare.csv").exists()
+    for job in (1, 2, 3):  # figures too, unless --no-figures
+        assert (out / f"job{job}" / "compare.csv").exists() and (out / f"job{job}" / "compare.png").exists()
     md = (out / "summary.md").read_text()
     assert "each job against job 0 (`variant.wgmma_ws.cuda.defines={STAGES:4}`)" in md and "(job2/compare.md)" in md
     # bad input: a folder without two jobs, --match, a file
@@ -277,7 +277,10 @@ def test_the_pick_of_each_group_is_its_fastest_job_that_measured_every_point_ok(
         (folder / ".hydra" / "overrides.yaml").write_text(
             f"- variant=decode_wgmma\n- precision={precision}\n- {PICK_KEY}={defines}\n")
     out = tmp_path / "out"
-    assert main(["--normalized", str(sweep), "--out", str(out), "--pick", PICK_KEY, "--by", "precision,m"]) == 0
+    assert main(["--normalized", str(sweep), "--out", str(out), "--pick", PICK_KEY, "--by", "precision,m",
+                 "--no-figures"]) == 0
+    # --no-figures: each job's tables, no figure (the picks read the tables only)
+    assert (out / "job1" / "compare.md").exists() and not list(out.glob("job*/compare.p*"))
     picks = pd.read_csv(out / "picks.csv", keep_default_na=False).set_index(["precision", "m"])
     assert picks.loc[("bf16", 1), "job"] == 1 and picks.loc[("bf16", 1), "value"] == "{KSPAN:2}"
     assert 0.93 < picks.loc[("bf16", 1), "geomean_ratio"] < 0.95 and picks.loc[("bf16", 1), "points"] == 2
@@ -297,7 +300,8 @@ def test_the_pick_of_each_group_is_its_fastest_job_that_measured_every_point_ok(
     assert tsv[1].split("\t")[:4] == ["bf16", "1", "1", "{KSPAN:2}"] and len(tsv) == 5
     # by precision alone: bf16 takes B (0.94 and 0.998: 0.968; D ruled out by its skip, C slower), fp8 takes D (B
     # failed; D's 0.90 and 1.0, 0.949, beat C's 0.96)
-    assert main(["--normalized", str(sweep), "--out", str(out), "--pick", PICK_KEY, "--by", "precision"]) == 0
+    assert main(["--normalized", str(sweep), "--out", str(out), "--pick", PICK_KEY, "--by", "precision",
+                 "--no-figures"]) == 0
     whole = pd.read_csv(out / "picks.csv", keep_default_na=False).set_index("precision")
     assert whole.loc["bf16", "job"] == 1 and whole.loc["bf16", "candidates"] == 3
     assert whole.loc["fp8", "job"] == 7 and whole.loc["fp8", "value"] == "{MSUB:2}"
@@ -307,6 +311,7 @@ def test_the_pick_of_each_group_is_its_fastest_job_that_measured_every_point_ok(
     assert main(["--normalized", str(sweep), "--out", str(out), "--by", "m"]) == 2
     assert "give --pick KEY too" in capsys.readouterr().err
     assert main(["--normalized", str(sweep / "0"), str(sweep / "1"), "--pick", PICK_KEY]) == 2
+    assert main(["--normalized", str(sweep / "0"), str(sweep / "1"), "--no-figures"]) == 2
     assert "give --normalized SWEEP alone" in capsys.readouterr().err
     assert main(["--normalized", str(sweep), "--out", str(out), "--pick", PICK_KEY, "--by", "tokens"]) == 2
     assert "--by tokens" in capsys.readouterr().err
@@ -336,7 +341,7 @@ def test_a_pick_without_any_baseline_and_with_the_defaults_failing(tmp_path):
     sweep = write_sweep(tmp_path / "raw", [("{A:1}", {}, {}), ("{A:2}", {("bf16", 1): 0.85}, {})],
                         no_baseline={("bf16", 1), ("bf16", 64)})
     out = tmp_path / "out"
-    assert main(["--normalized", str(sweep), "--out", str(out), "--pick", PICK_KEY, "--by", "m"]) == 0
+    assert main(["--normalized", str(sweep), "--out", str(out), "--pick", PICK_KEY, "--by", "m", "--no-figures"]) == 0
     picks = pd.read_csv(out / "picks.csv", keep_default_na=False).set_index("m")
     # the raw ratio carries job 1's clock (1 - 0.03): 0.85 x 0.97
     assert picks.loc[1, "job"] == 1 and "raw median times" in picks.loc[1, "why"]
@@ -344,7 +349,7 @@ def test_a_pick_without_any_baseline_and_with_the_defaults_failing(tmp_path):
     assert picks.loc[64, "job"] == 0  # 0.97 within 3.2%: the defaults stay
     sweep = write_sweep(tmp_path / "fail",
                         [("{A:1}", {}, {("bf16", 64): "failed"}), ("{A:2}", {("bf16", 64): 1.04}, {})])
-    assert main(["--normalized", str(sweep), "--out", str(out), "--pick", PICK_KEY, "--by", "m"]) == 0
+    assert main(["--normalized", str(sweep), "--out", str(out), "--pick", PICK_KEY, "--by", "m", "--no-figures"]) == 0
     picks = pd.read_csv(out / "picks.csv", keep_default_na=False).set_index("m")
     assert picks.loc[64, "job"] == 1 and "the defaults, job 0, ruled out" in picks.loc[64, "why"]
     assert picks.loc[1, "job"] == 0
@@ -359,11 +364,11 @@ def test_the_picks_of_a_committed_sweep(tmp_path):
     if not sweep.exists():
         pytest.skip("session28b's sweep is not in this checkout")
     assert main(["--normalized", str(sweep), "--out", str(tmp_path), "--pick", "variant.decode_rows.cuda.defines",
-                 "--by", "precision,m"]) == 0
+                 "--by", "precision,m", "--no-figures"]) == 0
     lines = pd.read_csv(tmp_path / "summary.csv", keep_default_na=False).set_index("job")
     assert lines.loc[4, "against"] == 0 and lines.loc[9, "against"] == 5 and (lines["compared"] > 0).all()
     # the same references without --pick: the one define key the sweep varies beside precision
-    assert main(["--normalized", str(sweep), "--out", str(tmp_path / "plain")]) == 0
+    assert main(["--normalized", str(sweep), "--out", str(tmp_path / "plain"), "--no-figures"]) == 0
     plain = pd.read_csv(tmp_path / "plain" / "summary.csv", keep_default_na=False).set_index("job")
     assert list(plain["against"]) == list(lines["against"]) and not (tmp_path / "plain" / "picks.csv").exists()
     picks = pd.read_csv(tmp_path / "picks.csv", keep_default_na=False).set_index(["precision", "m"])

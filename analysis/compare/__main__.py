@@ -54,6 +54,9 @@ def parser() -> argparse.ArgumentParser:
                     help="with --normalized SWEEP: name each group's fastest job that measured every point ok, and "
                          "the value its command line gave KEY (e.g. variant.decode_wgmma.cuda.defines): OUT/picks.csv, "
                          "OUT/picks.tsv")
+    ap.add_argument("--no-figures", action="store_true",
+                    help="with --normalized SWEEP: each job's compare.csv and compare.md only, no figure (a sweep "
+                         "of many jobs is compared, and picked from, in a fraction of the time)")
     ap.add_argument("--by", metavar="COLS", default="",
                     help="with --pick: the columns that make a group, comma separated (e.g. precision,m); "
                          "default: one group of every point")
@@ -82,8 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return BAD_INPUT
     if args.normalized and args.b is None:
         return _sweep(args)
-    if args.pick or args.by:
-        print(f"{PROG}: --pick and --by name a define sweep's winners: give --normalized SWEEP alone", file=sys.stderr)
+    if args.pick or args.by or args.no_figures:
+        print(f"{PROG}: --pick, --by and --no-figures are for a define sweep's jobs: give --normalized SWEEP alone",
+              file=sys.stderr)
         return BAD_INPUT
     if (args.b is None) != args.paired:
         print(f"{PROG}: " + ("--paired takes one run or sweep (its rows hold both calls), not two" if args.paired
@@ -150,7 +154,7 @@ def _sweep(args) -> int:
         print(f"{PROG}: --by groups the points of --pick: give --pick KEY too", file=sys.stderr)
         return BAD_INPUT
     try:
-        sc = compare_jobs(args.a, out, args.threshold, args.seed, key=args.pick)
+        sc = compare_jobs(args.a, out, args.threshold, args.seed, key=args.pick, figures=not args.no_figures)
         lines = summary(sc, out)
         picks = pick(sc, args.pick, by, args.threshold) if args.pick else None
     except (ValueError, FileNotFoundError) as e:

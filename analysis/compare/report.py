@@ -168,11 +168,14 @@ def build_figure(comp: Comparison):
     return fig
 
 
-def write(comp: Comparison, out: Path) -> List[Path]:
+def write(comp: Comparison, out: Path, figures: bool = True) -> List[Path]:
+    """compare.csv and compare.md under ``out``, and with ``figures`` compare.pdf and compare.png."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     write_csv(comp, out / "compare.csv")
     style.write_if_changed(out / "compare.md", render_markdown(comp).encode())
+    if not figures:
+        return [out / f for f in FILES if not f.endswith((".pdf", ".png"))]
     fig = build_figure(comp)
     style.save(fig, out, "compare")
     return [out / f for f in FILES]

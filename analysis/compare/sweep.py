@@ -120,9 +120,11 @@ class SweepComparison(NamedTuple):
         return self.jobs[[int(j.name) for j in self.jobs].index(n)]
 
 
-def compare_jobs(sweep: Path, out: Path, threshold=None, seed: int = 0, key: Optional[str] = None) -> SweepComparison:
+def compare_jobs(sweep: Path, out: Path, threshold=None, seed: int = 0, key: Optional[str] = None,
+                 figures: bool = True) -> SweepComparison:
     """Every job against its reference (:func:`references`; job 0 unless ``key``), each written under
-    ``out/job<N>/``. ValueError where the sweep has fewer than two jobs."""
+    ``out/job<N>/`` (its figure too unless ``figures`` is false). ValueError where the sweep has fewer
+    than two jobs."""
     jobs = job_folders(sweep)
     if len(jobs) < 2:
         raise ValueError(f"{sweep} holds {len(jobs)} job folder(s) with rows: a sweep to compare needs two or more "
@@ -146,7 +148,7 @@ def compare_jobs(sweep: Path, out: Path, threshold=None, seed: int = 0, key: Opt
         if ref not in sides:
             sides[ref] = Side.load("A", by_number[ref])
         comps[n] = comp = compare_normalized(sides[ref], Side.load("B", by_number[n]), threshold, seed)
-        report.write(comp, Path(out) / f"job{n}")
+        report.write(comp, Path(out) / f"job{n}", figures)
     return SweepComparison(jobs, refs, comps)
 
 
