@@ -13,7 +13,7 @@
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block fp8_block_diag wgmma_peak mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation conduct sanitize precompile_default default_run default_run_noguard fidelity_default
-# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace decode_wgmma_dyn decode_wgmma_maps decode_wgmma_rules tune_fp8_repeat maps_top candidates34 maps_fp8_block search_tests decode_deep decode_fixed decode_fixed_quick decode_unsplit decode_unsplit_bf16 pinning multi_gpu
+# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace decode_wgmma_dyn decode_wgmma_maps decode_wgmma_rules tune_fp8_repeat maps_top candidates34 maps_fp8_block search_tests decode_deep decode_fixed decode_fixed_quick decode_unsplit decode_unsplit_fp8 decode_unsplit_bf16 pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # The device tool may hand out an H100 when an H200 is asked for: pick the stages by the card found, so a call is never
@@ -112,6 +112,10 @@ decode_wgmma_run() {
   step "${5:-decode_wgmma_picked_$1_t${2//,/_}}" 200 python3 run.py +experiment=decode \
     "variant=[decode_wgmma,cublas,cublaslt,copy_gpu]" "precision=[$1,fp32]" "sizes.tokens=[$2]" "${D[@]}" \
     run.fail_on_error=false $Q ${DECODE_WGMMA_OVERRIDES:-} hydra.run.dir=$4
+}
+# the decode experiment at {UNSPLIT:1,FIXED_SUM:1} (issue 30's candidate defaults), the copy probe in the same run
+unsplit_experiment() {
+  decode_wgmma_run "$1" 1,16,64 "{UNSPLIT:1,FIXED_SUM:1}" "$REF/decode_unsplit_experiment/$1" decode_unsplit_experiment_$1
 }
 # the decode experiment at the picks of a define sweep (PICKS: analysis.compare --pick ... --by precision,m's picks.tsv):
 # per precision and token count (1, 16, 64) its pick, the YAML's defines where the file has none or no job measured the
@@ -341,10 +345,13 @@ for stage in "$@"; do case $stage in
            stage_sweep decode_wgmma decode_unsplit 240 '{},{UNSPLIT:1,FIXED_SUM:1},{UNSPLIT:1,FIXED_SUM:1},{}' \
              "[[1,6144,4096],[16,6144,4096],[1,8192,8192],[1,8192,28672],[16,8192,28672],[1,7168,16384],[1,7168,18432],[64,36864,7168]]" \
              "fp8,bf16"
-           decode_wgmma_run fp8 1,16,64 "{UNSPLIT:1,FIXED_SUM:1}" "$REF/decode_unsplit_experiment/fp8" decode_unsplit_experiment_fp8 ;;
+           unsplit_experiment fp8 ;;
+  decode_unsplit_fp8)  # issue 30: decode_unsplit's second half alone (~200 s, for a call with too little device time left
+           # for the A B B A): the fp8 decode experiment at {UNSPLIT:1,FIXED_SUM:1}, the copy probe in the same run
+           unsplit_experiment fp8 ;;
   decode_unsplit_bf16)  # issue 30: decode_unsplit's bf16 half: the bf16 decode experiment with FIXED_SUM 1 (UNSPLIT
            # touches fp8 only), the copy probe in the same run, so the defaults can move to both with rows at them
-           decode_wgmma_run bf16 1,16,64 "{UNSPLIT:1,FIXED_SUM:1}" "$REF/decode_unsplit_experiment/bf16" decode_unsplit_experiment_bf16 ;;
+           unsplit_experiment bf16 ;;
   search_tests)  # the searches under a watchdog phase of their own (session35, not yet run on a GPU): cuBLASLt's FP8
            # search in a worker (its test asserts the phase in the log) and CUTLASS's kernel search
            step gpu_search 300 python3 -m pytest -m gpu tests/test_gpu_fp8_scaling.py tests/test_gpu_cutlass.py -k search \
