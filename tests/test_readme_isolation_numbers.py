@@ -109,3 +109,32 @@ def test_what_the_readme_says_of_issue_30s_gpu_tests_is_in_their_logs():
     assert_said([f"passed, {passed} of {passed}"], "fp8 scaling on the H200")
     block = (logs / "gpu_fp8_block.log").read_text()
     assert "PASSED tests/test_gpu_hopper_fp8_block.py::test_block_scaled_stage_matches_the_dequantized_fp64_product" in block
+
+
+H = "h100-2026-12-06"
+
+
+@pytest.mark.skipif(not has(f"{H}/session38", f"{H}/session38c"), reason="session38 rows not in this checkout")
+def test_the_second_job_shift_numbers():
+    """The H100 sentences: cuBLAS 2048 in `sweep_clean` against the plain runs, and session38c's
+    medians by where cuBLAS ran (plain, a sweep's only job, a sweep's second job)."""
+    summary = json.loads((folder(f"{H}/session38") / "isolation" / "isolation_summary.json").read_text())
+    clean = {p["precision"]: p["ratio_to_clean"] for p in summary["points"]
+             if p["run"] == "sweep" and p["variant"] == "cublas" and p["m"] == 2048}
+    said = [f"(cuBLAS 2048 at {clean['fp16']:.3f} / {clean['bf16']:.3f} of the plain runs"]
+
+    def fp16_us(paths):
+        out = []
+        for path in paths:
+            with open(folder(f"{H}/session38c") / path / "results.csv", newline="") as fh:
+                out += [1e6 * float(r["time_median_s"]) for r in csv.DictReader(fh)
+                        if r["backend"] == "cublas" and r["precision"] == "fp16" and r["status"] == "ok"]
+        return f"{min(out):.1f}-{max(out):.1f} us"
+
+    first = [f"plain_orders/{i}" for i in range(1, 6)] + ["multirun/plain1", "multirun/plain2",
+                                                          "multirun/multi1_1/0", "multirun/multi1_2/0"]
+    said.append(f"ran {fp16_us(first)}")
+    said.append(f"{fp16_us(['multirun/multi2_1/1', 'multirun/multi2_2/1'])}, the same kernel")
+    assert_said(said, "isolation benchmark")
+    ncu = (folder(f"{H}/session38c") / "plain_orders" / "ncu_cublas.txt").read_text()
+    assert "nvjet_sm90_hsh_256x128_64x4_1x2_h_bz_coopA_NNT" in ncu
