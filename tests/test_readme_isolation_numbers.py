@@ -134,7 +134,7 @@ def test_the_second_job_shift_numbers():
     first = [f"plain_orders/{i}" for i in range(1, 6)] + ["multirun/plain1", "multirun/plain2",
                                                           "multirun/multi1_1/0", "multirun/multi1_2/0"]
     said.append(f"ran {fp16_us(first)}")
-    said.append(f"{fp16_us(['multirun/multi2_1/1', 'multirun/multi2_2/1'])}, the same kernel")
+    said.append(f"{fp16_us(['multirun/multi2_1/1', 'multirun/multi2_2/1'])}, at the same clocks")
     assert_said(said, "isolation benchmark")
     ncu = (folder(f"{H}/session38c") / "plain_orders" / "ncu_cublas.txt").read_text()
     assert "nvjet_sm90_hsh_256x128_64x4_1x2_h_bz_coopA_NNT" in ncu
