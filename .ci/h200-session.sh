@@ -12,7 +12,7 @@
 # ws_nt_bench ws_streamk_diag fidelity_default hopper_fp8 tune_fp8
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block fp8_block_diag wgmma_peak mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
-# iso_smoke isolation conduct sanitize precompile_default default_run default_run_noguard fidelity_default
+# iso_smoke isolation second_job conduct sanitize precompile_default default_run default_run_noguard fidelity_default
 # issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace decode_wgmma_dyn decode_wgmma_maps decode_wgmma_rules tune_fp8_repeat maps_top candidates34 maps_fp8_block search_tests decode_deep decode_fixed decode_fixed_quick decode_unsplit decode_unsplit_fp8 decode_unsplit_bf16 pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
@@ -598,6 +598,23 @@ while time.time()-t<45: a@a" &
              sizes.shapes=[] measure=quick measure.baseline=[] run.fail_on_error=false $Q hydra.run.dir=/tmp/iso_smoke ;;
   isolation)  # a faulting control first, wmma_tiled and cuBLAS after it: one run, one sweep, two clean runs
            step isolation 420 python3 -m gemmlab.bench.isolation --out $REF/isolation -- $Q ;;
+  second_job)  # the isolation check's open question (README, h100-2026-12-06/session38c): cuBLAS at 2048 ran 1.5-4%
+           # slower as a sweep's second job (after wmma_tiled's) than alone, after wmma_tiled in one run, or as a sweep's
+           # only job. Again, twice each, then the same second job with the points in the runner's process
+           # (run.isolate=none: is it the shared worker?), then the sweep under ncu, one row per launch (--csv):
+           # the last cuBLAS launches are the second job's, so its kernel is named (any GPU; ~4 min)
+           SJ=("precision=[fp16,bf16]" "sizes.square=[2048]" "sizes.shapes=[]" $Q)
+           for k in 1 2; do
+             step second_job_plain_$k 60 python3 run.py variant=cublas "${SJ[@]}" hydra.run.dir=$REF/second_job/plain$k
+             step second_job_only_$k 60 python3 run.py -m variant=cublas "${SJ[@]}" hydra.sweep.dir=$REF/second_job/only$k
+             step second_job_second_$k 90 python3 run.py -m variant=wmma_tiled,cublas "${SJ[@]}" \
+               hydra.sweep.dir=$REF/second_job/second$k
+           done
+           step second_job_no_worker 90 python3 run.py -m variant=wmma_tiled,cublas "${SJ[@]}" run.isolate=none \
+             hydra.sweep.dir=$REF/second_job/second_no_worker
+           step second_job_ncu 150 ncu --clock-control none --csv --metrics gpu__time_duration.sum \
+             -k 'regex:nvjet|sm90_|xmma|cutlass' python3 run.py -m variant=wmma_tiled,cublas precision=fp16 \
+             "sizes.square=[2048]" "sizes.shapes=[]" measure=quick $Q hydra.sweep.dir=/tmp/second_job_ncu ;;
   conduct)  # the conduct controls where they misbehave and where they do not, a correct kernel after them
            step conduct 300 python3 run.py "variant=[wrong_oob_row,wrong_writes_b,wrong_hang,wrong_fault,smem_tiled]" \
              "precision=[fp32,bf16]" "sizes.square=[1000,1024,2048,4096]" sizes.shapes=[] measure=quick \
