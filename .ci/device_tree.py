@@ -1,14 +1,16 @@
 """Before and after a GPU call through the tool library's `device` entry: the working tree that travels, and the rows
 that come back.
 
-    python .ci/device_tree.py fit [--limit-mib 62]     # before: make what travels fit
+    python .ci/device_tree.py fit [--limit-mib 62] [--drop 'h100-*']  # before: make what travels fit
     python .ci/device_tree.py ingest FILES_AT          # after: rows and logs into outputs/reference, the tree whole
     python .ci/device_tree.py snap [--rev HEAD]        # the code of one commit, to run from (carry .snap)
 
 `fit`: what travels is every tracked file, every untracked file git does not ignore, and the carried `.whl/`; the
 limit is 64 MiB, and the reference data alone has grown past it. It deletes the oldest dated reference folders
 (`outputs/reference/<device>-<date>`, the newest date always kept) from the working tree until what travels fits,
-and says which; nothing on the GPU host reads them (the session's steps write rows there, read none).
+and says which; nothing on the GPU host reads them (the session's steps write rows there, read none). `--drop
+PATTERN` deletes the folders it names first, whatever their date (e.g. `h100-*`, rows no H200 call needs), with the
+same care: a folder holding uncommitted rows is kept, and said so.
 
 `ingest FILES_AT`: unpacks `reference.tgz` (the session's folder of outputs/reference, as .ci/h200-session.sh packs
 it after every step) at the repository's root and `logs.tgz` into that folder's `logs/`, removes the lock files the
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import fnmatch
 import io
 import re
 import shutil
@@ -96,21 +99,31 @@ def _untracked(repo: Path, folder: Path) -> List[str]:
                                   str(folder.relative_to(repo))).splitlines() if line[:2] in ("??", "!!")]
 
 
-def fit(repo: Path, limit_mib: float = LIMIT_MIB) -> List[Path]:
-    """Delete the oldest dated reference folders until what travels is within ``limit_mib``; the deleted ones. A
-    folder holding files git does not track is never deleted (a checkout would not restore them). SystemExit if even
+def fit(repo: Path, limit_mib: float = LIMIT_MIB, drop: Sequence[str] = ()) -> List[Path]:
+    """Delete the dated reference folders named by ``drop`` (fnmatch patterns, e.g. ``h100-*``: rows no GPU call
+    needs), then the oldest ones until what travels is within ``limit_mib``; the deleted ones. A folder holding files
+    git does not track is never deleted (a checkout would not restore them), whatever names it. SystemExit if even
     the newest date alone leaves it over."""
     removed: List[Path] = []
     folders = dated_folders(repo)
     newest = DATED.match(folders[-1].name)["date"] if folders else None
     kept_back: List[str] = []
-    for folder in folders:
+    for folder in [f for f in folders if any(fnmatch.fnmatch(f.name, pat) for pat in drop)]:
+        if _untracked(repo, folder):
+            kept_back.append(str(folder.relative_to(repo)))
+            print(f"device_tree: kept {folder.relative_to(repo)}, which --drop names: it holds files git does not "
+                  f"track (commit them first)", file=sys.stderr)
+            continue
+        shutil.rmtree(folder)
+        removed.append(folder)
+    for folder in [f for f in folders if f not in removed]:
         if size_mib(travelling(repo)) <= limit_mib:
             break
         if DATED.match(folder.name)["date"] == newest:
             continue
         if _untracked(repo, folder):
-            kept_back.append(str(folder.relative_to(repo)))
+            if str(folder.relative_to(repo)) not in kept_back:
+                kept_back.append(str(folder.relative_to(repo)))
             continue
         shutil.rmtree(folder)
         removed.append(folder)
@@ -216,6 +229,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     f = sub.add_parser("fit", help="delete the oldest reference folders until what travels fits")
     f.add_argument("--limit-mib", type=float, default=LIMIT_MIB)
+    f.add_argument("--drop", action="append", default=[], metavar="PATTERN",
+                   help="dated folders to delete first, e.g. 'h100-*' (repeatable; never one with untracked files)")
     i = sub.add_parser("ingest", help="a GPU call's reference.tgz and logs.tgz into outputs/reference")
     i.add_argument("files_at", type=Path)
     i.add_argument("--session", default=None, help="outputs/reference/<device>-<date>/<session>, where the tarball "
@@ -231,7 +246,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     if args.cmd == "fit":
         before = size_mib(travelling(repo))
-        removed = fit(repo, args.limit_mib)
+        removed = fit(repo, args.limit_mib, args.drop)
         for p in removed:
             print(f"deleted {p.relative_to(repo)} (git checkout -- {REFERENCE} restores it; ingest does)")
         print(f"travels: {size_mib(travelling(repo)):.1f} MiB (was {before:.1f}; limit {args.limit_mib:g})")

@@ -136,6 +136,26 @@ def test_fit_keeps_uncommitted_rows_and_ingest_restores_only_what_fit_deleted(re
     assert (repo / "outputs" / "reference" / "h200-2026-12-06" / "s1" / "logs" / "x.log").exists()
 
 
+def test_fit_drops_the_folders_named_first_but_never_uncommitted_rows(repo, capsys):
+    """--drop deletes the dated folders it names first, the newest date too (an H100 folder of today's date the H200
+    call does not need), and not one that holds rows not yet committed: that one is kept and said so."""
+    h100 = repo / "outputs" / "reference" / "h100-2026-12-03" / "session1"
+    h100.mkdir(parents=True)
+    (h100 / "results.csv").write_text("status\nok\n")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "h100 rows")
+    removed = device_tree.fit(repo, 100, drop=["h100-*"])  # under the limit already: only what --drop names
+    assert [p.name for p in removed] == ["h100-2026-12-03"] and not h100.exists()
+    git(repo, "checkout", "--", "outputs/reference")
+    new_rows = h100.parent / "session2" / "results.csv"
+    new_rows.parent.mkdir()
+    new_rows.write_text("status\nok\n")
+    assert device_tree.fit(repo, 100, drop=["h100-*"]) == [] and new_rows.exists() and h100.exists()
+    assert "kept outputs/reference/h100-2026-12-03, which --drop names" in capsys.readouterr().err
+    removed = device_tree.fit(repo, 4.5, drop=["h100-*"])  # then the oldest, as without --drop
+    assert [p.name for p in removed] == ["h200-2026-12-01"] and new_rows.exists()
+
+
 def test_snap_is_one_commits_code_whatever_the_tree_holds(repo):
     """`snap`: the committed tree of a revision without the reference data, its hash in COMMIT, a link to the wheels;
     an uncommitted edit stays out of it; `fit` counts what it adds; a .snap/ git would not ignore is refused."""
