@@ -601,8 +601,10 @@ while time.time()-t<45: a@a" &
   second_job)  # the isolation check's open question (README, h100-2026-12-06/session38c): cuBLAS at 2048 ran 1.5-4%
            # slower as a sweep's second job (after wmma_tiled's) than alone, after wmma_tiled in one run, or as a sweep's
            # only job. Again, twice each, then the same second job with the points in the runner's process
-           # (run.isolate=none: is it the shared worker?), then the sweep under ncu, one row per launch (--csv):
-           # the last cuBLAS launches are the second job's, so its kernel is named (any GPU; ~4 min)
+           # (run.isolate=none: is it the shared worker?) and with each job a process of its own (hydra/launcher=per_gpu:
+           # on one GPU the jobs run one after another, each with a fresh worker: is it what the first job's run leaves
+           # in the process, e.g. its measurer, freed only by the cyclic GC?), then the sweep under ncu, one row per
+           # launch (--csv): the last cuBLAS launches are the second job's, so its kernel is named (any GPU; ~5 min)
            SJ=("precision=[fp16,bf16]" "sizes.square=[2048]" "sizes.shapes=[]" $Q)
            for k in 1 2; do
              step second_job_plain_$k 60 python3 run.py variant=cublas "${SJ[@]}" hydra.run.dir=$REF/second_job/plain$k
@@ -612,6 +614,8 @@ while time.time()-t<45: a@a" &
            done
            step second_job_no_worker 90 python3 run.py -m variant=wmma_tiled,cublas "${SJ[@]}" run.isolate=none \
              hydra.sweep.dir=$REF/second_job/second_no_worker
+           step second_job_per_gpu 120 python3 run.py -m hydra/launcher=per_gpu variant=wmma_tiled,cublas "${SJ[@]}" \
+             hydra.sweep.dir=$REF/second_job/second_per_gpu
            step second_job_ncu 150 ncu --clock-control none --csv --metrics gpu__time_duration.sum \
              -k 'regex:nvjet|sm90_|xmma|cutlass' python3 run.py -m variant=wmma_tiled,cublas precision=fp16 \
              "sizes.square=[2048]" "sizes.shapes=[]" measure=quick $Q hydra.sweep.dir=/tmp/second_job_ncu ;;
