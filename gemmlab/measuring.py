@@ -51,6 +51,17 @@ class PointMeasurer:
             self._backends[name] = backend_class(name)(self.cfg)
         return self._backends[name]
 
+    def close(self) -> None:
+        """Free the executors' device state at the end of a run (gemmlab/measure/gpu.py: close).
+        Before it, a process's second run allocated its timer and operands while the first run's
+        flush buffer and stream were still held; on an H100, cuBLAS at 2048 ran 2-3% slower as a
+        sweep's second job than alone, and in line when each job had a fresh process
+        (h100-2026-12-06/session39). The next run starts from what the first found."""
+        for ex in self._executors.values():
+            close = getattr(ex, "close", None)
+            if close is not None:
+                close()
+
     def unavailable(self, name: str) -> Optional[str]:
         """Why backend `name` cannot run on this machine (no CUDA device, missing package)."""
         if name not in self._unavailable:
@@ -172,6 +183,8 @@ def worker_target(init: Dict[str, Any], phase: Callable) -> Callable[[Dict[str, 
     def run_of(cfg_yaml: str):
         digest = hashlib.sha256(cfg_yaml.encode()).hexdigest()
         if current.get("digest") != digest:
+            if "measurer" in current:  # a new run: the last one's device state goes first
+                current.pop("measurer").close()
             # through the schema, as at run time: typed values (enums) and the same point keys
             cfg = OmegaConf.merge(OmegaConf.structured(GemmlabConf), OmegaConf.create(cfg_yaml))
             current.update(digest=digest, points={p.key: p for p in expand(cfg)},

@@ -160,8 +160,9 @@ class Runner:
             _say(f"gemmlab: {line}")
 
     def close(self) -> None:
-        """Count this run's worker restarts; the worker itself stays for the next run of this
-        process (it ends with the process)."""
+        """Count this run's worker restarts and free what this process's executors hold on the
+        device; the worker itself stays for the next run of this process (it ends with the process)."""
+        self.measurer.close()
         if self.worker is not None:
             restarts, faults = self._worker_mark
             self.counts["worker_restarts"] = self.worker.restarts - restarts

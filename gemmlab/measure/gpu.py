@@ -4,6 +4,7 @@ the timed samples, interleaved with the cuBLAS baselines of the same precision a
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 from typing import Any, Dict, List, Optional, Sequence
@@ -59,8 +60,25 @@ class GpuExecutor:
         from gemmlab.gpu.identity import gpu_identity
 
         self._identity = gpu_identity()
-        self.timer = GpuTimer(self.measure, self.stream, self.dev["l2_bytes"], lambda: Sampler(self.nvml))
+        # a partial, not a lambda over self: the timer must not hold its executor, or the two form a
+        # cycle that only Python's cyclic GC frees, keeping the flush buffer and stream of a finished
+        # run alive at a time nobody chooses (close() frees them when a run ends)
+        self.timer = GpuTimer(self.measure, self.stream, self.dev["l2_bytes"],
+                              functools.partial(Sampler, self.nvml))
         self._ready = True
+
+    def close(self) -> None:
+        """Free what this executor holds on the GPU (the timer's flush buffer, the stream) when its
+        run ends, so that the next run of the process allocates into the state the first run found.
+        Harmless twice; a later point initialises again."""
+        if not self._ready:
+            return
+        stream, self.timer, self.stream, self._ready = self.stream, None, None, False
+        try:
+            stream.synchronize()
+            self.cp.get_default_memory_pool().free_all_blocks()
+        except Exception as e:  # a context a fault left unusable: the process ends anyway
+            log.debug("close: %s", _first_line(e))
 
     def device_fields(self) -> Dict[str, Any]:
         self._init()
@@ -263,7 +281,7 @@ class GpuExecutor:
 
         try:
             w = energy.measure(fn, self.stream.synchronize, self.nvml, call_s, self.measure.energy_s,
-                               lambda: Sampler(self.nvml))
+                               functools.partial(Sampler, self.nvml))
         except RuntimeError as e:
             extra["energy"] = f"not measured: {e}"
             return {}
