@@ -52,11 +52,9 @@ class PointMeasurer:
         return self._backends[name]
 
     def close(self) -> None:
-        """Free the executors' device state at the end of a run (gemmlab/measure/gpu.py: close).
-        Before it, a process's second run allocated its timer and operands while the first run's
-        flush buffer and stream were still held; on an H100, cuBLAS at 2048 ran 2-3% slower as a
-        sweep's second job than alone, and in line when each job had a fresh process
-        (h100-2026-12-06/session39). The next run starts from what the first found."""
+        """Free the executors' device state (the timer's flush buffer, the stream) at the end of a
+        run (gemmlab/measure/gpu.py: close), so that a process serving several runs (a sweep's
+        shared worker) does not hold every earlier run's."""
         for ex in self._executors.values():
             close = getattr(ex, "close", None)
             if close is not None:

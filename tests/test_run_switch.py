@@ -1,8 +1,9 @@
 """What one run leaves for the next in the same process (a sweep's jobs in a shared worker, or in the
-launcher's process with run.isolate=none): nothing on the GPU. The GPU executor frees its timer's
-flush buffer and stream when its run ends (close), and nothing keeps it alive in a reference cycle
-until Python's cyclic GC gets to it. Measured cause: h100-2026-12-06/session39 (cuBLAS at 2048 ran
-2-3% slower as a sweep's second job, and in line when each job had a process of its own)."""
+launcher's process with run.isolate=none). The GPU executor frees its timer's flush buffer and
+stream when its run ends (close), and nothing keeps it alive in a reference cycle until Python's
+cyclic GC gets to it; cuBLAS runs on one handle per device for the process, not one per run's
+backend. Why: h100-2026-12-06/session39 (cuBLAS at 2048 ran 2-3% slower as a sweep's second job,
+and in line when each job had a process of its own; freeing the executor alone left it, session39c)."""
 from __future__ import annotations
 
 import gc
@@ -134,3 +135,25 @@ def test_close_in_a_context_a_fault_left_unusable_does_not_raise(monkeypatch):
     ex.stream.synchronize = fault
     ex.close()
     assert ex.timer is None and ex.stream is None and not ex._ready
+
+
+def test_cublas_runs_on_one_handle_per_device_for_the_process(monkeypatch):
+    from gemmlab.backends import cublas as backend
+
+    made, streams = [], []
+    fake = types.SimpleNamespace(
+        CUBLAS_POINTER_MODE_HOST=0, CUBLAS_DEFAULT_MATH=0,
+        create=lambda: made.append(100 + len(made)) or made[-1],
+        setPointerMode=lambda h, mode: None, setMathMode=lambda h, mode: None,
+        setStream=lambda h, s: streams.append((h, s)))
+    libs = types.SimpleNamespace(cublas=fake)
+    monkeypatch.setitem(sys.modules, "cupy_backends", types.SimpleNamespace(cuda=types.SimpleNamespace(libs=libs)))
+    monkeypatch.setitem(sys.modules, "cupy_backends.cuda", types.SimpleNamespace(libs=libs))
+    monkeypatch.setitem(sys.modules, "cupy_backends.cuda.libs", libs)
+    monkeypatch.setitem(sys.modules, "cupy_backends.cuda.libs.cublas", fake)
+    monkeypatch.setattr(backend, "_HANDLES", {})
+    first = backend.handle_for(0, 7)
+    assert backend.handle_for(0, 7) == first and streams == [(first, 7)]  # bound once per stream
+    assert backend.handle_for(0, 9) == first and streams[-1] == (first, 9)  # the next run's stream
+    other = backend.handle_for(1, 9)
+    assert other != first and made == [first, other]
