@@ -138,3 +138,26 @@ def test_the_second_job_shift_numbers():
     assert_said(said, "isolation benchmark")
     ncu = (folder(f"{H}/session38c") / "plain_orders" / "ncu_cublas.txt").read_text()
     assert "nvjet_sm90_hsh_256x128_64x4_1x2_h_bz_coopA_NNT" in ncu
+
+
+@pytest.mark.skipif(not has(f"{H}/session39", f"{H}/session39c", f"{H}/session39d"),
+                    reason="session39 rows not in this checkout")
+def test_what_the_second_job_stage_measured():
+    """session39/39c/39d's `second_job` calls: FP16 cuBLAS 2048 by where it ran, over all three."""
+    def fp16_us(run):
+        out = []
+        for session in ("session39", "session39c", "session39d"):
+            for path in run:
+                with open(folder(f"{H}/{session}") / "second_job" / path / "results.csv", newline="") as fh:
+                    out += [1e6 * float(r["time_median_s"]) for r in csv.DictReader(fh)
+                            if r["backend"] == "cublas" and r["precision"] == "fp16" and r["status"] == "ok"]
+        assert len(out) == 3 * len(run)
+        return f"{min(out):.1f}-{max(out):.1f} us"
+
+    assert_said([f"ran {fp16_us(['plain1', 'plain2'])} in the plain runs",
+                 f"{fp16_us(['second1', 'second2'])} as the second job",
+                 f"{fp16_us(['second_no_worker'])} as the second job without the worker",
+                 f"and {fp16_us(['second_per_gpu'])} with each job a process of its own"], "isolation benchmark")
+    for session in ("session39", "session39c", "session39d"):
+        ncu = (folder(f"{H}/{session}") / "logs" / "second_job_ncu.log").read_text()
+        assert ncu.count("nvjet_sm90_hsh_256x128_64x4_1x2_h_bz_coopA_NNT") >= 20

@@ -43,10 +43,10 @@ CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION = 16
 
 
 # one handle per device for the process, {device: [handle, its stream]}, as cuBLASLt's
-# (gemmlab/backends/cublaslt_scaled.py): a run's backend is made anew for each run, and a handle per
-# backend left the first one alive beside the next in a process that serves several runs (a
-# sweep's shared worker), where cuBLAS at 2048 ran 2-3% slower than in a fresh process
-# (h100-2026-12-06/session39)
+# (gemmlab/backends/cublaslt_scaled.py): a backend is made anew for each run, and a handle per
+# backend, never destroyed, added one handle (and its workspace) per run to a process that serves
+# many (a sweep's shared worker). It did not explain why cuBLAS ran 2-3% slower as a sweep's second
+# job than in a fresh process (h100-2026-12-06/session39d; README, isolation)
 _HANDLES: dict = {}
 
 
