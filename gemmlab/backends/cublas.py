@@ -71,7 +71,6 @@ class Cublas(Backend):
     name = "cublas"
     kind = "gpu"
 
-
     def unavailable(self) -> Optional[str]:
         try:
             from cupy_backends.cuda.libs import cublas  # noqa: F401
