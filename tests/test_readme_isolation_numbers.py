@@ -12,7 +12,7 @@ from datetime import datetime
 
 import pytest
 import yaml
-from readme_said import ROOT, assert_said, folder, has
+from readme_said import ROOT, assert_said, folder, has, span
 
 from gemmlab import config
 from gemmlab.measure.worker import limits
@@ -161,3 +161,20 @@ def test_what_the_second_job_stage_measured():
     for session in ("session39", "session39c", "session39d"):
         ncu = (folder(f"{H}/{session}") / "logs" / "second_job_ncu.log").read_text()
         assert ncu.count("nvjet_sm90_hsh_256x128_64x4_1x2_h_bz_coopA_NNT") >= 20
+
+
+@pytest.mark.skipif(not has(f"{H}/session39f"), reason="session39f rows not in this checkout")
+def test_which_first_job_slows_the_second():
+    """session39f's `second_job_first`: cuBLAS by the job before it (each job's own row, 1/)."""
+    def us(run, job=None):
+        out = []
+        for k in (1, 2):
+            path = folder(f"{H}/session39f") / "second_job_first" / f"{run}{k}"
+            with open((path / job if job else path) / "results.csv", newline="") as fh:
+                out += [1e6 * float(r["time_median_s"]) for r in csv.DictReader(fh) if r["backend"] == "cublas"]
+        assert len(out) == 2
+        return f"{span(out, '.1f')} us"
+
+    assert_said([f"ran {us('cublas_cublas', '1')} after cuBLAS's own job",
+                 f"{us('wmma_nobase_cublas', '1')} after `wmma_tiled`'s with no cuBLAS baseline",
+                 f"and {us('plain_nobase')} after `wmma_tiled`'s points in one plain run"], "isolation benchmark")
