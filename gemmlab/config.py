@@ -372,6 +372,10 @@ class RunConf:
     resume: bool = True  # skip points already ok in this run's results file
     gpu_wait_s: float = 1800.0  # how long to wait for another gemmlab run to release the GPU
     isolate: Isolate = Isolate.gpu  # which points run in a worker process (gemmlab/measure/worker)
+    # a worker of this run's own, ended with it, instead of the process's shared one: a sweep's job
+    # then measures as in a fresh process (a run of wmma_tiled slowed the next run's cuBLAS in the
+    # same process by 2-3%: README, isolation)
+    fresh_worker: bool = False
     report: bool = True  # write report.html (analysis.report) when the run or the sweep ends
 
 

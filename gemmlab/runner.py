@@ -161,12 +161,15 @@ class Runner:
 
     def close(self) -> None:
         """Count this run's worker restarts and free what this process's executors hold on the
-        device; the worker itself stays for the next run of this process (it ends with the process)."""
+        device; the shared worker stays for the next run of this process (it ends with the
+        process), a run's own (run.fresh_worker) ends here."""
         self.measurer.close()
         if self.worker is not None:
             restarts, faults = self._worker_mark
             self.counts["worker_restarts"] = self.worker.restarts - restarts
             self.worker_faults = self.worker.faults[faults:]
+            if self.cfg.run.fresh_worker:  # this run's own (run.fresh_worker): it ends with the run
+                self.worker.close()
 
     def _claim_gpu(self) -> None:
         """One GPU, one measurement: wait for any other gemmlab run on this GPU to end."""
@@ -221,7 +224,8 @@ class Runner:
         m = self.cfg.measure
         try:
             if self.worker is None:
-                self.worker = shared_worker(self.worker_target, self.worker_init)
+                self.worker = (Worker(self.worker_target, self.worker_init) if self.cfg.run.fresh_worker
+                               else shared_worker(self.worker_target, self.worker_init))
                 self._worker_mark = (self.worker.restarts, len(self.worker.faults))
                 self._cfg_yaml = OmegaConf.to_yaml(self.cfg, resolve=True)  # resolved: no Hydra in the worker
             fixed = float(m.point_timeout_s) > 0

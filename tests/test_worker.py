@@ -196,3 +196,16 @@ def test_a_fixed_point_timeout_applies_to_the_whole_point(tmp_path):
     r = rows[19]
     assert r["status"] == "failed" and r["reason"].startswith("cpu_blas timed out after 3"), r["reason"]
     assert all(rows[m]["status"] == "ok" for m in (8, 31))
+
+
+@pytest.mark.parametrize("fresh", [False, True])
+def test_runs_share_the_processs_worker_unless_each_asks_for_its_own(tmp_path, fresh):
+    """run.fresh_worker: each run measures in a worker of its own, ended with the run (a sweep's
+    job then measures as in a fresh process); by default the runs of a process share one."""
+    extra = [f"run.fresh_worker={str(fresh).lower()}"]
+    first, rows1 = _run(tmp_path, "first", "all", [], extra)
+    second, rows2 = _run(tmp_path, "second", "all", [], extra)
+    pids = {rows1[8]["worker"], rows2[8]["worker"]}
+    assert len(pids) == (2 if fresh else 1), pids
+    assert all(r["status"] == "ok" for r in [*rows1.values(), *rows2.values()])
+    assert (first.worker._proc is None) == fresh  # its own worker ended with its run
