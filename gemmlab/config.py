@@ -372,10 +372,11 @@ class RunConf:
     resume: bool = True  # skip points already ok in this run's results file
     gpu_wait_s: float = 1800.0  # how long to wait for another gemmlab run to release the GPU
     isolate: Isolate = Isolate.gpu  # which points run in a worker process (gemmlab/measure/worker)
-    # a worker of this run's own, ended with it, instead of the process's shared one: a sweep's job
-    # then measures as in a fresh process (a run of wmma_tiled slowed the next run's cuBLAS in the
-    # same process by 2-3%: README, isolation)
-    fresh_worker: bool = False
+    # a worker of this run's own, ended with it, instead of one shared by the runs of the process: a
+    # sweep's job then measures as in a fresh process (in a shared worker, a run of wmma_tiled
+    # slowed the next run's cuBLAS by 2-4%; with its own, in line: README, isolation). About 1.5 s
+    # a job; false shares the worker
+    fresh_worker: bool = True
     report: bool = True  # write report.html (analysis.report) when the run or the sweep ends
 
 

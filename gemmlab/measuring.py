@@ -165,9 +165,9 @@ def describe_error(e: BaseException) -> str:
 def worker_target(init: Dict[str, Any], phase: Callable) -> Callable[[Dict[str, Any]], Dict[str, Any]]:
     """What a worker process runs (gemmlab/measure/worker/child.py). Each request is one point of a
     run, named by its key in the run's config (sent with it, resolved); the worker keeps the
-    measurer of the run it served last, so the runs of one process share the worker. The reply
-    carries the point's fields and, when the point left the process's CUDA context unusable,
-    ``poisoned`` (the runner then starts a fresh worker)."""
+    measurer of the run it served last, for the runs of one process that share the worker
+    (run.fresh_worker=false). The reply carries the point's fields and, when the point left the
+    process's CUDA context unusable, ``poisoned`` (the runner then starts a fresh worker)."""
     import hashlib
 
     from omegaconf import OmegaConf

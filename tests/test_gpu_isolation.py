@@ -42,8 +42,9 @@ def test_a_fault_fails_its_point_alone_and_the_points_after_it_are_ok(tmp_path):
 
 def test_a_multirun_job_after_a_faulting_job_is_ok(tmp_path):
     sweep = tmp_path / "sweep"
+    # the worker shared by the jobs (run.fresh_worker=false): the fault must not reach the next job's points
     cmd = [sys.executable, "run.py", "-m", "variant=wrong_fault,smem_tiled", f"hydra.sweep.dir={sweep}",
-           "precision=fp32", "sizes.square=[4096]", *QUICK]
+           "precision=fp32", "sizes.square=[4096]", "run.fresh_worker=false", *QUICK]
     # a lock folder of its own: this pytest process holds the GPU's claim from the tests before
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
            "GEMMLAB_GPU_LOCK_DIR": str(tmp_path / "locks")}

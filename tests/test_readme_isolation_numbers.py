@@ -178,3 +178,21 @@ def test_which_first_job_slows_the_second():
     assert_said([f"ran {us('cublas_cublas', '1')} after cuBLAS's own job",
                  f"{us('wmma_nobase_cublas', '1')} after `wmma_tiled`'s with no cuBLAS baseline",
                  f"and {us('plain_nobase')} after `wmma_tiled`'s points in one plain run"], "isolation benchmark")
+
+
+@pytest.mark.skipif(not has(f"{H}/session39g"), reason="session39g rows not in this checkout")
+def test_a_worker_of_its_own_puts_the_second_job_back_in_line():
+    """session39g's `second_job_fresh`: FP16 cuBLAS 2048 as the second job with run.fresh_worker on
+    and off, and the plain runs of the same call."""
+    def us(run):
+        out = []
+        for k in (1, 2):
+            with open(folder(f"{H}/session39g") / "second_job_fresh" / f"{run}{k}" / "results.csv", newline="") as fh:
+                out += [1e6 * float(r["time_median_s"]) for r in csv.DictReader(fh)
+                        if r["backend"] == "cublas" and r["precision"] == "fp16"]
+        assert len(out) == 2
+        return f"{span(out, '.1f')} us"
+
+    assert_said([f"ran {us('fresh')} (FP16) with its own worker", f"{us('shared')} in the shared one",
+                 f"and {us('plain')} in the plain runs of the same call"], "isolation benchmark")
+    assert config.RunConf().fresh_worker is True

@@ -230,8 +230,9 @@ class Worker:
 
 
 # -- one worker per process and target, shared by the runs of that process ---------------------------
-# A worker's start (Python, CuPy, a CUDA context, the libraries' handles) costs seconds; the runs of
-# one process (a sweep's jobs under the basic launcher, a test session) reuse it. A fault still ends
+# A worker's start (Python, CuPy, a CUDA context, the libraries' handles) costs seconds; with
+# run.fresh_worker=false the runs of one process (a sweep's jobs under the basic launcher, a test
+# session) reuse it (by default each run starts its own: gemmlab/runner.py). A fault still ends
 # it, and the next point of whichever run starts a fresh one. CUDA_VISIBLE_DEVICES is part of the
 # key: a job pinned to another GPU gets its own worker.
 _SHARED: Dict[str, Worker] = {}
