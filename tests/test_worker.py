@@ -137,7 +137,7 @@ def test_a_hang_in_a_search_is_named_as_the_search(worker):
 SIZES = [8, *sorted(MISBEHAVE), 31]
 
 
-def _run(tmp_path, name, isolate, only, extra=()):
+def _run(tmp_path, name, isolate, only, extra=(), fresh_worker=False):
     from gemmlab.runner import Runner
 
     cfg = compose_cfg(["variant=cpu_blas", "precision=fp32", "measure=quick", "run.progress=false",
@@ -146,7 +146,7 @@ def _run(tmp_path, name, isolate, only, extra=()):
                        *extra], tmp_path)
     Runner.worker_target, Runner.worker_init = "worker_fakes:runner_target", {"only": only}
     try:
-        runner, rows = run_points(cfg, tmp_path / name)
+        runner, rows = run_points(cfg, tmp_path / name, fresh_worker)
     finally:
         Runner.worker_target, Runner.worker_init = "gemmlab.measuring:worker_target", {}
     return runner, {int(r["m"]): r for r in rows}
@@ -202,9 +202,8 @@ def test_a_fixed_point_timeout_applies_to_the_whole_point(tmp_path):
 def test_runs_share_the_processs_worker_unless_each_asks_for_its_own(tmp_path, fresh):
     """run.fresh_worker: each run measures in a worker of its own, ended with the run (a sweep's
     job then measures as in a fresh process); by default the runs of a process share one."""
-    extra = [f"run.fresh_worker={str(fresh).lower()}"]
-    first, rows1 = _run(tmp_path, "first", "all", [], extra)
-    second, rows2 = _run(tmp_path, "second", "all", [], extra)
+    first, rows1 = _run(tmp_path, "first", "all", [], fresh_worker=fresh)
+    second, rows2 = _run(tmp_path, "second", "all", [], fresh_worker=fresh)
     pids = {rows1[8]["worker"], rows2[8]["worker"]}
     assert len(pids) == (2 if fresh else 1), pids
     assert all(r["status"] == "ok" for r in [*rows1.values(), *rows2.values()])
