@@ -196,3 +196,19 @@ def test_a_worker_of_its_own_puts_the_second_job_back_in_line():
     assert_said([f"ran {us('fresh')} (FP16) with its own worker", f"{us('shared')} in the shared one",
                  f"and {us('plain')} in the plain runs of the same call"], "isolation benchmark")
     assert config.RunConf().fresh_worker is True
+
+
+@pytest.mark.skipif(not has(f"{H}/session39i"), reason="session39i rows not in this checkout")
+def test_the_second_job_at_the_fresh_worker_default():
+    """session39i: `second_job` at the default run.fresh_worker=true, FP16 cuBLAS 2048."""
+    def us(runs):
+        out = []
+        for run in runs:
+            with open(folder(f"{H}/session39i") / "second_job" / run / "results.csv", newline="") as fh:
+                out += [1e6 * float(r["time_median_s"]) for r in csv.DictReader(fh)
+                        if r["backend"] == "cublas" and r["precision"] == "fp16"]
+        assert len(out) == len(runs)
+        return f"{span(out, '.1f')} us"
+
+    assert_said([f"the second job ran {us(['second1', 'second2'])} against {us(['plain1', 'plain2'])} plain",
+                 f"shift ({us(['second_no_worker'])} there)"], "isolation benchmark")
