@@ -17,7 +17,10 @@ is the mean of the two clean runs; ``sweep``'s is ``sweep_clean``, because a var
 job of its own can run a few percent apart from the same variant measured after another in one run
 (session37 on an H100: cuBLAS at 2048 in its own job at 0.96 of the clean runs, at the same SM
 clock, in a job whose worker had not seen the fault; session38: the same shift in the clean sweep,
-with no control at all, as the sweep's second job), which says nothing of isolation. Each point
+with no control at all, as the sweep's second job; session39: the worker the jobs shared carried
+it, and with a worker per run, ``run.fresh_worker``, the default since, it went), which says nothing
+of isolation. At that default each job of the sweep has a worker of its own; a fault in a worker
+the jobs share (``run.fresh_worker=false``) is tests/test_gpu_isolation.py's. Each point
 keeps both ratios: ``ratio`` (to its reference, judged) and ``ratio_to_clean`` (to the clean runs).
 The control's rows must be ``failed`` where it faults (M >= its FAULT_M), naming the fault, and
 ``ok`` where it does not. Writes DIR/isolation_summary.json and DIR/isolation_points.csv and prints
