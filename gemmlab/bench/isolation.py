@@ -93,7 +93,7 @@ def judge(runs: Dict[str, Dict[str, Any]], control: str, fault_m: int):
     for name, ref_runs in REFERENCE.items():
         if not all(n in runs for n in ref_runs):
             ref_runs = ("clean_a", "clean_b")
-        refs = _tflops(runs, ref_runs)
+        refs = clean if tuple(ref_runs) == ("clean_a", "clean_b") else _tflops(runs, ref_runs)
         rows = runs.get(name, {}).get("rows", [])
         if not rows:
             problems.append(f"{name}: no rows")
