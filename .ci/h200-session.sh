@@ -12,7 +12,7 @@
 # ws_nt_bench ws_streamk_diag fidelity_default hopper_fp8 tune_fp8
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block fp8_block_diag wgmma_peak mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
-# iso_smoke isolation second_job second_job_first second_job_fresh conduct sanitize precompile_default default_run default_run_noguard fidelity_default
+# iso_smoke isolation second_job second_job_first second_job_fresh second_job_cause conduct sanitize precompile_default default_run default_run_noguard fidelity_default
 # issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace decode_wgmma_dyn decode_wgmma_maps decode_wgmma_rules tune_fp8_repeat maps_top candidates34 maps_fp8_block search_tests decode_deep decode_fixed decode_fixed_quick decode_unsplit decode_unsplit_fp8 decode_unsplit_bf16 pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
@@ -645,6 +645,19 @@ while time.time()-t<45: a@a" &
                hydra.sweep.dir=$REF/second_job_fresh/shared$k
              step second_job_fresh_fresh_$k 90 python3 run.py -m variant=wmma_tiled,cublas run.fresh_worker=true \
                "${SJ[@]}" hydra.sweep.dir=$REF/second_job_fresh/fresh$k
+           done ;;
+  second_job_cause)  # what a wmma_tiled run leaves in a shared worker that slows the next run's cuBLAS (session39f):
+           # the same with another hand-written kernel first (wmma, mma_sync: is it any module of the cuda backend?)
+           # and a CUTLASS kernel first (another backend's module), in the worker the jobs share
+           # (run.fresh_worker=false), FP16 at 2048, twice each, beside the plain run (any GPU; ~3 min)
+           SC=("precision=[fp16]" "sizes.square=[2048]" "sizes.shapes=[]" run.fresh_worker=false $Q)
+           for k in 1 2; do
+             step second_job_cause_plain_$k 60 python3 run.py variant=cublas "${SC[@]}" \
+               hydra.run.dir=$REF/second_job_cause/plain$k
+             for first in wmma mma_sync cutlass_auto; do
+               step second_job_cause_${first}_$k 90 python3 run.py -m variant=$first,cublas "${SC[@]}" \
+                 hydra.sweep.dir=$REF/second_job_cause/${first}_cublas$k
+             done
            done ;;
   conduct)  # the conduct controls where they misbehave and where they do not, a correct kernel after them
            step conduct 300 python3 run.py "variant=[wrong_oob_row,wrong_writes_b,wrong_hang,wrong_fault,smem_tiled]" \
