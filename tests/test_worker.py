@@ -201,7 +201,8 @@ def test_a_fixed_point_timeout_applies_to_the_whole_point(tmp_path):
 @pytest.mark.parametrize("fresh", [False, True])
 def test_runs_share_the_processs_worker_unless_each_asks_for_its_own(tmp_path, fresh):
     """run.fresh_worker: each run measures in a worker of its own, ended with the run (a sweep's
-    job then measures as in a fresh process); by default the runs of a process share one."""
+    job then measures as in a fresh process, the default); with false the runs of a process share
+    one."""
     first, rows1 = _run(tmp_path, "first", "all", [], fresh_worker=fresh)
     second, rows2 = _run(tmp_path, "second", "all", [], fresh_worker=fresh)
     pids = {rows1[8]["worker"], rows2[8]["worker"]}
