@@ -604,7 +604,9 @@ while time.time()-t<45: a@a" &
            # (run.isolate=none: is it the shared worker?) and with each job a process of its own (hydra/launcher=per_gpu:
            # on one GPU the jobs run one after another, each with a fresh worker: is it what the first job's run leaves
            # in the process, e.g. its measurer, freed only by the cyclic GC?), then the sweep under ncu, one row per
-           # launch (--csv): the last cuBLAS launches are the second job's, so its kernel is named (any GPU; ~5 min)
+           # launch (--csv): the last cuBLAS launches are the second job's, so its kernel is named (any GPU; ~5 min).
+           # Since session39 the sweeps run at the default run.fresh_worker=true (a worker per job): the regression
+           # check of that fix (session39i); second_job_first / _fresh / _cause keep the shared worker
            SJ=("precision=[fp16,bf16]" "sizes.square=[2048]" "sizes.shapes=[]" $Q)
            for k in 1 2; do
              step second_job_plain_$k 60 python3 run.py variant=cublas "${SJ[@]}" hydra.run.dir=$REF/second_job/plain$k
@@ -622,8 +624,9 @@ while time.time()-t<45: a@a" &
   second_job_first)  # which first job slows cuBLAS's second (session39: neither the finished run's executor nor a second
            # cuBLAS handle; a process per job is in line). FP16 at 2048, twice each: cuBLAS after cuBLAS; after
            # wmma_tiled with no cuBLAS baseline in its job (is it cuBLAS's use in the first job?); after wmma_tiled as
-           # second_job runs it; and the plain run of the two variants, with and without the baseline (any GPU; ~2 min)
-           SF=("precision=[fp16]" "sizes.square=[2048]" "sizes.shapes=[]" $Q)
+           # second_job runs it; and the plain run of the two variants without the baseline; the sweeps in the worker
+           # the jobs share (run.fresh_worker=false, as session39f ran them before it was the default) (any GPU; ~2 min)
+           SF=("precision=[fp16]" "sizes.square=[2048]" "sizes.shapes=[]" run.fresh_worker=false $Q)
            for k in 1 2; do
              step second_job_first_cc_$k 60 python3 run.py -m variant=cublas,cublas "${SF[@]}" \
                hydra.sweep.dir=$REF/second_job_first/cublas_cublas$k
@@ -641,8 +644,8 @@ while time.time()-t<45: a@a" &
            for k in 1 2; do
              step second_job_fresh_plain_$k 60 python3 run.py variant=cublas "${SJ[@]}" \
                hydra.run.dir=$REF/second_job_fresh/plain$k
-             step second_job_fresh_shared_$k 90 python3 run.py -m variant=wmma_tiled,cublas "${SJ[@]}" \
-               hydra.sweep.dir=$REF/second_job_fresh/shared$k
+             step second_job_fresh_shared_$k 90 python3 run.py -m variant=wmma_tiled,cublas run.fresh_worker=false \
+               "${SJ[@]}" hydra.sweep.dir=$REF/second_job_fresh/shared$k
              step second_job_fresh_fresh_$k 90 python3 run.py -m variant=wmma_tiled,cublas run.fresh_worker=true \
                "${SJ[@]}" hydra.sweep.dir=$REF/second_job_fresh/fresh$k
            done ;;
