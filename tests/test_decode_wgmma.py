@@ -99,7 +99,7 @@ def test_builds_for_sm90a_without_spills(precision, m, defines, cubin_cache):
 @pytest.mark.slow
 def test_sass_streams_weights_by_tma_into_wgmma(cubin_cache):
     """What the header claims, in the machine code: TMA loads (UTMALDG), wgmma of the stored types (HGMMA
-    bf16, QGMMA e4m3: no F2FP conversions of the operands), an atomic for split tiles, 16-byte stores of C,
+    bf16, QGMMA e4m3: no F2FP conversions of the operands), a counter for split tiles, 16-byte stores of C,
     nothing in local memory."""
     from test_hopper_kernels import opcodes, sass
 
@@ -115,7 +115,8 @@ def test_sass_streams_weights_by_tma_into_wgmma(cubin_cache):
             else:
                 assert any(x.startswith(f"QGMMA.64x{n}x32.F32.E4M3.E4M3") for x in o), (prec, m, sorted(set(o)))
                 assert not any(x.startswith("F2FP.F16.E4M3") for x in o), "fp8 operands converted"
-            assert any(x.startswith("ATOMG") for x in o), f"{prec}: no counter for split tiles"
+            # the split tiles' counter: FIXED_SUM 1 counts with a release reduction (RED), FIXED_SUM 0 with an atomic
+            assert any(x.startswith(("ATOMG", "RED")) for x in o), f"{prec}: no counter for split tiles"
             assert any(x.startswith("STG.E.128") for x in o), f"{prec}: C not stored 16 bytes at a time"
     # one wgmma group a stage: every HGMMA of the stage's boxes issued together, the group's last one waited on
     # (gsb0); no dummy group (a branch among the MMAs made ptxas commit an empty wgmma on RZ every stage)
@@ -133,7 +134,7 @@ def test_launch_rules_on_the_h200():
     # from there) where they fit: 4 x (128 + 8) x 128 bytes + two staging tiles of 8 x 144 bytes + alignment + barriers
     # (L2_HINT: 0 below 64 MiB of weights, 1 from there; as given where an override names it)
     assert dict(build_for(p).point_defines) == {"NTOK": 8, "CONSUMERS": 2, "MAX_PARTS": 8, "CLUSTER": 1, "L2_HINT": 0,
-                                                "MSUB": 1, "STAGES": 4, "DYN_K0": -1}
+                                                "FIXED_SUM": 1, "MSUB": 1, "STAGES": 4, "DYN_K0": -1}
     # CONSUMERS 0: 64-row tiles past 16 tokens where 128-row tiles would be fewer than 32 (2112 rows: 17), else 128-row
     # tiles (4096 rows: 32); as given where an override names it; 2 with the producer warpgroup
     assert [dict(build_for(wgmma_point(m, n, 7168, "fp8", d)).point_defines)["CONSUMERS"]
@@ -142,23 +143,27 @@ def test_launch_rules_on_the_h200():
                             (64, 2112, "{CONSUMERS:3,PRODUCER_WG:1}"), (64, 2112, "{PRODUCER_WG:1,MSUB:2}")]] \
         == [2, 2, 1, 1, 1, 2, 2, 1, 3, 2]
     assert launch_shape(wgmma_point(64, 2112, 7168, "fp8"), sm_count=132).block == (160, 1, 1)
+    # FIXED_SUM (1 by default): as given with the static split, 0 with the dynamic tail (the last part to arrive sums)
+    assert [dict(build_for(wgmma_point(1, 6144, 4096, "bf16", d)).point_defines)["FIXED_SUM"]
+            for d in (None, "{FIXED_SUM:2}", "{FIXED_SUM:0}", "{DYN:1}", "{DYN:1,FIXED_SUM:2}")] == [1, 2, 0, 0, 0]
     # UNSPLIT 1: in fp8 at 1-16 tokens where the 64-row tiles number between two thirds of the SMs and all of them
     # (70B mlp_down 8192 rows: 128; 8B qkv 6144: 96), 64-row tiles, one unit a tile and a ring of 16; not in bf16, at
-    # 64 tokens, with fewer tiles (4096 rows: 64) or more (10240: 160), nor with the tiles' width given
+    # 64 tokens, with fewer tiles (4096 rows: 64) or more (10240: 160), nor with the tiles' width given; the default
+    # since session40e (None), 0 the rules before
     unsplit = [(1, 8192, 28672, "fp8", "{UNSPLIT:1}"), (16, 8192, 28672, "fp8", "{UNSPLIT:1}"),
                (1, 6144, 4096, "fp8", "{UNSPLIT:1}"), (1, 8192, 28672, "bf16", "{UNSPLIT:1}"),
                (64, 8192, 28672, "fp8", "{UNSPLIT:1}"), (1, 4096, 4096, "fp8", "{UNSPLIT:1}"),
                (1, 10240, 8192, "fp8", "{UNSPLIT:1}"), (1, 8192, 28672, "fp8", "{UNSPLIT:1,CONSUMERS:2}"),
-               (1, 8192, 28672, "fp8", None)]
+               (1, 8192, 28672, "fp8", "{UNSPLIT:0}"), (1, 8192, 28672, "fp8", None)]
     got = []
     for m, n, k, prec, d in unsplit:
         p_u = wgmma_point(m, n, k, prec, d)
         pd_u = dict(build_for(p_u).point_defines)
         got.append((pd_u["CONSUMERS"], pd_u["MAX_PARTS"], pd_u["STAGES"], launch_shape(p_u, sm_count=132).grid[0]))
     assert got == [(1, 1, 16, 128), (1, 1, 16, 128), (1, 1, 16, 96), (2, 8, 8, 132), (2, 8, 8, 132), (2, 8, 4, 132),
-                   (2, 8, 4, 132), (2, 8, 8, 132), (2, 8, 8, 132)]
+                   (2, 8, 4, 132), (2, 8, 8, 132), (2, 8, 8, 132), (1, 1, 16, 128)]
     assert [dict(build_for(wgmma_point(1, n, k, prec, d)).point_defines)["STAGES"]
-            for n, k, prec, d in [(8192, 28672, "fp8", None), (8192, 28672, "bf16", "{STAGES:6}"),
+            for n, k, prec, d in [(8192, 28672, "fp8", "{UNSPLIT:0}"), (8192, 28672, "bf16", "{STAGES:6}"),
                                   (10240, 8192, "bf16", None), (12288, 8192, "bf16", None)]] == [8, 6, 4, 8]
     assert [dict(build_for(wgmma_point(1, n, k, prec, d)).point_defines)["L2_HINT"]
             for n, k, prec, d in [(4096, 8192, "bf16", None), (4096, 8192, "fp8", None), (8192, 8192, "fp8", None),
@@ -247,7 +252,11 @@ def emulate_wgmma(point, exe: Path, folder: Path, rng, sm_count: int, launches: 
     the point), its clusters run together, and the blocks in reverse order if asked. ``together``: every block of the
     grid runs at once (one "cluster" of the whole grid for the driver: the CTAs' threads interleave, so DYN's units
     compete for the tickets; CLUSTER 1 only). ``workspace_out``: the workspace as the last launch left it, written
-    there."""
+    there. FIXED_SUM 1 / 2 (the default): a split tile's first part waits for the others' count, and the driver runs
+    the blocks one at a time, so first to last that wait would never end: such a grid runs together (CLUSTER 1), else
+    last to first (every other part stored before its tile's first part runs)."""
+    if point.expr_env().get("FIXED_SUM", 0) and not (reverse or together):
+        together, reverse = point.expr_env().get("CLUSTER", 1) == 1, point.expr_env().get("CLUSTER", 1) != 1
     env = _emu_env(point, reverse)
     if together:
         assert point.expr_env().get("CLUSTER", 1) == 1, "together runs a grid of CLUSTER 1"
@@ -350,6 +359,7 @@ def test_split_tiles_sum_to_the_same_bits_in_either_arrival_order(tmp_path_facto
 
 def _mutant_launch(tmp_path_factory, name, old, new, launches=1, defines=None, shape=(1, 136, 200)):
     folder = tmp_path_factory.mktemp(f"emu-dwg-{name}")
+    defines = defines or "{FIXED_SUM:0}"  # (the last part to arrive sums: the code most of these mutants change)
     source = build_for(wgmma_point(1, 64, 256)).source
     src = mutant(folder.parent, name, old, new, source)
     p = wgmma_point(*shape, "bf16", defines)
@@ -636,8 +646,9 @@ def test_dyn_0_builds_the_kernel_from_before_dyn(precision, m, defines, tmp_path
     before = tmp_path / "before" / "17_decode_wgmma.cu"
     before.parent.mkdir()
     before.write_text(old.stdout)
-    # with the tensor maps in the device buffer, as they were passed then (MAP_PARAMS 0: the new default's only change)
-    defines = "{MAP_PARAMS:0" + ("," + defines[1:] if defines else "}")
+    # with the tensor maps in the device buffer, as they were passed then, the last part summing, no unsplit rule
+    # (MAP_PARAMS 0, FIXED_SUM 0, UNSPLIT 0: the defaults' changes since)
+    defines = "{MAP_PARAMS:0,FIXED_SUM:0,UNSPLIT:0" + ("," + defines[1:] if defines else "}")
     b = build_for(wgmma_point(m, 6144, 4096, precision, defines))
     assert dict(b.defines)["DYN"] == 0
 
@@ -801,7 +812,7 @@ DYN_ORDER = "{CONSUMERS:1,DYN:1,DYN_PCT:30,DYN_CK:2}"
 @pytest.mark.parametrize("defines,shape", [(DYN_ORDER, (1, 64, 2048)), (DYN_ORDER, (13, 136, 2048)),
                                            ("{CONSUMERS:1,DYN:1,DYN_K0:0,DYN_CK:3}", (1, 136, 2048)),
                                            ("{CONSUMERS:1,DYN:1,DYN_PUB:1,DYN_PCT:30,DYN_CK:2}", (1, 64, 2048)),
-                                           ("{CONSUMERS:1}", (1, 64, 2048))])
+                                           ("{CONSUMERS:1,FIXED_SUM:0}", (1, 64, 2048))])
 def test_split_tiles_sum_to_the_same_bits_whoever_takes_the_chunks(defines, shape, tmp_path_factory):
     """The parts' sum in its fixed order (the static parts in unit order, then the chunks) whichever part arrives last
     and whichever unit took which chunk: the blocks first to last (the first takes every chunk) and last to first (the

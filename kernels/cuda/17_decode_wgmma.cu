@@ -120,7 +120,9 @@
 //              interleaved): FIXED_SUM 1 0.4-2.0% less time at all 8 points of 25-235 MB (fp8 70B mlp_down 82.48 ->
 //              82.06 us at 1 token, 83.11 -> 82.29 at 16; DeepSeek-V3 dense_gate_up at 64 tokens 93.95 -> 92.11);
 //              FIXED_SUM 2 -1.3 to +1.9%: the count's acquire load and the barrier after it stall the consumers
-//              mid-stream (the ring full, the loads waiting), which costs what the end saves. Not yet on the H200
+//              mid-stream (the ring full, the loads waiting), which costs what the end saves. On the H200
+//              (h200-2026-12-06/session40e, with the YAML's UNSPLIT 1, A B B A, the libraries interleaved): 0.3-2.2%
+//              less time at all 8 bf16 points (6144 x 4096 to 36864 x 7168); the YAML's default since (DYN 1 takes 0)
 //   FIXED_LEAD (FIXED_SUM 2) k-blocks before the first part's end at which it reads the count (1 at least)
 // Written on the CPU machine and checked in the host emulation (tests/test_decode_wgmma.py). Measured on an H100 (outputs/reference/h100-2026-12-05/session30*, the device tool's card that day): the
 // sweep's 11 define sets ok at all 132 points, the 33 GPU tests passed (all 66 2-CTA clusters resident, boxes wholly
