@@ -309,29 +309,33 @@ def test_wgmma_ws_sweep_configurations_build_without_spills_and_keep_their_path(
 # The configurations one H200 tuning run compares (deltas from conf/variant/wgmma_fp8.yaml's defines;
 # the first is the default); tune_fp8 in .ci/h200-session.sh runs the same list.
 FP8_SWEEP = [
-    "{STAGES:3,EPI_TMA:1}",
+    "{EPI_BOXES:2,STAGES:4,EPI_TMA:1}",  # the default since h200-2026-12-06/session40f (issue 32: +1.9 / +2.1 points)
     "{STAGES:4,EPI_TMA:0}",
     "{STAGES:3,EPI_TMA:0}",
     "{GROUP_M:16}",
     "{BN:128,STAGES:4}",
     "{UNIFORM_A:1,DESC_STEP:1}",  # stage 15's issue-path defines (issue 32; session24b: within noise)
-    # issue 32: the staging tiles two boxes (or one) a round, which makes room for a fourth stage with the TMA store
-    # (stage 12's default), and 2-CTA clusters with B multicast (stage 12's; a third fewer operand bytes a FLOP: under
-    # the 700 W cap at 8192, fewer bytes, a higher clock); not yet measured
-    "{EPI_BOXES:2,STAGES:4}",
+    # issue 32: the default before session40f (three stages, the staging tile's four boxes in one round); one box a
+    # round; 2-CTA clusters with B multicast (stage 12's; a third fewer operand bytes a FLOP: under the 700 W cap at
+    # 8192, fewer bytes, a higher clock), with three stages and with the default's
+    "{STAGES:3,EPI_BOXES:0}",
     "{EPI_BOXES:1,STAGES:4}",
-    "{CLUSTER_M:2}",
+    "{CLUSTER_M:2,STAGES:3,EPI_BOXES:0}",
     "{CLUSTER_M:2,EPI_BOXES:2,STAGES:4}",
     "{MAP_PARAMS:0}",  # the tensor maps in a device buffer (the defaults take them by value since session34c)
 ]
-# The default's SASS as the H200 measured it (session4's kernel; session24b's run at ec544dc; nvcc 13.0.88), and the
-# builds of the sweep entries measured since, unchanged by the defines added after them: each with its tensor maps in
-# the device buffer, as they were passed then (MAP_PARAMS 0; the default by value since session34c)
+# The default's SASS as the H200 measured it before session40f (session4's kernel; session24b's run at ec544dc; nvcc
+# 13.0.88), and the builds of the sweep entries measured since, unchanged by the defines added after them: each with
+# its tensor maps in the device buffer, as they were passed then (MAP_PARAMS 0; by value since session34c); then the
+# default since session40f, as measured there
 FP8_MEASURED_SASS = {
-    "{STAGES:3,EPI_TMA:1,MAP_PARAMS:0}": "8e31c80b5022914aef8ea4508d60d34127e8a45c2ddb45797c142b5555db29cc",
-    "{STAGES:4,EPI_TMA:0,MAP_PARAMS:0}": "66e0be25c86bae5646dda3f5897509e2e8dc9dea9e37854e03e761f5eb7ef775",
-    "{BN:128,STAGES:4,MAP_PARAMS:0}": "0ddf2afcb7816a0ba964952bcf3c8b3b9e1948fa01d9c113753cdfa8fbed3fda",
-    "{UNIFORM_A:1,DESC_STEP:1,MAP_PARAMS:0}": "cb5f61917041cff58f375922d64c11f805616c7671dee7ee8d15b98e1326c7ae",
+    "{STAGES:3,EPI_TMA:1,EPI_BOXES:0,MAP_PARAMS:0}": "8e31c80b5022914aef8ea4508d60d34127e8a45c2ddb45797c142b5555db29cc",
+    "{STAGES:4,EPI_TMA:0,EPI_BOXES:0,MAP_PARAMS:0}": "66e0be25c86bae5646dda3f5897509e2e8dc9dea9e37854e03e761f5eb7ef775",
+    "{BN:128,STAGES:4,EPI_BOXES:0,MAP_PARAMS:0}": "0ddf2afcb7816a0ba964952bcf3c8b3b9e1948fa01d9c113753cdfa8fbed3fda",
+    "{UNIFORM_A:1,DESC_STEP:1,STAGES:3,EPI_BOXES:0,MAP_PARAMS:0}":
+        "cb5f61917041cff58f375922d64c11f805616c7671dee7ee8d15b98e1326c7ae",
+    # the default since session40f (commit c4732fe's build, measured there)
+    "{}": "e483c2927461204ab4f4f022eb107c7b29e3a0641ff0ccfe66a4c805e9e58ce9",
 }
 FP8_BASE = ["variant=wgmma_fp8", "precision=fp8", "layouts=[nt]"]
 
@@ -396,8 +400,8 @@ def test_the_session_tunes_stage_13s_sweep():
 
 @pytest.mark.slow
 def test_fp8_default_is_the_measured_code_and_clusters_multicast_with_unfenced_releases(fp8_builds):
-    """Stage 13's default, and the entries the H200 measured, compile to the SASS measured (EPI_BOXES 0 and CLUSTER_M 1
-    change nothing); EPI_BOXES 2 stores each consumer's four boxes in two rounds of two; CLUSTER_M 2 multicasts B's half
+    """Stage 13's default, and the entries the H200 measured, compile to the SASS measured (the defines added after them
+    change nothing at their off values); EPI_BOXES 2 stores each consumer's four boxes in two rounds of two; CLUSTER_M 2 multicasts B's half
     (UTMALDG.2D.MULTICAST), syncs the cluster at start and end (UCGABAR) and releases each slot to both CTAs with plain
     remote arrives (no MEMBAR.ALL.GPU before them: stage 12's lesson)."""
     from test_wgmma_ws_nt import sass_digest
@@ -420,8 +424,8 @@ def test_fp8_default_is_the_measured_code_and_clusters_multicast_with_unfenced_r
         # the TMA stores the consumer's thread 0 issues, unrolled: 4 boxes in one round, or EPI_BOXES a round
         boxes = 0 if "EPI_TMA:0" in defines else (2 if "BN:128" in defines else 4)
         assert stores == boxes, (defines, stores)
-    assert sum(x.startswith("BAR.SYNC") for x in opcodes(sass(fp8_builds["{EPI_BOXES:2,STAGES:4}"][0]))) > \
-        sum(x.startswith("BAR.SYNC") for x in opcodes(sass(fp8_builds["{STAGES:3,EPI_TMA:1}"][0])))
+    assert sum(x.startswith("BAR.SYNC") for x in opcodes(sass(fp8_builds["{EPI_BOXES:2,STAGES:4,EPI_TMA:1}"][0]))) > \
+        sum(x.startswith("BAR.SYNC") for x in opcodes(sass(fp8_builds["{STAGES:3,EPI_BOXES:0}"][0])))
 
 
 # ---- mma_sync: the tuning sweep, its loop structure, and the kernel on the CPU ----------------------

@@ -70,6 +70,13 @@
 // CLUSTER_M 2                         103.2, 1352 TFLOP/s, 1980 MHz, 331 W  100.3*, 1281 TFLOP/s, 1305-1545 MHz, 662 W
 // CLUSTER_M 2, EPI_BOXES 2, STAGES 4  103.5, 1351 TFLOP/s, 1980 MHz, 284 W   101.1, 1337 TFLOP/s, 1485-1500 MHz, 621 W
 // END techniques
+// 2026-12-06 (session40f, A B B A, the maps by value in both): EPI_BOXES 2 with STAGES 4 against the defaults then
+// (STAGES 3, EPI_BOXES 0); the defaults since. Still 101% at 8192, where the cap holds the clock at 1485-1680 MHz:
+// BEGIN techniques outputs/reference/h200-2026-12-06/session40f/candidates34_fp8 show=pct,tflops,clock,power
+// configuration                                              4096                                            8192
+// defaults               106.9 (2), 1393 TFLOP/s, 1980 MHz, 236 W   99.0* (2), 1350 TFLOP/s, 1560-1620 MHz, 581 W
+// EPI_BOXES 2, STAGES 4  108.8 (2), 1423 TFLOP/s, 1980 MHz, 297 W  101.1* (2), 1366 TFLOP/s, 1515-1628 MHz, 622 W
+// END techniques
 // Standalone in session4 (standalone_fp8): 1340 TFLOP/s at 4096 and 1243 at 8192 against
 // cuBLASLt's 1279 and 1288 (1.047x and 0.965x; the 8192 rows throttle to 1400-1500 MHz).
 //
