@@ -165,9 +165,9 @@ DECODE_NCU_DEFAULT='decode_rows 64 8192 28672 - decode_rows -;decode_rows 64 819
 # and XF16 2 (fp8): 1, 16 and 64 tokens (XS_WIDE changes nothing at 16 tokens or fewer: those builds repeat)
 DECODE_XF16_SHAPES="[[1,57344,8192],[16,57344,8192],[16,8192,28672],[16,36864,7168],[64,57344,8192],[64,8192,28672]]"
 # stage 13's define sweep (tests/test_hopper_kernels.py's FP8_SWEEP builds each; FP8_TUNE: other entries)
-FP8_SWEEP='{STAGES:3,EPI_TMA:1},{STAGES:4,EPI_TMA:0},{STAGES:3,EPI_TMA:0},{GROUP_M:16},{BN:128,STAGES:4},{UNIFORM_A:1,DESC_STEP:1},{EPI_BOXES:2,STAGES:4},{EPI_BOXES:1,STAGES:4},{CLUSTER_M:2},{CLUSTER_M:2,EPI_BOXES:2,STAGES:4},{MAP_PARAMS:0}'
+FP8_SWEEP='{EPI_BOXES:2,STAGES:4,EPI_TMA:1},{STAGES:4,EPI_TMA:0},{STAGES:3,EPI_TMA:0},{GROUP_M:16},{BN:128,STAGES:4},{UNIFORM_A:1,DESC_STEP:1},{STAGES:3,EPI_BOXES:0},{EPI_BOXES:1,STAGES:4},{CLUSTER_M:2,STAGES:3,EPI_BOXES:0},{CLUSTER_M:2,EPI_BOXES:2,STAGES:4},{MAP_PARAMS:0}'
 # tune_fp8_repeat's sets: the defaults and the three candidates closest to 105, each twice (noise between points)
-FP8_REPEAT='{STAGES:3,EPI_TMA:1},{EPI_BOXES:2,STAGES:4},{CLUSTER_M:2,EPI_BOXES:2,STAGES:4},{UNIFORM_A:1,DESC_STEP:1},{STAGES:3,EPI_TMA:1},{EPI_BOXES:2,STAGES:4},{CLUSTER_M:2,EPI_BOXES:2,STAGES:4},{UNIFORM_A:1,DESC_STEP:1}'
+FP8_REPEAT='{STAGES:3,EPI_BOXES:0},{EPI_BOXES:2,STAGES:4,EPI_TMA:1},{CLUSTER_M:2,EPI_BOXES:2,STAGES:4},{UNIFORM_A:1,DESC_STEP:1},{STAGES:3,EPI_BOXES:0},{EPI_BOXES:2,STAGES:4,EPI_TMA:1},{CLUSTER_M:2,EPI_BOXES:2,STAGES:4},{UNIFORM_A:1,DESC_STEP:1}'
 # stage 15's define sweep (tests/test_hopper_fp8_block.py's FP8_BLOCK_SWEEP builds each); FP8_BLOCK_TUNE: a subset
 FP8_BLOCK_SWEEP='{PROMOTE_OVERLAP:0},{PROMOTE_OVERLAP:1},{STAGES:4},{STAGES:6,EPI_TMA:0},{BM:64,CONSUMER_REGS:240},{GROUP_M:16},{BN:64},{SCALE_SMEM:0,STAGES:6,PROMOTE_OVERLAP:1},{SCALE_SMEM:1,SCALE_WARPS:3,PROMOTE_OVERLAP:1},{SCALE_SMEM:3,PROMOTE_OVERLAP:1},{CLUSTER_M:2},{SPLIT_K:2},{SPLIT_K:4},{SPLIT_K:2,BN:64},{SCALE_READ:0},{BN:128},{BN:160},{SPLIT_TAIL:0},{SCALE_READ:1,UNIFORM_A:0,DESC_STEP:0},{UNIFORM_A:0,DESC_STEP:0},{SCALE_READ:1,DESC_STEP:0},{DESC_STEP:0},{DESC_STEP:1},{BN:256},{BN:256,SCALE_READ:1},{BN:256,CLUSTER_M:2}'
 # stage 15 at moe_router (fp8_block_split): the defaults, then tests/test_hopper_fp8_block.py's MOE_ROUTER_CANDIDATES
@@ -301,8 +301,9 @@ for stage in "$@"; do case $stage in
   candidates34)  # the thirty-fourth note's next candidates, A B B A, the libraries interleaved: stage 13's two-box epilogue
            # with a fourth stage on top of the maps by value (issue 32: 105.4 / 101.5 at 4096 / 8192 with the maps in the
            # buffer, session34c), and stage 17's 8 stages where its rule picks 64-row tiles (issue 30: +3.2 to +8.9
-           # points at 2112 x 7168 on the H200, mixed in fp8 on the H100), the router too
-           fp8_tune candidates34_fp8 '{},{EPI_BOXES:2,STAGES:4},{EPI_BOXES:2,STAGES:4},{}'
+           # points at 2112 x 7168 on the H200, mixed in fp8 on the H100), the router too. Run in h200-2026-12-06/session40f;
+           # stage 13's candidate is its default since (A spells out the defaults before)
+           fp8_tune candidates34_fp8 '{STAGES:3,EPI_BOXES:0},{},{},{STAGES:3,EPI_BOXES:0}'
            stage_sweep decode_wgmma candidates34_decode 200 '{},{STAGES:8},{STAGES:8},{}' \
              "[[32,2112,7168],[48,2112,7168],[64,2112,7168],[32,256,7168],[64,256,7168]]" "bf16,fp8" ;;
   decode_deep)  # issue 30: stage 17 at the large matrices where fp8 sits at 86-90% of the copy probe (70B mlp_down 89.7 /
@@ -341,8 +342,9 @@ for stage in "$@"; do case $stage in
            # split tile summed by its first part) and UNSPLIT 1 (fp8 at 1-16 tokens: 64-row tiles, one unit a tile, where
            # they number 2/3 to all of the SMs), A B B A at the rule's matrices (8B qkv, 70B attn_o / mlp_down,
            # DeepSeek-V3 attn_o / dense_down) and the large ones, the libraries interleaved; then the fp8 decode
-           # experiment with both (the copy probe in the same run): the count's candidate
-           stage_sweep decode_wgmma decode_unsplit 240 '{},{UNSPLIT:1,FIXED_SUM:1},{UNSPLIT:1,FIXED_SUM:1},{}' \
+           # experiment with both (the copy probe in the same run): the count's candidate. Run in h200-2026-12-06/
+           # session40e; both the defaults since (A spells out the defaults before)
+           stage_sweep decode_wgmma decode_unsplit 240 '{UNSPLIT:0,FIXED_SUM:0},{},{},{UNSPLIT:0,FIXED_SUM:0}' \
              "[[1,6144,4096],[16,6144,4096],[1,8192,8192],[1,8192,28672],[16,8192,28672],[1,7168,16384],[1,7168,18432],[64,36864,7168]]" \
              "fp8,bf16"
            unsplit_experiment fp8 ;;
