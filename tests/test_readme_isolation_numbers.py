@@ -212,3 +212,35 @@ def test_the_second_job_at_the_fresh_worker_default():
 
     assert_said([f"the second job ran {us(['second1', 'second2'])} against {us(['plain1', 'plain2'])} plain",
                  f"shift ({us(['second_no_worker'])} there)"], "isolation benchmark")
+
+
+@pytest.mark.skipif(not has(f"{H}/session40"), reason="session40 rows not in this checkout")
+def test_any_other_kernels_job_slows_the_second():
+    """session40's `second_job_cause`: FP16 cuBLAS 2048 as the shared worker's second job after wmma, mma_sync or a
+    CUTLASS kernel, and the plain runs."""
+    def us(run):
+        out = []
+        for k in (1, 2):
+            with open(folder(f"{H}/session40") / "second_job_cause" / f"{run}{k}" / "results.csv", newline="") as fh:
+                rows = [r for r in csv.DictReader(fh) if r["backend"] == "cublas"]
+            out += [1e6 * float(r["time_median_s"]) for r in rows]
+            assert len({r["worker"] for r in rows}) == 1
+        assert len(out) == 2
+        return f"{span(out, '.1f')} us"
+
+    assert_said([f"cuBLAS ran {us('mma_sync_cublas')} after `mma_sync`'s", f"job, {us('wmma_cublas')} after `wmma`'s",
+                 f"and {us('cutlass_auto_cublas')} after `cutlass_auto`'s",
+                 f"against {us('plain')} in the plain runs"], "isolation benchmark")
+
+
+@pytest.mark.skipif(not has(f"{H}/session40"), reason="session40 rows not in this checkout")
+def test_the_isolation_benchmark_at_the_fresh_worker_default():
+    summary = json.loads((folder(f"{H}/session40") / "isolation" / "isolation_summary.json").read_text())
+    pts = [p for p in summary["points"] if "within_3pct" in p]
+    out = [p for p in pts if not p["within_3pct"]]
+    assert len(out) == 1 and (out[0]["variant"], out[0]["precision"], out[0]["m"]) == ("cublas", "bf16", 4096)
+    assert all(p["as_expected"] for p in summary["points"] if "as_expected" in p)
+    assert all(p["status"] == "ok" for p in pts)
+    assert_said([f"{len(pts) - len(out)} of {len(pts)} within 3% of their clean runs",
+                 f"cuBLAS BF16 at 4096 ran at {out[0]['ratio']:.3f} of `{out[0]['reference']}`",
+                 f"differ by {100 * out[0]['clean_drift']:.1f}%"], "isolation benchmark")
