@@ -378,6 +378,11 @@ for stage in "$@"; do case $stage in
   ws_seeds)  # issue 20: stage 12 BF16 at 8192 (the 1.00x bar) over five more input seeds, interleaved
            step ws_seeds 300 python3 run.py -m variant=wgmma_ws precision=bf16 "sizes.square=[8192]" sizes.shapes=[] \
              measure=sustained measure.max_time_s=2 measure.seed=4,5,6,7,8 $Q run.name=ws_seeds hydra.sweep.dir=$REF/ws_seeds ;;
+  fp8_top)  # issue 32: stage 13 at its defaults (EPI_BOXES 2, STAGES 4 since session40f) at 4096 / 8192, cuBLASLt FP8
+           # interleaved and as a point of its own in the same run: both of the issue's ratios (~2 min)
+           step fp8_top 240 python3 run.py "variant=[cublaslt,wgmma_fp8]" precision=fp8 "layouts=[nt]" \
+             measure.fp8_scaling=tensor "sizes.square=[4096,8192]" sizes.shapes=[] "measure.baseline=[cublaslt]" \
+             measure.max_time_s=1.5 $Q run.name=fp8_top hydra.run.dir=$REF/fp8_top ;;
   ws_standalone)  # issue 20: the best standalone cuBLAS beside stage 12, no baselines
            step ws_standalone 150 python3 run.py "variant=[cublas,cublaslt,wgmma_ws]" "precision=[bf16,fp16]" \
              "sizes.square=[4096,8192]" sizes.shapes=[] measure=sustained measure.max_time_s=2 "measure.baseline=[]" $Q \
