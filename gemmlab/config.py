@@ -373,7 +373,7 @@ class RunConf:
     gpu_wait_s: float = 1800.0  # how long to wait for another gemmlab run to release the GPU
     isolate: Isolate = Isolate.gpu  # which points run in a worker process (gemmlab/measure/worker)
     # a worker of this run's own, ended with it, instead of one shared by the runs of the process: a
-    # sweep's job then measures as in a fresh process (in a shared worker, a run of wmma_tiled
+    # sweep's job then measures as in a fresh process (in a shared worker, a run of another kernel
     # slowed the next run's cuBLAS by 2-4%; with its own, in line: README, isolation). About 1.5 s
     # a job; false shares the worker
     fresh_worker: bool = True
