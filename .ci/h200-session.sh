@@ -13,7 +13,7 @@
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block fp8_block_diag wgmma_peak mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation second_job second_job_first second_job_fresh second_job_cause conduct sanitize precompile_default default_run default_run_noguard fidelity_default
-# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace decode_wgmma_dyn decode_wgmma_maps decode_wgmma_rules tune_fp8_repeat maps_top candidates34 maps_fp8_block search_tests decode_deep decode_fixed decode_fixed_quick decode_unsplit decode_unsplit_fp8 decode_unsplit_bf16 pinning multi_gpu
+# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace decode_wgmma_dyn decode_wgmma_maps decode_wgmma_rules tune_fp8_repeat maps_top candidates34 maps_fp8_block search_tests decode_deep decode_fixed decode_fixed_quick decode_unsplit decode_unsplit_fp8 decode_unsplit_bf16 decode_default pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # The device tool may hand out an H100 when an H200 is asked for: pick the stages by the card found, so a call is never
@@ -354,6 +354,10 @@ for stage in "$@"; do case $stage in
   decode_unsplit_bf16)  # issue 30: decode_unsplit's bf16 half: the bf16 decode experiment with FIXED_SUM 1 (UNSPLIT
            # touches fp8 only), the copy probe in the same run, so the defaults can move to both with rows at them
            unsplit_experiment bf16 ;;
+  decode_default)  # issue 30: the decode experiment at the YAML's defaults (FIXED_SUM 1, UNSPLIT 1 since session40e; 8
+           # stages at 64-row tiles past 16 tokens since session41), both precisions, the copy probe in the same run
+           for prec in fp8 bf16; do decode_wgmma_run $prec 1,16,64 - "$REF/${DEC_OUT:-decode_default}/$prec" \
+             ${DEC_OUT:-decode_default}_$prec; done ;;
   search_tests)  # the searches under a watchdog phase of their own (session35, not yet run on a GPU): cuBLASLt's FP8
            # search in a worker (its test asserts the phase in the log) and CUTLASS's kernel search
            step gpu_search 300 python3 -m pytest -m gpu tests/test_gpu_fp8_scaling.py tests/test_gpu_cutlass.py -k search \

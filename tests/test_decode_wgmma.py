@@ -165,6 +165,14 @@ def test_launch_rules_on_the_h200():
     assert [dict(build_for(wgmma_point(1, n, k, prec, d)).point_defines)["STAGES"]
             for n, k, prec, d in [(8192, 28672, "fp8", "{UNSPLIT:0}"), (8192, 28672, "bf16", "{STAGES:6}"),
                                   (10240, 8192, "bf16", None), (12288, 8192, "bf16", None)]] == [8, 6, 4, 8]
+    # 64-row tiles past 16 tokens (the rule's pick under 32 tiles of 128: DeepSeek-V3 attn_qkv_a, 2112 rows, and the
+    # router, 256) take 8 stages (session40f); 128-row tiles there, 64-row ones at 16 tokens, or STAGES given keep theirs
+    assert [(dict(build_for(wgmma_point(m, n, 7168, prec, d)).point_defines)["CONSUMERS"],
+             dict(build_for(wgmma_point(m, n, 7168, prec, d)).point_defines)["STAGES"])
+            for m, n, prec, d in [(64, 2112, "bf16", None), (32, 256, "fp8", None), (48, 2112, "fp8", None),
+                                  (64, 4096, "bf16", None), (16, 2112, "bf16", "{CONSUMERS:1}"),
+                                  (64, 2112, "bf16", "{STAGES:4}")]] \
+        == [(1, 8), (1, 8), (1, 8), (2, 4), (1, 4), (1, 4)]
     assert [dict(build_for(wgmma_point(1, n, k, prec, d)).point_defines)["L2_HINT"]
             for n, k, prec, d in [(4096, 8192, "bf16", None), (4096, 8192, "fp8", None), (8192, 8192, "fp8", None),
                                   (8192, 28672, "fp8", "{L2_HINT:0}"), (6144, 4096, "bf16", "{L2_HINT:1}")]] \
