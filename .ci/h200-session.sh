@@ -13,7 +13,7 @@
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block fp8_block_diag wgmma_peak mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation second_job second_job_first second_job_fresh second_job_cause conduct sanitize precompile_default default_run default_run_noguard fidelity_default
-# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace decode_wgmma_dyn decode_wgmma_maps decode_wgmma_rules tune_fp8_repeat maps_top candidates34 maps_fp8_block search_tests decode_deep decode_fixed decode_fixed_quick decode_unsplit decode_unsplit_fp8 decode_unsplit_bf16 decode_default gpu_rest41 pinning multi_gpu
+# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace decode_wgmma_dyn decode_wgmma_maps decode_wgmma_rules tune_fp8_repeat maps_top candidates34 maps_fp8_block search_tests decode_deep decode_fixed decode_fixed_quick decode_unsplit decode_unsplit_fp8 decode_unsplit_bf16 decode_default gpu_rest41 ws_now pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # The device tool may hand out an H100 when an H200 is asked for: pick the stages by the card found, so a call is never
@@ -98,6 +98,16 @@ decode_precompile() {
   step "$1" "$2" bash -c 'for d in $0; do python3 -m gemmlab.bench.precompile variant=decode_splitk \
     "precision=[bf16,fp8]" "layouts=[nt]" measure.fp8_scaling=tensor sizes.square=[] "sizes.shapes=[[16,6144,4096]]" \
     "variant.decode_splitk.cuda.defines=$d" & done; wait' "$3"
+}
+# stage 12 at layout nt, BF16 and FP16 at 4096 / 6144 / 8192 with the libraries as points of their own in the same run,
+# then BF16 on Llama-3 70B's prefill projections (4096 / 16384 tokens), cuBLAS interleaved: ws_nt_rows PREFIX
+ws_nt_rows() {
+  step ${1}_standalone 150 python3 run.py "variant=[wgmma_ws,cublas,cublaslt]" "precision=[bf16,fp16]" "layouts=[nt]" \
+    "sizes.square=[4096,6144,8192]" sizes.shapes=[] measure=sustained measure.max_time_s=1.5 run.fail_on_error=false $Q \
+    run.name=${1}_standalone hydra.run.dir=$REF/${1}_standalone
+  step ${1}_llama70b 200 python3 run.py "variant=[wgmma_ws]" precision=bf16 "layouts=[nt]" sizes=llm \
+    "sizes.model_names=[llama3_70b]" "sizes.tokens=[4096,16384]" measure=sustained measure.max_time_s=1.5 \
+    run.fail_on_error=false $Q run.name=${1}_llama70b hydra.run.dir=$REF/${1}_llama70b
 }
 fp8_tune() {  # NAME DEFINE_SETS: stage 13's define sets at 4096 and 8192, cuBLASLt FP8 interleaved
   step "$1" 300 python3 run.py -m variant=wgmma_fp8 precision=fp8 "layouts=[nt]" measure.fp8_scaling=tensor \
@@ -250,12 +260,10 @@ for stage in "$@"; do case $stage in
              "sizes.square=[4096,6144,8192]" sizes.shapes=[] measure=sustained measure.max_time_s=1.5 run.fail_on_error=false $Q \
              'variant.wgmma_ws.cuda.defines={RASTER:0},{RASTER:1},{RASTER:2},{PRODUCER_SCHEDULES:1,STREAM_K:1,GRID_CTAS:0}' \
              run.name=ws_nt_square hydra.sweep.dir=$REF/ws_nt_square
-           step ws_nt_standalone 150 python3 run.py "variant=[wgmma_ws,cublas,cublaslt]" "precision=[bf16,fp16]" "layouts=[nt]" \
-             "sizes.square=[4096,6144,8192]" sizes.shapes=[] measure=sustained measure.max_time_s=1.5 run.fail_on_error=false $Q \
-             run.name=ws_nt_standalone hydra.run.dir=$REF/ws_nt_standalone
-           step ws_nt_llama70b 200 python3 run.py "variant=[wgmma_ws]" precision=bf16 "layouts=[nt]" sizes=llm \
-             "sizes.model_names=[llama3_70b]" "sizes.tokens=[4096,16384]" measure=sustained measure.max_time_s=1.5 \
-             run.fail_on_error=false $Q run.name=ws_nt_llama70b hydra.run.dir=$REF/ws_nt_llama70b ;;
+           ws_nt_rows ws_nt ;;
+  ws_now)  # issue 32: stage 12 at its YAML's defines as they are now (maps by value since session34c: the rows before ran
+           # them in a buffer), layout nt: the libraries standalone beside it, then Llama-3 70B's prefill (session41)
+           ws_nt_rows ws_now ;;
   timer_study)  # which flush / spin policy agrees with do_bench, and which is quietest
            T="max_time_s=1.5"
            step timer_study 300 python3 -m gemmlab.bench.fidelity --rounds 3 --sizes 2048 4096 \
