@@ -305,6 +305,10 @@ def test_the_project_targets_on_the_reference_data(reference_dataset):
     router = block.points.set_index("point").loc["deepseek_v3.moe_router.t4096"]
     assert router["low"] < 100 <= router["value"]  # the same build at 99.3 in session27b: at the bar, not past it
     # issue 32: parity, not past it
-    for bar in ("bf16_4096_6144", "bf16_8192", "fp8_4096_8192", "llama3_70b_prefill"):
+    for bar in ("bf16_4096_6144", "bf16_8192", "fp8_4096_8192"):
         assert got[bar].verdict == NOT_MET, got[bar].summary
         assert (got[bar].points["value"] > 95).all()
+    # stage 12's Llama-3 70B rows all ran the maps in a buffer (session34c's, before MAP_PARAMS; the YAML's
+    # defines_before reads them so): none at today's defines
+    assert got["llama3_70b_prefill"].verdict == NOT_MEASURED, got["llama3_70b_prefill"].summary
+    assert "none at the configuration their YAML has now" in got["llama3_70b_prefill"].summary
