@@ -263,7 +263,11 @@ for stage in "$@"; do case $stage in
            ws_nt_rows ws_nt ;;
   ws_now)  # issue 32: stage 12 at its YAML's defines as they are now (maps by value since session34c: the rows before ran
            # them in a buffer), layout nt: the libraries standalone beside it, then Llama-3 70B's prefill (session41)
-           ws_nt_rows ws_now ;;
+           ws_nt_rows ws_now
+           # and the ladder's stage 12 lines (nn, 8192, BF16 / FP16), the libraries interleaved and standalone
+           step ws_now_nn 150 python3 run.py "variant=[wgmma_ws,cublas,cublaslt]" "precision=[bf16,fp16]" "layouts=[nn]" \
+             "sizes.square=[8192]" sizes.shapes=[] measure.max_time_s=1.5 run.fail_on_error=false $Q \
+             run.name=ws_now_nn hydra.run.dir=$REF/ws_now_nn ;;
   timer_study)  # which flush / spin policy agrees with do_bench, and which is quietest
            T="max_time_s=1.5"
            step timer_study 300 python3 -m gemmlab.bench.fidelity --rounds 3 --sizes 2048 4096 \
