@@ -1,5 +1,5 @@
-"""The README's numbers about stage 17's FIXED_SUM 1 / UNSPLIT 1 defaults (issue 30) and stage 13's two-box epilogue
-with four stages (issue 32), recomputed from the H200 rows of 2026-12-06 they name. A failure names the README sentence
+"""The README's numbers about stage 17's FIXED_SUM 1 / UNSPLIT 1 defaults and its 8 stages at 64-row tiles (issue
+30) and stage 13's two-box epilogue with four stages (issue 32), recomputed from the H200 rows of 2026-12-06 they name. A failure names the README sentence
 that no longer matches."""
 from __future__ import annotations
 
@@ -99,3 +99,14 @@ def test_readme_states_stage_13s_two_box_epilogue():
             f"and {np.median(at(8192)['pct_of_baseline']):.0f}% at 8192",
             f"at {span(d[d['m'] == 8192]['sm_clock_min_mhz'].tolist() + d[d['m'] == 8192]['sm_clock_max_mhz'].tolist(), '.0f')} MHz"]
     assert_said(said, "paragraph on stage 13's EPI_BOXES 2, STAGES 4")
+
+
+def test_readme_states_what_8_stages_gave_the_64_row_tiles():
+    """Stage 17's ring of 8 where 64-row tiles run past 16 tokens (the default since session41): session40f's A B B A."""
+    r = _abba(f"{D}/session40f/candidates34_decode", "decode_wgmma", 4)
+    bf, fp = r.loc["bf16"], r.loc["fp8"]
+    less = lambda x: 100 * (1 - x)  # noqa: E731
+    assert (bf < 1).all() and list(fp[fp >= 0.995].index) == [(64, 256, 7168)]
+    assert_said([f"bf16 {span(less(bf), '.1f')}% less time at all {len(bf)} points",
+                 f"fp8 {span(less(fp[fp < 0.995]), '.1f')}% less at {(fp < 0.995).sum()}, the same at 64 x 256 x 7168"],
+                "stage 17's 8 stages at 64-row tiles")
