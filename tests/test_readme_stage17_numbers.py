@@ -1,6 +1,6 @@
 """The README's numbers about stage 17's FIXED_SUM 1 / UNSPLIT 1 defaults and its 8 stages at 64-row tiles (issue
-30) and stage 13's two-box epilogue with four stages (issue 32), recomputed from the H200 rows of 2026-12-06 they name. A failure names the README sentence
-that no longer matches."""
+30) and stage 13's two-box epilogue with four stages (issue 32), recomputed from the H200 rows of 2026-12-06 they
+name. A failure names the README sentence that no longer matches."""
 from __future__ import annotations
 
 import json
