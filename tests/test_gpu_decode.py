@@ -91,25 +91,23 @@ def test_stage_16_matches_the_fp64_product(tmp_path, precision, defines):
 
 # stage 17's define sets on the GPU (tests/test_decode_wgmma.py resolves each at SHAPES on the CPU first: a set whose
 # rules land on a build the kernel refuses fails here as a compile error)
-STAGE17_DEFINES = ["{CONSUMERS:2,MSUB:1,STAGES:8}", "{CONSUMERS:1}", "{MSUB:2}", "{STAGES:4}",
-    "{STAGES:16}", "{PRODUCER_WG:1,MSUB:2}", "{PRODUCER_WG:1,CONSUMERS:3}",
-    "{L2_HINT:1}", "{CLUSTER:2}", "{PRODUCER_WG:1,MSUB:2,CLUSTER:2}", "{KSPAN:2}",
-    "{KSPAN:4,CLUSTER:2,L2_HINT:1}",
-    # DYN 1 (the dynamic tail): the calls repeated on one workspace exercise its ticket
-    # counter, never reset (each launch takes chunks + units tickets)
-    "{DYN:1}", "{DYN:1,DYN_K0:0,DYN_CK:3}", "{DYN:1,PRODUCER_WG:1,MSUB:2}",
-    "{DYN:1,DYN_PCT:20,DYN_CK:8,L2_HINT:1}",
-    # DYN_PUB 1: the producer counts the pieces, the sums come back through the ring
-    "{DYN:1,DYN_PUB:1}", "{DYN:1,DYN_PUB:1,DYN_K0:0,DYN_CK:3}",
-    "{DYN:1,DYN_PUB:1,PRODUCER_WG:1,CONSUMERS:3}",
-    # the tensor maps in the device buffer (the defaults pass them by value)
-    "{MAP_PARAMS:0}", "{MAP_PARAMS:0,CLUSTER:2,L2_HINT:1}",
-    # the split tiles' counters prefetched into the L2
-    "{WS_PREFETCH:1}", "{WS_PREFETCH:1,CLUSTER:2}",
-    # a split tile summed by its first part, which waits for the others' count
-    "{FIXED_SUM:1}", "{FIXED_SUM:1,CLUSTER:2,L2_HINT:1}",
-    "{FIXED_SUM:1,CONSUMERS:1,MAX_PARTS:16}", "{FIXED_SUM:2}",
-    "{FIXED_SUM:2,CLUSTER:2,L2_HINT:1}"]
+STAGE17_DEFINES = ["{CONSUMERS:2,MSUB:1,STAGES:8}", "{CONSUMERS:1}", "{MSUB:2}", "{STAGES:4}", "{STAGES:16}",
+                   "{PRODUCER_WG:1,MSUB:2}", "{PRODUCER_WG:1,CONSUMERS:3}", "{L2_HINT:1}", "{CLUSTER:2}",
+                   "{PRODUCER_WG:1,MSUB:2,CLUSTER:2}", "{KSPAN:2}", "{KSPAN:4,CLUSTER:2,L2_HINT:1}",
+                   # DYN 1 (the dynamic tail): the calls repeated on one workspace exercise its ticket counter, never
+                   # reset (each launch takes chunks + units tickets)
+                   "{DYN:1}", "{DYN:1,DYN_K0:0,DYN_CK:3}", "{DYN:1,PRODUCER_WG:1,MSUB:2}",
+                   "{DYN:1,DYN_PCT:20,DYN_CK:8,L2_HINT:1}",
+                   # DYN_PUB 1: the producer counts the pieces, the sums come back through the ring
+                   "{DYN:1,DYN_PUB:1}", "{DYN:1,DYN_PUB:1,DYN_K0:0,DYN_CK:3}",
+                   "{DYN:1,DYN_PUB:1,PRODUCER_WG:1,CONSUMERS:3}",
+                   # the tensor maps in the device buffer (the defaults pass them by value)
+                   "{MAP_PARAMS:0}", "{MAP_PARAMS:0,CLUSTER:2,L2_HINT:1}",
+                   # the split tiles' counters prefetched into the L2
+                   "{WS_PREFETCH:1}", "{WS_PREFETCH:1,CLUSTER:2}",
+                   # a split tile summed by its first part, which waits for the others' count
+                   "{FIXED_SUM:1}", "{FIXED_SUM:1,CLUSTER:2,L2_HINT:1}", "{FIXED_SUM:1,CONSUMERS:1,MAX_PARTS:16}",
+                   "{FIXED_SUM:2}", "{FIXED_SUM:2,CLUSTER:2,L2_HINT:1}"]
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp8"])
