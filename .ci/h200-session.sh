@@ -7,7 +7,7 @@
 # Through the tool library's device entry: `python .ci/device_tree.py fit` here first (what travels must fit 64 MiB),
 # then after the call `python .ci/device_tree.py ingest FILES_AT` (rows and logs into outputs/reference/<GEMMLAB_REF>).
 # Needs the wheels in .whl/ (../shared/gpu-host/wheels.sh .whl) and $OUT (where logs and a tarball
-# of outputs/reference go). Stages: gpu_all core kernels hopper cutlass_bench cutlass cutlass_n8192
+# of outputs/reference go). Stages: gpu_all gpu_a gpu_b core kernels hopper cutlass_bench cutlass cutlass_n8192
 # cutlass_odd ladder tc tune tune_mma tune_ws tune_ws_fp16 ws_repeat ws_seeds ws_standalone ws_llama ws_nt_tests tune_ws_nt
 # ws_nt_bench ws_streamk_diag fidelity_default hopper_fp8 tune_fp8
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block fp8_block_diag wgmma_peak mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
@@ -229,8 +229,19 @@ ds3_fp8_block() {
 for stage in "$@"; do case $stage in
   gpu_all) # every GPU test file in one pytest (serial: one GPU, one measurement), JUnit beside the log, a line a test
            # (-v: a run the step cuts short still names the tests that failed, session41);
-           # ~500 s since the CUPTI tests run (session16c's 420 s cut the last sixth): give it the call's rest
+           # 494 s for 181 tests on the H200 (session21c's JUnit); 302 tests since session40 (stage 17's decode file 124,
+           # stage 15's 59) no longer fit one step: an H100 ran 241 of them in 575 s (session41). gpu_a + gpu_b, one call each
            step gpu_all 575 python3 -m pytest -m gpu tests -v -rA -p no:cacheprovider --junitxml="$LOGS/gpu_all.xml" ;;
+  gpu_a)   # the GPU suite's first half by session21c's times scaled to today's counts (~320 s on an H200): the decode
+           # stages, the timer and device core, energy, pinning, the negative controls
+           step gpu_a 575 python3 -m pytest -m gpu tests/test_gpu_decode.py tests/test_gpu_core.py tests/test_gpu_energy.py \
+             tests/test_gpu_pinning.py tests/test_gpu_negative_controls.py -v -rA -p no:cacheprovider \
+             --junitxml="$LOGS/gpu_a.xml" ;;
+  gpu_b)   # the second half (~430 s on an H200): every other GPU test file
+           step gpu_b 575 python3 -m pytest -m gpu tests/test_gpu_hopper_fp8_block.py tests/test_gpu_cuda_kernels.py \
+             tests/test_gpu_cutlass.py tests/test_gpu_probes.py tests/test_gpu_fp8_scaling.py tests/test_gpu_validity.py \
+             tests/test_gpu_hopper_kernels.py tests/test_gpu_isolation.py tests/test_gpu_hopper_fp8.py -v -rA \
+             -p no:cacheprovider --junitxml="$LOGS/gpu_b.xml" ;;
   gpu_rest41)  # session41: what its gpu_all (an H100, cut at 575 s after 241 of 302 tests) left: the two stage 17
            # sets that failed there (the UNSPLIT rule's one consumer beside PRODUCER_WG 1, fixed since) and the timer test
            # that failed beside them, the rest of stage 15's split-K tests, and the files after it

@@ -278,3 +278,13 @@ def test_the_decode_experiment_runs_at_each_precisions_picks(tmp_path, monkeypat
     runs = [cmd for name, _, cmd in steps if name.startswith("decode_wgmma_picked")]
     assert len(runs) == 2 and not any("defines" in a for cmd in runs for a in cmd)
     assert problems("decode_wgmma_auto", steps, str(tmp_path)) == []
+
+
+def test_the_gpu_suite_halves_hold_every_gpu_test_file_once(dry_dir):
+    """gpu_a and gpu_b (the GPU suite in two calls: 302 tests no longer fit gpu_all's one step) name every
+    tests/test_gpu_*.py between them, each once: a new GPU test file must join one of them."""
+    files = []
+    for stage in ("gpu_a", "gpu_b"):
+        (step,), _, _ = dry_run(dry_dir, stage)
+        files += [a for a in step[2] if a.startswith("tests/test_gpu_")]
+    assert sorted(files) == sorted(f"tests/{p.name}" for p in (ROOT / "tests").glob("test_gpu_*.py")), files
