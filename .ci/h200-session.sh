@@ -13,7 +13,7 @@
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block fp8_block_diag wgmma_peak mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation second_job second_job_first second_job_fresh second_job_cause conduct sanitize precompile_default default_run default_run_noguard fidelity_default
-# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace decode_wgmma_dyn decode_wgmma_maps decode_wgmma_rules tune_fp8_repeat maps_top candidates34 maps_fp8_block search_tests decode_deep decode_fixed decode_fixed_quick decode_unsplit decode_unsplit_fp8 decode_unsplit_bf16 decode_default gpu_rest41 ws_now ds3_maps h200_next pinning multi_gpu
+# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace decode_wgmma_dyn decode_wgmma_maps decode_wgmma_rules tune_fp8_repeat maps_top candidates34 maps_fp8_block search_tests decode_deep decode_fixed decode_fixed_quick decode_unsplit decode_unsplit_fp8 decode_unsplit_bf16 decode_default gpu_rest41 ws_now ds3_maps lt_fp8_any_m h200_next pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # The device tool may hand out an H100 when an H200 is asked for: pick the stages by the card found, so a call is never
@@ -245,8 +245,8 @@ for stage in "$@"; do case $stage in
   gpu_rest41)  # session41: what its gpu_all (an H100, cut at 575 s after 241 of 302 tests) left: the two stage 17
            # sets that failed there (the UNSPLIT rule's one consumer beside PRODUCER_WG 1, fixed since) and the timer test
            # that failed beside them, the rest of stage 15's split-K tests, and the files after it
-           step gpu_fix41 150 python3 -m pytest -m gpu tests/test_gpu_decode.py tests/test_gpu_core.py -v -rA \
-             -p no:cacheprovider -k "PRODUCER_WG or flush_without_spin"
+           step gpu_fix41 150 python3 -m pytest -m gpu tests/test_gpu_decode.py tests/test_gpu_core.py \
+             tests/test_gpu_fp8_scaling.py -v -rA -p no:cacheprovider -k "PRODUCER_WG or flush_without_spin or any_m"
            step gpu_tail41 150 python3 -m pytest -m gpu tests/test_gpu_hopper_fp8_block.py -v -rA -p no:cacheprovider \
              -k "split_tail or SPLIT_KEEP or CLUSTER_M or MAP_PARAMS"
            step gpu_rest41 420 python3 -m pytest -m gpu tests/test_gpu_hopper_kernels.py tests/test_gpu_isolation.py \
@@ -488,8 +488,10 @@ for stage in "$@"; do case $stage in
            # shapes) at every DeepSeek-V3 projection, cuBLASLt block-scaled interleaved: block_vs_cublaslt at it before it
            # becomes the default
            DS3_NAME=ds3_maps FP8_BLOCK_OVERRIDES='variant.wgmma_fp8_block.cuda.defines={MAP_PARAMS:1}' ds3_fp8_block ;;
+  lt_fp8_any_m)  # issue 30: cuBLASLt FP8 at M = 1, 33, 1001 (M is no leading dimension; required % 8 until session42)
+           step lt_fp8_any_m 90 python3 -m pytest -m gpu tests/test_gpu_fp8_scaling.py -k any_m -v -rA -p no:cacheprovider ;;
   h200_next)  # what session41 could not run (no H200 came): issues 32 and 30 at today's defaults, ~7 min on an H200
-           for s in ws_now fp8_top decode_default ds3_maps; do bash "$0" $s; done ;;
+           for s in lt_fp8_any_m ws_now fp8_top decode_default ds3_maps; do bash "$0" $s; done ;;
   # issue 30: stage 15's technique defines (FP8_BLOCK_SWEEP in tests/test_hopper_fp8_block.py, same list) on
   # DeepSeek-V3 projections: dense_gate_up, attn_o, shared_down at 4096 tokens and attn_qkv_a at 1024 (136
   # tiles of 128 x 128 on 132 SMs: the wave-quantisation case, where an entry without BN takes 64 by waves

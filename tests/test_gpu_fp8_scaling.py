@@ -33,6 +33,17 @@ def test_cublaslt_fp8_tensor_scaled_at_4096_passes_the_check_with_real_scales(tm
     assert fs["scale_a"] == pytest.approx(fs["amax_a"] / 448.0, rel=1e-6)
 
 
+@pytest.mark.parametrize("layout", ["nt", "nn"])
+def test_cublaslt_fp8_runs_any_m_its_leading_dimensions_are_k_and_n(tmp_path, layout):
+    # M is no leading dimension of the fp8 path (A row-major, B K-major, a row-major result): 1 token
+    # (issue 30's decode) and an odd M run and pass the check, as PyTorch's _scaled_mm runs them
+    cfg = compose_cfg(BASE + ["sizes.square=[]", "sizes.shapes=[[1,6144,4096],[1001,1024,1024],[33,4104,2048]]",
+                              f"layouts=[{layout}]", "measure.fp8_scaling=tensor"], tmp_path)
+    _, rows = run_points(cfg, tmp_path / "run")
+    assert [(int(r["m"]), r["status"]) for r in rows] == [(1, "ok"), (1001, "ok"), (33, "ok")], \
+        [(r["m"], r["status"], r["reason"]) for r in rows]
+
+
 def test_cublaslt_fp8_unscaled_inputs_beyond_the_range_fail_as_overflow(tmp_path):
     cfg = compose_cfg(BASE + ["sizes.square=[1024]", "measure.input_scale=1000"], tmp_path)
     _, rows = run_points(cfg, tmp_path / "run")
