@@ -148,6 +148,27 @@ def test_the_descriptor_is_tn_with_the_scale_modes_and_pointers_of_the_right_ope
     assert set(got) == {3, 4, 17, 18, 31, 32}
 
 
+@pytest.mark.parametrize("mode", ["tensor", "none"])
+def test_per_tensor_scales_leave_the_scale_modes_at_cublas_default_one_float_each(mode):
+    # the path nvmath's Matmul leaves open: FP8 at an M that is no multiple of 16 (1 token)
+    lt, pl, sc, mm, _ = _call(mode, m=1, n=6144, k=4096)
+    got = lt.desc_attrs
+    assert set(got) == {3, 4, 17, 18}  # no A / B_SCALE_MODE: SCALAR_32F, as nvmath and PyTorch leave it
+    assert pl.scale_a.shape == (1,) and pl.scale_b.shape == (1,) and pl.scale_a.dtype == np.float32
+    assert pl.scale_a[0] == np.float32(sc.b) and pl.scale_b[0] == np.float32(sc.a)  # cuBLAS's A is our B
+    if mode == "tensor":
+        assert sc.a != sc.b  # inputs drawn 100x apart: a swap would show
+    rec = pl.record()
+    assert rec["scale_mode_a"] == rec["scale_mode_b"] == "SCALAR_32F"
+    assert [c[2] for c in lt.calls if c[0] == "layout"][1:] == [(28, 4096, 1, 4096), (14, 6144, 1, 6144)]
+
+
+@pytest.mark.parametrize("m,n,k,takes", [(64, 6144, 4096, True), (1, 6144, 4096, False), (33, 4096, 2048, False),
+                                         (1024, 1032, 1024, False)])
+def test_nvmath_takes_fp8_only_at_m_n_k_multiples_of_16(m, n, k, takes):
+    assert scaled.nvmath_takes(_point(m, n, k, mode="tensor")) is takes
+
+
 def test_the_layouts_put_our_b_first_as_cublas_a_and_write_c_as_a_column_major_n_by_m():
     lt, pl, sc, mm, _ = _call("block", m=64, n=2112, k=7168)
     layouts = [c[2] for c in lt.calls if c[0] == "layout"]

@@ -33,15 +33,21 @@ def test_cublaslt_fp8_tensor_scaled_at_4096_passes_the_check_with_real_scales(tm
     assert fs["scale_a"] == pytest.approx(fs["amax_a"] / 448.0, rel=1e-6)
 
 
+@pytest.mark.parametrize("scaling", ["tensor", "none"])
 @pytest.mark.parametrize("layout", ["nt", "nn"])
-def test_cublaslt_fp8_runs_any_m_its_leading_dimensions_are_k_and_n(tmp_path, layout):
+def test_cublaslt_fp8_runs_any_m_its_leading_dimensions_are_k_and_n(tmp_path, layout, scaling):
     # M is no leading dimension of the fp8 path (A row-major, B K-major, a row-major result): 1 token
-    # (issue 30's decode) and an odd M run and pass the check, as PyTorch's _scaled_mm runs them
-    cfg = compose_cfg(BASE + ["sizes.square=[]", "sizes.shapes=[[1,6144,4096],[1001,1024,1024],[33,4104,2048]]",
-                              f"layouts=[{layout}]", "measure.fp8_scaling=tensor"], tmp_path)
+    # (issue 30's decode) and an odd M run and pass the check, as PyTorch's _scaled_mm runs them.
+    # nvmath's Matmul refuses them (M % 16, session42 on an H100): the raw bindings run them,
+    # SCALAR_32F scales; at M % 16 == 0 nvmath's Matmul still does
+    cfg = compose_cfg(BASE + ["sizes.square=[]", "sizes.shapes=[[1,6144,4096],[1001,1024,1024],[33,4096,2048],"
+                              "[64,6144,4096]]", f"layouts=[{layout}]", f"measure.fp8_scaling={scaling}"], tmp_path)
     _, rows = run_points(cfg, tmp_path / "run")
-    assert [(int(r["m"]), r["status"]) for r in rows] == [(1, "ok"), (1001, "ok"), (33, "ok")], \
+    assert [(int(r["m"]), r["status"]) for r in rows] == [(1, "ok"), (1001, "ok"), (33, "ok"), (64, "ok")], \
         [(r["m"], r["status"], r["reason"]) for r in rows]
+    raw = ["cublaslt_scaled" in _extra(r) for r in rows]
+    assert raw == [True, True, True, False], [r["kernel_name"] for r in rows]
+    assert all("SCALAR_32F x SCALAR_32F" in r["kernel_name"] for r in rows[:3])
 
 
 def test_cublaslt_fp8_unscaled_inputs_beyond_the_range_fail_as_overflow(tmp_path):

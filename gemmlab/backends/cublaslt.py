@@ -27,6 +27,9 @@ and sets cuBLASLt's SCALAR_32F scale mode); no D scale, the result being BF16. `
 nvmath's Matmul does not reach, go through its raw bindings (:mod:`gemmlab.backends.cublaslt_scaled`:
 the heuristic's first algorithm, no search); where a device, a cuBLASLt or a shape cannot run them
 they are skipped with the reason (:func:`gemmlab.fp8.skip_reason`, ``cublaslt_scaled.constraints``).
+nvmath's Matmul plans FP8 only at M, N and K multiples of 16; cuBLASLt needs that of K and N alone
+(the leading dimensions), so an M that is no multiple of 16 (decode's 1 token) takes the raw path
+with per-tensor (SCALAR_32F) scales (``cublaslt_scaled.nvmath_takes``; the search variant skips it).
 """
 from __future__ import annotations
 
@@ -152,10 +155,11 @@ class CublasLt(Backend):
 
         stream = cupy.cuda.get_current_stream()
         ptr = stream.ptr
-        if p.compute == "fp8" and self._scaling() in scaled.RAW_MODES:
-            return self._raw_launch(p, a, b, c, ptr)
         lt = p.variant_cfg.get("cublaslt") if p.variant_cfg is not None else None
         search = bool(lt and lt.get("search"))
+        if p.compute == "fp8" and (self._scaling() in scaled.RAW_MODES
+                                   or (not search and not scaled.nvmath_takes(p))):
+            return self._raw_launch(p, a, b, c, ptr)
         mask = MatmulReductionScheme.COMPUTE_TYPE  # every plan, every candidate: see the module's doc
         autotuned = False
         started = time.perf_counter()
@@ -207,7 +211,8 @@ class CublasLt(Backend):
 
     def _raw_launch(self, p, a, b, c, stream_ptr: int) -> Launch:
         """rowcol / block: cublasLtMatmul through nvmath's raw bindings with the Hopper scale modes
-        (cublaslt_scaled.py), the heuristic's first algorithm."""
+        (cublaslt_scaled.py), the heuristic's first algorithm; per-tensor too where nvmath's Matmul
+        refuses the shape (an M that is no multiple of 16: decode's 1 token)."""
         import nvmath
 
         sc = self._scales_of(p, a, b)

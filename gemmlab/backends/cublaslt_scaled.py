@@ -39,13 +39,19 @@ import numpy as np
 
 from gemmlab import fp8
 
-RAW_MODES = ("rowcol", "block")  # the measure.fp8_scaling modes this path runs
+RAW_MODES = ("rowcol", "block")  # the measure.fp8_scaling modes only this path runs
+# per-tensor scales (cuBLAS's default SCALAR_32F: one float each): nvmath's Matmul runs them, except
+# where it refuses the shape (M, N and K multiples of 16 for FP8, matmulmod.py); cuBLASLt itself needs
+# only the leading dimensions K and N aligned (PyTorch's _scaled_mm checks K and N % 16), so any M,
+# 1 token included, runs here (:func:`nvmath_takes`)
+SCALAR_MODES = ("none", "tensor")
 # cudaDataType_t, cublasComputeType_t, cublasOperation_t (nvmath.CudaDataType, nvmath.bindings.cublas)
 CUDA_R_32F, CUDA_R_16BF, CUDA_R_8F_E4M3 = 0, 14, 28
 COMPUTE_32F = 68
 OP_N, OP_T = 0, 1
 # (cuBLAS's A = our B, cuBLAS's B = our A) scale modes, by MatmulMatrixScale name
-SCALE_MODES = {"rowcol": ("OUTER_VEC_32F", "OUTER_VEC_32F"), "block": ("BLK128x128_32F", "VEC128_32F")}
+SCALE_MODES = {"rowcol": ("OUTER_VEC_32F", "OUTER_VEC_32F"), "block": ("BLK128x128_32F", "VEC128_32F"),
+               "none": ("SCALAR_32F", "SCALAR_32F"), "tensor": ("SCALAR_32F", "SCALAR_32F")}
 WORKSPACE_BYTES = 32 << 20  # cuBLAS's recommended workspace for Hopper
 HEURISTIC_LIMIT = 8  # algorithms asked for; the first is run (the cublaslt variant's choice)
 
@@ -87,9 +93,9 @@ class LtPlan:
 
     def record(self) -> Dict[str, Any]:
         """What a row says of the call (``extra.cublaslt_scaled``)."""
-        modes = dict(self.desc)
+        modes_a, modes_b = SCALE_MODES[self.mode]
         return {"bindings": "nvmath.bindings.cublasLt", "transa": "T", "transb": "N",
-                "scale_mode_a": modes["A_SCALE_MODE"][2], "scale_mode_b": modes["B_SCALE_MODE"][2],
+                "scale_mode_a": modes_a, "scale_mode_b": modes_b,
                 "scale_a_shape": list(self.scale_a.shape), "scale_b_shape": list(self.scale_b.shape),
                 "note": "cuBLAS's A is our B (weights), its B our A (activations)"}
 
@@ -100,9 +106,10 @@ def plan(point, sc: fp8.Scales) -> LtPlan:
         raise ValueError(f"the raw cuBLASLt path runs fp8_scaling {', '.join(SCALE_MODES)} (got {sc.mode})")
     m, n, k = point.m, point.n, point.k
     mode_a, mode_b = SCALE_MODES[sc.mode]
-    desc = (("TRANSA", OP_T), ("TRANSB", OP_N),
-            ("A_SCALE_MODE", ("enum", "MatmulMatrixScale", mode_a)),
-            ("B_SCALE_MODE", ("enum", "MatmulMatrixScale", mode_b)),
+    # per-tensor: the scale modes stay cuBLAS's default (SCALAR_32F), as nvmath and PyTorch leave them
+    modes = () if sc.mode in SCALAR_MODES else (("A_SCALE_MODE", ("enum", "MatmulMatrixScale", mode_a)),
+                                                 ("B_SCALE_MODE", ("enum", "MatmulMatrixScale", mode_b)))
+    desc = (("TRANSA", OP_T), ("TRANSB", OP_N), *modes,
             ("A_SCALE_POINTER", ("scale", "a")), ("B_SCALE_POINTER", ("scale", "b")))
     pref = (("MAX_WORKSPACE_BYTES", WORKSPACE_BYTES),
             # split-K partial sums in the compute type only, as every cublaslt plan (cublaslt.py)
@@ -110,8 +117,20 @@ def plan(point, sc: fp8.Scales) -> LtPlan:
     return LtPlan(sc.mode, n, m, k,
                   a_layout=(CUDA_R_8F_E4M3, k, n, k), b_layout=(CUDA_R_8F_E4M3, k, m, k),
                   d_layout=(CUDA_R_16BF, n, m, n), desc=desc, preference=pref,
-                  scale_a=fp8.cublaslt_scale_layout(sc.b, sc.mode),
-                  scale_b=fp8.cublaslt_scale_layout(sc.a, sc.mode))
+                  scale_a=_scale_array(sc.b, sc.mode), scale_b=_scale_array(sc.a, sc.mode))
+
+
+def nvmath_takes(point) -> bool:
+    """Whether nvmath-python's Matmul plans this FP8 point (it raises "M=.. N=.. K=.. must be
+    divisible by 16 for FP8 operations" otherwise: measured on an H100 in session42)."""
+    return point.m % 16 == 0 and point.n % 16 == 0 and point.k % 16 == 0
+
+
+def _scale_array(scale, mode: str):
+    """The FP32 array cuBLASLt reads a scale from: one float per tensor, else the grid's layout."""
+    if mode in SCALAR_MODES:
+        return np.array([float(scale)], dtype=np.float32)
+    return fp8.cublaslt_scale_layout(scale, mode)
 
 
 def _value(lt, v, scale_ptrs):
