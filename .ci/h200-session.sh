@@ -13,7 +13,7 @@
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block fp8_block_diag wgmma_peak mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation second_job second_job_first second_job_fresh second_job_cause conduct sanitize precompile_default default_run default_run_noguard fidelity_default
-# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace decode_wgmma_dyn decode_wgmma_maps decode_wgmma_rules tune_fp8_repeat maps_top candidates34 maps_fp8_block search_tests decode_deep decode_fixed decode_fixed_quick decode_unsplit decode_unsplit_fp8 decode_unsplit_bf16 decode_default gpu_rest41 ws_now ds3_maps lt_fp8_any_m h200_next pinning multi_gpu
+# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace decode_wgmma_dyn decode_wgmma_maps decode_wgmma_rules tune_fp8_repeat maps_top candidates34 maps_fp8_block search_tests decode_deep decode_fixed decode_fixed_quick decode_unsplit decode_unsplit_fp8 decode_unsplit_bf16 decode_default gpu_rest41 ws_now ds3_maps lt_fp8_any_m h200_short h200_next pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # The device tool may hand out an H100 when an H200 is asked for: pick the stages by the card found, so a call is never
@@ -101,10 +101,13 @@ decode_precompile() {
 }
 # stage 12 at layout nt, BF16 and FP16 at 4096 / 6144 / 8192 with the libraries as points of their own in the same run,
 # then BF16 on Llama-3 70B's prefill projections (4096 / 16384 tokens), cuBLAS interleaved: ws_nt_rows PREFIX
-ws_nt_rows() {
+ws_nt_rows() { ws_nt_standalone "$1"; ws_nt_llama70b "$1"; }
+ws_nt_standalone() {
   step ${1}_standalone 150 python3 run.py "variant=[wgmma_ws,cublas,cublaslt]" "precision=[bf16,fp16]" "layouts=[nt]" \
     "sizes.square=[4096,6144,8192]" sizes.shapes=[] measure=sustained measure.max_time_s=1.5 run.fail_on_error=false $Q \
     run.name=${1}_standalone hydra.run.dir=$REF/${1}_standalone
+}
+ws_nt_llama70b() {
   step ${1}_llama70b 200 python3 run.py "variant=[wgmma_ws]" precision=bf16 "layouts=[nt]" sizes=llm \
     "sizes.model_names=[llama3_70b]" "sizes.tokens=[4096,16384]" measure=sustained measure.max_time_s=1.5 \
     run.fail_on_error=false $Q run.name=${1}_llama70b hydra.run.dir=$REF/${1}_llama70b
@@ -490,6 +493,14 @@ for stage in "$@"; do case $stage in
            DS3_NAME=ds3_maps FP8_BLOCK_OVERRIDES='variant.wgmma_fp8_block.cuda.defines={MAP_PARAMS:1}' ds3_fp8_block ;;
   lt_fp8_any_m)  # issue 30: cuBLASLt FP8 at M = 1, 33, 1001 (M is no leading dimension; required % 8 until session42)
            step lt_fp8_any_m 90 python3 -m pytest -m gpu tests/test_gpu_fp8_scaling.py -k any_m -v -rA -p no:cacheprovider ;;
+  h200_short)  # h200_next's most telling parts for a call of ~6 min (session42: 569 s of device time left), in
+           # the order of what they decide: the any-M cuBLASLt test, stage 12 at Llama-3 70B's prefill (issue 32's
+           # not-measured geomean), the decode experiment's fp8 at 1 token (cuBLASLt beside stage 17 at last), then
+           # stage 12 nt standalone
+           bash "$0" lt_fp8_any_m
+           ws_nt_llama70b ws_now
+           decode_wgmma_run fp8 1 - "$REF/decode_default_t1/fp8" decode_default_fp8_t1
+           ws_nt_standalone ws_now ;;
   h200_next)  # what session41 could not run (no H200 came): issues 32 and 30 at today's defaults, ~7 min on an H200
            for s in lt_fp8_any_m ws_now fp8_top decode_default ds3_maps; do bash "$0" $s; done ;;
   # issue 30: stage 15's technique defines (FP8_BLOCK_SWEEP in tests/test_hopper_fp8_block.py, same list) on
