@@ -243,7 +243,8 @@ def make_call(point, sc: fp8.Scales, a, b, c):
     import cupy
 
     p = plan(point, sc)
-    scale_a, scale_b = cupy.ascontiguousarray(p.scale_a), cupy.ascontiguousarray(p.scale_b)
+    # a grid's layout comes on the device (its scales are); a per-tensor scale is a host float: asarray first
+    scale_a, scale_b = (cupy.ascontiguousarray(cupy.asarray(x)) for x in (p.scale_a, p.scale_b))
     ptrs = {"a": fp8.device_ptr(a), "b": fp8.device_ptr(b), "d": fp8.device_ptr(c)}
 
     def alloc(nbytes):
