@@ -286,3 +286,53 @@ def test_cublaslt_skips_the_hopper_modes_with_an_old_cublaslt_a_bad_shape_or_in_
     assert "multiples of 4" in _skip("block", m=66) and _skip("rowcol", m=66) is None
     monkeypatch.setattr(scaled, "lt_version", lambda: 120800)
     assert "12.9" in _skip("rowcol") and _skip("tensor") is None
+
+
+@pytest.fixture
+def launch_route(monkeypatch):
+    """CublasLt.make_launch up to its choice of path: fake CuPy / nvmath modules, both paths stubbed."""
+    from gemmlab.backends.cublaslt import CublasLt
+
+    cupy = types.ModuleType("cupy")
+    cupy.cuda = types.SimpleNamespace(get_current_stream=lambda: types.SimpleNamespace(ptr=7))
+    nvmath = types.ModuleType("nvmath")
+    linalg, advanced = types.ModuleType("nvmath.linalg"), types.ModuleType("nvmath.linalg.advanced")
+    advanced.Algorithm = advanced.MatmulPlanPreferences = object
+    advanced.MatmulReductionScheme = types.SimpleNamespace(COMPUTE_TYPE=2)
+    nvmath.linalg, linalg.advanced = linalg, advanced
+    for name, mod in (("cupy", cupy), ("nvmath", nvmath), ("nvmath.linalg", linalg),
+                      ("nvmath.linalg.advanced", advanced)):
+        monkeypatch.setitem(sys.modules, name, mod)
+
+    class Routed(Exception):
+        pass
+
+    def raw(self, *a, **k):
+        raise Routed("raw")
+
+    def matmul(self, *a, **k):
+        raise Routed("nvmath")
+
+    monkeypatch.setattr(CublasLt, "_raw_launch", raw)
+    monkeypatch.setattr(CublasLt, "_matmul", matmul)
+
+    def route(m, mode="tensor", variant="cublaslt"):
+        cfg = compose_cfg([f"variant={variant}", "precision=fp8", "layouts=[nt]", f"sizes.shapes=[[{m},6144,4096]]",
+                           "sizes.square=[]", f"measure.fp8_scaling={mode}"])
+        (p,) = expand(cfg)
+        with pytest.raises(Routed) as e:
+            CublasLt(cfg).make_launch(p, None, None, None)
+        return str(e.value)
+
+    return route
+
+
+@pytest.mark.parametrize("m,mode,path", [(1, "tensor", "raw"), (33, "none", "raw"), (64, "tensor", "nvmath"),
+                                         (64, "none", "nvmath"), (64, "block", "raw"), (1, "rowcol", "raw")])
+def test_fp8_takes_the_raw_bindings_where_nvmath_refuses_the_shape(launch_route, m, mode, path):
+    assert launch_route(m, mode) == path
+
+
+def test_the_search_never_takes_the_raw_path_for_per_tensor_scales(launch_route):
+    # its rule skips such a point first (M % 16); were one to reach it, nvmath's own error is the row's reason
+    assert launch_route(1, "tensor", "cublaslt_search") == "nvmath"
