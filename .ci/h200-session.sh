@@ -491,18 +491,26 @@ for stage in "$@"; do case $stage in
            # shapes) at every DeepSeek-V3 projection, cuBLASLt block-scaled interleaved: block_vs_cublaslt at it before it
            # becomes the default
            DS3_NAME=ds3_maps FP8_BLOCK_OVERRIDES='variant.wgmma_fp8_block.cuda.defines={MAP_PARAMS:1}' ds3_fp8_block ;;
+  copy_sizes)  # issue 30: what moving a decode GEMM's bytes costs at all. The copy probe (cudaMemcpyAsync) and the
+           # hand-written vector add from 8 MB to 1 GiB, with the bytes of Llama-3 8B's attn_qkv weights (fp8 25.2 MB:
+           # 3 x 2^20 floats copied; bf16 50.3 MB: 3 x 2^21) among them: a fixed cost per launch that the 1.3x bar leaves
+           # no room for shows here, with no GEMM in it (~30 s)
+           step copy_sizes 90 python3 run.py "variant=[copy_gpu,vecadd_gpu]" precision=fp32 sizes.square=[] \
+             "sizes.shapes=[[1048576,1,1],[2097152,1,1],[3145728,1,1],[4194304,1,1],[6291456,1,1],[8388608,1,1],[16777216,1,1],[67108864,1,1],[268435456,1,1]]" \
+             sizes.max_dim=268435456 measure.max_time_s=0.5 $Q run.name=copy_sizes hydra.run.dir=$REF/copy_sizes ;;
   lt_fp8_any_m)  # issue 30: cuBLASLt FP8 at M = 1, 33, 1001 (M is no leading dimension; required % 8 until session42)
            step lt_fp8_any_m 90 python3 -m pytest -m gpu tests/test_gpu_fp8_scaling.py -k any_m -v -rA -p no:cacheprovider ;;
   h200_short)  # h200_next's most telling parts for a call of ~6 min (session42: 569 s of device time left), in
-           # the order of what they decide: the any-M cuBLASLt test, stage 12 at Llama-3 70B's prefill (issue 32's
+           # the order of what they decide: the copy probe's sizes, stage 12 at Llama-3 70B's prefill (issue 32's
            # not-measured geomean), the decode experiment's fp8 at 1 token (cuBLASLt beside stage 17 at last), then
            # stage 12 nt standalone
-           bash "$0" lt_fp8_any_m
+           bash "$0" copy_sizes
            ws_nt_llama70b ws_now
            decode_wgmma_run fp8 1 - "$REF/decode_default_t1/fp8" decode_default_fp8_t1
            ws_nt_standalone ws_now ;;
   h200_next)  # what session41 could not run (no H200 came): issues 32 and 30 at today's defaults, ~7 min on an H200
-           for s in lt_fp8_any_m ws_now fp8_top decode_default ds3_maps; do bash "$0" $s; done ;;
+           # (the any-M cuBLASLt test passed on an H100 in session43; decode_default runs that path at 1 token)
+           for s in copy_sizes ws_now fp8_top decode_default ds3_maps; do bash "$0" $s; done ;;
   # issue 30: stage 15's technique defines (FP8_BLOCK_SWEEP in tests/test_hopper_fp8_block.py, same list) on
   # DeepSeek-V3 projections: dense_gate_up, attn_o, shared_down at 4096 tokens and attn_qkv_a at 1024 (136
   # tiles of 128 x 128 on 132 SMs: the wave-quantisation case, where an entry without BN takes 64 by waves
