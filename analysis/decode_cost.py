@@ -10,6 +10,12 @@ and never where ``bw`` itself is under pct % of R. On the H200's session34c deco
 4080-4210 GB/s: it streams faster but pays more a launch, which puts 90% of the copy probe (4281
 GB/s) past ~250 MB, just above Llama-3 70B's mlp_down (235 MB, 89.7%).
 
+A bare copy follows no such line at the sizes of a decode GEMM (the copy probe ramps from 8 MB to ~70 MB), so
+:func:`bar_room` reads it measured, not fitted: for each decode point timed against a library, the time a bar of
+``factor`` x that library asks (its interleaved time / factor) beside what the copy probe takes to move the
+point's bytes on the same device (``copy_sizes`` in .ci/h200-session.sh measures it at 8 MB-1 GiB). A ratio
+``needed / copy`` near or under 1 leaves the GEMM no more time than a bare copy of its bytes.
+
 A group is fitted over its points of at least MIN_BYTES (past the L2 of an H100 or H200 and enough
 tiles for every SM: smaller matrices leave SMs idle and follow no line) where it has at least
 MIN_POINTS of them spanning MIN_SPAN times in bytes; its ``worst_residual_pct`` says how far the
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from typing import Optional, Sequence
 
@@ -27,7 +34,7 @@ import pandas as pd
 
 from . import data
 from .cli import DEFAULT_RESULTS
-from .decode import copy_roofs, decode_mask, tokens_of
+from .decode import POINT_BY, _copies, copy_roofs, decode_mask, tokens_of
 
 MIN_BYTES = 64 * 2**20  # the points a fit reads: at least this many bytes moved
 MIN_POINTS = 4  # points a fit needs
@@ -94,14 +101,98 @@ def table(costs: pd.DataFrame, pct: float = 90.0) -> str:
     return head + "\n".join(lines) + "\n"
 
 
+MIN_COPY_SIZES = 3  # copy rows of distinct sizes one run needs to be read as the copy's time against its bytes
+ROOM_COLUMNS = ["device", "variant", "precision", "point", "tokens", "mb", "time_us", "library", "library_us",
+                "needed_us", "copy_us", "needed_over_copy", "run_id"]
+
+
+def copy_curve(rows: pd.DataFrame) -> pd.DataFrame:
+    """The copy probe's time against its bytes on one device: the evidence copy rows of the run with the
+    most distinct sizes (at least MIN_COPY_SIZES; ties to the latest run), the shortest median per size
+    (columns bytes_min, time_median_s, run_id, sorted by bytes); empty where no run has that many."""
+    c = _copies(rows)
+    if c.empty:
+        return pd.DataFrame(columns=["bytes_min", "time_median_s", "run_id"])
+    sizes = c.groupby("run_id")["bytes_min"].nunique()
+    sizes = sizes[sizes >= MIN_COPY_SIZES]
+    if sizes.empty:
+        return pd.DataFrame(columns=["bytes_min", "time_median_s", "run_id"])
+    run = max(sizes.items(), key=lambda kv: (kv[1], kv[0]))[0]  # run ids start with their UTC time
+    best = c[c["run_id"] == run].groupby("bytes_min", as_index=False)["time_median_s"].min()
+    return best.assign(run_id=run).sort_values("bytes_min").reset_index(drop=True)
+
+
+def copy_time_at(curve: pd.DataFrame, nbytes: float) -> float:
+    """The copy's time (s) at ``nbytes``, log-log between the measured sizes around it; NaN outside them."""
+    b, t = curve["bytes_min"].to_numpy(float), curve["time_median_s"].to_numpy(float)
+    if not len(b) or not b[0] <= nbytes <= b[-1]:
+        return math.nan
+    return float(np.exp(np.interp(np.log(nbytes), np.log(b), np.log(t))))
+
+
+def bar_room(ds: data.Dataset, factor: float, shapes: str = "") -> pd.DataFrame:
+    """Each decode point on the primary GPU timed against a library (its best evidence row with a
+    ``baseline_time_median_s``; ``shapes``: a regex on its shape name or MxNxK): the time ``factor`` x the
+    library asks (``needed_us``) beside the copy probe's time at the point's bytes (``copy_us``, from
+    :func:`copy_curve` on the same device) and ``needed_over_copy`` (ROOM_COLUMNS). Points whose bytes fall
+    outside the measured copy sizes are left out."""
+    if not factor > 0:
+        raise ValueError(f"the bar's factor must be positive, not {factor}")
+    rows = ds.gpu
+    curve = copy_curve(rows)
+    if "baseline_time_median_s" not in rows.columns or curve.empty:
+        return pd.DataFrame(columns=ROOM_COLUMNS)
+    rows = rows[decode_mask(rows) & (rows["time_median_s"] > 0)
+                & (pd.to_numeric(rows["baseline_time_median_s"], errors="coerce") > 0)]
+    out = []
+    for r in data.best_rows(rows, POINT_BY).itertuples():
+        point = r.shape_name if isinstance(r.shape_name, str) and r.shape_name else f"{r.m}x{r.n}x{r.k}"
+        if shapes and not (re.search(shapes, point) or re.search(shapes, f"{r.m}x{r.n}x{r.k}")):
+            continue
+        copy_s = copy_time_at(curve, float(r.bytes_min))
+        if math.isnan(copy_s):
+            continue
+        needed = float(r.baseline_time_median_s) / factor
+        out.append({"device": r.device, "variant": r.variant, "precision": r.precision, "point": point,
+                    "tokens": int(tokens_of(pd.DataFrame([r._asdict()])).iloc[0]), "mb": r.bytes_min / 1e6,
+                    "time_us": 1e6 * r.time_median_s, "library": r.baseline_variant,
+                    "library_us": 1e6 * float(r.baseline_time_median_s), "needed_us": 1e6 * needed,
+                    "copy_us": 1e6 * copy_s, "needed_over_copy": needed / copy_s, "run_id": r.run_id})
+    return pd.DataFrame(out, columns=ROOM_COLUMNS)
+
+
+def room_table(room: pd.DataFrame, factor: float) -> str:
+    """:func:`bar_room` as a markdown table."""
+    head = (f"| point | precision | variant | MB | time (us) | library (us) | {factor:g}x asks (us) | copy (us) | "
+            f"asks / copy |\n|---|---|---|---|---|---|---|---|---|\n")
+    lines = [f"| {r.point} | {r.precision} | {r.variant} | {r.mb:.1f} | {r.time_us:.2f} | {r.library_us:.2f} "
+             f"({r.library}) | {r.needed_us:.2f} | {r.copy_us:.2f} | {r.needed_over_copy:.3f} |"
+             for r in room.itertuples()]
+    return head + "\n".join(lines) + "\n"
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m analysis.decode_cost", description=__doc__.split("\n\n")[0])
     ap.add_argument("results", nargs="*", help="results.csv files or folders (default: the reference data)")
     ap.add_argument("--pct", type=float, default=90.0, help="the bar, as %% of the run's copy probe (default 90)")
+    ap.add_argument("--room", type=float, metavar="FACTOR",
+                    help="also print, per decode point timed against a library, the time FACTOR x it asks beside "
+                         "the copy probe's time at the point's bytes (bar_room)")
+    ap.add_argument("--shapes", default="", metavar="REGEX",
+                    help="with --room: only points whose shape name (or MxNxK) matches REGEX")
     args = ap.parse_args(argv)
     ds = data.dataset_from_cli("analysis.decode_cost", args.results or [DEFAULT_RESULTS])
     if ds is None:
         return 2
+    if args.room is not None:
+        room = bar_room(ds, args.room, args.shapes)
+        if room.empty:
+            print("analysis.decode_cost: no decode point timed against a library has copy probe rows around its "
+                  f"bytes on its device (at least {MIN_COPY_SIZES} sizes in one run: copy_sizes in "
+                  ".ci/h200-session.sh)", file=sys.stderr)
+            return 2
+        sys.stdout.write(room_table(room, args.room))
+        return 0
     costs = launch_costs(ds, args.pct)
     if costs.empty:
         print("analysis.decode_cost: no run has enough decode points of one variant, precision and token count "

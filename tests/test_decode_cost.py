@@ -11,7 +11,8 @@ from conftest import ROOT
 from test_decode_figure import _copy, _gemm
 
 from analysis import data
-from analysis.decode_cost import MIN_POINTS, bytes_for, fit, launch_costs, main
+from analysis.decode_cost import (MIN_COPY_SIZES, MIN_POINTS, bar_room, bytes_for, copy_curve, copy_time_at, fit,
+                                   launch_costs, main)
 
 # (n, k) of 64 MiB and more in bf16 at 1 token: 70B mlp_down, mlp_gate_up, DeepSeek-V3 dense_gate_up, attn_o, 8B
 # mlp_gate_up
@@ -95,3 +96,62 @@ def test_readme_quotes_the_fit_of_the_h200_decode_experiment():
                  f"90% of the copy probe ({s['roof_gbs']:.0f} GB/s) from **{s['mb_for_pct']:.0f} MB** on",
                  f"cuBLASLt at 16 tokens t0 {lt['t0_us']:.1f} us, bw {lt['bw_gbs']:.0f} GB/s (90% from "
                  f"{lt['mb_for_pct']:.0f} MB)"], "decode cost paragraph")
+
+
+# -- bar_room: what a bar of FACTOR x the library asks, beside a bare copy of the same bytes ------------------
+def _copy_at(run, nbytes, time_s):
+    r = _copy(run, 1.0)
+    r.update(m=int(nbytes // 8), bytes_min=float(nbytes), time_median_s=time_s, point_key=f"copy-{run}-{nbytes}")
+    return r
+
+
+def test_bar_room_reads_the_copy_probe_at_the_points_bytes(tmp_path):
+    # the copy's ramp: 10 us at 25 MB, 17 us at 50 MB, 22 us at 67 MB (no line: read measured, log-log between)
+    copies = [_copy_at("copies", b, t) for b, t in ((8e6, 6.5e-6), (25e6, 10e-6), (50e6, 17e-6), (67e6, 22e-6))]
+    stage = _gemm("decode_wgmma", "cuda", "llama3_8b.attn_qkv.t1", 1, 6144, 4096, 2500.0, "dec",
+                  baseline_variant="cublaslt", baseline_time_median_s=26e-6)
+    lib_only = _gemm("cublaslt", "cuda", "llama3_8b.mlp_down.t1", 1, 4096, 14336, 2500.0, "dec")  # no baseline
+    huge = _gemm("decode_wgmma", "cuda", "llama3_70b.mlp_down.t1", 1, 8192, 28672, 2500.0, "dec",
+                 baseline_variant="cublas", baseline_time_median_s=1e-4)  # 470 MB: past the copy sizes
+    ds = _ds(tmp_path, copies + [stage, lib_only, huge])
+    (r,) = bar_room(ds, 1.3).itertuples()
+    assert (r.variant, r.point, r.tokens, r.library) == ("decode_wgmma", "llama3_8b.attn_qkv.t1", 1, "cublaslt")
+    assert r.needed_us == pytest.approx(20.0) and r.library_us == pytest.approx(26.0)
+    mb = stage["bytes_min"] / 1e6  # 50.4 MB: just past the 50 MB copy, on the log-log segment to 67 MB
+    want = 17e-6 * math.exp(math.log(22 / 17) * math.log(mb / 50) / math.log(67 / 50))
+    assert r.copy_us == pytest.approx(1e6 * want) and r.needed_over_copy == pytest.approx(20e-6 / want)
+    assert bar_room(ds, 1.3, shapes="mlp_down").empty and len(bar_room(ds, 1.3, shapes="1x6144x4096")) == 1
+    with pytest.raises(ValueError, match="positive"):
+        bar_room(ds, 0)
+    # a run with the copy at fewer than MIN_COPY_SIZES sizes gives no curve: nothing to read
+    assert bar_room(_ds(tmp_path, copies[:MIN_COPY_SIZES - 1] + [stage]), 1.3).empty
+    assert copy_time_at(copy_curve(ds.gpu), 4e6) != copy_time_at(copy_curve(ds.gpu), 4e6)  # NaN under the sizes
+
+
+def test_the_copy_curve_is_one_runs_the_one_with_most_sizes(tmp_path):
+    a = [_copy_at("20261206T1000Z-a", b, b / 3e15) for b in (1e7, 2e7, 4e7)]
+    b = [_copy_at("20261206T1100Z-b", x, x / 2e15) for x in (1e7, 2e7, 4e7, 8e7)]
+    c = [_copy_at("20261206T1200Z-c", x, x / 1e15) for x in (1e7, 2e7, 4e7)]
+    curve = copy_curve(_ds(tmp_path, a + b + c).gpu)
+    assert set(curve["run_id"]) == {"20261206T1100Z-b"} and list(curve["bytes_min"]) == [1e7, 2e7, 4e7, 8e7]
+    curve = copy_curve(_ds(tmp_path, a + c).gpu)  # a tie: the latest run
+    assert set(curve["run_id"]) == {"20261206T1200Z-c"}
+
+
+def test_on_the_h100_the_1_3x_bar_asks_a_decode_gemm_for_about_a_bare_copys_time(capsys):
+    """session43 (H100): the decode experiment and the copy probe from 8 MB to 1 GiB. At Llama-3 8B attn_qkv the
+    1.3x bar asks 5-7% more time than a cudaMemcpy of the same bytes at 1 token, and less than it in bf16 at 64."""
+    day = ROOT / "outputs" / "reference" / "h100-2026-12-06"
+    folders = [day / "session43" / "decode_default", day / "session43c" / "copy_sizes"]
+    room = bar_room(data.Dataset.from_paths(folders), 1.3, shapes=r"llama3_8b\.attn_qkv").set_index(
+        ["precision", "tokens"])
+    assert len(room) == 6 and (room["variant"] == "decode_wgmma").all()
+    assert 1.0 < room.loc[("fp8", 1), "needed_over_copy"] < 1.1
+    assert 1.0 < room.loc[("bf16", 1), "needed_over_copy"] < 1.1
+    assert room.loc[("bf16", 64), "needed_over_copy"] < 1.0
+    assert room.loc[("fp8", 1), "copy_us"] == pytest.approx(10.63, abs=0.02)
+    args = [str(f) for f in folders]
+    assert main(args + ["--room", "1.3", "--shapes", "attn_qkv"]) == 0
+    assert "| llama3_8b.attn_qkv.t1 | fp8 | decode_wgmma | 25.2 |" in capsys.readouterr().out
+    assert main([str(folders[0]), "--room", "1.3"]) == 2  # one copy size in that run: no curve
+    assert "copy_sizes" in capsys.readouterr().err
