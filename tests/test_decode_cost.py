@@ -150,6 +150,12 @@ def test_on_the_h100_the_1_3x_bar_asks_a_decode_gemm_for_about_a_bare_copys_time
     assert 1.0 < room.loc[("bf16", 1), "needed_over_copy"] < 1.1
     assert room.loc[("bf16", 64), "needed_over_copy"] < 1.0
     assert room.loc[("fp8", 1), "copy_us"] == pytest.approx(10.63, abs=0.02)
+    from readme_said import assert_said
+
+    f1, b1, b64 = room.loc[("fp8", 1)], room.loc[("bf16", 1)], room.loc[("bf16", 64)]
+    assert_said([f"**{f1['needed_us']:.2f} us at fp8 and 1 token, where a bare copy of the same {f1['mb']:.1f} MB "
+                 f"takes {f1['copy_us']:.2f} us** ({f1['needed_over_copy']:.3f}), {b1['needed_over_copy']:.3f} in "
+                 f"bf16, and **{b64['needed_over_copy']:.3f} in bf16 at 64 tokens**"], "decode room paragraph")
     args = [str(f) for f in folders]
     assert main(args + ["--room", "1.3", "--shapes", "attn_qkv"]) == 0
     assert "| llama3_8b.attn_qkv.t1 | fp8 | decode_wgmma | 25.2 |" in capsys.readouterr().out
