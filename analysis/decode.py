@@ -56,7 +56,8 @@ def model_and_projection(name: str) -> Tuple[str, str]:
     return (parts[0], parts[1]) if len(parts) == 3 and _TOKENS.search(str(name)) else ("", "")
 
 
-def _copies(rows: pd.DataFrame) -> pd.DataFrame:
+def copy_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """The copy probe's evidence rows of ``rows`` (timed, bytes moved), with ``gbs``."""
     c = data.evidence(rows)
     c = c[(c["op"] == data.COPY) & (c["time_median_s"] > 0) & (c["bytes_min"] > 0)]
     return c.assign(gbs=data.stable(c["bytes_min"] / c["time_median_s"] / 1e9))
@@ -66,7 +67,7 @@ def copy_roofs(rows: pd.DataFrame) -> Tuple[pd.DataFrame, Optional[pd.Series]]:
     """The copy roofs of ``rows`` (one device's): per (run_id, device) its best copy evidence row
     (columns run_id, device, roof_gbs, roof_variant), and the device's best copy row (None
     without copy rows: then no point has a roof)."""
-    c = _copies(rows)
+    c = copy_rows(rows)
     cols = ["run_id", "device", "roof_gbs", "roof_variant"]
     if c.empty:
         return pd.DataFrame(columns=cols), None

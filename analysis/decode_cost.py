@@ -19,7 +19,9 @@ point's bytes on the same device (``copy_sizes`` in .ci/h200-session.sh measures
 A group is fitted over its points of at least MIN_BYTES (past the L2 of an H100 or H200 and enough
 tiles for every SM: smaller matrices leave SMs idle and follow no line) where it has at least
 MIN_POINTS of them spanning MIN_SPAN times in bytes; its ``worst_residual_pct`` says how far the
-line misses its worst point (the fit is a model, not a measurement). ``python -m analysis.decode_cost [RESULTS ...] [--pct 90]`` prints the table.
+line misses its worst point (the fit is a model, not a measurement).
+``python -m analysis.decode_cost [RESULTS ...] [--pct 90]`` prints the table; ``--room FACTOR [--shapes REGEX]``
+prints :func:`bar_room`'s instead.
 """
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ import pandas as pd
 
 from . import data
 from .cli import DEFAULT_RESULTS
-from .decode import POINT_BY, _copies, copy_roofs, decode_mask, tokens_of
+from .decode import POINT_BY, copy_roofs, copy_rows, decode_mask, tokens_of
 
 MIN_BYTES = 64 * 2**20  # the points a fit reads: at least this many bytes moved
 MIN_POINTS = 4  # points a fit needs
@@ -110,7 +112,7 @@ def copy_curve(rows: pd.DataFrame) -> pd.DataFrame:
     """The copy probe's time against its bytes on one device: the evidence copy rows of the run with the
     most distinct sizes (at least MIN_COPY_SIZES; ties to the latest run), the shortest median per size
     (columns bytes_min, time_median_s, run_id, sorted by bytes); empty where no run has that many."""
-    c = _copies(rows)
+    c = copy_rows(rows)
     if c.empty:
         return pd.DataFrame(columns=["bytes_min", "time_median_s", "run_id"])
     sizes = c.groupby("run_id")["bytes_min"].nunique()
@@ -176,8 +178,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("results", nargs="*", help="results.csv files or folders (default: the reference data)")
     ap.add_argument("--pct", type=float, default=90.0, help="the bar, as %% of the run's copy probe (default 90)")
     ap.add_argument("--room", type=float, metavar="FACTOR",
-                    help="also print, per decode point timed against a library, the time FACTOR x it asks beside "
-                         "the copy probe's time at the point's bytes (bar_room)")
+                    help="instead of the fits, print per decode point timed against a library the time a bar of "
+                         "FACTOR x it asks beside the copy probe's time at the point's bytes (bar_room)")
     ap.add_argument("--shapes", default="", metavar="REGEX",
                     help="with --room: only points whose shape name (or MxNxK) matches REGEX")
     args = ap.parse_args(argv)
@@ -185,7 +187,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if ds is None:
         return 2
     if args.room is not None:
-        room = bar_room(ds, args.room, args.shapes)
+        try:
+            re.compile(args.shapes)
+            room = bar_room(ds, args.room, args.shapes)
+        except (re.error, ValueError) as e:
+            print(f"analysis.decode_cost: {e}", file=sys.stderr)
+            return 2
         if room.empty:
             print("analysis.decode_cost: no decode point timed against a library has copy probe rows around its "
                   f"bytes on its device (at least {MIN_COPY_SIZES} sizes in one run: copy_sizes in "

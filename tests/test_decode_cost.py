@@ -161,3 +161,6 @@ def test_on_the_h100_the_1_3x_bar_asks_a_decode_gemm_for_about_a_bare_copys_time
     assert "| llama3_8b.attn_qkv.t1 | fp8 | decode_wgmma | 25.2 |" in capsys.readouterr().out
     assert main([str(folders[0]), "--room", "1.3"]) == 2  # one copy size in that run: no curve
     assert "copy_sizes" in capsys.readouterr().err
+    assert main(args + ["--room", "0"]) == 2 and "must be positive, not 0.0" in capsys.readouterr().err
+    assert main(args + ["--room", "1.3", "--shapes", "attn_(qkv"]) == 2
+    assert "missing ), unterminated subpattern" in capsys.readouterr().err
