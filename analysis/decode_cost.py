@@ -146,6 +146,7 @@ def bar_room(ds: data.Dataset, factor: float, shapes: str = "") -> pd.DataFrame:
         return pd.DataFrame(columns=ROOM_COLUMNS)
     rows = rows[decode_mask(rows) & (rows["time_median_s"] > 0)
                 & (pd.to_numeric(rows["baseline_time_median_s"], errors="coerce") > 0)]
+    rows = rows.assign(tokens=tokens_of(rows))
     out = []
     for r in data.best_rows(rows, POINT_BY).itertuples():
         point = r.shape_name if isinstance(r.shape_name, str) and r.shape_name else f"{r.m}x{r.n}x{r.k}"
@@ -156,7 +157,7 @@ def bar_room(ds: data.Dataset, factor: float, shapes: str = "") -> pd.DataFrame:
             continue
         needed = float(r.baseline_time_median_s) / factor
         out.append({"device": r.device, "variant": r.variant, "precision": r.precision, "point": point,
-                    "tokens": int(tokens_of(pd.DataFrame([r._asdict()])).iloc[0]), "mb": r.bytes_min / 1e6,
+                    "tokens": int(r.tokens), "mb": r.bytes_min / 1e6,
                     "time_us": 1e6 * r.time_median_s, "library": r.baseline_variant,
                     "library_us": 1e6 * float(r.baseline_time_median_s), "needed_us": 1e6 * needed,
                     "copy_us": 1e6 * copy_s, "needed_over_copy": needed / copy_s, "run_id": r.run_id})
