@@ -15,6 +15,7 @@ import yaml
 from readme_said import ROOT, assert_said, folder, has, span
 
 from gemmlab import config
+from gemmlab.bench import isolation
 from gemmlab.measure.worker import limits
 
 D = "h200-2026-12-02"
@@ -244,3 +245,14 @@ def test_the_isolation_benchmark_at_the_fresh_worker_default():
     assert_said([f"{len(pts) - len(out)} of {len(pts)} within 3% of their clean runs",
                  f"cuBLAS BF16 at 4096 ran at {out[0]['ratio']:.3f} of `{out[0]['reference']}`",
                  f"differ by {100 * out[0]['clean_drift']:.1f}%"], "isolation benchmark")
+
+
+@pytest.mark.skipif(not has(f"{H}/session44"), reason="session44 rows not in this checkout")
+def test_the_isolation_bar_with_the_clean_runs_drift():
+    """session44's one point outside 3%, inside 3% plus its clean runs' drift (gemmlab.bench.isolation.bar)."""
+    summary = json.loads((folder(f"{H}/session44") / "isolation" / "isolation_summary.json").read_text())
+    out = [p for p in summary["points"] if p.get("within_3pct") is False]
+    assert len(out) == 1 and (out[0]["variant"], out[0]["precision"], out[0]["m"]) == ("cublas", "bf16", 4096)
+    assert abs(out[0]["ratio"] - 1) <= isolation.bar(out[0]["clean_drift"])
+    assert_said([f"cuBLAS BF16 at 4096 ran at {out[0]['ratio']:.3f} of",
+                 f"with clean runs {100 * out[0]['clean_drift']:.1f}% apart: inside"], "isolation benchmark")

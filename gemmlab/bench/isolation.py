@@ -11,11 +11,12 @@ Five runs, each a ``python run.py`` as a user types it, rows into DIR/<name>:
 4. ``sweep_clean``: the same multirun without the control (the sweep's like-for-like reference);
 5. ``clean_b``: the correct variants alone again (with ``clean_a``, the run-to-run drift).
 
-Then, per point of a correct variant: its TFLOP/s over its reference's (the bar: within 3%), and the
-drift between the clean runs beside it; every such row must be ``ok``. ``with_control``'s reference
-is the mean of the two clean runs; ``sweep``'s is ``sweep_clean``, because a variant measured in a
-job of its own can run a few percent apart from the same variant measured after another in one run
-(session37 on an H100: cuBLAS at 2048 in its own job at 0.96 of the clean runs, at the same SM
+Then, per point of a correct variant: its TFLOP/s over its reference's, and the drift between the clean
+runs beside it; every such row must be ``ok``, its ratio within 3% of 1 plus that drift (:func:`bar`: a
+point whose clean runs differ by 2.4% between themselves cannot tell a 3.2% difference from the clock).
+``with_control``'s reference is the mean of the two clean runs; ``sweep``'s is ``sweep_clean``, because a
+variant measured in a job of its own can run a few percent apart from the same variant measured after another
+in one run (session37 on an H100: cuBLAS at 2048 in its own job at 0.96 of the clean runs, at the same SM
 clock, in a job whose worker had not seen the fault; session38: the same shift in the clean sweep,
 with no control at all, as the sweep's second job; session39: the worker the jobs shared carried
 it, and with a worker per run, ``run.fresh_worker``, the default since, it went), which says nothing
@@ -41,6 +42,15 @@ from gemmlab.paths import ROOT
 from gemmlab.rows import RESULTS_FILE
 
 BAR = 0.03
+
+
+def bar(drift) -> float:
+    """How far from 1 a point's ratio may be: BAR, plus the drift between the two clean runs at that point
+    (no control in either). On an H100 at 4096 the clean runs differ by 1.7-4.2% (the power cap), and the
+    judged point fell on either side of its reference by about as much (0.968 in session40, 1.032 in
+    session44, 1.049 in session31c); the one shift that was real (session37: cuBLAS 2048 in a sweep's
+    second job at 0.96, clean drift 0.1-0.3%) stays outside it."""
+    return BAR + (drift or 0.0)
 
 
 def run(out: Path, name: str, variants: Sequence[str], common: Sequence[str], multirun: bool, log) -> Dict[str, Any]:
@@ -86,7 +96,7 @@ REFERENCE = {"with_control": ("clean_a", "clean_b"), "sweep": ("sweep_clean",)}
 def judge(runs: Dict[str, Dict[str, Any]], control: str, fault_m: int):
     """The points of the judged runs (REFERENCE) and the problems found: a control row that did not
     fail where it faults (or failed where it does not), a correct variant's row that is not ok or
-    not within BAR of its reference's mean TFLOP/s (where ``runs`` lacks a reference run, as those
+    not within :func:`bar` of its reference's mean TFLOP/s (where ``runs`` lacks a reference run, as those
     of the benchmark before ``sweep_clean`` do: the clean runs)."""
     clean = _tflops(runs, ("clean_a", "clean_b"))
     points, problems = [], []
@@ -113,17 +123,19 @@ def judge(runs: Dict[str, Dict[str, Any]], control: str, fault_m: int):
             tf = float(r["tflops"]) if r.get("tflops") else None
             ratio = tf / (sum(ref) / len(ref)) if ref and tf else None
             drift = (max(cl) / min(cl) - 1) if len(cl) == 2 else None
-            ok = r["status"] == "ok" and ratio is not None and abs(ratio - 1) <= BAR
+            ok = r["status"] == "ok" and ratio is not None and abs(ratio - 1) <= bar(drift)
             points.append({"run": name, "variant": k[0], "precision": k[1], "m": k[2], "status": r["status"],
                            "tflops": r.get("tflops"), "reference": "+".join(ref_runs), "reference_tflops": ref,
                            "ratio": ratio, "clean_tflops": cl,
                            "ratio_to_clean": tf / (sum(cl) / len(cl)) if cl and tf else None,
-                           "clean_drift": drift, "within_3pct": ok, "reason": r["reason"], "worker": r.get("worker")})
+                           "clean_drift": drift, "bar": bar(drift), "within_bar": ok, "reason": r["reason"],
+                           "worker": r.get("worker")})
             if r["status"] != "ok":
                 problems.append(f"{name}: {k} {r['status']}: {r['reason']}")
             elif not ok:
                 where = "+".join(ref_runs)
-                problems.append(f"{name}: {k} at {ratio:.3f} of {where} (drift between the clean runs {drift})"
+                problems.append(f"{name}: {k} at {ratio:.3f} of {where}, outside 1 +- {bar(drift):.3f} ({BAR} + the "
+                                f"drift between the clean runs, {drift or 0:.3f})"
                                 if ratio is not None else f"{name}: {k} not measured in {where}")
     return points, problems
 
