@@ -71,6 +71,18 @@ def test_fp8_alignment_skip_holds_for_the_search_too(shape):
     assert p.skip_reason and "16-byte aligned" in p.skip_reason and "nvmath" in p.skip_reason
 
 
+def test_the_searchs_fp8_rule_is_nvmath_takes():
+    """The YAML's FP8 rule and cublaslt_scaled.nvmath_takes (the cublaslt variant's route to nvmath) state
+    one rule twice: they must agree at every shape, or the search would rank plans nvmath refuses."""
+    from gemmlab.backends.cublaslt_scaled import nvmath_takes
+    shapes = [[m, n, k] for m in (1, 8, 16, 33, 64) for n in (1032, 1040, 6144) for k in (1024, 1032, 4096)]
+    pts = expand(compose_cfg(["variant=cublaslt_search", "precision=fp8", "sizes.square=[]",
+                              f"sizes.shapes={shapes}".replace(" ", "")]))
+    assert len(pts) == len(shapes)
+    assert all((p.skip_reason is None) is nvmath_takes(p) for p in pts)
+    assert {nvmath_takes(p) for p in pts} == {True, False}
+
+
 def test_without_a_gpu_every_point_is_a_skipped_row_with_a_reason(tmp_path):
     from conftest import cuda_device_reason
 
