@@ -45,6 +45,18 @@ def test_every_experiment_composes(name):
     assert expand(cfg), "an experiment must select at least one point"
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_an_experiment_that_sets_a_variants_requires_keeps_the_variants_own_rules(name):
+    """Hydra replaces a list: an experiment giving a variant more `requires` (decode.yaml's cuBLASLt)
+    restates the variant file's rules, and must keep every one of them (a library limit left out would
+    send the library shapes it refuses)."""
+    cfg = compose_cfg([f"+experiment={name}"])
+    for v, vc in cfg.variant.items():
+        own = [r["expr"] for r in OmegaConf.load(variant_files()[v]).get("requires", [])]
+        assert set(own) <= {r.expr for r in vc.requires}, (name, v)
+
+
 def test_variant_sets_default_and_all_are_computed_from_the_folder():
     all_cfg = compose_cfg(["variant=all"])
     assert set(all_cfg.variant) == set(variant_files())
