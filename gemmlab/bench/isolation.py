@@ -46,10 +46,10 @@ BAR = 0.03
 
 def bar(drift) -> float:
     """How far from 1 a point's ratio may be: BAR, plus the drift between the two clean runs at that point
-    (no control in either). On an H100 at 4096 the clean runs differ by 1.7-4.2% (the power cap), and the
-    judged point fell on either side of its reference by about as much (0.968 in session40, 1.032 in
-    session44, 1.049 in session31c); the one shift that was real (session37: cuBLAS 2048 in a sweep's
-    second job at 0.96, clean drift 0.1-0.3%) stays outside it."""
+    (no control in either). At 4096, cuBLAS's clean runs differed by 1.7-4.2% and the judged point fell on
+    either side of its reference by about as much: on the H200 1.037 (session8) and 1.049 (session31c), on
+    an H100, at its power cap, 0.968 (session40) and 1.032 (session44). The one shift that was real
+    (session37: cuBLAS 2048 in a sweep's second job at 0.96, clean drift 0.1-0.3%) stays outside it."""
     return BAR + (drift or 0.0)
 
 
