@@ -13,7 +13,7 @@
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block fp8_block_diag wgmma_peak mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation second_job second_job_first second_job_fresh second_job_cause conduct sanitize precompile_default default_run default_run_noguard fidelity_default
-# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace decode_wgmma_dyn decode_wgmma_maps decode_wgmma_rules tune_fp8_repeat maps_top candidates34 maps_fp8_block search_tests decode_deep decode_fixed decode_fixed_quick decode_unsplit decode_unsplit_fp8 decode_unsplit_bf16 decode_default gpu_rest41 gpu_tail44 timer_flaky45 ws_now ds3_maps lt_fp8_any_m h200_short h200_next pinning multi_gpu
+# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace decode_wgmma_dyn decode_wgmma_maps decode_wgmma_rules tune_fp8_repeat maps_top candidates34 maps_fp8_block search_tests decode_deep decode_fixed decode_fixed_quick decode_unsplit decode_unsplit_fp8 decode_unsplit_bf16 decode_default gpu_rest41 gpu_tail44 timer_flaky45 ws70b_now ws_now ds3_maps lt_fp8_any_m h200_short h200_next pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # The device tool may hand out an H100 when an H200 is asked for: pick the stages by the card found, so a call is never
@@ -286,6 +286,9 @@ for stage in "$@"; do case $stage in
              'variant.wgmma_ws.cuda.defines={RASTER:0},{RASTER:1},{RASTER:2},{PRODUCER_SCHEDULES:1,STREAM_K:1,GRID_CTAS:0}' \
              run.name=ws_nt_square hydra.sweep.dir=$REF/ws_nt_square
            ws_nt_rows ws_nt ;;
+  ws70b_now)  # issue 32's not-measured geomean alone (Llama-3 70B prefill, layout nt, stage 12 at today's defines), for a
+           # call with ~3 min of device time left
+           ws_nt_llama70b ws_now ;;
   ws_now)  # issue 32: stage 12 at its YAML's defines as they are now (maps by value since session34c: the rows before ran
            # them in a buffer), layout nt: the libraries standalone beside it, then Llama-3 70B's prefill (session41)
            ws_nt_rows ws_now
