@@ -149,8 +149,9 @@ def bar_room(ds: data.Dataset, factor: float, shapes: str = "") -> pd.DataFrame:
     rows = rows.assign(tokens=tokens_of(rows))
     out = []
     for r in data.best_rows(rows, POINT_BY).itertuples():
-        point = r.shape_name if isinstance(r.shape_name, str) and r.shape_name else f"{r.m}x{r.n}x{r.k}"
-        if shapes and not (re.search(shapes, point) or re.search(shapes, f"{r.m}x{r.n}x{r.k}")):
+        mnk = f"{r.m}x{r.n}x{r.k}"
+        point = r.shape_name if isinstance(r.shape_name, str) and r.shape_name else mnk
+        if shapes and not (re.search(shapes, point) or re.search(shapes, mnk)):
             continue
         copy_s = copy_time_at(curve, float(r.bytes_min))
         if math.isnan(copy_s):
