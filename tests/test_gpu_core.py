@@ -34,9 +34,7 @@ def test_launch_latency_stays_outside_the_events():
     """An empty-ish kernel must time near its GPU duration, not the Python launch cost (~10 us+)."""
     timer, stream = _timer(cache="warm", warmup_s=0.05, min_samples=50, max_samples=100)
     (t,) = timer.measure([[lambda: timer.spin(2.0)]])
-    # the spin and flush times in the message: an H100 failed this after test_gpu_decode.py in one process
-    # (sessions 41 and 45, median 29 us) and passed alone (sessions 40, 42, 45): which rule fell short
-    assert t.summary.median_s < 8e-6, (t.summary, "spin_us", t.busy_us, "flush_us", t.flush_us, "warmup_s", t.warmup_s)
+    assert t.summary.median_s < 8e-6, t.summary
 
 
 def _gemv_like_cublas(cache, **measure):
@@ -167,7 +165,9 @@ def test_a_flush_without_spin_still_keeps_launch_latency_outside():
     timer, stream = _timer(cache="flush", spin="as_needed", warmup_s=0.05, min_samples=50, max_samples=100)
     (t,) = timer.measure([[lambda: timer.spin(2.0)]])
     assert t.busy_us < timer.m.busy_us or t.flush_us > 0, (t.busy_us, t.flush_us)
-    assert t.summary.median_s < 8e-6, t.summary
+    # the spin, flush and warm-up in the message: an H100 failed this after test_gpu_decode.py in one process
+    # (sessions 41 and 45, median 29 us, a spin before every sample) and passed alone (sessions 40, 42, 45)
+    assert t.summary.median_s < 8e-6, (t.summary, "spin_us", t.busy_us, "flush_us", t.flush_us, "warmup_s", t.warmup_s)
 
 
 @pytest.fixture(scope="module")
