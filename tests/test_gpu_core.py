@@ -175,19 +175,13 @@ def test_a_flush_without_spin_still_keeps_launch_latency_outside():
 
 
 def _child_processes() -> list:
-    """(pid, command name) of this process's children still alive, from /proc (Linux)."""
+    """This process's descendants still alive (gemmlab.measure.nvml's own-tree walk of /proc): a worker left
+    holding a CUDA context would share the GPU, and the sampler's foreign_pids leaves our own tree out."""
     import os
-    from pathlib import Path
 
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)
-            if int(fields[1].split()[1]) == os.getpid():
-                out.append((int(stat.parent.name), fields[0].split("(", 1)[1]))
-        except (OSError, IndexError, ValueError):
-            pass
-    return out
+    from gemmlab.measure.nvml import _own_tree
+
+    return sorted(_own_tree() - {os.getpid()})
 
 
 @pytest.fixture(scope="module")
