@@ -424,6 +424,36 @@ def test_foreign_processes_exclude_this_run_and_its_children():
     assert abs(drift([1500.0, 1600.0] * 9)) < 0.01
 
 
+def test_foreign_processes_are_told_by_their_own_ancestry_not_a_scan_of_proc(monkeypatch):
+    """The sampler classifies the GPU's processes while samples run: a grandchild of this run is
+    ours, found without listing /proc (a scan costs the enqueuing thread GIL time, nvml._descends)."""
+    import os
+
+    from gemmlab.measure import nvml
+
+    me = os.getpid()
+    code = ("import subprocess, sys, time; c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']);"
+            " print(c.pid, flush=True); time.sleep(30)")
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        grandchild = int(child.stdout.readline())
+
+        def no_scan(path):
+            raise AssertionError(f"foreign_pids listed {path}")
+
+        monkeypatch.setattr(nvml.os, "listdir", no_scan)
+        assert nvml.foreign_pids([me, child.pid, grandchild]) == []
+        assert nvml.foreign_pids([me, grandchild, 1]) == [1]  # init is nobody's child of ours
+        assert nvml.foreign_pids([me, 999999]) == [999999]  # gone: not ours
+        monkeypatch.undo()
+        assert {child.pid, grandchild} <= nvml._own_tree()  # the full walk agrees
+    finally:
+        child.kill()
+        child.wait()
+        if "grandchild" in locals():
+            os.kill(grandchild, 9)
+
+
 def _run_py(args, cwd, **kw):
     import os
 

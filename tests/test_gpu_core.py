@@ -174,6 +174,41 @@ def test_a_flush_without_spin_still_keeps_launch_latency_outside():
                                        "children", _child_processes())
 
 
+@pytest.mark.parametrize("classify", [
+    "ancestry",
+    pytest.param("proc_scan", marks=pytest.mark.xfail(strict=False, reason=(
+        "the control: the sampler's classification before 2026-12-07, a scan of all of /proc at its first reading "
+        "and every 50 ms whenever another process of this tree holds a context; xfail confirms it as the cause")))])
+def test_a_flush_without_spin_keeps_launch_latency_outside_beside_a_child_holding_a_context(classify, monkeypatch):
+    """The flush test above with a child of this process holding a CUDA context, as the shared worker
+    test_gpu_decode.py's runs leave does: NVML lists it, the sampler must tell it is ours while the samples run."""
+    import subprocess
+    import sys
+    import time
+
+    from gemmlab.gpu.device import info
+    from gemmlab.measure import nvml
+
+    code = "import cupy, time; cupy.zeros(1).sum().get(); print('up', flush=True); time.sleep(120)"
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "up"
+        gpu = nvml.Nvml(info()["pci_bus_id"])
+        deadline = time.monotonic() + 10
+        while child.pid not in (gpu.processes() or [child.pid]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if classify == "proc_scan":
+            monkeypatch.setattr(nvml, "_descends", lambda pid, roots: pid in nvml._own_tree(roots))
+        timer, stream = _timer(cache="flush", spin="as_needed", warmup_s=0.05, min_samples=50, max_samples=100)
+        (t,) = timer.measure([[lambda: timer.spin(2.0)]])
+        assert not t.clocks.foreign_pids, t.clocks  # the child is this run's
+        assert t.summary.median_s < 8e-6, (t.summary, "spin_us", t.busy_us, "flush_us", t.flush_us,
+                                           "nvml processes", gpu.processes(), "child", child.pid)
+    finally:
+        child.kill()
+        child.wait()
+
+
 def _child_processes() -> list:
     """This process's descendants still alive (gemmlab.measure.nvml's own-tree walk of /proc): a worker left
     holding a CUDA context would share the GPU, and the sampler's foreign_pids leaves our own tree out."""
