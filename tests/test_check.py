@@ -445,6 +445,7 @@ def test_foreign_processes_are_told_by_their_own_ancestry_not_a_scan_of_proc(mon
         assert nvml.foreign_pids([me, child.pid, grandchild]) == []
         assert nvml.foreign_pids([me, grandchild, 1]) == [1]  # init is nobody's child of ours
         assert nvml.foreign_pids([me, 999999]) == [999999]  # gone: not ours
+        assert nvml._descends(grandchild, {1})  # a run that is a container's init owns every process
         monkeypatch.undo()
         assert {child.pid, grandchild} <= nvml._own_tree()  # the full walk agrees
     finally:

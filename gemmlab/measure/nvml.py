@@ -144,7 +144,7 @@ def _descends(pid: int, roots: set) -> bool:
         if pid in roots:
             return True
         ppid = _parent(pid)
-        if ppid is None or ppid == pid or ppid <= 1:
+        if ppid is None or ppid == pid or ppid < 1:  # (1 may be a root: a run that is a container's init)
             return False
         pid = ppid
     return False
