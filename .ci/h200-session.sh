@@ -253,7 +253,7 @@ for stage in "$@"; do case $stage in
            # test_gpu_decode.py in one process (sessions 41, 45: median 29 us for a 2 us spin) and passed alone or
            # with test_gpu_core.py alone (sessions 40, 42, 45): the core file alone, then after the decode file, the
            # failure message naming the spin and the flush the timer chose. First (session46) the flush test beside a
-           # child holding a context, with the sampler's old /proc scan as an xfail control: the suspect
+           # child holding a context, with what the sampler did before as two xfail controls: the suspect
            step timer_child46 90 python3 -m pytest -m gpu tests/test_gpu_core.py -v -rA -p no:cacheprovider \
              -k child_holding
            step timer_core45 150 python3 -m pytest -m gpu tests/test_gpu_core.py -v -rA -p no:cacheprovider

@@ -118,3 +118,35 @@ def test_the_sampler_reports_the_memory_clock_beside_the_sm_clock():
     assert f["mem_clock_min_mhz"] is None and f["mem_clock_max_mhz"] is None
     from gemmlab.rows import COLUMN_NAMES
     assert {"mem_clock_min_mhz", "mem_clock_max_mhz"} <= set(COLUMN_NAMES)
+
+
+def test_the_sampler_lists_the_gpus_processes_before_the_samples_not_beside_them():
+    """The first reading and process list run on the caller's thread inside ``with Sampler(...)``, before it
+    queues a sample; the thread's later readings list processes every PROCESS_EVERY readings."""
+    import threading
+    import time
+
+    from gemmlab.measure import nvml as nv
+
+    class Fake:
+        ok = True
+
+        def __init__(self):
+            self.listed = []
+
+        def read(self):
+            return 1980.0, 500.0, 50.0, 2619.0
+
+        def foreign(self):
+            self.listed.append(threading.current_thread().name)
+            return [4242]
+
+    fake = Fake()
+    s = nv.Sampler(fake, period_s=0.001)
+    with s:
+        assert fake.listed == [threading.current_thread().name] and len(s.readings) == 1
+        assert s.foreign == {4242}
+        deadline = time.monotonic() + 5
+        while len(fake.listed) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert fake.listed[1] == "nvml-sampler" and len(s.readings) >= nv.Sampler.PROCESS_EVERY + 1

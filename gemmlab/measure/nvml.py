@@ -135,7 +135,7 @@ def _parent(pid: int) -> Optional[int]:
 
 def _descends(pid: int, roots: set) -> bool:
     """Whether ``pid`` is one of ``roots`` or below one: its own ancestor chain, a few reads. The
-    sampler asks this at its first reading and every 50 ms after, while samples run. Until
+    sampler asks this before the samples and every 50 ms while they run. Until
     2026-12-07 it read all of /proc instead (about 2 ms of Python for 80 processes) whenever
     a process of this run's tree held a context of its own, e.g. the shared worker a test session
     keeps: the suspect in the flush test that failed only after test_gpu_decode.py
@@ -207,21 +207,27 @@ class Sampler:
 
     def __enter__(self):
         if self.nvml.ok:
+            # The first reading and process list on the caller's thread, before it queues a sample: run in the
+            # thread, they overlapped the first samples, the whole of a short call's sample loop (~5 ms for 100
+            # samples of 50 us), with whatever GIL time they take (tests/test_gpu_core.py's flush tests)
+            self._reading(0)
             self._thread = threading.Thread(target=self._run, name="nvml-sampler", daemon=True)
             self._thread.start()
         return self
 
+    def _reading(self, i: int) -> None:
+        try:
+            self.readings.append((time.perf_counter(), *self.nvml.read()))
+            if i % self.PROCESS_EVERY == 0:
+                self.foreign.update(self.nvml.foreign() or ())
+        except Exception:  # a failed read must never stop the measurement
+            pass
+
     def _run(self):
-        i = 0
-        while not self._stop.is_set():
-            try:
-                self.readings.append((time.perf_counter(), *self.nvml.read()))
-                if i % self.PROCESS_EVERY == 0:
-                    self.foreign.update(self.nvml.foreign() or ())
-            except Exception:  # a failed read must never stop the measurement
-                pass
+        i = 1
+        while not self._stop.wait(self.period_s):
+            self._reading(i)
             i += 1
-            self._stop.wait(self.period_s)
 
     def __exit__(self, *exc):
         self._stop.set()
