@@ -252,13 +252,14 @@ for stage in "$@"; do case $stage in
   timer_flaky45)  # test_a_flush_without_spin_still_keeps_launch_latency_outside failed on H100s after
            # test_gpu_decode.py in one process (sessions 41, 45: median 29 us for a 2 us spin) and passed alone or
            # with test_gpu_core.py alone (sessions 40, 42, 45): the core file alone, then after the decode file, the
-           # failure message naming the spin and the flush the timer chose. First (session46) the flush test beside a
-           # child holding a context, with what the sampler did before as two xfail controls: the suspect
+           # failure message naming the spin and the flush the timer chose. Since session46 the most telling first: the
+           # flush test beside a child holding a context, with what the sampler did before as two xfail controls (the
+           # suspect), then the order that failed, then the core file alone
            step timer_child46 90 python3 -m pytest -m gpu tests/test_gpu_core.py -v -rA -p no:cacheprovider \
              -k child_holding
-           step timer_core45 150 python3 -m pytest -m gpu tests/test_gpu_core.py -v -rA -p no:cacheprovider
            step timer_after_decode45 400 python3 -m pytest -m gpu tests/test_gpu_decode.py tests/test_gpu_core.py -v \
-             -rA -p no:cacheprovider -k "not cupti" ;;
+             -rA -p no:cacheprovider -k "not cupti"
+           step timer_core45 150 python3 -m pytest -m gpu tests/test_gpu_core.py -v -rA -p no:cacheprovider ;;
   gpu_rest41)  # session41: what its gpu_all (an H100, cut at 575 s after 241 of 302 tests) left: the two stage 17
            # sets that failed there (the UNSPLIT rule's one consumer beside PRODUCER_WG 1, fixed since) and the timer test
            # that failed beside them, the rest of stage 15's split-K tests, and the files after it
