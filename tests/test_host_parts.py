@@ -132,9 +132,10 @@ def test_the_sampler_lists_the_gpus_processes_before_the_samples_not_beside_them
         ok = True
 
         def __init__(self):
-            self.listed = []
+            self.listed, self.read_by = [], []
 
         def read(self):
+            self.read_by.append(threading.current_thread().name)
             return 1980.0, 500.0, 50.0, 2619.0
 
         def foreign(self):
@@ -144,7 +145,8 @@ def test_the_sampler_lists_the_gpus_processes_before_the_samples_not_beside_them
     fake = Fake()
     s = nv.Sampler(fake, period_s=0.001)
     with s:
-        assert fake.listed == [threading.current_thread().name] and len(s.readings) == 1
+        me = threading.current_thread().name
+        assert fake.listed[0] == fake.read_by[0] == me and me not in fake.read_by[1:] + fake.listed[1:]
         assert s.foreign == {4242}
         deadline = time.monotonic() + 5
         while len(fake.listed) < 2 and time.monotonic() < deadline:
