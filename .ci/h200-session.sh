@@ -251,9 +251,9 @@ for stage in "$@"; do case $stage in
              -p no:cacheprovider -k "memcheck or hopper_fp8" ;;
   timer_flaky45)  # test_a_flush_without_spin_still_keeps_launch_latency_outside failed on H100s after
            # test_gpu_decode.py in one process (sessions 41, 45: median 29 us for a 2 us spin) and passed alone or
-           # with test_gpu_core.py alone (sessions 40, 42, 45). The most telling first (session46): that test beside a
-           # child holding a context, with what the sampler did before as two xfail controls (the suspect), then the
-           # order that failed, then the core file alone
+           # with test_gpu_core.py alone (sessions 40, 42, 45). That test beside a child holding a context first, then
+           # the order that failed, then the core file alone. Session 47 (an H100, d340566): all passed, and the old
+           # sampler put back beside the child passed too, so the sampler was not the cause
            step timer_child46 90 python3 -m pytest -m gpu tests/test_gpu_core.py -v -rA -p no:cacheprovider \
              -k child_holding
            step timer_after_decode45 400 python3 -m pytest -m gpu tests/test_gpu_decode.py tests/test_gpu_core.py -v \

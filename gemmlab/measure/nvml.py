@@ -138,8 +138,9 @@ def _descends(pid: int, roots: set) -> bool:
     sampler asks this before the samples and every 50 ms while they run. Until
     2026-12-07 it read all of /proc instead (about 2 ms of Python for 80 processes) whenever
     a process of this run's tree held a context of its own, e.g. the shared worker a test session
-    keeps: the suspect in the flush test that failed only after test_gpu_decode.py
-    (tests/test_gpu_core.py), where that GIL time lands on the thread enqueuing the samples."""
+    keeps. That GIL time lands on the thread enqueuing the samples. It was suspected in the flush test that
+    failed only after test_gpu_decode.py (tests/test_gpu_core.py), but the old scan put back did not fail that test
+    on an H100 (h100-2026-12-07/session47): a few reads instead of all of /proc is kept for its own sake."""
     for _ in range(64):  # deeper than any real process tree; a cycle cannot loop forever
         if pid in roots:
             return True
