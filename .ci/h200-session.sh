@@ -774,7 +774,7 @@ while time.time()-t<45: a@a" &
              hydra.run.dir=$REF/decode/fp8 ;;
   decode_cupti)  # issue 30's 1.3x at Llama-3 8B: the decode run at its four projections timed by CUPTI's kernel
            # records (no event start-up; needs cupti_python-13.0.1, nvidia_cuda_cupti-13.0.85 and pyelftools wheels in
-           # .whl: not in wheels.sh's list; the host's cuda-bindings serves them), then by events right after, and the
+           # .whl: bash .ci/cupti-wheels.sh .whl; the host's cuda-bindings serves them), then by events right after, and the
            # CUPTI timer's own GPU tests first
            step gpu_cupti 180 python3 -m pytest -m gpu tests/test_gpu_core.py -k cupti -q -rA -p no:cacheprovider
            step decode_cupti_bf16 240 python3 run.py +experiment=decode "precision=[bf16,fp32]" \
