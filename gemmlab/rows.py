@@ -308,7 +308,9 @@ def read_file(path: os.PathLike):
 
     Parsed once per process for the same bytes (the cache is keyed by a hash of the content): the
     analysis reads the same reference files many times, and parsing, not rows, was its cost.
-    Callers get a copy."""
+    Callers get a copy. The cache holds files up to :data:`_PARSED_MAX_BYTES` of text in all; past
+    that a file is parsed and not kept, so a tree larger than the cache still finds the files read
+    first cached (evicting the oldest would miss every file of every read of a tree that size)."""
     import pandas as pd
 
     raw = Path(path).read_bytes()
@@ -320,14 +322,18 @@ def read_file(path: os.PathLike):
         # dtype names every text column; read_csv ignores the ones a file lacks
         frame = pd.read_csv(io.BytesIO(raw), dtype={c: "string" for c in TEXT_COLUMNS}, keep_default_na=True,
                             **exact)
-        if len(_PARSED) >= _PARSED_MAX:
-            _PARSED.pop(next(iter(_PARSED)))
+        if _PARSED_BYTES[0] + len(raw) > _PARSED_MAX_BYTES:
+            return frame
         _PARSED[key] = frame
+        _PARSED_BYTES[0] += len(raw)
     return _PARSED[key].copy()
 
 
 _PARSED: Dict[bytes, Any] = {}  # content hash -> parsed frame (read_file's cache)
-_PARSED_MAX = 1024
+_PARSED_BYTES = [0]  # the text of the files in _PARSED, in bytes
+# 1024 files until session49, when outputs/reference passed 1024 files (1152): each read of it then evicted every
+# file before its next read and parsed all again (13 s a read, 4 s with them kept; ~100 MiB of frames for 74 MiB of text)
+_PARSED_MAX_BYTES = 512 * 2**20
 
 
 def read(paths: Iterable[os.PathLike] | os.PathLike):

@@ -58,3 +58,36 @@ def test_rows_appended_to_an_older_results_file_land_in_their_columns(tmp_path):
     with open(tmp_path / "results.csv", newline="") as fh:
         header = next(csv.reader(fh))
     assert header[:len(old_cols)] == old_cols  # the file's own columns first, as they were
+
+
+def test_a_tree_read_twice_is_parsed_once_past_a_thousand_files_and_past_the_cache(tmp_path, monkeypatch):
+    """rows.read_file's cache: a tree of more files than the old count cap (1024, which outputs/reference
+    passed in session49: every read then evicted each file before its next read) is parsed once for two
+    reads; and where the tree's text is more than the cache holds, the files that fit stay cached (evicting
+    the oldest would parse every file on every read), and what is read is the same either way."""
+    monkeypatch.setattr(result_rows, "_PARSED", {})
+    monkeypatch.setattr(result_rows, "_PARSED_BYTES", [0])
+    for i in range(1100):  # each file's bytes its own (the cache is keyed by content)
+        path = tmp_path / f"run{i // 100}" / f"{i:04d}" / "results.csv"
+        path.parent.mkdir(parents=True)
+        path.write_text(f"run_id,point_key,status,tflops\nr{i},k{i},ok,{i}.5\n")
+    parsed = []
+    real = pd.read_csv
+    monkeypatch.setattr(pd, "read_csv", lambda *a, **k: parsed.append(1) or real(*a, **k))
+    first = result_rows.read(tmp_path)
+    assert len(first) == 1100 and len(parsed) == 1100
+    again = result_rows.read(tmp_path)
+    assert len(parsed) == 1100, f"a second read parsed {len(parsed) - 1100} of 1100 files again"
+    pd.testing.assert_frame_equal(first, again)
+
+    size = len((tmp_path / "run0" / "0000" / "results.csv").read_bytes())  # 40-42 bytes a file
+    monkeypatch.setattr(result_rows, "_PARSED", {})
+    monkeypatch.setattr(result_rows, "_PARSED_BYTES", [0])
+    monkeypatch.setattr(result_rows, "_PARSED_MAX_BYTES", 500 * size)  # room for about 480 of them
+    parsed.clear()
+    small = result_rows.read(tmp_path)
+    kept = len(result_rows._PARSED)
+    assert 400 <= kept <= 500 and result_rows._PARSED_BYTES[0] <= 500 * size
+    result_rows.read(tmp_path)
+    assert len(parsed) == 1100 + (1100 - kept), "the files the cache kept were parsed again"
+    pd.testing.assert_frame_equal(first, small)
