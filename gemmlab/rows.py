@@ -332,7 +332,8 @@ def read_file(path: os.PathLike):
 _PARSED: Dict[bytes, Any] = {}  # content hash -> parsed frame (read_file's cache)
 _PARSED_BYTES = [0]  # the text of the files in _PARSED, in bytes
 # 1024 files until session49, when outputs/reference passed 1024 files (1152): each read of it then evicted every
-# file before its next read and parsed all again (13 s a read, 4 s with them kept; ~100 MiB of frames for 74 MiB of text)
+# file before its next read and parsed all again (13 s a read, 4 s with them kept; ~100 MiB of frames for 74 MiB of
+# text)
 _PARSED_MAX_BYTES = 512 * 2**20
 
 
