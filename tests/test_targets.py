@@ -210,6 +210,65 @@ def test_a_candidates_defines_select_its_rows_and_the_defaults_otherwise(tmp_pat
     assert r.verdict == MET and r.points.iloc[0]["value"] == pytest.approx(101.0)
 
 
+def test_a_bar_for_one_gpu_judges_only_its_rows_and_names_the_others(tmp_path):
+    """``device``: a bar for the H200 is not met, nor not met, by an H100's rows: not measured, naming the rows
+    the H100 has; --device judges them against the same bars, and the output says whose rows it judged."""
+    h100 = "NVIDIA H100 80GB HBM3"
+    rows = [_gemm("my_kernel", 4096, 4096, 4096, 107.0, "20261203T000000Z-c", device=h100),
+            _gemm("my_kernel", 4096, 4096, 4096, 99.0, "20261203T000000Z-d", device=h100),
+            _gemm("other", 4096, 4096, 4096, 99.0, "20261203T000000Z-e", device=DEV)]
+    ds = _ds(tmp_path, rows)
+    r = evaluate(ds, _t(device="H200"))
+    assert r.verdict == NOT_MEASURED and r.points.empty and r.device == DEV
+    assert r.summary == f"no rows of my_kernel on a GPU named H200 (the bar's); 2 rows of my_kernel on {h100} " \
+                        "(--device judges those)"
+    r = evaluate(_ds(tmp_path, rows[:2]), _t(device="H200"))  # no H200 rows at all
+    assert r.verdict == NOT_MEASURED and r.device == "" and r.summary.startswith("no rows on a GPU named H200")
+    r = evaluate(ds, _t(device="h100"))  # a part of the name, any case
+    assert r.verdict == NOT_MET and r.device == h100 and r.points.iloc[0]["value"] == pytest.approx(99.0)
+    # without a device: the GPU with the most measured rows (here the H100's two against one)
+    assert evaluate(ds, _t()).device == h100
+
+    (tmp_path / "run").mkdir()
+    _ds(tmp_path / "run", rows[:1])
+    f = tmp_path / "t.yaml"
+    f.write_text(textwrap.dedent("""\
+        title: Mine
+        device: H200
+        targets:
+          - {id: fast, what: past the library, variant: my_kernel, metric: pct_of_baseline, at_least: 105}
+          - {id: there, what: on the H100, variant: my_kernel, metric: pct_of_baseline, at_least: 105, device: H100}
+    """))
+    tf = load(f)
+    assert [t.device for t in tf.targets] == ["H200", "H100"] and tf.device == "H200"
+    args = [str(tmp_path / "run"), "--targets", str(f)]
+    assert main(args + ["--check"]) == 1  # not measured is not met
+    assert main(args + ["--device", "H100", "--check"]) == 0
+    assert main(args + ["--device", " "]) == 2
+
+
+def test_the_output_says_whose_rows_it_judged(tmp_path, capsys):
+    (tmp_path / "run").mkdir()
+    _ds(tmp_path / "run", [_gemm("my_kernel", 4096, 4096, 4096, 107.0, "20261203T000000Z-c",
+                                 device="NVIDIA H100 80GB HBM3")])
+    f = tmp_path / "t.yaml"
+    f.write_text("device: H200\ntargets:\n  - {id: fast, what: x, variant: my_kernel, metric: pct_of_baseline, "
+                 "at_least: 105}\n")
+    args = [str(tmp_path / "run"), "--targets", str(f)]
+    main(args)
+    out = capsys.readouterr().out
+    assert "`t.yaml`: the bars are for the H200, no rows on such a GPU" in out
+    assert "| not measured | no rows on a GPU named H200 (the bar's); 1 rows of my_kernel on NVIDIA H100" in out
+    main(args + ["--device", "H100", "--out", str(tmp_path / "out")])
+    out = capsys.readouterr().out
+    assert "`t.yaml`: the bars are for the H200; --device H100: judged on the rows of NVIDIA H100 80GB HBM3" in out
+    assert "| **met** |" in out
+    assert list(pd.read_csv(tmp_path / "out/targets.csv")["device"]) == ["NVIDIA H100 80GB HBM3"]
+    f.write_text(f.read_text().replace("device: H200", "device: ''"))
+    assert main(args) == 2
+    assert "device must be a part of a GPU's name" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("node, said", [
     ({"what": "x", "variant": "v", "metric": "pct_of_baseline"}, "id must match"),
     ({"id": "Bad-Id", "what": "x", "variant": "v", "metric": "pct_of_baseline"}, "id must match"),
@@ -223,6 +282,7 @@ def test_a_candidates_defines_select_its_rows_and_the_defaults_otherwise(tmp_pat
     ({"id": "a", "what": "x", "variant": "v", "metric": "pct_of_roof", "shapes": [[1, 2]]}, "[m, n, k]"),
     ({"id": "a", "what": "x", "variant": "v", "metric": "pct_of_roof", "tokens": [0]}, "positive integer"),
     ({"id": "a", "what": "x", "variant": "v", "metric": "pct_of_roof", "layouts": ["nt"]}, "unknown key(s) layouts"),
+    ({"id": "a", "what": "x", "variant": "v", "metric": "pct_of_roof", "device": 200}, "device must be a part"),
 ])
 def test_a_target_that_cannot_be_read_says_what_and_where(node, said):
     with pytest.raises(TargetsError, match="^test") as e:
@@ -245,6 +305,7 @@ def test_a_file_that_cannot_be_read_says_why(tmp_path):
 def test_the_shipped_targets_load_and_name_variants_the_harness_offers():
     assert {p.name for p in SHIPPED} == {"memory_bound.yaml", "past_parity.yaml"}
     for path in SHIPPED:
+        assert load(path).device == "H200"  # both issues' bars are the H200's
         for t in load(path).targets:
             for v in t.variants:
                 variants.info(v)  # KeyError for a variant the harness does not offer

@@ -1,8 +1,9 @@
-"""python -m analysis.targets [RESULTS ...] [--targets FILE ...] [--points] [--out DIR] [--check]:
+"""python -m analysis.targets [RESULTS ...] [--targets FILE ...] [--device NAME] [--points] [--out DIR] [--check]:
 see analysis/targets/__init__.py."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 from typing import List, Sequence, Tuple
@@ -28,12 +29,23 @@ def _cell(v) -> str:
     return str(v).replace("|", "/")
 
 
+def _devices(tf: TargetsFile, results: Sequence[Result]) -> str:
+    """Whose rows the file's targets were judged on, and which GPU the bars name."""
+    asked = sorted({r.target.device for r in results if r.target.device})
+    got = sorted({r.device for r in results if r.device})
+    judged = f"judged on the rows of {'; '.join(got)}" if got else "no rows on such a GPU"
+    if tf.device and asked and asked != [tf.device]:
+        return f"the bars are for the {tf.device}; --device {' / '.join(asked)}: {judged}"
+    bars = f"the bars are for the {' / '.join(asked)}" if asked else "the bars name no GPU"
+    return f"{bars}, {judged}"
+
+
 def render(judged: Sequence[Tuple[TargetsFile, List[Result]]], points: bool) -> str:
     """Markdown: per file a table of its targets' verdicts, and with ``points`` every point after it."""
     out = []
     for tf, results in judged:
-        out += [f"## {tf.title}", "", f"`{tf.path.name}`", "", "| target | what must hold | bar | verdict | measured |",
-                "|---|---|---|---|---|"]
+        out += [f"## {tf.title}", "", f"`{tf.path.name}`: {_devices(tf, results)}", "",
+                "| target | what must hold | bar | verdict | measured |", "|---|---|---|---|---|"]
         for r in results:
             t = r.target
             out.append(f"| `{t.id}` | {_cell(t.what)} | {_cell(t.metric)}: {t.bar_text()} | {MARK[r.verdict]} "
@@ -60,7 +72,7 @@ def render(judged: Sequence[Tuple[TargetsFile, List[Result]]], points: bool) -> 
 
 def frame(judged: Sequence[Tuple[TargetsFile, List[Result]]]) -> pd.DataFrame:
     """Every point of every target, with its file, verdict and bar (targets.csv)."""
-    parts = [r.points.assign(file=tf.path.name, verdict=r.verdict, metric=r.target.metric,
+    parts = [r.points.assign(file=tf.path.name, device=r.device, verdict=r.verdict, metric=r.target.metric,
                              at_least=r.target.at_least, need=str(r.target.need))
              for tf, results in judged for r in results if not r.points.empty]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
@@ -72,6 +84,9 @@ def parser() -> argparse.ArgumentParser:
                     help=f"results.csv files or folders searched for them (default {DEFAULT_RESULTS})")
     ap.add_argument("--targets", nargs="+", type=Path, default=None,
                     help="targets files (default: the project's, analysis/targets/*.yaml)")
+    ap.add_argument("--device", default=None, metavar="NAME",
+                    help="judge every target on the rows of this GPU (a part of its name: H100) instead of the one "
+                         "its file names: how another GPU's run fares against the same bars")
     ap.add_argument("--points", action="store_true", help="print every point of every target too")
     ap.add_argument("--out", type=Path, default=None, help="write targets.md (with every point) and targets.csv here")
     ap.add_argument("--check", action="store_true", help="exit 1 unless every target with a bar is met")
@@ -82,6 +97,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         files = [load(p) for p in (args.targets or SHIPPED)]
+        if args.device is not None:
+            if not args.device.strip():
+                raise TargetsError("--device must be a part of a GPU's name (H100), not empty")
+            files = [dataclasses.replace(tf, targets=tuple(dataclasses.replace(t, device=args.device.strip())
+                                                           for t in tf.targets)) for tf in files]
     except TargetsError as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return BAD_INPUT

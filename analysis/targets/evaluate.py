@@ -1,8 +1,8 @@
 """One verdict per target from the rows: which rows it selects, the number each gives, and whether
 the bar holds.
 
-Which rows: the primary GPU's rows of the target's variants that match its selectors, at the
-configuration its YAML has now (or the target's ``defines``: :func:`analysis.ladder.current_configuration`);
+Which rows: the rows of the target's GPU (its ``device``, else the primary GPU) of its variants that
+match its selectors, at the configuration its YAML has now (or the target's ``defines``: :func:`analysis.ladder.current_configuration`);
 for a number, only evidence rows (reliable, uncontended, checked: :func:`analysis.read.evidence_mask`);
 for ``ok``, every row there, whatever its status (a failed or skipped row says why).
 
@@ -40,6 +40,7 @@ class Result:
     summary: str
     points: pd.DataFrame  # POINT_COLUMNS, one row per point measured
     missing: Tuple[str, ...] = ()  # the target's shapes no row measured
+    device: str = ""  # the GPU whose rows were judged ("": none)
 
 
 def _point_text(rows: pd.DataFrame) -> str:
@@ -61,11 +62,29 @@ def _num(v, metric: str = "") -> str:
     return f"{v:.3g}" if metric == OK else f"{v:.1f}"
 
 
-def _select(ds: data.Dataset, t: Target) -> Tuple[pd.DataFrame, str]:
-    """The target's rows (with ``evidence``), and where none are left, which selector left none (in words)."""
+def _on_device(ds: data.Dataset, t: Target) -> Tuple[pd.DataFrame, str, str]:
+    """The GPU rows the target judges, the GPU's name, and where there are none, why (in words): the rows
+    of the GPUs whose name holds the target's ``device``, else of the GPU with the most measured rows."""
     rows = ds.rows
-    device, _ = data.primary_device(rows, "gpu")
-    rows = rows[(rows["kind"] == "gpu") & (rows["device"] == device)] if device else rows.iloc[:0]
+    gpu = rows[rows["kind"] == "gpu"]
+    if not t.device:
+        device, _ = data.primary_device(rows, "gpu")
+        return (gpu[gpu["device"] == device] if device else rows.iloc[:0]), device or "", ""
+    on = gpu["device"].astype(str).str.contains(t.device, case=False, regex=False)
+    device = ", ".join(sorted(set(gpu.loc[on, "device"].astype(str))))
+    mine = gpu["variant"].isin(t.variants)
+    others = gpu.loc[mine & ~on & (gpu["device"].astype(str) != ""), "device"].value_counts()
+    if (on & mine).any() or others.empty:  # the selectors say the rest
+        return gpu[on], device, ""
+    variants = "/".join(t.variants)
+    elsewhere = "; ".join(f"{n} rows of {variants} on {d}" for d, n in others.items())
+    return rows.iloc[:0], device, (f"no rows{f' of {variants}' if on.any() else ''} on a GPU named {t.device} "
+                                   f"(the bar's); {elsewhere} (--device judges those)")
+
+
+def _select(t: Target, rows: pd.DataFrame) -> Tuple[pd.DataFrame, str]:
+    """The target's rows (with ``evidence``) of ``rows`` (its GPU's), and where none are left, which
+    selector left none (in words)."""
     if t.metric != OK:  # rows that timed something; the others are evidence or say why they are not
         rows = rows[(rows["status"] == "ok") & ~data.control_mask(rows)]
     rows = rows.assign(evidence=data.evidence_mask(rows).astype(bool) if len(rows) else pd.Series(dtype=bool))
@@ -259,19 +278,21 @@ def _not_evidence(t: Target, rows: pd.DataFrame, pts: pd.DataFrame) -> List[Tupl
 
 def evaluate(ds: data.Dataset, t: Target) -> Result:
     """The verdict of ``t`` on the rows of ``ds``."""
-    rows, why = _select(ds, t)
+    rows, device, why = _on_device(ds, t)
+    if not why:
+        rows, why = _select(t, rows)
     if rows.empty:
         return Result(t, NOT_MEASURED, why, pd.DataFrame(columns=POINT_COLUMNS), tuple(
-            f"{m}x{n}x{k}" for m, n, k in t.shapes))
+            f"{m}x{n}x{k}" for m, n, k in t.shapes), device)
     pts = _points(ds, t, rows if t.metric == OK else rows[rows["evidence"]])
     lacking = _not_evidence(t, rows, pts)
     if pts.empty:
         return Result(t, NOT_MEASURED, f"{len(rows)} rows selected, none evidence with a {t.metric} number"
                       + (f": {'; '.join(text for _, text in lacking)}" if lacking else ""), pts,
-                      tuple(text for _, text in lacking))
+                      tuple(text for _, text in lacking), device)
     missing = _missing(t, pts, {mnk for mnk, _ in lacking})
     verdict, summary = _judge(t, pts, missing, tuple(text for _, text in lacking))
-    return Result(t, verdict, summary, pts, missing + tuple(text for _, text in lacking))
+    return Result(t, verdict, summary, pts, missing + tuple(text for _, text in lacking), device)
 
 
 def evaluate_all(ds: data.Dataset, targets) -> List[Result]:

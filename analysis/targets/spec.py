@@ -16,11 +16,16 @@ Other selectors, each optional: ``models``, ``projections`` (the parts of an LLM
 ``<model>.<projection>.t<T>``), ``tokens``, ``tokens_min``, ``tokens_max`` (its T, else m),
 ``fp8_scaling`` (tensor, rowcol, block) and ``defines`` (a hand-written variant's YAML defines
 with these changed: a candidate's configuration; without it, the configuration its YAML has now).
+
+``device`` (at the top of the file, for every target, or in one target): the GPU the bar is for, a
+part of the rows' device name (``H200``); only that GPU's rows are judged, and where it has none the
+target is not measured, whatever other GPUs measured (they are named). Without it: the GPU with the
+most measured rows.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple, Union
 
@@ -37,7 +42,7 @@ METRICS = {
 }
 ALL, GEOMEAN = "all", "geomean"
 SELECTORS = ("variants", "precision", "layout", "shapes", "models", "projections", "tokens", "tokens_min",
-             "tokens_max", "fp8_scaling", "defines")
+             "tokens_max", "fp8_scaling", "defines", "device")
 KEYS = ("id", "what", "variant", "metric", "at_least", "need") + SELECTORS
 _ID = re.compile(r"[a-z0-9_]+")
 
@@ -64,6 +69,7 @@ class Target:
     tokens_max: Optional[int] = None
     fp8_scaling: Tuple[str, ...] = ()
     defines: Dict[str, object] = field(default_factory=dict)
+    device: str = ""  # a part of the GPU's name whose rows are judged ("": the GPU with the most measured rows)
 
     @property
     def stated(self) -> bool:
@@ -84,6 +90,13 @@ class TargetsFile:
     path: Path
     title: str
     targets: Tuple[Target, ...]
+    device: str = ""  # the file's device, which its targets take unless they name their own
+
+
+def _device(v, where: str) -> str:
+    if not isinstance(v, str) or not v.strip():
+        raise TargetsError(f"{where}: device must be a part of a GPU's name (H200), not {v!r}")
+    return v.strip()
 
 
 def _strings(v, where: str, key: str) -> Tuple[str, ...]:
@@ -154,6 +167,8 @@ def target(node, where: str) -> Target:
             kw[key] = _ints(node[key], where, key)[0]
     if "shapes" in node:
         kw["shapes"] = _shapes(node["shapes"], where)
+    if "device" in node:
+        kw["device"] = _device(node["device"], where)
     return Target(id=tid, what=node["what"].strip(), variants=variants, metric=metric,
                   at_least=None if at_least is None else float(at_least), need=need, defines=dict(defines), **kw)
 
@@ -169,12 +184,14 @@ def load(path) -> TargetsFile:
         raise TargetsError(f"{path}: not YAML: {e}") from None
     if not isinstance(node, dict) or not isinstance(node.get("targets"), list) or not node["targets"]:
         raise TargetsError(f"{path}: a targets file is a mapping with title and a non-empty list targets")
-    unknown = sorted(set(node) - {"title", "targets"})
+    unknown = sorted(set(node) - {"title", "device", "targets"})
     if unknown:
-        raise TargetsError(f"{path}: unknown key(s) {', '.join(map(str, unknown))} (known: title, targets)")
+        raise TargetsError(f"{path}: unknown key(s) {', '.join(map(str, unknown))} (known: title, device, targets)")
+    device = _device(node["device"], str(path)) if "device" in node else ""
     targets: List[Target] = [target(t, f"{path}: targets[{i}]") for i, t in enumerate(node["targets"])]
+    targets = [t if t.device or not device else replace(t, device=device) for t in targets]
     ids = [t.id for t in targets]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:
         raise TargetsError(f"{path}: target id(s) given twice: {', '.join(dup)}")
-    return TargetsFile(path, str(node.get("title") or path.stem), tuple(targets))
+    return TargetsFile(path, str(node.get("title") or path.stem), tuple(targets), device)
