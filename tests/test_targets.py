@@ -185,6 +185,26 @@ def test_percent_of_the_library_of_the_same_run_and_scaling(tmp_path):
     assert r.points.iloc[0]["value"] == pytest.approx(80.0)
 
 
+def test_the_copy_roof_and_the_library_of_a_gpu_that_is_not_the_primary_one(tmp_path):
+    """--device H100 on a tree where the H200 has more rows: the H100 run's own copy probe and library rows give
+    its numbers (they had been looked up among the primary GPU's rows only: none there)."""
+    h100, run, n = "NVIDIA H100 80GB HBM3", "20261207T000000Z-h", 1 << 28
+    copy = {"run_id": run, "timestamp": run, "point_key": "copy", "device": h100, "backend": "gpu_probe",
+            "variant": "copy_gpu", "kind": "gpu", "precision": "fp32", "op": "copy", "m": n, "n": 1, "k": 1,
+            "status": "ok", "timer": "cuda_event", "flops": 0.0, "bytes_min": 8.0 * n,
+            "time_median_s": 8.0 * n / 3000e9, "samples": 50, "reliable": "true"}
+    w = _gemm("decode", 1, 8192, 8192, 100.0, run, device=h100)
+    w["time_median_s"] = w["bytes_min"] / 2850e9
+    stage = _gemm("stage", 4096, 7168, 2048, 100.0, run, device=h100)  # 1.0 ms
+    lib = _gemm("cublaslt", 4096, 7168, 2048, 125.0, run, backend="cublaslt", device=h100)  # 0.8 ms
+    h200 = [_gemm("other", 4096, 4096, 4096 + 64 * i, 100.0, f"20261206T00000{i}Z-f") for i in range(6)]
+    ds = _ds(tmp_path, [copy, w, stage, lib] + h200)
+    r = evaluate(ds, _t(variant="decode", metric="pct_of_roof", at_least=90, device="H100"))
+    assert r.verdict == MET and r.points.iloc[0]["value"] == pytest.approx(95.0), r.summary
+    r = evaluate(ds, _t(variant="stage", metric="pct_of_library", at_least=None, device="H100"))
+    assert r.points.iloc[0]["value"] == pytest.approx(80.0), r.summary
+
+
 def test_a_candidates_defines_select_its_rows_and_the_defaults_otherwise(tmp_path):
     """Rows record the defines they built, point rules resolved (stage 15 at 4096 x 256 x 7168 on 132 SMs: split in 2,
     the partial kept by rule). A row is at the defaults where every define equals the YAML's, a per-point one what the

@@ -129,9 +129,16 @@ def _select(t: Target, rows: pd.DataFrame) -> Tuple[pd.DataFrame, str]:
     return kept, ""
 
 
+def _gpu_evidence(ds: data.Dataset) -> pd.DataFrame:
+    """The evidence rows of every GPU."""
+    return ds.ok[ds.ok["kind"] == "gpu"]
+
+
 def _library_pct(ds: data.Dataset, rows: pd.DataFrame) -> pd.Series:
     """100 x the fastest standalone cuBLAS/cuBLASLt time of the same run, point and FP8 scaling / the row's."""
-    lib = data._library_rows(ds.gpu)  # what "the library" is wherever a baseline is read (data.cublas_per_run)
+    # what "the library" is wherever a baseline is read (data.cublas_per_run); every GPU's rows: the merge is by run,
+    # and a run is on one GPU (the target's, which need not be the primary one)
+    lib = data._library_rows(_gpu_evidence(ds))
     if lib.empty:
         return pd.Series(np.nan, index=rows.index)
     lib = lib.assign(scaling=[fp8_scaling(r) for r in lib.to_dict("records")])
@@ -143,7 +150,7 @@ def _library_pct(ds: data.Dataset, rows: pd.DataFrame) -> pd.Series:
 
 def _roof_pct(ds: data.Dataset, rows: pd.DataFrame) -> pd.Series:
     """Each row's bandwidth as % of the copy probe of its own run (NaN where its run has none)."""
-    per_run, _ = decode.copy_roofs(ds.gpu)
+    per_run, _ = decode.copy_roofs(_gpu_evidence(ds))  # per run and device
     merged = rows[["run_id", "device"]].merge(per_run, on=["run_id", "device"], how="left")
     gbs = rows["bytes_min"].to_numpy() / rows["time_median_s"].to_numpy() / 1e9
     return pd.Series(100.0 * gbs / pd.to_numeric(merged["roof_gbs"], errors="coerce").to_numpy(), index=rows.index)
