@@ -2,7 +2,8 @@
 the bar holds.
 
 Which rows: the rows of the target's GPU (its ``device``, else the primary GPU) of its variants that
-match its selectors, at the configuration its YAML has now (or the target's ``defines``: :func:`analysis.ladder.current_configuration`);
+match its selectors, at the configuration its YAML has now (or the target's ``defines``:
+:func:`analysis.ladder.current_configuration`);
 for a number, only evidence rows (reliable, uncontended, checked: :func:`analysis.read.evidence_mask`);
 for ``ok``, every row there, whatever its status (a failed or skipped row says why).
 
