@@ -13,7 +13,7 @@
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block fp8_block_diag wgmma_peak mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation second_job second_job_first second_job_fresh second_job_cause conduct sanitize precompile_default default_run default_run_noguard fidelity_default
-# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace decode_wgmma_dyn decode_wgmma_maps decode_wgmma_rules tune_fp8_repeat maps_top candidates34 maps_fp8_block search_tests decode_deep decode_fixed decode_fixed_quick decode_unsplit decode_unsplit_fp8 decode_unsplit_bf16 decode_default gpu_rest41 gpu_tail44 timer_flaky45 ws70b_now ws_now ds3_maps lt_fp8_any_m h200_short h200_next pinning multi_gpu
+# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace decode_wgmma_dyn decode_wgmma_maps decode_wgmma_rules tune_fp8_repeat maps_top candidates34 maps_fp8_block search_tests decode_deep decode_fixed decode_fixed_quick decode_unsplit decode_unsplit_fp8 decode_unsplit_bf16 decode_default gpu_rest41 gpu_tail44 timer_flaky45 ws70b_now ws_now ds3_maps lt_fp8_any_m h200_short h200_next h100_next pinning multi_gpu
 # (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # The device tool may hand out an H100 when an H200 is asked for: pick the stages by the card found, so a call is never
@@ -525,6 +525,11 @@ for stage in "$@"; do case $stage in
            ws_nt_llama70b ws_now
            decode_wgmma_run fp8 1 - "$REF/decode_default_t1/fp8" decode_default_fp8_t1
            ws_nt_standalone ws_now ;;
+  h100_next)  # what an H100 (what the device tool hands out for an H200 call, sessions 47 and 49) can say of issue 32
+           # at today's defines, ~6-7 min: stage 12 nt at 4096 / 6144 / 8192 beside the libraries interleaved and
+           # standalone, Llama-3 70B's prefill and the nn ladder line (ws_now), stage 13 FP8 at 4096 / 8192 (fp8_top);
+           # judged by python -m analysis.targets DIR --device H100 (the bars stay the H200's)
+           for s in ws_now fp8_top; do bash "$0" $s; done ;;
   h200_next)  # what session41 could not run (no H200 came): issues 32 and 30 at today's defaults, ~7 min on an H200
            # (the any-M cuBLASLt test passed on an H100 in session43; decode_default runs that path at 1 token)
            for s in copy_sizes ws_now fp8_top decode_default ds3_maps; do bash "$0" $s; done ;;
