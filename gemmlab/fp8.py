@@ -59,7 +59,7 @@ def fp8_max(dtype: str) -> float:
 def tensor_scale(xp, x, dtype: str = "float8_e4m3fn") -> float:
     """The per-tensor scale of ``x`` (FP32 values): amax(|x|) / FP8_MAX, computed in FP32 (the
     value handed to the library, exactly). All zeros: 1 (nothing to scale)."""
-    amax = np.float32(float(xp.abs(x).max()))
+    amax = np.float32(amax_of(x))
     if amax == 0 or not math.isfinite(float(amax)):
         return 1.0
     return float(amax / np.float32(fp8_max(dtype)))
@@ -70,10 +70,17 @@ def to_fp8_range(xp, x, scale, dtype: str = "float8_e4m3fn", block=None):
     a float, or (with ``block``) a grid of FP32 scales, one per block of ``x`` (:func:`expand`)."""
     m = fp8_max(dtype)
     if block is not None:
-        y = (x / expand(xp, scale, block, x.shape)).astype(xp.float32)
+        y = (x / expand(xp, scale, block, x.shape)).astype(xp.float32, copy=False)
+    elif scale == 1.0:
+        return xp.clip(x, -m, m).astype(xp.float32, copy=False)  # a new array: ``x`` stays as drawn
     else:
-        y = x if scale == 1.0 else (x / xp.float32(scale)).astype(xp.float32)
-    return xp.clip(y, -m, m).astype(xp.float32)
+        y = (x / xp.float32(scale)).astype(xp.float32, copy=False)
+    return xp.clip(y, -m, m, out=y)  # in place: one operand-sized array (FP32 x / scale) and no copy of it
+
+
+def amax_of(x) -> float:
+    """max |x| as a float, without an operand-sized |x| (NumPy or CuPy; finite values)."""
+    return float(max(float(x.max()), -float(x.min())))
 
 
 def quantize_host(x, scale, dtype: str = "float8_e4m3fn", block=None):
@@ -94,9 +101,40 @@ def dequantize(xp, q, scale, block=None):
         q64 = arrays.to_float64(xp, q)
     else:
         q64 = xp.asarray(q).astype(xp.float64)
+    return scale_in_place(xp, q64, scale, block)
+
+
+def scale_in_place(xp, x64, scale, block=None):
+    """``x64`` (FP64, the exact FP8 values) times the scale, in place, and returned: the same
+    products as :func:`dequantize`'s, with no second operand-sized FP64 array."""
     if block is not None:
-        return q64 * expand(xp, scale, block, q64.shape).astype(xp.float64)
-    return q64 if scale == 1.0 else q64 * float(scale)
+        x64 *= expand(xp, scale, block, x64.shape)  # FP32 scales, exact in FP64
+    elif scale != 1.0:
+        x64 *= float(scale)
+    return x64
+
+
+def exact_values(xp, bits, dtype: str, out=np.float64):
+    """The values of the FP8 codes ``bits`` (uint8, any shape and strides, NumPy or CuPy) as
+    ``out`` (FP32 or FP64, both exact for every FP8 value), by a 256-entry table that ml_dtypes
+    decodes: one C-contiguous array of ``out`` and no temporaries. On the GPU this replaces a cast
+    through PyTorch's FP32, whose copies PyTorch's allocator took beside CuPy's pool."""
+    import ml_dtypes
+
+    table = np.arange(256, dtype=np.uint8).view(getattr(ml_dtypes, dtype)).astype(out)
+    values = xp.empty(bits.shape, dtype=out)  # C order, whatever the codes' strides
+    if xp.__name__ != "cupy":
+        return np.take(table, bits, out=values)
+    return _lookup_kernel(xp)(bits, xp.asarray(table), values)
+
+
+_LOOKUP = {}
+
+
+def _lookup_kernel(cupy):
+    if "k" not in _LOOKUP:
+        _LOOKUP["k"] = cupy.ElementwiseKernel("uint8 q, raw T table", "T y", "y = table[q]", "gemmlab_fp8_values")
+    return _LOOKUP["k"]
 
 
 # -- scales per block (rowcol, block) ------------------------------------------------------------------
@@ -181,6 +219,11 @@ class Scales:
         """The logical dequantized operands (FP64) of the logical FP8 values ``qa``, ``qb``."""
         return dequantize(xp, qa, self.a, self.block_a), dequantize(xp, qb, self.b, self.block_b)
 
+    def scale_in_place(self, xp, a64, b64) -> None:
+        """:meth:`dequantize` on the logical operands' exact FP64 values, in place."""
+        scale_in_place(xp, a64, self.a, self.block_a)
+        scale_in_place(xp, b64, self.b, self.block_b)
+
     def extra(self) -> Dict[str, Any]:
         if not self.per_block:
             return {"mode": self.mode, "scale_a": self.a, "scale_b": self.b, "amax_a": self.amax_a,
@@ -201,7 +244,7 @@ def scales_for(xp, mode: str, a32, b32, dtype: str = "float8_e4m3fn") -> Scales:
     if mode == "none":
         return Scales("none", dtype=dtype)
     if mode == "tensor":
-        amax_a, amax_b = float(xp.abs(a32).max()), float(xp.abs(b32).max())
+        amax_a, amax_b = amax_of(a32), amax_of(b32)
         return Scales("tensor", tensor_scale(xp, a32, dtype), tensor_scale(xp, b32, dtype), amax_a, amax_b, dtype)
     if mode not in BLOCKS:
         raise ValueError(f"unknown fp8_scaling {mode!r} ({' | '.join(MODES)})")
@@ -324,26 +367,37 @@ def gpu_operands(layout: str, dtype: str, mode: str, a32, b32):
     drawn; else :func:`scales_for` over the logical operands). Returns (a, b, a_ref, b_ref,
     scales): PyTorch FP8 tensors (``b`` is N x K row-major in memory: an ``nn`` point's B copied
     once, an ``nt`` point's as stored, which the caller only takes for ``nn`` and ``nt``), the
-    stored-layout references (the exact values, dequantized) and the scales, also recorded for
-    :func:`recorded`."""
+    stored-layout references (the exact values: FP64 dequantized, or FP32 under ``none``) and the
+    scales, also recorded for :func:`recorded`.
+
+    Memory (E elements of A and B; gemmlab/measure/footprint.py counts it): the FP32 draw (4E, the
+    caller's) and the FP32 x / scale (4E) make the FP8 copies (1E); the x / scale goes, then the
+    references (8E; 4E under ``none``) are decoded from the FP8 bytes. Two allocators share the
+    device here, and neither can use what the other keeps cached: CuPy's pool is emptied before
+    each PyTorch allocation and before the references. Before (h100-2026-12-07/session50b, DeepSeek-V3's
+    expert_down, 256 experts): PyTorch's FP32 copy of B ran out of memory on an H100 with 70 GiB
+    in CuPy's hands, most of it cached temporaries."""
     import cupy
     import torch
 
+    pool = cupy.get_default_memory_pool()
     la, lb = a32, (b32.T if layout == "nt" else b32)  # logical A (m x k) and B (k x n)
     sc = scales_for(cupy, mode, la, lb, dtype)
     qa, qb = quantize_operands(cupy, sc, la, lb)  # saturated; unscaled (none) inputs overflow instead
     f8 = getattr(torch, dtype)
+    pool.free_all_blocks()
     ta = torch.from_dlpack(cupy.ascontiguousarray(qa)).to(f8)
     tb = torch.from_dlpack(cupy.ascontiguousarray(qb.T)).to(f8)  # (n, k) row-major: K-major
+    del qa, qb
+    pool.free_all_blocks()
     if layout != "nt":
         tb = tb.t()  # an nn point's B: (k, n) with strides (1, k)
     record(ta.data_ptr(), tb.data_ptr(), sc)
-    a_ref = cupy.from_dlpack(ta.to(torch.float32))
-    b_ref = cupy.from_dlpack(tb.to(torch.float32).contiguous())  # as the layout stores B
+    ref = np.float32 if mode == "none" else np.float64
+    a_ref = exact_values(cupy, cupy.from_dlpack(ta.view(torch.uint8)), dtype, ref)
+    b_ref = exact_values(cupy, cupy.from_dlpack(tb.view(torch.uint8)), dtype, ref)  # C-contiguous, as stored
     if mode != "none":
-        lb_ref = b_ref.T if layout == "nt" else b_ref
-        a_ref, lb_ref = sc.dequantize(cupy, a_ref, lb_ref)
-        b_ref = lb_ref.T if layout == "nt" else lb_ref  # the caller takes the logical view again
+        sc.scale_in_place(cupy, a_ref, b_ref.T if layout == "nt" else b_ref)
     return ta, tb, a_ref, b_ref, sc
 
 

@@ -3,6 +3,7 @@ against the dequantized inputs, the setting and the skips. CPU only; each test c
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import ml_dtypes
 import numpy as np
@@ -199,8 +200,6 @@ def test_rows_read_the_mode_from_extra_and_old_rows_as_none():
 
 
 def test_cublaslt_skips_an_e5m2_precision_saying_it_has_no_e5m2_x_e5m2_gemm():
-    from types import SimpleNamespace
-
     from gemmlab.backends.cublaslt import CublasLt
 
     (p,) = expand(compose_cfg(["variant=cublaslt", "precision=fp8", "sizes.square=[1024]", "sizes.shapes=[]"]))
@@ -225,4 +224,77 @@ def test_a_scaled_fp8_set_counts_its_dequantized_fp64_operands(tmp_path):
 
     plain, p = per_set("none")
     scaled, _ = per_set("tensor")
-    assert plain == p.bytes_min and scaled - plain == 8 * 2 * 4096 * 4096
+    elements = 2 * 4096 * 4096
+    assert plain == p.bytes_min + 4 * elements  # unscaled: the FP32 exact values
+    assert scaled - p.bytes_min == 8 * elements  # scaled: FP64, dequantized
+
+
+def _deepseek_expert(name, tmp_path):
+    """DeepSeek-V3's batched expert GEMM ``name`` at 64 tokens (256 experts), fp8 tensor-scaled, nt."""
+    cfg = compose_cfg(["variant=cutlass_fp8", "precision=fp8", "sizes=llm", "sizes.model_names=[deepseek_v3]",
+                       "sizes.tokens=[64]", "layouts=[nt]", "measure.fp8_scaling=tensor"], tmp_path)
+    (p,) = [q for q in expand(cfg) if q.shape_name == f"deepseek_v3.{name}.t64"]
+    return cfg, p
+
+
+def test_making_an_fp8_set_is_counted_where_an_80_gb_card_ran_out_before(tmp_path):
+    """h100-2026-12-07/session50b: cutlass_fp8 at expert_down (256 x 2 x 7168 x 2048) was let run on
+    an H100 (75.2 GiB free) by an estimate of 39 GiB, and failed out of memory making its operands.
+    The estimate now holds the FP32 draw (4 bytes an element) beside the set while it is made: 13
+    bytes an element of A and B with the FP64 references. expert_gate_up, twice the weights, still
+    does not fit the H100 and fits the H200's 135.4 GiB."""
+    from gemmlab.measure import footprint
+
+    gib = 2**30
+    cfg, down = _deepseek_expert("expert_down", tmp_path)
+    elements = down.batch * (down.m * down.k + down.k * down.n)
+    need = footprint.point_bytes(down, cfg.measure)
+    assert need >= 13 * elements
+    assert need == footprint.point_bytes(down, cfg.measure, fp8_scaled=True)  # read from measure.fp8_scaling
+    assert footprint.too_big(need, int(75.2 * gib), "device") is None
+    _, up = _deepseek_expert("expert_gate_up", tmp_path)
+    assert footprint.too_big(footprint.point_bytes(up, cfg.measure), int(75.2 * gib), "device")
+    assert footprint.too_big(footprint.point_bytes(up, cfg.measure), int(135.4 * gib), "device") is None
+    one = SimpleNamespace(batch=1, m=64, n=7168, k=2048, compute="fp8")  # block: the larger operand's scales
+    assert footprint.making_bytes(one, "block") - footprint.making_bytes(one) == 4 * 2048 * 7168
+
+
+# -- the operands' exact values and their memory ------------------------------------------------
+@pytest.mark.parametrize("dtype", [E4M3, "float8_e5m2"])
+@pytest.mark.parametrize("out", [np.float32, np.float64])
+def test_exact_values_decode_every_fp8_code_as_ml_dtypes_does(dtype, out):
+    codes = np.arange(256, dtype=np.uint8)
+    want = codes.view(getattr(ml_dtypes, dtype)).astype(np.float64)
+    got = fp8.exact_values(np, codes, dtype, out)
+    assert got.dtype == out
+    np.testing.assert_array_equal(got.astype(np.float64), want)  # NaN codes stay NaN
+    strided = np.random.default_rng(1).integers(0, 256, (48, 40), dtype=np.uint8).T  # a transposed view
+    got = fp8.exact_values(np, strided, dtype, out)
+    assert got.flags.c_contiguous and got.shape == (40, 48)
+    np.testing.assert_array_equal(got, strided.view(getattr(ml_dtypes, dtype)).astype(out))
+
+
+@pytest.mark.parametrize("mode", ["tensor", "rowcol", "block"])
+def test_scaling_in_place_gives_dequantize_s_values(mode):
+    a32, b32 = _draw((130, 260)), _draw((260, 200), seed=1)
+    sc = fp8.scales_for(np, mode, a32, b32)
+    qa, qb = (x.astype(ml_dtypes.float8_e4m3fn) for x in fp8.quantize_operands(np, sc, a32, b32))
+    da, db = sc.dequantize(np, qa, qb)
+    ea = fp8.exact_values(np, qa.view(np.uint8), E4M3)
+    eb = fp8.exact_values(np, qb.view(np.uint8), E4M3)
+    sc.scale_in_place(np, ea, eb)
+    np.testing.assert_array_equal(ea, da)
+    np.testing.assert_array_equal(eb, db)
+
+
+@pytest.mark.parametrize("scale", [1.0, 3.7])
+def test_the_fp8_range_is_x_over_the_scale_saturated_and_leaves_x_alone(scale):
+    x = _draw((64, 64))
+    x[0, 0], x[1, 1] = 1e9, -1e9  # past the range at either scale
+    kept = x.copy()
+    y = fp8.to_fp8_range(np, x, scale)
+    want = np.clip((x / np.float32(scale)).astype(np.float32), -448.0, 448.0).astype(np.float32)
+    assert y.dtype == np.float32 and y is not x
+    np.testing.assert_array_equal(y, want)
+    np.testing.assert_array_equal(x, kept)
+    assert fp8.amax_of(x) == float(np.abs(x).max())

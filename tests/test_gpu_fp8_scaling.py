@@ -241,3 +241,34 @@ def test_negative_control_cutlass_fp8_without_its_scales_fails(tmp_path, monkeyp
     monkeypatch.setattr(Cutlass, "_alpha", lambda self, point, a, b: 1.0)  # forgets scale_a * scale_b
     rows = _cutlass_fp8(tmp_path, ["measure.baseline=[]", "run.isolate=none"])  # the patch lives in this process
     assert rows and all(r["status"] == "failed" for r in rows), [(r["status"], r["reason"]) for r in rows]
+
+
+@pytest.mark.parametrize("layout", ["nn", "nt"])
+@pytest.mark.parametrize("mode", ["none", "tensor", "block"])
+def test_the_operands_references_are_the_values_pytorch_decodes_from_the_fp8_bytes(layout, mode):
+    """gemmlab.fp8.gpu_operands decodes its references from the FP8 bytes by table (no PyTorch FP32
+    copy, session50b's out of memory): the same values the cast through PyTorch gave, dequantized the
+    same way, in the stored layout, C-contiguous, FP32 unscaled and FP64 scaled."""
+    import cupy
+    import torch
+
+    from gemmlab import fp8
+
+    m, n, k = 96, 320, 384
+    rng = cupy.random.default_rng(0)
+    draw_scale = 1.0 if mode == "none" else 100.0  # unscaled draws stay inside the range
+    a32 = rng.standard_normal((m, k), dtype=cupy.float32) * cupy.float32(draw_scale)
+    b_logical = rng.standard_normal((k, n), dtype=cupy.float32) * cupy.float32(draw_scale)
+    b32 = cupy.ascontiguousarray(b_logical.T) if layout == "nt" else b_logical
+    ta, tb, a_ref, b_ref, sc = fp8.gpu_operands(layout, "float8_e4m3fn", mode, a32, b32)
+    want_a = cupy.from_dlpack(ta.to(torch.float32))
+    want_b = cupy.from_dlpack(tb.to(torch.float32).contiguous())
+    if mode != "none":
+        lb = want_b.T if layout == "nt" else want_b
+        want_a, lb = sc.dequantize(cupy, want_a, lb)
+        want_b = lb.T if layout == "nt" else lb
+    assert a_ref.dtype == b_ref.dtype == (cupy.float32 if mode == "none" else cupy.float64)
+    assert b_ref.shape == b32.shape and b_ref.flags.c_contiguous
+    cupy.testing.assert_array_equal(a_ref, want_a)
+    cupy.testing.assert_array_equal(b_ref, want_b)
+    assert float(cupy.abs(a_ref).max()) > 0

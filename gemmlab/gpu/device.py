@@ -48,6 +48,20 @@ def info() -> Dict[str, Any]:
 def free_bytes() -> int:
     import cupy
 
-    cupy.get_default_memory_pool().free_all_blocks()
+    release_cached()
     free, _total = cupy.cuda.runtime.memGetInfo()
     return int(free)
+
+
+def release_cached() -> None:
+    """Hand back to the driver what the process's allocators keep cached: CuPy's pool and, where
+    PyTorch is loaded (the FP8 operands are its tensors), PyTorch's. Neither allocator can use the
+    other's cached blocks, so a point after a large FP8 one would find them taken."""
+    import sys
+
+    import cupy
+
+    cupy.get_default_memory_pool().free_all_blocks()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()

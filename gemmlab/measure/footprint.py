@@ -9,9 +9,24 @@ from gemmlab.measure import check, guards
 
 
 def inputs_bytes(p, fp8_scaled: bool = False) -> int:
-    """A, B and C of every GEMM of the batch; a scaled fp8 set also keeps its dequantized FP64
-    operands for the check (gemmlab/fp8.py)."""
-    return p.bytes_min + (8 * p.batch * (p.m * p.k + p.k * p.n) if fp8_scaled else 0)
+    """A, B and C of every GEMM of the batch; an fp8 set also keeps the exact values of its
+    operands for the check: FP64 dequantized where scaled, else FP32 (gemmlab/fp8.py)."""
+    refs = 8 if fp8_scaled else 4 if p.compute == "fp8" else 0
+    return p.bytes_min + refs * _operand_elements(p)
+
+
+def making_bytes(p, fp8_scaling: str = "none") -> int:
+    """What making the last input set holds beyond the set itself: the FP32 draw of A and B, kept
+    until the backend's operands replace it (an fp8 set's x / scale copies, 4 bytes an element
+    too, go before its references are made: gemmlab.fp8.gpu_operands), and under ``block`` the
+    FP32 scales repeated over the larger operand while its references are scaled. It overlaps
+    neither the guards nor the check, which come after."""
+    grid = 4 * p.batch * max(p.m * p.k, p.k * p.n) if p.compute == "fp8" and fp8_scaling == "block" else 0
+    return 4 * _operand_elements(p) + grid
+
+
+def _operand_elements(p) -> int:
+    return p.batch * (p.m * p.k + p.k * p.n)
 
 
 def check_bytes(p) -> int:
@@ -34,10 +49,15 @@ def guard_bytes(p, guard_setting: int, n_sets: int = 1) -> int:
     return n_sets * (2 * (p.bytes_min - out_bytes) + 6 * g) + guards.COMPARE_CHUNK
 
 
-def point_bytes(p, measure, n_sets: int = 1, fp8_scaled: bool = False) -> int:
-    """The most memory the point holds at once on the device it runs on."""
-    return (n_sets * inputs_bytes(p, fp8_scaled) + (check_bytes(p) if measure.check else 0)
-            + guard_bytes(p, measure.guard_bytes, n_sets))
+def point_bytes(p, measure, n_sets: int = 1, fp8_scaled: Optional[bool] = None) -> int:
+    """The most memory the point holds at once on the device it runs on: its input sets, and the
+    larger of what making them needs and what the guards and the check add after. ``fp8_scaled``:
+    None reads it from ``measure.fp8_scaling``."""
+    scaling = measure.fp8_scaling.value if p.compute == "fp8" else "none"  # an Fp8Scaling (gemmlab.config)
+    if fp8_scaled is None:
+        fp8_scaled = p.compute == "fp8" and scaling != "none"
+    after = (check_bytes(p) if measure.check else 0) + guard_bytes(p, measure.guard_bytes, n_sets)
+    return n_sets * inputs_bytes(p, fp8_scaled) + max(making_bytes(p, scaling), after)
 
 
 def host_free_bytes() -> Optional[int]:

@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from gemmlab import dtypes, operands, rows, samples
 from gemmlab.config import CachePolicy, Distribution, Fp8Scaling
 from gemmlab.gpu import arrays
-from gemmlab.gpu.device import free_bytes, info, no_device_reason
+from gemmlab.gpu.device import free_bytes, info, no_device_reason, release_cached
 from gemmlab.measure import check, footprint, guards, validity
 from gemmlab.measure.nvml import drift as nvml_drift
 from gemmlab.measure.stats import timing_fields
@@ -149,7 +149,7 @@ class GpuExecutor:
                 self.stream.synchronize()
                 for _name, _bp, b in baselines:
                     b.release()
-                self.cp.get_default_memory_pool().free_all_blocks()
+                release_cached()
         return self.finish(point, fields, before, self.nvml.foreign())
 
     def finish(self, p, fields: Dict[str, Any], before, after) -> Dict[str, Any]:
