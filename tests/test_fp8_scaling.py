@@ -255,8 +255,29 @@ def test_making_an_fp8_set_is_counted_where_an_80_gb_card_ran_out_before(tmp_pat
     _, up = _deepseek_expert("expert_gate_up", tmp_path)
     assert footprint.too_big(footprint.point_bytes(up, cfg.measure), int(75.2 * gib), "device")
     assert footprint.too_big(footprint.point_bytes(up, cfg.measure), int(135.4 * gib), "device") is None
-    one = SimpleNamespace(batch=1, m=64, n=7168, k=2048, compute="fp8")  # block: the larger operand's scales
-    assert footprint.making_bytes(one, "block") - footprint.making_bytes(one) == 4 * 2048 * 7168
+    one = SimpleNamespace(batch=1, m=64, n=7168, k=2048, compute="fp8", layout="nt")
+    assert footprint.making_bytes(one, "block") - footprint.making_bytes(one, "tensor") == 4 * 2048 * 7168  # scales
+    assert footprint.making_bytes(one, "tensor") == 13 * (64 * 2048 + 2048 * 7168)
+    assert footprint.making_bytes(one, "none") == 9 * (64 * 2048 + 2048 * 7168)  # FP32 references
+
+
+def test_a_transposed_operand_is_counted_beside_its_draw_while_it_is_stored(tmp_path):
+    """make_sets stores an operand the layout transposes as a copy of the FP32 draw: both are held
+    at once. Without the check and the guards (whose FP64 copies are larger) that is the point's
+    peak for a bf16 point whose B is the larger operand."""
+    from gemmlab.measure import footprint
+
+    def bf16(layout):
+        cfg = compose_cfg(["variant=cublas", "precision=bf16", "sizes.square=[]", "sizes.shapes=[[16,8192,8192]]",
+                           f"layouts=[{layout}]", "measure.check=false", "measure.guard_bytes=0"], tmp_path)
+        (p,) = expand(cfg)
+        return footprint.point_bytes(p, cfg.measure), p
+
+    nn, p = bf16("nn")
+    nt, _ = bf16("nt")
+    e = 16 * 8192 + 8192 * 8192
+    assert nn == footprint.making_bytes(p) == 6 * e  # the draw and the bf16 operands cast from it
+    assert nt == 4 * e + 4 * 8192 * 8192  # the draw and B's stored copy
 
 
 # -- the operands' exact values and their memory ------------------------------------------------

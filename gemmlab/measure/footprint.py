@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from gemmlab import dtypes
+from gemmlab import dtypes, operands
 from gemmlab.measure import check, guards
 
 
@@ -16,13 +16,26 @@ def inputs_bytes(p, fp8_scaled: bool = False) -> int:
 
 
 def making_bytes(p, fp8_scaling: str = "none") -> int:
-    """What making the last input set holds beyond the set itself: the FP32 draw of A and B, kept
-    until the backend's operands replace it (an fp8 set's x / scale copies, 4 bytes an element
-    too, go before its references are made: gemmlab.fp8.gpu_operands), and under ``block`` the
-    FP32 scales repeated over the larger operand while its references are scaled. It overlaps
-    neither the guards nor the check, which come after."""
-    grid = 4 * p.batch * max(p.m * p.k, p.k * p.n) if p.compute == "fp8" and fp8_scaling == "block" else 0
-    return 4 * _operand_elements(p) + grid
+    """The most memory making one input set holds at once (gemmlab.measure.gpu.make_sets): the FP32
+    draw of A and B beside, first, the stored copy of an operand the layout transposes, then the
+    backend's operands made from the draw. An fp8 set (gemmlab.fp8.gpu_operands) first holds the
+    FP32 x / scale copies (scaled) and the FP8 ones, then the FP8 ones and the references (FP64
+    dequantized, under ``block`` with the FP32 scales repeated over the larger operand; FP32
+    unscaled); other precisions the cast operands. C comes after, with the set."""
+    e = _operand_elements(p)
+    ta, tb = operands.transposed(p.layout)
+    draw = 4 * e
+    stored = draw + 4 * p.batch * p.k * ((p.m if ta else 0) + (p.n if tb else 0))
+    if p.compute != "fp8":
+        return max(stored, draw + (p.bytes_min - _c_bytes(p)))
+    scaled = fp8_scaling != "none"
+    grid = 4 * p.batch * max(p.m * p.k, p.k * p.n) if fp8_scaling == "block" else 0
+    made = draw + max((4 * e if scaled else 0) + e, e + (8 if scaled else 4) * e + grid)
+    return max(stored, made)
+
+
+def _c_bytes(p) -> int:
+    return p.batch * p.m * p.n * dtypes.numpy_dtype(p.out_dtype).itemsize
 
 
 def _operand_elements(p) -> int:
@@ -45,19 +58,19 @@ def guard_bytes(p, guard_setting: int, n_sets: int = 1) -> int:
     g = guards.guard_size(guard_setting)
     if not g:
         return 0
-    out_bytes = p.batch * p.m * p.n * dtypes.numpy_dtype(p.out_dtype).itemsize
-    return n_sets * (2 * (p.bytes_min - out_bytes) + 6 * g) + guards.COMPARE_CHUNK
+    return n_sets * (2 * (p.bytes_min - _c_bytes(p)) + 6 * g) + guards.COMPARE_CHUNK
 
 
 def point_bytes(p, measure, n_sets: int = 1, fp8_scaled: Optional[bool] = None) -> int:
-    """The most memory the point holds at once on the device it runs on: its input sets, and the
-    larger of what making them needs and what the guards and the check add after. ``fp8_scaled``:
-    None reads it from ``measure.fp8_scaling``."""
+    """The most memory the point holds at once on the device it runs on: the input sets made
+    before the last, and the larger of what making the last holds and all sets with the guards
+    and the check, which come after. ``fp8_scaled``: None reads it from ``measure.fp8_scaling``."""
     scaling = measure.fp8_scaling.value if p.compute == "fp8" else "none"  # an Fp8Scaling (gemmlab.config)
     if fp8_scaled is None:
         fp8_scaled = p.compute == "fp8" and scaling != "none"
     after = (check_bytes(p) if measure.check else 0) + guard_bytes(p, measure.guard_bytes, n_sets)
-    return n_sets * inputs_bytes(p, fp8_scaled) + max(making_bytes(p, scaling), after)
+    steady = inputs_bytes(p, fp8_scaled)
+    return (n_sets - 1) * steady + max(making_bytes(p, scaling), steady + after)
 
 
 def host_free_bytes() -> Optional[int]:
