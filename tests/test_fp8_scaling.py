@@ -229,6 +229,25 @@ def test_a_scaled_fp8_set_counts_its_dequantized_fp64_operands(tmp_path):
     assert scaled - p.bytes_min == 8 * elements  # scaled: FP64, dequantized
 
 
+def test_rotated_fp8_sets_exceed_the_l2_with_the_bytes_the_kernel_touches(tmp_path):
+    """measure.cache=rotate cycles input sets whose operands together exceed twice the L2. An fp8
+    set's references (FP32 or FP64, for the check) are never read by the kernel: counting them made
+    fewer sets, whose operands could stay in the L2 between their calls."""
+    from gemmlab.measure.gpu import MAX_ROTATE_SETS, GpuExecutor
+
+    def n_sets(mode):
+        cfg = compose_cfg(["variant=cublaslt", "precision=fp8", "sizes.square=[2048]", "sizes.shapes=[]",
+                           "measure.cache=rotate", f"measure.fp8_scaling={mode}"], tmp_path)
+        (p,) = expand(cfg)
+        ex = GpuExecutor(cfg)
+        ex.dev = {"l2_bytes": 60 * 2**20}
+        return ex._n_sets(p), p
+
+    (plain, p), (scaled, _) = n_sets("none"), n_sets("tensor")
+    assert plain == scaled < MAX_ROTATE_SETS
+    assert plain * p.bytes_min >= 2 * 60 * 2**20
+
+
 def _deepseek_expert(name, tmp_path):
     """DeepSeek-V3's batched expert GEMM ``name`` at 64 tokens (256 experts), fp8 tensor-scaled, nt."""
     cfg = compose_cfg(["variant=cutlass_fp8", "precision=fp8", "sizes=llm", "sizes.model_names=[deepseek_v3]",

@@ -128,7 +128,7 @@ class GpuExecutor:
     def _n_sets(self, p) -> int:
         if self.measure.cache != CachePolicy.rotate:
             return 1
-        per = footprint.inputs_bytes(p, self._scaled(p))
+        per = p.bytes_min  # what a call reads and writes; an fp8 set's references stay out of the kernel's way
         return int(min(MAX_ROTATE_SETS, max(2, math.ceil(2 * self.dev["l2_bytes"] / per) + 1)))
 
     # -- one point ----------------------------------------------------------------------------
