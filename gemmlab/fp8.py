@@ -374,7 +374,7 @@ def gpu_operands(layout: str, dtype: str, mode: str, a32, b32):
     caller's) and the FP32 x / scale (4E) make the FP8 copies (1E); the x / scale goes, then the
     references (8E; 4E under ``none``) are decoded from the FP8 bytes. Two allocators share the
     device here, and neither can use what the other keeps cached: CuPy's pool is emptied before
-    each PyTorch allocation and before the references. Before (h100-2026-12-07/session50b, DeepSeek-V3's
+    the FP8 copies and before the references. Before (h100-2026-12-07/session50b, DeepSeek-V3's
     expert_down, 256 experts): PyTorch's FP32 copy of B ran out of memory on an H100 with 70 GiB
     in CuPy's hands, most of it cached temporaries."""
     import cupy
