@@ -5,6 +5,7 @@ import copy
 import csv
 import functools
 import os
+import re
 from pathlib import Path
 from typing import List
 
@@ -14,6 +15,30 @@ from gemmlab import config
 from gemmlab.gpu.device import no_device_reason
 
 ROOT = Path(__file__).resolve().parent.parent
+REFERENCE = ROOT / "outputs" / "reference"
+EVERY_REFERENCE_SET = "GEMMLAB_EVERY_REFERENCE_SET"  # =1: the per-set tests on every set
+
+
+def reference_kind(name: str) -> str:
+    """A reference set's device kind: its folder name less the date (h200x2-2026-11-29: h200x2)."""
+    return re.sub(r"-\d{4}-\d{2}-\d{2}$", "", name)
+
+
+def reference_sets(every: bool = False) -> List[str]:
+    """The committed reference sets (outputs/reference/<device>-<date>/, by name) that the tests
+    checking one set at a time run on: each device kind's first and latest set. The sets never
+    change once committed and the paper's tests read all of them at once, so the per-set checks
+    need not grow by a set each session day (~12 s of CI's ~2300 worker-seconds each; the suite
+    ran 14:07 of its 15 minutes with all 13). ``every``, or GEMMLAB_EVERY_REFERENCE_SET=1: all."""
+    if not REFERENCE.is_dir():
+        return []
+    names = sorted({p.relative_to(REFERENCE).parts[0] for p in REFERENCE.rglob("results.csv")})
+    if every or os.environ.get(EVERY_REFERENCE_SET) == "1":
+        return names
+    kinds: dict = {}
+    for name in names:
+        kinds.setdefault(reference_kind(name), []).append(name)
+    return sorted({v[0] for v in kinds.values()} | {v[-1] for v in kinds.values()})
 
 
 @functools.lru_cache(maxsize=None)

@@ -16,22 +16,28 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import ROOT, compose_cfg, control, evidence, flags, run_points
+from conftest import (REFERENCE, ROOT, compose_cfg, control, evidence, flags, reference_kind, reference_sets,
+                      run_points)
 
 from analysis import data, ladder, paper, style, tables
 from analysis.figures import hierarchical_roofline
 from analysis.paper import FIGURES  # every figure the paper writes
 from gemmlab import devices
 
-REFERENCE = ROOT / "outputs" / "reference"
-REFERENCE_SETS = sorted({p.relative_to(REFERENCE).parts[0] for p in REFERENCE.rglob("results.csv")}) \
-    if REFERENCE.is_dir() else []
+REFERENCE_SETS = reference_sets()  # each device kind's first and latest (conftest.reference_sets)
+ALL_REFERENCE_SETS = reference_sets(every=True)
 NO_REFERENCE = pytest.mark.skip(reason="no reference dataset under outputs/reference/ yet "
                                        "(it appears with the lead's H200 run)")
-# A reference set's tests run on one pytest-xdist worker, which reads the set once (raw, dataset).
-REFERENCE_PARAMS = [pytest.param(name, id=f"reference-{name}", marks=pytest.mark.xdist_group(f"reference-{name}"))
-                    for name in REFERENCE_SETS] or \
-    [pytest.param(None, id="reference", marks=NO_REFERENCE)]
+
+
+def _reference_params(names):
+    """A reference set's tests run on one pytest-xdist worker, which reads the set once (raw, dataset)."""
+    return [pytest.param(name, id=f"reference-{name}", marks=pytest.mark.xdist_group(f"reference-{name}"))
+            for name in names] or [pytest.param(None, id="reference", marks=NO_REFERENCE)]
+
+
+REFERENCE_PARAMS = _reference_params(REFERENCE_SETS)
+ALL_REFERENCE_PARAMS = _reference_params(ALL_REFERENCE_SETS)
 CPU_SIZES = "sizes.square=[64,128,256,1024]"  # 1024: the chapter's GEMM row of the intensity table
 
 
@@ -370,6 +376,22 @@ def test_skipped_gpu_rows_are_not_measurements(skipped_gpu_results):
     assert "no GPU rows" in all_notes(figs)
 
 
+def test_the_per_set_tests_take_each_device_kind_s_first_and_latest_set(monkeypatch):
+    """Bounded: two sets a device kind, whatever the number of session days; every kind is in."""
+    every = reference_sets(every=True)
+    if not every:
+        pytest.skip("no reference dataset under outputs/reference/")
+    sample = reference_sets()
+    kinds = {reference_kind(n) for n in every}
+    assert {reference_kind(n) for n in sample} == kinds and len(sample) <= 2 * len(kinds)
+    for kind in kinds:
+        days = [n for n in every if reference_kind(n) == kind]
+        assert days[0] in sample and days[-1] in sample, kind
+    assert reference_kind("h200x2-2026-11-29") == "h200x2"
+    monkeypatch.setenv("GEMMLAB_EVERY_REFERENCE_SET", "1")
+    assert reference_sets() == every
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", REFERENCE_PARAMS)
 def test_reference_series(name):
@@ -409,12 +431,12 @@ def test_dataset_without_measurements(skipped_gpu_results, tmp_path):
 def _richest_reference():
     """The reference set with the most backends (the first on a tie): dropping each backend in
     turn from one set covers every gap note; every set costs a minute of figures on 2 cores."""
-    if not REFERENCE_SETS:
-        return REFERENCE_PARAMS
+    if not ALL_REFERENCE_SETS:
+        return ALL_REFERENCE_PARAMS
     counts = {n: _read_raw(str(_reference(n).resolve()), frozenset({"backend"}))["backend"].nunique()
-              for n in REFERENCE_SETS}
-    best = max(REFERENCE_SETS, key=lambda n: (counts[n], -REFERENCE_SETS.index(n)))
-    return [p for p in REFERENCE_PARAMS if p.values[0] == best]
+              for n in ALL_REFERENCE_SETS}
+    best = max(ALL_REFERENCE_SETS, key=lambda n: (counts[n], -ALL_REFERENCE_SETS.index(n)))
+    return [p for p in ALL_REFERENCE_PARAMS if p.values[0] == best]
 
 
 @pytest.mark.slow
@@ -624,7 +646,7 @@ EVIDENCE_COLUMNS = ("status", "timer", "reliable", "contended", "distribution", 
 COUNTER_COLUMNS = ("bytes_dram", "bytes_l2", "bytes_l1")
 
 
-COUNTER_PARAMS = [p for p in REFERENCE_PARAMS if with_counters(p.values[0])] or \
+COUNTER_PARAMS = [p for p in ALL_REFERENCE_PARAMS if with_counters(p.values[0])] or \
     [pytest.param(None, id="reference-counters",
                   marks=pytest.mark.skip(reason="no reference rows with hardware counters yet"))]
 

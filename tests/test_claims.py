@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf, open_dict
 
-from conftest import ROOT, compose_cfg, evidence, flags, run_points
+from conftest import ROOT, compose_cfg, evidence, flags, reference_sets, run_points
 
 from analysis import claims, data
 from analysis.claims import registry
@@ -33,8 +33,7 @@ ALL_EXPERIMENTS = sorted(p.stem for p in (ROOT / "experiments").glob("*.yaml"))
 CLAIMS_MD = ROOT.parent / "shared" / "seed" / "CLAIMS.md"
 NO_CLAIMS_EXPERIMENT = "peaks"  # analysis.claims.peaks: C8, from cublas_square's rows
 REFERENCE = ROOT / "outputs" / "reference"
-REFERENCE_SETS = sorted({p.relative_to(REFERENCE).parts[0] for p in REFERENCE.rglob("results.csv")}) \
-    if REFERENCE.is_dir() else []
+REFERENCE_SETS = reference_sets()  # each device kind's first and latest (conftest.reference_sets)
 REFERENCE_PARAMS = [pytest.param(name, id=f"reference-{name}") for name in REFERENCE_SETS] or \
     [pytest.param(None, id="reference", marks=pytest.mark.skip(
         reason="no reference dataset under outputs/reference/ yet (it appears with the lead's H200 run)"))]
