@@ -378,6 +378,7 @@ def test_skipped_gpu_rows_are_not_measurements(skipped_gpu_results):
 
 def test_the_per_set_tests_take_each_device_kind_s_first_and_latest_set(monkeypatch):
     """Bounded: two sets a device kind, whatever the number of session days; every kind is in."""
+    monkeypatch.delenv("GEMMLAB_EVERY_REFERENCE_SET", raising=False)
     every = reference_sets(every=True)
     if not every:
         pytest.skip("no reference dataset under outputs/reference/")
