@@ -37,6 +37,7 @@ bindings, gemmlab/backends/cublaslt_scaled.py).
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
@@ -128,13 +129,9 @@ def exact_values(xp, bits, dtype: str, out=np.float64):
     return _lookup_kernel(xp)(bits, xp.asarray(table), values)
 
 
-_LOOKUP = {}
-
-
+@functools.lru_cache(maxsize=None)
 def _lookup_kernel(cupy):
-    if "k" not in _LOOKUP:
-        _LOOKUP["k"] = cupy.ElementwiseKernel("uint8 q, raw T table", "T y", "y = table[q]", "gemmlab_fp8_values")
-    return _LOOKUP["k"]
+    return cupy.ElementwiseKernel("uint8 q, raw T table", "T y", "y = table[q]", "gemmlab_fp8_values")
 
 
 # -- scales per block (rowcol, block) ------------------------------------------------------------------

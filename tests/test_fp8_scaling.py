@@ -212,15 +212,13 @@ def test_a_scaled_fp8_set_counts_its_dequantized_fp64_operands(tmp_path):
     from conftest import compose_cfg
 
     from gemmlab.measure import footprint
-    from gemmlab.measure.gpu import GpuExecutor
     from gemmlab.points import expand
 
     def per_set(mode):
         cfg = compose_cfg(["variant=cublaslt", "precision=fp8", "sizes.square=[4096]", "sizes.shapes=[]",
                            f"measure.fp8_scaling={mode}"], tmp_path)
         (p,) = [q for q in expand(cfg)]
-        ex = GpuExecutor(cfg)
-        return footprint.inputs_bytes(p, ex._scaled(p)), p
+        return footprint.inputs_bytes(p, footprint.fp8_scaling(p, cfg.measure)), p
 
     plain, p = per_set("none")
     scaled, _ = per_set("tensor")
@@ -269,7 +267,7 @@ def test_making_an_fp8_set_is_counted_where_an_80_gb_card_ran_out_before(tmp_pat
     elements = down.batch * (down.m * down.k + down.k * down.n)
     need = footprint.point_bytes(down, cfg.measure)
     assert need >= 13 * elements
-    assert need == footprint.point_bytes(down, cfg.measure, fp8_scaled=True)  # read from measure.fp8_scaling
+    assert footprint.fp8_scaling(down, cfg.measure) == "tensor"  # read from measure.fp8_scaling
     assert footprint.too_big(need, int(75.2 * gib), "device") is None
     _, up = _deepseek_expert("expert_gate_up", tmp_path)
     assert footprint.too_big(footprint.point_bytes(up, cfg.measure), int(75.2 * gib), "device")

@@ -8,11 +8,21 @@ from gemmlab import dtypes, operands
 from gemmlab.measure import check, guards
 
 
-def inputs_bytes(p, fp8_scaled: bool = False) -> int:
-    """A, B and C of every GEMM of the batch; an fp8 set also keeps the exact values of its
-    operands for the check: FP64 dequantized where scaled, else FP32 (gemmlab/fp8.py)."""
-    refs = 8 if fp8_scaled else 4 if p.compute == "fp8" else 0
-    return p.bytes_min + refs * _operand_elements(p)
+def fp8_scaling(p, measure) -> str:
+    """The point's FP8 scaling mode (``measure.fp8_scaling``, an Fp8Scaling: gemmlab.config); "none"
+    for a point that is not fp8."""
+    return measure.fp8_scaling.value if p.compute == "fp8" else "none"
+
+
+def _reference_bytes(p, scaling: str) -> int:
+    """Bytes an element of A and B that an fp8 set keeps apart for the check, the exact values of its
+    operands: FP64 dequantized where scaled, else FP32 (gemmlab/fp8.py); other precisions none."""
+    return 0 if p.compute != "fp8" else 4 if scaling == "none" else 8
+
+
+def inputs_bytes(p, scaling: str = "none") -> int:
+    """A, B and C of every GEMM of the batch, and an fp8 set's references (``scaling``: its mode)."""
+    return p.bytes_min + _reference_bytes(p, scaling) * _operand_elements(p)
 
 
 def making_bytes(p, fp8_scaling: str = "none") -> int:
@@ -30,7 +40,7 @@ def making_bytes(p, fp8_scaling: str = "none") -> int:
         return max(stored, draw + (p.bytes_min - _c_bytes(p)))
     scaled = fp8_scaling != "none"
     grid = 4 * p.batch * max(p.m * p.k, p.k * p.n) if fp8_scaling == "block" else 0
-    made = draw + max((4 * e if scaled else 0) + e, e + (8 if scaled else 4) * e + grid)
+    made = draw + max((4 * e if scaled else 0) + e, e + _reference_bytes(p, fp8_scaling) * e + grid)
     return max(stored, made)
 
 
@@ -61,15 +71,13 @@ def guard_bytes(p, guard_setting: int, n_sets: int = 1) -> int:
     return n_sets * (2 * (p.bytes_min - _c_bytes(p)) + 6 * g) + guards.COMPARE_CHUNK
 
 
-def point_bytes(p, measure, n_sets: int = 1, fp8_scaled: Optional[bool] = None) -> int:
+def point_bytes(p, measure, n_sets: int = 1) -> int:
     """The most memory the point holds at once on the device it runs on: the input sets made
     before the last, and the larger of what making the last holds and all sets with the guards
-    and the check, which come after. ``fp8_scaled``: None reads it from ``measure.fp8_scaling``."""
-    scaling = measure.fp8_scaling.value if p.compute == "fp8" else "none"  # an Fp8Scaling (gemmlab.config)
-    if fp8_scaled is None:
-        fp8_scaled = p.compute == "fp8" and scaling != "none"
+    and the check, which come after."""
+    scaling = fp8_scaling(p, measure)
     after = (check_bytes(p) if measure.check else 0) + guard_bytes(p, measure.guard_bytes, n_sets)
-    steady = inputs_bytes(p, fp8_scaled)
+    steady = inputs_bytes(p, scaling)
     return (n_sets - 1) * steady + max(making_bytes(p, scaling), steady + after)
 
 

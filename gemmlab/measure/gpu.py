@@ -10,7 +10,7 @@ import math
 from typing import Any, Dict, List, Optional, Sequence
 
 from gemmlab import dtypes, operands, rows, samples
-from gemmlab.config import CachePolicy, Distribution, Fp8Scaling
+from gemmlab.config import CachePolicy, Distribution
 from gemmlab.gpu import arrays
 from gemmlab.gpu.device import free_bytes, info, no_device_reason, release_cached
 from gemmlab.measure import check, footprint, guards, validity
@@ -86,10 +86,6 @@ class GpuExecutor:
         return {"device": d["device"], **self._identity, "sm_count": d["sm_count"], "l2_bytes": d["l2_bytes"],
                 "driver_version": d["driver_version"], "cuda_runtime_version": d["cuda_runtime_version"],
                 "cupy_version": d["cupy_version"]}
-
-    # -- memory -----------------------------------------------------------------------------
-    def _scaled(self, p) -> bool:
-        return p.compute == "fp8" and self.measure.fp8_scaling != Fp8Scaling.none
 
     def limits(self, p, n_baselines: int = 0):
         """The watchdog's limits for ``p`` on this device (gemmlab/measure/worker/limits.py)."""
@@ -189,7 +185,7 @@ class GpuExecutor:
     def _measure(self, p, backend, seed: int, baselines: Sequence = ()) -> Dict[str, Any]:
         cp, m = self.cp, self.measure
         n_sets = self._n_sets(p)
-        why = footprint.too_big(footprint.point_bytes(p, m, n_sets, self._scaled(p)), free_bytes(), "device")
+        why = footprint.too_big(footprint.point_bytes(p, m, n_sets), free_bytes(), "device")
         if why:
             return {"status": "skipped", "reason": why}
 
