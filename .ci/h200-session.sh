@@ -13,8 +13,10 @@
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block fp8_block_diag wgmma_peak mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation second_job second_job_first second_job_fresh second_job_cause conduct sanitize precompile_default default_run default_run_noguard fidelity_default
-# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace decode_wgmma_dyn decode_wgmma_maps decode_wgmma_rules tune_fp8_repeat maps_top candidates34 maps_fp8_block search_tests decode_deep decode_fixed decode_fixed_quick decode_unsplit decode_unsplit_fp8 decode_unsplit_bf16 decode_default gpu_rest41 gpu_tail44 timer_flaky45 ws70b_now ws_now ds3_maps lt_fp8_any_m h200_short h200_next h100_next pinning multi_gpu
-# (the last two on a host with two GPUs). Logs go to $OUT/logs.tgz and rows to
+# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace decode_wgmma_dyn decode_wgmma_maps decode_wgmma_rules tune_fp8_repeat maps_top candidates34 maps_fp8_block search_tests decode_deep decode_fixed decode_fixed_quick decode_unsplit decode_unsplit_fp8 decode_unsplit_bf16 decode_default ws70b_now ws_now ds3_maps lt_fp8_any_m h200_short h200_next h100_next pinning multi_gpu
+# (the last two on a host with two GPUs). One-off stages of a past session (a catch-up after a cut run: gpu_rest41,
+# gpu_tail44, timer_flaky45) are gone once their logs are committed; a README row's stage is in the row's commit.
+# Logs go to $OUT/logs.tgz and rows to
 # $OUT/reference.tgz: only 8 files come back from $OUT.
 # The device tool may hand out an H100 when an H200 is asked for: pick the stages by the card found, so a call is never
 # wasted on rows that cannot back an H200 bar, e.g. (session37)
@@ -245,30 +247,6 @@ for stage in "$@"; do case $stage in
              tests/test_gpu_cutlass.py tests/test_gpu_probes.py tests/test_gpu_fp8_scaling.py tests/test_gpu_validity.py \
              tests/test_gpu_hopper_kernels.py tests/test_gpu_isolation.py tests/test_gpu_hopper_fp8.py -v -rA \
              -p no:cacheprovider --junitxml="$LOGS/gpu_b.xml" ;;
-  gpu_tail44)  # what session44b's gpu_b (an H100, cut at 437 s after 148 passed, 0 failed) did not reach: the
-           # memcheck test it was running and stage 13's file
-           step gpu_tail44 300 python3 -m pytest -m gpu tests/test_gpu_isolation.py tests/test_gpu_hopper_fp8.py -v -rA \
-             -p no:cacheprovider -k "memcheck or hopper_fp8" ;;
-  timer_flaky45)  # test_a_flush_without_spin_still_keeps_launch_latency_outside failed on H100s after
-           # test_gpu_decode.py in one process (sessions 41, 45: median 29 us for a 2 us spin) and passed alone or
-           # with test_gpu_core.py alone (sessions 40, 42, 45). That test beside a child holding a context first, then
-           # the order that failed, then the core file alone. Session 47 (an H100, d340566): all passed, and the old
-           # sampler put back beside the child passed too, so the sampler was not the cause
-           step timer_child46 90 python3 -m pytest -m gpu tests/test_gpu_core.py -v -rA -p no:cacheprovider \
-             -k child_holding
-           step timer_after_decode45 400 python3 -m pytest -m gpu tests/test_gpu_decode.py tests/test_gpu_core.py -v \
-             -rA -p no:cacheprovider -k "not cupti"
-           step timer_core45 150 python3 -m pytest -m gpu tests/test_gpu_core.py -v -rA -p no:cacheprovider ;;
-  gpu_rest41)  # session41: what its gpu_all (an H100, cut at 575 s after 241 of 302 tests) left: the two stage 17
-           # sets that failed there (the UNSPLIT rule's one consumer beside PRODUCER_WG 1, fixed since) and the timer test
-           # that failed beside them, the rest of stage 15's split-K tests, and the files after it
-           step gpu_fix41 150 python3 -m pytest -m gpu tests/test_gpu_decode.py tests/test_gpu_core.py \
-             tests/test_gpu_fp8_scaling.py -v -rA -p no:cacheprovider -k "PRODUCER_WG or flush_without_spin or any_m"
-           step gpu_tail41 150 python3 -m pytest -m gpu tests/test_gpu_hopper_fp8_block.py -v -rA -p no:cacheprovider \
-             -k "split_tail or SPLIT_KEEP or CLUSTER_M or MAP_PARAMS"
-           step gpu_rest41 420 python3 -m pytest -m gpu tests/test_gpu_hopper_kernels.py tests/test_gpu_isolation.py \
-             tests/test_gpu_negative_controls.py tests/test_gpu_pinning.py tests/test_gpu_probes.py \
-             tests/test_gpu_validity.py -v -rA -p no:cacheprovider ;;
   core)    step gpu_core 240 python3 -m pytest -m gpu tests/test_gpu_core.py -q -p no:cacheprovider ;;
   fidelity) step fidelity 330 python3 -m gemmlab.bench.fidelity --rounds 5 --out "$REF/fidelity/fidelity.json" ;;
   fidelity_default)  # issue 31: the default preset (samples past max_samples where the median needs them)
