@@ -61,7 +61,10 @@ BUILDS = ([(p, m, None) for p in ("bf16", "fp8") for m in (1, 16, 64)]
           + [(p, m, None) for p in ("bf16", "fp8") for m in (20, 40, 56)]
           # two slices a consumer without the producer warpgroup, at the token counts where the YAML still allows it
           + [(p, m, "{MSUB:2}") for p in ("bf16", "fp8") for m in (48, 56)]
-          + [(p, m, d) for p in ("bf16", "fp8") for m in TECH_M for d in DYN_BUILDS]
+          # DYN 1 is off (measured slower than the static split): its sets at 64 tokens, the most accumulator
+          # registers, and at 1 token the default set and the producer warpgroup's register split
+          + [(p, 64, d) for p in ("bf16", "fp8") for d in DYN_BUILDS]
+          + [(p, 1, d) for p in ("bf16", "fp8") for d in DYN_BUILDS if d == "{DYN:1}" or "PRODUCER_WG" in d]
           # the L2 policies (the YAML's rule gives L2_HINT 0 at 6144 x 4096, 1 from 64 MiB of weights), with clusters
           + [(p, m, d) for p in ("bf16", "fp8") for m in TECH_M for d in ("{L2_HINT:1}",
                                                                             "{CLUSTER:2,L2_HINT:1,STAGES:8}")]
@@ -568,10 +571,11 @@ def test_one_unit_a_tile_splits_none(precision, tmp_path_factory):
 # blocks one at a time, so only last to first, where every part has stored before its tile's first part runs (first
 # to last, unit 0 would wait for unit 1, not yet run; on the GPU every CTA of the grid is resident at once)
 @pytest.mark.slow
-@pytest.mark.parametrize("precision", ["bf16", "fp8"])
-@pytest.mark.parametrize("defines", ["{FIXED_SUM:1}", "{FIXED_SUM:1,CLUSTER:2}", "{FIXED_SUM:1,CONSUMERS:1,MAX_PARTS:16}",
-                                     "{FIXED_SUM:2}", "{FIXED_SUM:2,CLUSTER:2}", "{FIXED_SUM:2,CONSUMERS:1,MAX_PARTS:16}",
-                                     "{FIXED_SUM:2,FIXED_LEAD:1}"])
+# FIXED_SUM 2 is off (-1.3 to +1.9% on an H100, the YAML's header): fp8 runs its plain set, bf16 every set
+@pytest.mark.parametrize("precision,defines", [(p, d) for d in (
+    "{FIXED_SUM:1}", "{FIXED_SUM:1,CLUSTER:2}", "{FIXED_SUM:1,CONSUMERS:1,MAX_PARTS:16}", "{FIXED_SUM:2}",
+    "{FIXED_SUM:2,CLUSTER:2}", "{FIXED_SUM:2,CONSUMERS:1,MAX_PARTS:16}", "{FIXED_SUM:2,FIXED_LEAD:1}")
+    for p in (("bf16", "fp8") if d.startswith("{FIXED_SUM:1") or d == "{FIXED_SUM:2}" else ("bf16",))])
 def test_a_fixed_summer_writes_every_split_tile_on_the_cpu(precision, defines, tmp_path_factory):
     """Tiles cut in 2 to 7 parts (and in 12 with MAX_PARTS 16: two batches of loads), with the tokens' multicast; two
     launches (the summer leaves its counters at zero), C against FP64. FIXED_SUM 2: last to first, every other part is
@@ -759,8 +763,13 @@ DYN_SETS = ["{DYN:1}", "{DYN:1,DYN_K0:0,DYN_CK:3}", "{DYN:1,DYN_PCT:1,DYN_CK:2}"
             "{DYN:1,DYN_PUB:1}", "{DYN:1,DYN_PUB:1,DYN_K0:0,DYN_CK:3}"]
 
 
+# DYN 1 is off (measured slower than the static split, the YAML's header): fp8 runs the sets whose k-blocks differ from
+# bf16's most, the rule and all dynamic (its 2-k-block tile), and the producer's count (DYN_PUB 1); bf16 every set
+DYN_FP8 = ("{DYN:1}", "{DYN:1,DYN_K0:0,DYN_CK:3}", "{DYN:1,DYN_PUB:1}")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("precision,defines", [(p, d) for p in ("bf16", "fp8") for d in DYN_SETS])
+@pytest.mark.parametrize("precision,defines", [("bf16", d) for d in DYN_SETS] + [("fp8", d) for d in DYN_FP8])
 def test_dynamic_tail_computes_x_wt_on_the_cpu(precision, defines, tmp_path_factory):
     """(What no CPU test can see: the order of the producer's PieceInfo store and the arrive that publishes its slot;
     the emulation's threads interleave only at waits, so a store after the arrive still lands first here. Keep the
@@ -786,10 +795,11 @@ def test_dynamic_tail_computes_x_wt_on_the_cpu(precision, defines, tmp_path_fact
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("precision,defines", [(p, d) for p in ("bf16", "fp8") for d in (
+@pytest.mark.parametrize("precision,defines", [(p, d) for d in (
     "{DYN:1,PRODUCER_WG:1,MSUB:2}", "{DYN:1,PRODUCER_WG:1,CONSUMERS:3,DYN_CK:1}", "{DYN:1,CONSUMERS:1,DYN_K0:2,DYN_CK:5}",
     "{DYN:1,KSPAN:2,DYN_CK:3}", "{DYN:1,L2_HINT:1,STAGES:4,DYN_K0:0,DYN_CK:1}", "{DYN:1,TRACE:1}",
-    "{DYN:1,DYN_PUB:1,PRODUCER_WG:1,CONSUMERS:3,DYN_CK:1}", "{DYN:1,DYN_PUB:1,STAGES:2,DYN_K0:0,DYN_CK:1}")])
+    "{DYN:1,DYN_PUB:1,PRODUCER_WG:1,CONSUMERS:3,DYN_CK:1}", "{DYN:1,DYN_PUB:1,STAGES:2,DYN_K0:0,DYN_CK:1}")
+    for p in (("bf16", "fp8") if "PRODUCER_WG" in d else ("bf16",))])  # fp8: the producer warpgroup's (DYN_FP8)
 def test_dynamic_tail_with_the_sweep_configurations_on_the_cpu(precision, defines, tmp_path_factory):
     """DYN 1 with the producer warpgroup (40 registers for the ticket loop), 192- and 256-row tiles, 64-row tiles, two
     boxes along K a stage, a ring of 4 with chunks of one k-block, the trace stamps: three launches on one workspace."""
