@@ -79,6 +79,13 @@ def _committed(path) -> bool:
     return Path(path).resolve().is_relative_to(REFERENCE.resolve())
 
 
+# what evidence() (conftest), with_counters and _richest_reference read at collection: only these columns, in one read
+# of each set per process (two reads of every set were ~5 s of each xdist worker's collection)
+EVIDENCE_COLUMNS = ("status", "timer", "reliable", "contended", "distribution", "samples")
+COUNTER_COLUMNS = ("bytes_dram", "bytes_l2", "bytes_l1")
+COLLECTION_COLUMNS = frozenset(("backend",) + EVIDENCE_COLUMNS + COUNTER_COLUMNS)
+
+
 @functools.lru_cache(maxsize=None)
 def _read_raw(path: str, columns: frozenset | None = None) -> pd.DataFrame:
     """raw(); with ``columns``, only those (and run_id, point_key) are read: a quarter of the time,
@@ -434,7 +441,7 @@ def _richest_reference():
     turn from one set covers every gap note; every set costs a minute of figures on 2 cores."""
     if not ALL_REFERENCE_SETS:
         return ALL_REFERENCE_PARAMS
-    counts = {n: _read_raw(str(_reference(n).resolve()), frozenset({"backend"}))["backend"].nunique()
+    counts = {n: _read_raw(str(_reference(n).resolve()), COLLECTION_COLUMNS)["backend"].nunique()
               for n in ALL_REFERENCE_SETS}
     best = max(ALL_REFERENCE_SETS, key=lambda n: (counts[n], -ALL_REFERENCE_SETS.index(n)))
     return [p for p in ALL_REFERENCE_PARAMS if p.values[0] == best]
@@ -638,13 +645,9 @@ def with_counters(name):
     """Reference datasets that hold rows with hardware counters among the rows that count."""
     if name is None:
         return False
-    df = evidence(_read_raw(str(_reference(name).resolve()), frozenset(EVIDENCE_COLUMNS + COUNTER_COLUMNS)))
+    df = evidence(_read_raw(str(_reference(name).resolve()), COLLECTION_COLUMNS))
     return any(c in df.columns and df[c].notna().any() for c in COUNTER_COLUMNS)
 
-
-# what evidence() (conftest) and with_counters read: at collection, only these columns are read
-EVIDENCE_COLUMNS = ("status", "timer", "reliable", "contended", "distribution", "samples")
-COUNTER_COLUMNS = ("bytes_dram", "bytes_l2", "bytes_l1")
 
 
 COUNTER_PARAMS = [p for p in ALL_REFERENCE_PARAMS if with_counters(p.values[0])] or \
