@@ -312,15 +312,25 @@ if not os.environ.get("GEMMLAB_COMPOSE_AS_HYDRA"):  # tests/compose_equivalence.
 # tests/test_paper_outputs.py and tests/test_decode_figure.py both read all of outputs/reference/ (16 s
 # on a 2-core runner) and build the paper's figures from it (a minute): their tests share one
 # pytest-xdist worker (xdist_group "reference_paper"), which reads the rows and writes the paper once.
+@functools.lru_cache(maxsize=None)
+def whole_reference():
+    """outputs/reference/ as one analysis Dataset, read once per test process: the fixture below and
+    test_analysis.dataset(REFERENCE) (the README-number tests) share it."""
+    from analysis import data
+
+    return data.Dataset.from_paths([REFERENCE])
+
+
+# the tests that read the whole reference: one xdist worker reads it (~15-20 s of a loaded 2-core runner a read)
+on_the_reference_worker = pytest.mark.xdist_group("reference_paper")
+
+
 @pytest.fixture(scope="session")
 def reference_dataset():
     """outputs/reference/ as one analysis Dataset (its tests only read it)."""
-    from analysis import data
-
-    reference = ROOT / "outputs" / "reference"
-    if not (reference.is_dir() and any(reference.rglob("results.csv"))):
+    if not (REFERENCE.is_dir() and any(REFERENCE.rglob("results.csv"))):
         pytest.skip("no reference data under outputs/reference/")
-    return data.Dataset.from_paths([reference])
+    return whole_reference()
 
 
 @pytest.fixture(scope="session")

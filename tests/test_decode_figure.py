@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import ROOT, evidence
+from conftest import ROOT, evidence, on_the_reference_worker
 from readme_said import assert_said
 
 from analysis import data, decode, ladder, style, tables
@@ -177,7 +177,6 @@ def test_memory_rung_gives_the_numbers_with_decode_rows_and_not_measured_without
 # The whole of outputs/reference/ (16 s to read on 2 cores) is read by tests/test_paper_outputs.py's
 # tests on one pytest-xdist worker: these run there too and take the same Dataset (conftest's
 # reference_dataset) and the figures the paper was written with (conftest's reference_paper).
-on_the_reference_worker = pytest.mark.xdist_group("reference_paper")
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from conftest import ROOT
+from conftest import ROOT, on_the_reference_worker
 
 from analysis import claims, data, ladder, paper, style
 from analysis.figures import FIGURES, crossover, roofline, throughput
@@ -24,8 +24,8 @@ COMMITTED = ROOT / "outputs" / "paper"
 HAS_REFERENCE = REFERENCE.is_dir() and any(REFERENCE.rglob("results.csv"))
 needs_reference = pytest.mark.skipif(not HAS_REFERENCE, reason="no reference data under outputs/reference/")
 # The tests that read the whole reference dataset (and the paper rebuilt from it, minutes of a
-# 2-core runner) run on one pytest-xdist worker, so the module fixtures below are built once.
-on_the_reference_worker = pytest.mark.xdist_group("reference_paper")
+# 2-core runner) run on one pytest-xdist worker (conftest's on_the_reference_worker), so the module fixtures below
+# are built once.
 
 
 @pytest.fixture(scope="module")

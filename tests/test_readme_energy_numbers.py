@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from conftest import on_the_reference_worker
 from readme_said import REFERENCE, ROOT, assert_said, dataset, folder, has, raw, span, tens
 
 from analysis import energy, regret
@@ -37,6 +38,7 @@ def _sci(x: float) -> str:
 
 
 # -- what tuning buys ---------------------------------------------------------------------------
+@on_the_reference_worker  # reads the whole reference (conftest.whole_reference)
 def test_readme_states_what_tuning_buys():
     rows = raw(folder(f"{D}/session4b/tuning_regret"))
     (run_id,) = rows["run_id"].unique()
@@ -118,6 +120,7 @@ def _energy_ratio(rows: pd.DataFrame) -> pd.DataFrame:
     return rows.assign(ratio=[x["energy_vs_power_x_time"] for x in e], window=[x["window_s"] for x in e])
 
 
+@on_the_reference_worker  # reads the whole reference (conftest.whole_reference)
 def test_readme_states_the_energy_numbers():
     table = energy.energy_table_frame(dataset(REFERENCE)).set_index(["precision", "backend"])
     tc = table.drop(index=[("fp32", "cublas")])
@@ -184,6 +187,7 @@ def test_readme_states_what_the_inputs_do():
 
 
 # -- the roofs ----------------------------------------------------------------------------------
+@on_the_reference_worker  # reads the whole reference (conftest.whole_reference)
 def test_readme_states_the_measured_roofs():
     roofs = _ok(raw(folder(f"{D}/cache_roofs"))).set_index("variant")
     tbps = roofs["bytes_min"] / roofs["time_median_s"] / 1e12

@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from conftest import on_the_reference_worker
 from readme_said import REFERENCE, ROOT, assert_said, dataset, folder, has, raw, readme_text, span
 
 from analysis import ladder
@@ -231,6 +232,7 @@ def test_readme_states_stage_10_beside_cutlass_sm80():
     assert not tiles
 
 
+@on_the_reference_worker  # reads the whole reference (conftest.whole_reference)
 def test_readme_states_mma_sync_issue_rate_and_ceiling():
     """mma_sync_peak's rows (every probe row of the reference data, as the ladder takes them), and
     stage 10's rung of the ladder: the highest clock its row saw, the ceiling there, its share."""

@@ -10,7 +10,7 @@ import textwrap
 import pandas as pd
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, on_the_reference_worker
 
 from analysis import data
 from analysis.targets import MET, NOT_MEASURED, NOT_MET, SHIPPED, STATED, TargetsError, evaluate, load
@@ -367,7 +367,7 @@ def test_the_command_prints_writes_and_exits_by_its_check(tmp_path, capsys):
 
 # -- the reference data: the project's bars as the committed rows say ------------------------------------
 @pytest.mark.slow
-@pytest.mark.xdist_group("reference_paper")
+@on_the_reference_worker
 def test_the_project_targets_on_the_reference_data(reference_dataset):
     got = {t.id: evaluate(reference_dataset, t) for path in SHIPPED for t in load(path).targets}
     # issue 30: the decode stages meet the copy-roof bar at bf16, not the 1.3x bar; the FP8 rows are ok
