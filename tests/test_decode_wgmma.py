@@ -50,38 +50,38 @@ SWEEP = ["{CONSUMERS:0,MSUB:1,STAGES:0,PRODUCER_WG:0,L2_HINT:-1,CLUSTER:1,KSPAN:
 DYN_BUILDS = ["{DYN:1}", "{DYN:1,PRODUCER_WG:1,MSUB:2}", "{DYN:1,PRODUCER_WG:1,CONSUMERS:3}", "{DYN:1,KSPAN:4,L2_HINT:1}",
               "{DYN:1,CONSUMERS:1}", "{DYN:1,TRACE:1}", "{DYN:1,DYN_PUB:1}",
               "{DYN:1,DYN_PUB:1,PRODUCER_WG:1,CONSUMERS:3}", "{DYN:1,DYN_PUB:1,PRODUCER_WG:1,MSUB:2}"]
-# The defaults build at every token count; a technique's defines at 1 and 64 tokens (NTOK 8 and 64: the fewest and
-# the most accumulator registers; NTOK 16's sit between, and test_the_gpu_tests_define_sets_resolve_to_builds_the_
-# kernel_accepts resolves every GPU test's set at its own shapes against the static_asserts), except the deeper rings,
-# whose stage count changes at 16 tokens. Building each at 16 too was 62 of the CPU suite's ~480 nvcc builds
-# (session 45: the suite at 15-16 min on CI's two cores, its limit 15)
-TECH_M = (1, 64)
+# The defaults build at every token count (the token count's own code paths); a technique's defines at 64 tokens (NTOK
+# 64: the most accumulator registers, where a spill shows first), and at 1 too where the set has the producer warpgroup
+# (setmaxnreg's split of the launch's registers); the deeper rings at 1, 16 and 64, whose stage count changes with
+# the tokens. test_the_gpu_tests_define_sets_resolve_to_builds_the_kernel_accepts resolves every GPU test's set at its
+# own shapes against the static_asserts. Building each technique at 16 too was 62 of the CPU suite's ~480 nvcc builds
+# (session 45), at 1 another ~40 (session 51: the suite at 13:52-15:30 on CI's two cores, its limit 15)
+
+
+def tech_m(defines: str) -> Tuple[int, ...]:
+    return (1, 64) if "PRODUCER_WG:1" in defines else (64,)
+
 BUILDS = ([(p, m, None) for p in ("bf16", "fp8") for m in (1, 16, 64)]
-          + [(p, m, d) for p in ("bf16", "fp8") for m in TECH_M for d in SWEEP[1:]]
+          + [(p, m, d) for p in ("bf16", "fp8") for d in SWEEP[1:] for m in tech_m(d)]
           + [(p, m, None) for p in ("bf16", "fp8") for m in (20, 40, 56)]
           # two slices a consumer without the producer warpgroup, at the token counts where the YAML still allows it
           + [(p, m, "{MSUB:2}") for p in ("bf16", "fp8") for m in (48, 56)]
-          # DYN 1 is off (measured slower than the static split): its sets at 64 tokens, the most accumulator
-          # registers, and at 1 token the default set and the producer warpgroup's register split
-          + [(p, 64, d) for p in ("bf16", "fp8") for d in DYN_BUILDS]
-          + [(p, 1, d) for p in ("bf16", "fp8") for d in DYN_BUILDS if d == "{DYN:1}" or "PRODUCER_WG" in d]
+          # DYN 1 (off: measured slower than the static split)
+          + [(p, m, d) for p in ("bf16", "fp8") for d in DYN_BUILDS for m in tech_m(d)]
           # the L2 policies (the YAML's rule gives L2_HINT 0 at 6144 x 4096, 1 from 64 MiB of weights), with clusters
-          + [(p, m, d) for p in ("bf16", "fp8") for m in TECH_M for d in ("{L2_HINT:1}",
-                                                                            "{CLUSTER:2,L2_HINT:1,STAGES:8}")]
+          + [(p, 64, d) for p in ("bf16", "fp8") for d in ("{L2_HINT:1}", "{CLUSTER:2,L2_HINT:1,STAGES:8}")]
           # the tensor maps in the device buffer (the defaults pass them by value), with and without clusters; the
           # counters' prefetch
-          + [(p, m, d) for p in ("bf16", "fp8") for m in TECH_M for d in ("{MAP_PARAMS:0}",
-                                                                            "{MAP_PARAMS:0,CLUSTER:2}",
-                                                                            "{WS_PREFETCH:1}",
-                                                                            "{WS_PREFETCH:1,CLUSTER:2}")]
+          + [(p, 64, d) for p in ("bf16", "fp8") for d in ("{MAP_PARAMS:0}", "{MAP_PARAMS:0,CLUSTER:2}",
+                                                           "{WS_PREFETCH:1}", "{WS_PREFETCH:1,CLUSTER:2}")]
           # a deeper ring than 8 where 227 KB hold it (12 at 1 and 16 tokens; 64 tokens fit 8: the same build), and
           # 64-row tiles unsplit with a ring of 16 (decode_deep's candidates)
           + [(p, m, d) for p in ("bf16", "fp8") for m in (1, 16, 64) for d in ("{STAGES:12}",
                                                                             "{CONSUMERS:1,MAX_PARTS:1,STAGES:16}")]
           # a split tile summed by its first part (FIXED_SUM; 2: the others' partials loaded before its piece ends),
           # with clusters and the producer warpgroup
-          + [(p, m, "{FIXED_SUM:%d%s}" % (f, d)) for p in ("bf16", "fp8") for m in TECH_M for f in (1, 2)
-             for d in ("", ",CLUSTER:2", ",PRODUCER_WG:1,CONSUMERS:3")])
+          + [(p, m, "{FIXED_SUM:%d%s}" % (f, d)) for p in ("bf16", "fp8") for f in (1, 2)
+             for d in ("", ",CLUSTER:2", ",PRODUCER_WG:1,CONSUMERS:3") for m in tech_m(d)])
 
 
 @NEEDS_NVCC
