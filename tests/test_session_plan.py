@@ -227,7 +227,9 @@ MUTANTS = {  # (what is written wrong in fp8_block_split's first step, what the 
     "a shape the stage refuses": ("[[4096,256,7168],[1024,256,7168]]", "[[4096,256,7160]]", "no point runs"),
     "a test file that is not there": ("tests/test_gpu_hopper_fp8_block.py", "tests/test_gpu_hopper_fp8_blocks.py",
                                       "no tests/test_gpu_hopper_fp8_blocks.py"),
+    "a -k that selects no test": ("-k any_m -v", "-k any_mm -v", "-k any_mm selects no test"),
 }
+MUTANT_STAGES = {"a test file that is not there": "fp8_block_tests", "a -k that selects no test": "lt_fp8_any_m"}
 
 
 @pytest.mark.slow
@@ -238,7 +240,7 @@ def test_the_check_finds_a_plan_written_wrong(mutant, tmp_path):
     text = SCRIPT.read_text()
     assert old in text, f"{mutant}: the script no longer has {old!r} (update the control)"
     copy = tmp_path / "h200-session.sh"
-    stage = "fp8_block_tests" if "test file" in mutant else "fp8_block_split"
+    stage = MUTANT_STAGES.get(mutant, "fp8_block_split")
     if stage == "fp8_block_split":  # written wrong in that stage's own lines
         body = text[text.index("  fp8_block_split)"):]
         body = body[:body.index(";;")]
