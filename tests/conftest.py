@@ -310,8 +310,9 @@ if not os.environ.get("GEMMLAB_COMPOSE_AS_HYDRA"):  # tests/compose_equivalence.
 
 # -- the whole reference dataset, for the tests of the reference_paper xdist group -----------------
 # tests/test_paper_outputs.py and tests/test_decode_figure.py both read all of outputs/reference/ (16 s
-# on a 2-core runner) and build the paper's figures from it (a minute): their tests share one
-# pytest-xdist worker (xdist_group "reference_paper"), which reads the rows and writes the paper once.
+# on a 2-core runner) and build the paper's figures from it (a minute), and some README-number tests
+# and the targets' test read it all too: they share one pytest-xdist worker (xdist_group
+# "reference_paper"), which reads the rows and writes the paper once.
 @functools.lru_cache(maxsize=None)
 def whole_reference():
     """outputs/reference/ as one analysis Dataset, read once per test process: the fixture below and

@@ -651,7 +651,6 @@ def with_counters(name):
     return any(c in df.columns and df[c].notna().any() for c in COUNTER_COLUMNS)
 
 
-
 COUNTER_PARAMS = [p for p in ALL_REFERENCE_PARAMS if with_counters(p.values[0])] or \
     [pytest.param(None, id="reference-counters",
                   marks=pytest.mark.skip(reason="no reference rows with hardware counters yet"))]

@@ -61,6 +61,7 @@ DYN_BUILDS = ["{DYN:1}", "{DYN:1,PRODUCER_WG:1,MSUB:2}", "{DYN:1,PRODUCER_WG:1,C
 def tech_m(defines: str) -> Tuple[int, ...]:
     return (1, 64) if "PRODUCER_WG:1" in defines else (64,)
 
+
 BUILDS = ([(p, m, None) for p in ("bf16", "fp8") for m in (1, 16, 64)]
           + [(p, m, d) for p in ("bf16", "fp8") for d in SWEEP[1:] for m in tech_m(d)]
           + [(p, m, None) for p in ("bf16", "fp8") for m in (20, 40, 56)]
