@@ -25,22 +25,23 @@ def inputs_bytes(p, scaling: str = "none") -> int:
     return p.bytes_min + _reference_bytes(p, scaling) * _operand_elements(p)
 
 
-def making_bytes(p, fp8_scaling: str = "none") -> int:
+def making_bytes(p, scaling: str = "none") -> int:
     """The most memory making one input set holds at once (gemmlab.measure.gpu.make_sets): the FP32
     draw of A and B beside, first, the stored copy of an operand the layout transposes, then the
     backend's operands made from the draw. An fp8 set (gemmlab.fp8.gpu_operands) first holds the
     FP32 x / scale copies (scaled) and the FP8 ones, then the FP8 ones and the references (FP64
     dequantized, under ``block`` with the FP32 scales repeated over the larger operand; FP32
-    unscaled); other precisions the cast operands. C comes after, with the set."""
+    unscaled; ``scaling``: the set's mode, fp8_scaling); other precisions the cast operands. C
+    comes after, with the set."""
     e = _operand_elements(p)
     ta, tb = operands.transposed(p.layout)
     draw = 4 * e
     stored = draw + 4 * p.batch * p.k * ((p.m if ta else 0) + (p.n if tb else 0))
     if p.compute != "fp8":
         return max(stored, draw + (p.bytes_min - _c_bytes(p)))
-    scaled = fp8_scaling != "none"
-    grid = 4 * p.batch * max(p.m * p.k, p.k * p.n) if fp8_scaling == "block" else 0
-    made = draw + max((4 * e if scaled else 0) + e, e + _reference_bytes(p, fp8_scaling) * e + grid)
+    scaled = scaling != "none"
+    grid = 4 * p.batch * max(p.m * p.k, p.k * p.n) if scaling == "block" else 0
+    made = draw + max((4 * e if scaled else 0) + e, e + _reference_bytes(p, scaling) * e + grid)
     return max(stored, made)
 
 
