@@ -14,7 +14,10 @@ A bare copy follows no such line at the sizes of a decode GEMM (the copy probe r
 :func:`bar_room` reads it measured, not fitted: for each decode point timed against a library, the time a bar of
 ``factor`` x that library asks (its interleaved time / factor) beside what the copy probe takes to move the
 point's bytes on the same device (``copy_sizes`` in .ci/h200-session.sh measures it at 8 MB-1 GiB). A ratio
-``needed / copy`` near or under 1 leaves the GEMM no more time than a bare copy of its bytes.
+``needed / copy`` near or under 1 leaves the GEMM no more time than a bare copy of its bytes. Where the run
+fits lines (:func:`launch_costs`), it also gives the fixed cost the bar leaves at the point's own fitted streaming
+rate (``t0_room``: the time asked less the bytes at the variant's bw) beside the lowest t0 any variant of that run,
+precision and token count fits: a room under every fitted t0 asks for a launch no kernel measured has paid.
 
 A group is fitted over its points of at least MIN_BYTES (past the L2 of an H100 or H200 and enough
 tiles for every SM: smaller matrices leave SMs idle and follow no line) where it has at least
@@ -105,7 +108,8 @@ def table(costs: pd.DataFrame, pct: float = 90.0) -> str:
 
 MIN_COPY_SIZES = 3  # copy rows of distinct sizes one run needs to be read as the copy's time against its bytes
 ROOM_COLUMNS = ["device", "variant", "precision", "point", "tokens", "mb", "time_us", "library", "library_us",
-                "needed_us", "copy_us", "needed_over_copy", "run_id"]
+                "needed_us", "copy_us", "needed_over_copy", "t0_us", "bw_gbs", "t0_room_us", "best_t0_us",
+                "best_t0_variant", "run_id"]
 
 
 def copy_curve(rows: pd.DataFrame) -> pd.DataFrame:
@@ -136,14 +140,19 @@ def bar_room(ds: data.Dataset, factor: float, shapes: str = "") -> pd.DataFrame:
     """Each decode point on the primary GPU timed against a library (its best evidence row with a
     ``baseline_time_median_s``; ``shapes``: a regex on its shape name or MxNxK): the time ``factor`` x the
     library asks (``needed_us``) beside the copy probe's time at the point's bytes (``copy_us``, from
-    :func:`copy_curve` on the same device) and ``needed_over_copy`` (ROOM_COLUMNS). Points whose bytes fall
-    outside the measured copy sizes are left out."""
+    :func:`copy_curve` on the same device, NaN outside the sizes it measured) and ``needed_over_copy``;
+    and, where its run fits the point's variant (:func:`launch_costs`), that fit (``t0_us``, ``bw_gbs``), the
+    fixed cost the bar leaves at that bw (``t0_room_us``) and the lowest t0 of the run's fits at the point's
+    precision and token count (``best_t0_us``, ``best_t0_variant``) (ROOM_COLUMNS). Points with neither a copy
+    time nor a fit are left out."""
     if not factor > 0:
         raise ValueError(f"the bar's factor must be positive, not {factor}")
     rows = ds.gpu
-    curve = copy_curve(rows)
-    if "baseline_time_median_s" not in rows.columns or curve.empty:
+    if "baseline_time_median_s" not in rows.columns:
         return pd.DataFrame(columns=ROOM_COLUMNS)
+    curve = copy_curve(rows)
+    costs = launch_costs(ds)
+    fits = costs.set_index(["run_id", "variant", "precision", "tokens"])
     rows = rows[decode_mask(rows) & (rows["time_median_s"] > 0)
                 & (pd.to_numeric(rows["baseline_time_median_s"], errors="coerce") > 0)]
     rows = rows.assign(tokens=tokens_of(rows))
@@ -153,24 +162,40 @@ def bar_room(ds: data.Dataset, factor: float, shapes: str = "") -> pd.DataFrame:
         point = r.shape_name if isinstance(r.shape_name, str) and r.shape_name else mnk
         if shapes and not (re.search(shapes, point) or re.search(shapes, mnk)):
             continue
-        copy_s = copy_time_at(curve, float(r.bytes_min))
-        if math.isnan(copy_s):
+        copy_s = copy_time_at(curve, float(r.bytes_min)) if not curve.empty else math.nan
+        key = (r.run_id, r.variant, r.precision, int(r.tokens))
+        own = fits.loc[key] if key in fits.index else None
+        peers = costs[(costs["run_id"] == r.run_id) & (costs["precision"] == r.precision)
+                      & (costs["tokens"] == int(r.tokens))]
+        if math.isnan(copy_s) and own is None:
             continue
         needed = float(r.baseline_time_median_s) / factor
+        best = peers.loc[peers["t0_us"].idxmin()] if len(peers) else None
         out.append({"device": r.device, "variant": r.variant, "precision": r.precision, "point": point,
                     "tokens": int(r.tokens), "mb": r.bytes_min / 1e6,
                     "time_us": 1e6 * r.time_median_s, "library": r.baseline_variant,
                     "library_us": 1e6 * float(r.baseline_time_median_s), "needed_us": 1e6 * needed,
-                    "copy_us": 1e6 * copy_s, "needed_over_copy": needed / copy_s, "run_id": r.run_id})
+                    "copy_us": 1e6 * copy_s, "needed_over_copy": needed / copy_s,
+                    "t0_us": own["t0_us"] if own is not None else math.nan,
+                    "bw_gbs": own["bw_gbs"] if own is not None else math.nan,
+                    "t0_room_us": 1e6 * needed - r.bytes_min / own["bw_gbs"] / 1e3 if own is not None else math.nan,
+                    "best_t0_us": best["t0_us"] if best is not None else math.nan,
+                    "best_t0_variant": best["variant"] if best is not None else "", "run_id": r.run_id})
     return pd.DataFrame(out, columns=ROOM_COLUMNS)
 
 
 def room_table(room: pd.DataFrame, factor: float) -> str:
-    """:func:`bar_room` as a markdown table."""
+    """:func:`bar_room` as a markdown table ("-": not measured)."""
+    def num(v, fmt):
+        return "-" if pd.isna(v) else format(v, fmt)
+
     head = (f"| point | precision | variant | MB | time (us) | library (us) | {factor:g}x asks (us) | copy (us) | "
-            f"asks / copy |\n|---|---|---|---|---|---|---|---|---|\n")
+            f"asks / copy | fit t0 (us) @ GB/s | t0 left (us) | lowest fitted t0 (us) |\n"
+            f"|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     lines = [f"| {r.point} | {r.precision} | {r.variant} | {r.mb:.1f} | {r.time_us:.2f} | {r.library_us:.2f} "
-             f"({r.library}) | {r.needed_us:.2f} | {r.copy_us:.2f} | {r.needed_over_copy:.3f} |"
+             f"({r.library}) | {r.needed_us:.2f} | {num(r.copy_us, '.2f')} | {num(r.needed_over_copy, '.3f')} | "
+             f"{num(r.t0_us, '.1f')} @ {num(r.bw_gbs, '.0f')} | {num(r.t0_room_us, '.1f')} | "
+             f"{num(r.best_t0_us, '.1f')} ({r.best_t0_variant or '-'}) |"
              for r in room.itertuples()]
     return head + "\n".join(lines) + "\n"
 
@@ -181,7 +206,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--pct", type=float, default=90.0, help="the bar, as %% of the run's copy probe (default 90)")
     ap.add_argument("--room", type=float, metavar="FACTOR",
                     help="instead of the fits, print per decode point timed against a library the time a bar of "
-                         "FACTOR x it asks beside the copy probe's time at the point's bytes (bar_room)")
+                         "FACTOR x it asks beside the copy probe's time at the point's bytes and the fixed cost it "
+                         "leaves at the variant's fitted rate (bar_room)")
     ap.add_argument("--shapes", default="", metavar="REGEX",
                     help="with --room: only points whose shape name (or MxNxK) matches REGEX")
     args = ap.parse_args(argv)
@@ -198,7 +224,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if room.empty:
             print("analysis.decode_cost: no decode point timed against a library has copy probe rows around its "
                   f"bytes on its device (at least {MIN_COPY_SIZES} sizes in one run: copy_sizes in "
-                  ".ci/h200-session.sh)", file=sys.stderr)
+                  ".ci/h200-session.sh) or a fit of its variant in its run (at least "
+                  f"{MIN_POINTS} points of {MIN_BYTES // 2**20} MiB or more)", file=sys.stderr)
             return 2
         sys.stdout.write(room_table(room, args.room))
         return 0

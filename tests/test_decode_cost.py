@@ -159,8 +159,50 @@ def test_on_the_h100_the_1_3x_bar_asks_a_decode_gemm_for_about_a_bare_copys_time
     args = [str(f) for f in folders]
     assert main(args + ["--room", "1.3", "--shapes", "attn_qkv"]) == 0
     assert "| llama3_8b.attn_qkv.t1 | fp8 | decode_wgmma | 25.2 |" in capsys.readouterr().out
-    assert main([str(folders[0]), "--room", "1.3"]) == 2  # one copy size in that run: no curve
-    assert "copy_sizes" in capsys.readouterr().err
+    # one copy size in session43's run: no curve, so the fits alone (the copy's columns "-")
+    assert main([str(folders[0]), "--room", "1.3", "--shapes", "attn_qkv"]) == 0
+    assert "| llama3_8b.attn_qkv.t1 | fp8 | decode_wgmma | 25.2 |" in capsys.readouterr().out
     assert main(args + ["--room", "0"]) == 2 and "must be positive, not 0.0" in capsys.readouterr().err
     assert main(args + ["--room", "1.3", "--shapes", "attn_(qkv"]) == 2
     assert "missing ), unterminated subpattern" in capsys.readouterr().err
+
+
+def test_bar_room_reads_the_fixed_cost_the_bar_leaves_at_the_fitted_rate(tmp_path):
+    """Without a copy curve, a point whose run fits its variant: the bar's time less its bytes at the fitted bw,
+    beside the lowest t0 the run fits at that precision and token count (here the library's)."""
+    rows = (_line_rows("decode_wgmma", "run-a", 8e-6, 4.4e12, 4280.0)
+            + _line_rows("cublas", "run-a", 5e-6, 4.2e12, 4280.0)[1:]
+            + _line_rows("cublaslt", "run-a", 4e-6, 4.0e12, 4280.0, m=16)[1:])  # another token count: not a peer
+    stage = _gemm("decode_wgmma", "cuda", "llama3_8b.attn_qkv.t1", 1, 6144, 4096, 2500.0, "run-a",
+                  baseline_variant="cublas", baseline_time_median_s=17.5e-6)
+    alone = _gemm("decode_rows", "cuda", "llama3_8b.attn_qkv.t1", 1, 6144, 4096, 2400.0, "run-a",
+                  baseline_variant="cublas", baseline_time_median_s=17.5e-6)  # no fit, no copy curve: left out
+    ds = _ds(tmp_path, rows + [stage, alone])
+    (r,) = bar_room(ds, 1.3, shapes="attn_qkv").itertuples()
+    assert r.variant == "decode_wgmma" and math.isnan(r.copy_us) and math.isnan(r.needed_over_copy)
+    assert r.t0_us == pytest.approx(8.0, rel=1e-6) and r.bw_gbs == pytest.approx(4400.0, rel=1e-6)
+    assert r.t0_room_us == pytest.approx(17.5 / 1.3 - 1e6 * stage["bytes_min"] / 4.4e12, rel=1e-6)
+    assert (r.best_t0_variant, r.best_t0_us) == ("cublas", pytest.approx(5.0, rel=1e-6))
+    assert r.t0_room_us < r.best_t0_us  # 2.0 us: less than any fitted launch
+
+
+def test_on_the_h200_the_1_3x_bar_leaves_less_fixed_cost_than_any_kernel_fits(capsys):
+    """session40j (H200, bf16, stage 17 at its defaults, the libraries interleaved; no copy sizes on the H200):
+    at Llama-3 8B attn_qkv the 1.3x bar leaves ~2 us of fixed cost at stage 17's fitted rate, under half the
+    lowest t0 any kernel of that run fits (cuBLAS at 1 token 4.9 us, cuBLASLt at 64 tokens 6.1)."""
+    folder = ROOT / "outputs" / "reference" / "h200-2026-12-06" / "session40j"
+    room = bar_room(data.Dataset.from_paths([folder]), 1.3, shapes=r"llama3_8b\.attn_qkv").set_index("tokens")
+    assert list(room.index) == [1, 16, 64] and (room["precision"] == "bf16").all()
+    assert room["copy_us"].isna().all()
+    for t in (1, 64):  # the bar's two shapes
+        r = room.loc[t]
+        assert 1.5 < r["t0_room_us"] < 3.0 and r["t0_room_us"] < 0.5 * r["best_t0_us"] < r["t0_us"], t
+    from readme_said import assert_said
+
+    one, last = room.loc[1], room.loc[64]
+    assert_said([f"the 1.3x bar asks **{one['needed_us']:.2f} us at 1 token and {last['needed_us']:.2f} at 64**",
+                 f"at stage 17's fitted {one['bw_gbs']:.0f}-{last['bw_gbs']:.0f} GB/s leaves "
+                 f"**{one['t0_room_us']:.1f} / {last['t0_room_us']:.1f} us** of fixed cost",
+                 f"the lowest t0 any kernel of that run fits is {one['best_t0_us']:.1f} us ({one['best_t0_variant']}, "
+                 f"1 token) and {last['best_t0_us']:.1f} ({last['best_t0_variant']}, 64 tokens)"],
+                "decode room paragraph")
