@@ -13,7 +13,7 @@
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block fp8_block_diag wgmma_peak mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation second_job second_job_first second_job_fresh second_job_cause conduct sanitize precompile_default default_run default_run_noguard fidelity_default
-# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace decode_wgmma_dyn decode_wgmma_maps decode_wgmma_rules tune_fp8_repeat maps_top candidates34 maps_fp8_block search_tests decode_deep decode_fixed decode_fixed_quick decode_unsplit decode_unsplit_fp8 decode_unsplit_bf16 decode_default ws70b_now ws_now ds3_maps lt_fp8_any_m h200_short h200_next h100_next pinning multi_gpu
+# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace decode_wgmma_dyn decode_wgmma_maps decode_wgmma_rules tune_fp8_repeat maps_top candidates34 maps_fp8_block search_tests decode_deep decode_fixed decode_fixed_quick decode_unsplit decode_unsplit_fp8 decode_unsplit_bf16 unsplit_bf16_qkv decode_default ws70b_now ws_now ds3_maps lt_fp8_any_m h200_short h200_next h100_next pinning multi_gpu
 # (the last two on a host with two GPUs). One-off stages of a past session (a catch-up after a cut run: gpu_rest41,
 # gpu_tail44, timer_flaky45) are gone once their logs are committed; a README row's stage is in the row's commit.
 # Logs go to $OUT/logs.tgz and rows to
@@ -386,6 +386,12 @@ for stage in "$@"; do case $stage in
   decode_unsplit_bf16)  # issue 30: decode_unsplit's bf16 half: the bf16 decode experiment with FIXED_SUM 1 (UNSPLIT
            # touches fp8 only), the copy probe in the same run, so the defaults can move to both with rows at them
            unsplit_experiment bf16 ;;
+  unsplit_bf16_qkv)  # issue 30: UNSPLIT's recipe in bf16 at Llama-3 8B qkv (6144 x 4096: 96 tiles of 64 rows on 132 SMs, one
+           # unit a tile, a ring of 16), the bar's matrix at 1 and 16 tokens. The rule keeps it to fp8, from an H100's
+           # tie in bf16 there (h100-2026-12-05/session36b: 24.02 / 24.83 us against 24.86 / 24.02 split); in fp8 the
+           # H200 gained 15.7% at 1 token where the H100 gained 7% (session40e). A B B A, the libraries interleaved (~60 s)
+           stage_sweep decode_wgmma unsplit_bf16_qkv 150 '{},{CONSUMERS:1,MAX_PARTS:1,STAGES:16},{CONSUMERS:1,MAX_PARTS:1,STAGES:16},{}' \
+             "[[1,6144,4096],[16,6144,4096]]" bf16 ;;
   decode_default)  # issue 30: the decode experiment at the YAML's defaults (FIXED_SUM 1, UNSPLIT 1 since session40e; 8
            # stages at 64-row tiles past 16 tokens since session41), both precisions, the copy probe in the same run
            for prec in fp8 bf16; do decode_wgmma_run $prec 1,16,64 - "$REF/${DEC_OUT:-decode_default}/$prec" \
@@ -510,7 +516,8 @@ for stage in "$@"; do case $stage in
            for s in ws_now fp8_top; do bash "$0" $s; done ;;
   h200_next)  # what session41 could not run (no H200 came): issues 32 and 30 at today's defaults, ~7 min on an H200
            # (the any-M cuBLASLt test passed on an H100 in session43; decode_default runs that path at 1 token)
-           for s in copy_sizes ws_now fp8_top decode_default ds3_maps; do bash "$0" $s; done ;;
+           # (since session52 with unsplit_bf16_qkv after the copy sizes: the one candidate for the bf16 1.3x bar)
+           for s in copy_sizes unsplit_bf16_qkv ws_now fp8_top decode_default ds3_maps; do bash "$0" $s; done ;;
   # issue 30: stage 15's technique defines (FP8_BLOCK_SWEEP in tests/test_hopper_fp8_block.py, same list) on
   # DeepSeek-V3 projections: dense_gate_up, attn_o, shared_down at 4096 tokens and attn_qkv_a at 1024 (136
   # tiles of 128 x 128 on 132 SMs: the wave-quantisation case, where an entry without BN takes 64 by waves
