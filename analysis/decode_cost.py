@@ -165,10 +165,10 @@ def bar_room(ds: data.Dataset, factor: float, shapes: str = "") -> pd.DataFrame:
         copy_s = copy_time_at(curve, float(r.bytes_min)) if not curve.empty else math.nan
         key = (r.run_id, r.variant, r.precision, int(r.tokens))
         own = fits.loc[key] if key in fits.index else None
-        peers = costs[(costs["run_id"] == r.run_id) & (costs["precision"] == r.precision)
-                      & (costs["tokens"] == int(r.tokens))]
         if math.isnan(copy_s) and own is None:
             continue
+        peers = costs[(costs["run_id"] == r.run_id) & (costs["precision"] == r.precision)
+                      & (costs["tokens"] == int(r.tokens))]
         needed = float(r.baseline_time_median_s) / factor
         best = peers.loc[peers["t0_us"].idxmin()] if len(peers) else None
         out.append({"device": r.device, "variant": r.variant, "precision": r.precision, "point": point,
