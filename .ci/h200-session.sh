@@ -13,7 +13,7 @@
 # fp8_scaled fp8_scaled_tests fp8_scaled_sweeps fp8_block fp8_block_tests ds3_fp8_block tune_fp8_block fp8_block_diag wgmma_peak mma_peak mma_quick ncu_mma pitfalls cublas counters claims fidelity timer_study
 # noise_study validity negative_controls correctness exact concurrent contended energy_tests energy
 # iso_smoke isolation second_job second_job_first second_job_fresh second_job_cause conduct sanitize precompile_default default_run default_run_noguard fidelity_default
-# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace decode_wgmma_dyn decode_wgmma_maps decode_wgmma_rules tune_fp8_repeat maps_top candidates34 maps_fp8_block search_tests decode_deep decode_fixed decode_fixed_quick decode_unsplit decode_unsplit_fp8 decode_unsplit_bf16 unsplit_bf16_qkv decode_default ws70b_now ws_now ds3_maps lt_fp8_any_m h200_short h200_next h100_next pinning multi_gpu
+# issue_path cache_roofs inputs_power workloads tuning_regret compare compare_paired decode_tests decode decode_cupti decode_ablation decode_ncu decode_v2 decode_v3 read_patterns decode_trace decode_rows_ncu fp8_ncu fp8_block_gaps fp8_block_split fp8_block_ds3_candidates ws_ncu decode_rows_tests decode_rows decode_rows_sweep decode_rows_wide decode_rows_xf16 decode_rows_frag decode_wide_ncu decode_wgmma_tests decode_wgmma decode_wgmma_quick decode_wgmma_auto decode_wgmma_experiment decode_wgmma_ncu decode_wgmma_trace decode_wgmma_dyn decode_wgmma_maps decode_wgmma_rules tune_fp8_repeat maps_top candidates34 maps_fp8_block search_tests decode_deep decode_fixed decode_fixed_quick decode_unsplit decode_unsplit_fp8 decode_unsplit_bf16 unsplit_bf16_qkv unsplit_t64 decode_default ws70b_now ws_now ds3_maps lt_fp8_any_m h200_short h200_next h100_next pinning multi_gpu
 # (the last two on a host with two GPUs). One-off stages of a past session (a catch-up after a cut run: gpu_rest41,
 # gpu_tail44, timer_flaky45) are gone once their logs are committed; a README row's stage is in the row's commit.
 # Logs go to $OUT/logs.tgz and rows to
@@ -392,6 +392,12 @@ for stage in "$@"; do case $stage in
            # H200 gained 15.7% at 1 token where the H100 gained 7% (session40e). A B B A, the libraries interleaved (~60 s)
            stage_sweep decode_wgmma unsplit_bf16_qkv 150 '{},{CONSUMERS:1,MAX_PARTS:1,STAGES:16},{CONSUMERS:1,MAX_PARTS:1,STAGES:16},{}' \
              "[[1,6144,4096],[16,6144,4096]]" bf16 ;;
+  unsplit_t64)  # issue 30: the same recipe at 64 tokens, where the rule splits 128-row tiles and stage 17 sits at 85% of
+           # the library at 8B qkv (bf16 and fp8, h200-2026-12-06/session40i/j; t0 10.1 us against the libraries' 6.1):
+           # 64-row tiles, one unit a tile, no partials of 64 tokens to store and sum (32 KB a part); the ring as deep as
+           # fits (13). 8B qkv (96 tiles) and 70B attn_o (8192 x 8192: 128 tiles), A B B A, the libraries interleaved
+           stage_sweep decode_wgmma unsplit_t64 200 '{},{CONSUMERS:1,MAX_PARTS:1},{CONSUMERS:1,MAX_PARTS:1},{}' \
+             "[[64,6144,4096],[64,8192,8192]]" "bf16,fp8" ;;
   decode_default)  # issue 30: the decode experiment at the YAML's defaults (FIXED_SUM 1, UNSPLIT 1 since session40e; 8
            # stages at 64-row tiles past 16 tokens since session41), both precisions, the copy probe in the same run
            for prec in fp8 bf16; do decode_wgmma_run $prec 1,16,64 - "$REF/${DEC_OUT:-decode_default}/$prec" \
