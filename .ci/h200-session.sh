@@ -522,8 +522,9 @@ for stage in "$@"; do case $stage in
            for s in ws_now fp8_top; do bash "$0" $s; done ;;
   h200_next)  # what session41 could not run (no H200 came): issues 32 and 30 at today's defaults, ~7 min on an H200
            # (the any-M cuBLASLt test passed on an H100 in session43; decode_default runs that path at 1 token)
-           # (since session52 with unsplit_bf16_qkv after the copy sizes: the one candidate for the bf16 1.3x bar)
-           for s in copy_sizes unsplit_bf16_qkv ws_now fp8_top decode_default ds3_maps; do bash "$0" $s; done ;;
+           # (since session52 with unsplit_bf16_qkv after the copy sizes: the one candidate for the bf16 1.3x bar at 1
+           # token; unsplit_t64 the same at 64 tokens)
+           for s in copy_sizes unsplit_bf16_qkv ws_now fp8_top decode_default unsplit_t64 ds3_maps; do bash "$0" $s; done ;;
   # issue 30: stage 15's technique defines (FP8_BLOCK_SWEEP in tests/test_hopper_fp8_block.py, same list) on
   # DeepSeek-V3 projections: dense_gate_up, attn_o, shared_down at 4096 tokens and attn_qkv_a at 1024 (136
   # tiles of 128 x 128 on 132 SMs: the wave-quantisation case, where an entry without BN takes 64 by waves
