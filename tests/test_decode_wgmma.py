@@ -157,22 +157,26 @@ def test_launch_rules_on_the_h200():
     # FIXED_SUM (1 by default): as given with the static split, 0 with the dynamic tail (the last part to arrive sums)
     assert [dict(build_for(wgmma_point(1, 6144, 4096, "bf16", d)).point_defines)["FIXED_SUM"]
             for d in (None, "{FIXED_SUM:2}", "{FIXED_SUM:0}", "{DYN:1}", "{DYN:1,FIXED_SUM:2}")] == [1, 2, 0, 0, 0]
-    # UNSPLIT 1: in fp8 at 1-16 tokens where the 64-row tiles number between two thirds of the SMs and all of them
-    # (70B mlp_down 8192 rows: 128; 8B qkv 6144: 96), 64-row tiles, one unit a tile and a ring of 16; not in bf16, at
-    # 64 tokens, with fewer tiles (4096 rows: 64) or more (10240: 160), nor with the tiles' width given; the default
-    # since session40e (None), 0 the rules before
+    # UNSPLIT 1: in fp8 at 1-16 tokens and in both precisions past 16 (session52), where the 64-row tiles number
+    # between two thirds of the SMs and all of them (70B mlp_down 8192 rows: 128; 8B qkv 6144: 96), 64-row tiles, one
+    # unit a tile and a ring of 16, as many as fit past 16 tokens (13 at 64); not in bf16 at 1-16 tokens, with fewer
+    # tiles (4096 rows: 64) or more (10240: 160), nor with the tiles' width given; the default since session40e
+    # (None), 0 the rules before
     unsplit = [(1, 8192, 28672, "fp8", "{UNSPLIT:1}"), (16, 8192, 28672, "fp8", "{UNSPLIT:1}"),
                (1, 6144, 4096, "fp8", "{UNSPLIT:1}"), (1, 8192, 28672, "bf16", "{UNSPLIT:1}"),
-               (64, 8192, 28672, "fp8", "{UNSPLIT:1}"), (1, 4096, 4096, "fp8", "{UNSPLIT:1}"),
+               (64, 8192, 28672, "fp8", "{UNSPLIT:1}"), (64, 6144, 4096, "bf16", None),
+               (16, 6144, 4096, "bf16", None), (64, 4096, 4096, "bf16", None), (1, 4096, 4096, "fp8", "{UNSPLIT:1}"),
                (1, 10240, 8192, "fp8", "{UNSPLIT:1}"), (1, 8192, 28672, "fp8", "{UNSPLIT:1,CONSUMERS:2}"),
-               (1, 8192, 28672, "fp8", "{UNSPLIT:0}"), (1, 8192, 28672, "fp8", None)]
+               (1, 8192, 28672, "fp8", "{UNSPLIT:0}"), (64, 6144, 4096, "bf16", "{UNSPLIT:0}"),
+               (1, 8192, 28672, "fp8", None)]
     got = []
     for m, n, k, prec, d in unsplit:
         p_u = wgmma_point(m, n, k, prec, d)
         pd_u = dict(build_for(p_u).point_defines)
         got.append((pd_u["CONSUMERS"], pd_u["MAX_PARTS"], pd_u["STAGES"], launch_shape(p_u, sm_count=132).grid[0]))
-    assert got == [(1, 1, 16, 128), (1, 1, 16, 128), (1, 1, 16, 96), (2, 8, 8, 132), (2, 8, 8, 132), (2, 8, 4, 132),
-                   (2, 8, 4, 132), (2, 8, 8, 132), (2, 8, 8, 132), (1, 1, 16, 128)]
+    assert got == [(1, 1, 16, 128), (1, 1, 16, 128), (1, 1, 16, 96), (2, 8, 8, 132), (1, 1, 13, 128), (1, 1, 13, 96),
+                   (2, 8, 4, 132), (2, 8, 4, 132), (2, 8, 4, 132), (2, 8, 4, 132), (2, 8, 8, 132), (2, 8, 8, 132),
+                   (2, 8, 4, 132), (1, 1, 16, 128)]
     assert [dict(build_for(wgmma_point(1, n, k, prec, d)).point_defines)["STAGES"]
             for n, k, prec, d in [(8192, 28672, "fp8", "{UNSPLIT:0}"), (8192, 28672, "bf16", "{STAGES:6}"),
                                   (10240, 8192, "bf16", None), (12288, 8192, "bf16", None)]] == [8, 6, 4, 8]
@@ -209,7 +213,8 @@ def test_launch_rules_on_the_h200():
     assert dict(build_for(wgmma_point(33, 6144, 4096)).point_defines)["NTOK"] == 40
     for m, cluster in ((1, 1), (16, 2), (33, 1), (64, 2)):
         assert dict(build_for(wgmma_point(m, 6144, 4096, defines="{CLUSTER:2}")).point_defines)["CLUSTER"] == cluster
-    assert launch_shape(wgmma_point(64, 6144, 4096, defines="{CLUSTER:2}"), sm_count=131).grid == (130, 1, 1)
+    # (UNSPLIT 0: at 64 tokens 6144 rows are one unit a tile, 96 CTAs, whatever the SMs)
+    assert launch_shape(wgmma_point(64, 6144, 4096, defines="{CLUSTER:2,UNSPLIT:0}"), sm_count=131).grid == (130, 1, 1)
     # four boxes along K of 256-row tiles leave room for one stage: skipped with the reason, not a failed build
     over = [f"variant={VARIANT}", "precision=bf16", "layouts=[nt]", "sizes.square=[]", "sizes.shapes=[[16,6144,4096]]",
             f"variant.{VARIANT}.cuda.defines={{KSPAN:4,MSUB:2,PRODUCER_WG:1}}"]

@@ -1,6 +1,6 @@
-"""The README's numbers about stage 17's FIXED_SUM 1 / UNSPLIT 1 defaults and its 8 stages at 64-row tiles (issue
-30) and stage 13's two-box epilogue with four stages (issue 32), recomputed from the H200 rows of 2026-12-06 they
-name. A failure names the README sentence that no longer matches."""
+"""The README's numbers about stage 17's FIXED_SUM 1 / UNSPLIT 1 defaults, its 8 stages at 64-row tiles and its
+unsplit tiles past 16 tokens (issue 30) and stage 13's two-box epilogue with four stages (issue 32), recomputed from
+the H200 rows of 2026-12-06 and 2026-12-07 they name. A failure names the README sentence that no longer matches."""
 from __future__ import annotations
 
 import json
@@ -110,3 +110,30 @@ def test_readme_states_what_8_stages_gave_the_64_row_tiles():
     assert_said([f"bf16 {span(less(bf), '.1f')}% less time at all {len(bf)} points",
                  f"fp8 {span(less(fp[fp < 0.995]), '.1f')}% less at {(fp < 0.995).sum()}, the same at 64 x 256 x 7168"],
                 "stage 17's 8 stages at 64-row tiles")
+
+
+D7 = "h200-2026-12-07"
+
+
+@pytest.mark.skipif(not has(f"{D7}/session52b", "h100-2026-12-07/session52"),
+                    reason="the rows of 2026-12-07's session52 are not in this checkout")
+def test_readme_states_what_one_unit_a_tile_gave_past_16_tokens():
+    """UNSPLIT's recipe past 16 tokens in both precisions (the default since session52): session52b's A B B A at 64
+    tokens; in bf16 at 1 and 16 tokens the H200 and an H100 disagree, so the rule leaves it out."""
+    r = _abba(f"{D7}/session52b/unsplit_t64", "decode_wgmma", 4)
+    bf, fp = r.loc["bf16"], r.loc["fp8"]
+    less = lambda x: 100 * (1 - x)  # noqa: E731
+    assert (bf < 1).all() and (fp < 1).all()
+    d = _jobs(f"{D7}/session52b/unsplit_t64")
+    d = d[(d["precision"] == "fp8") & (d["n"] == 6144)]
+    pct = d.groupby(d["job"].isin([5, 6]))["pct_of_baseline"].mean()
+    low = _abba(f"{D7}/session52b/unsplit_bf16_qkv", "decode_wgmma", 4).loc["bf16"]
+    h100 = _abba("h100-2026-12-07/session52/unsplit_bf16_qkv", "decode_wgmma", 4).loc["bf16"]
+    assert (low < 1).all() and (h100 > 1).all()
+    assert_said([f"at Llama-3 8B qkv **bf16 {less(bf[(64, 6144, 4096)]):.1f}% less time, fp8 "
+                 f"{less(fp[(64, 6144, 4096)]):.1f}% less** (fp8 from {pct[False]:.1f} to {pct[True]:.1f}% of cuBLASLt)",
+                 f"70B attn_o (8192 x 8192) bf16 {less(bf[(64, 8192, 8192)]):.1f}%, fp8 "
+                 f"{less(fp[(64, 8192, 8192)]):.1f}% less",
+                 f"{less(low[(1, 6144, 4096)]):.1f} / {less(low[(16, 6144, 4096)]):.1f}% less time at 8B qkv on the H200 "
+                 f"but {-less(h100[(1, 6144, 4096)]):.1f} / {-less(h100[(16, 6144, 4096)]):.1f}% more on an H100"],
+                "stage 17's unsplit tiles past 16 tokens")
