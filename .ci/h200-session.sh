@@ -507,13 +507,12 @@ for stage in "$@"; do case $stage in
              sizes.max_dim=268435456 measure.max_time_s=0.5 $Q run.name=copy_sizes hydra.run.dir=$REF/copy_sizes ;;
   lt_fp8_any_m)  # issue 30: cuBLASLt FP8 at M = 1, 33, 1001 (M is no leading dimension; required % 8 until session42)
            step lt_fp8_any_m 90 python3 -m pytest -m gpu tests/test_gpu_fp8_scaling.py -k any_m -v -rA -p no:cacheprovider ;;
-  h200_short)  # h200_next's most telling parts for a call of ~6 min (session42: 569 s of device time left), in
-           # the order of what they decide: the copy probe's sizes, stage 12 at Llama-3 70B's prefill (issue 32's
-           # not-measured geomean), the decode experiment's fp8 at 1 token (cuBLASLt beside stage 17 at last), then
-           # stage 12 nt standalone
-           bash "$0" copy_sizes
+  h200_short)  # h200_next's most telling parts for a call of ~6 min, in the order of what they decide: the decode
+           # experiment at 64 tokens in both precisions (the unsplit rule h200-2026-12-07/session52b made the default
+           # there), stage 12 at Llama-3 70B's prefill (issue 32's geomean), stage 12 nt standalone. (Until session52:
+           # the copy probe's sizes and fp8 at 1 token first, which h200-2026-12-07/session52 measured)
+           for prec in fp8 bf16; do decode_wgmma_run $prec 64 - "$REF/decode_default_t64/$prec" decode_default_${prec}_t64; done
            ws_nt_llama70b ws_now
-           decode_wgmma_run fp8 1 - "$REF/decode_default_t1/fp8" decode_default_fp8_t1
            ws_nt_standalone ws_now ;;
   h100_next)  # what an H100 (what the device tool hands out for an H200 call, sessions 47 and 49) can say of issue 32
            # at today's defines, ~6-7 min: stage 12 nt at 4096 / 6144 / 8192 beside the libraries interleaved and
@@ -522,9 +521,9 @@ for stage in "$@"; do case $stage in
            for s in ws_now fp8_top; do bash "$0" $s; done ;;
   h200_next)  # what session41 could not run (no H200 came): issues 32 and 30 at today's defaults, ~7 min on an H200
            # (the any-M cuBLASLt test passed on an H100 in session43; decode_default runs that path at 1 token)
-           # (since session52 with unsplit_bf16_qkv after the copy sizes: the one candidate for the bf16 1.3x bar at 1
-           # token; unsplit_t64 the same at 64 tokens)
-           for s in copy_sizes unsplit_bf16_qkv ws_now fp8_top decode_default unsplit_t64 ds3_maps; do bash "$0" $s; done ;;
+           # (session52 ran copy_sizes, unsplit_bf16_qkv and unsplit_t64 on an H200: h200-2026-12-07; since then the
+           # decode experiment first, at the 64-token unsplit rule those made the default)
+           for s in decode_default ws_now fp8_top ds3_maps; do bash "$0" $s; done ;;
   # issue 30: stage 15's technique defines (FP8_BLOCK_SWEEP in tests/test_hopper_fp8_block.py, same list) on
   # DeepSeek-V3 projections: dense_gate_up, attn_o, shared_down at 4096 tokens and attn_qkv_a at 1024 (136
   # tiles of 128 x 128 on 132 SMs: the wave-quantisation case, where an entry without BN takes 64 by waves

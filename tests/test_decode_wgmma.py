@@ -557,13 +557,15 @@ def test_a_tile_in_more_parts_than_one_batch_of_loads(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("precision", ["bf16", "fp8"])
-def test_one_unit_a_tile_splits_none(precision, tmp_path_factory):
+@pytest.mark.parametrize("precision,m", [("bf16", 1), ("fp8", 1), ("bf16", 64), ("fp8", 64)])
+def test_one_unit_a_tile_splits_none(precision, m, tmp_path_factory):
     """MAX_PARTS 1 with as many SMs as 64-row tiles (decode_deep's candidate at 70B mlp_down: 128 tiles on 132 SMs):
-    a unit a tile, each run one whole tile, so no partial and no sum; C right in both block orders, the same bits."""
-    folder = tmp_path_factory.mktemp(f"emu-dwg-unsplit-{precision}")
-    k = 1024 if precision == "bf16" else 2048  # 16 k-blocks a tile: the ring of 16 wraps once
-    p = wgmma_point(1, 3 * 64, k, precision, "{CONSUMERS:1,MAX_PARTS:1,STAGES:16}")
+    a unit a tile, each run one whole tile, so no partial and no sum; C right in both block orders, the same bits.
+    At 64 tokens (the rule's unsplit tiles since session52) the ring is as deep as fits: 13 stages."""
+    folder = tmp_path_factory.mktemp(f"emu-dwg-unsplit-{precision}-{m}")
+    k = 1024 if precision == "bf16" else 2048  # 16 k-blocks a tile: the ring of 16 (13 at 64 tokens) wraps once
+    p = wgmma_point(m, 3 * 64, k, precision, "{CONSUMERS:1,MAX_PARTS:1,STAGES:16}")
+    assert dict(build_for(p).point_defines)["STAGES"] == (16 if m == 1 else 13)
     assert launch_shape(p, sm_count=4).grid == (3, 1, 1)  # one unit a tile, the fourth SM idle
     exe = decode_emulator(p, folder.parent)
     c0, res0 = emulate_wgmma(p, exe, folder, np.random.default_rng(31), 4)
