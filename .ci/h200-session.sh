@@ -104,8 +104,8 @@ decode_precompile() {
 # stage 12 at layout nt, BF16 and FP16 at 4096 / 6144 / 8192 with the libraries as points of their own in the same run,
 # then BF16 on Llama-3 70B's prefill projections (4096 / 16384 tokens), cuBLAS interleaved: ws_nt_rows PREFIX
 ws_nt_rows() { ws_nt_standalone "$1"; ws_nt_llama70b "$1"; }
-ws_nt_standalone() {
-  step ${1}_standalone 150 python3 run.py "variant=[wgmma_ws,cublas,cublaslt]" "precision=[bf16,fp16]" "layouts=[nt]" \
+ws_nt_standalone() {  # PREFIX [PRECISIONS]: "bf16,fp16" unless given
+  step ${1}_standalone 150 python3 run.py "variant=[wgmma_ws,cublas,cublaslt]" "precision=[${2:-bf16,fp16}]" "layouts=[nt]" \
     "sizes.square=[4096,6144,8192]" sizes.shapes=[] measure=sustained measure.max_time_s=1.5 run.fail_on_error=false $Q \
     run.name=${1}_standalone hydra.run.dir=$REF/${1}_standalone
 }
@@ -270,6 +270,9 @@ for stage in "$@"; do case $stage in
   ws70b_now)  # issue 32's not-measured geomean alone (Llama-3 70B prefill, layout nt, stage 12 at today's defines), for a
            # call with ~3 min of device time left
            ws_nt_llama70b ws_now ;;
+  ws_fp16_nt)  # issue 32's "FP16 stated": stage 12 FP16 at layout nt alone, on a GPU still cool from the decode runs
+           # (session52's FP16 rows, timed after BF16's, all drifted or too noisy under the power cap), ~1 min
+           ws_nt_standalone ws_fp16 fp16 ;;
   ws_now)  # issue 32: stage 12 at its YAML's defines as they are now (maps by value since session34c: the rows before ran
            # them in a buffer), layout nt: the libraries standalone beside it, then Llama-3 70B's prefill (session41)
            ws_nt_rows ws_now
@@ -509,9 +512,11 @@ for stage in "$@"; do case $stage in
            step lt_fp8_any_m 90 python3 -m pytest -m gpu tests/test_gpu_fp8_scaling.py -k any_m -v -rA -p no:cacheprovider ;;
   h200_short)  # h200_next's most telling parts for a call of ~6 min, in the order of what they decide: the decode
            # experiment at 64 tokens in both precisions (the unsplit rule h200-2026-12-07/session52b made the default
-           # there), stage 12 at Llama-3 70B's prefill (issue 32's geomean), stage 12 nt standalone. (Until session52:
+           # there), stage 12 FP16 at nt (issue 32's "FP16 stated", on a cool GPU), stage 12 at Llama-3 70B's prefill
+           # (issue 32's geomean), stage 12 nt standalone. (Until session52:
            # the copy probe's sizes and fp8 at 1 token first, which h200-2026-12-07/session52 measured)
            for prec in fp8 bf16; do decode_wgmma_run $prec 64 - "$REF/decode_default_t64/$prec" decode_default_${prec}_t64; done
+           ws_nt_standalone ws_fp16 fp16
            ws_nt_llama70b ws_now
            ws_nt_standalone ws_now ;;
   h100_next)  # what an H100 (what the device tool hands out for an H200 call, sessions 47 and 49) can say of issue 32
@@ -523,7 +528,7 @@ for stage in "$@"; do case $stage in
            # (the any-M cuBLASLt test passed on an H100 in session43; decode_default runs that path at 1 token)
            # (session52 ran copy_sizes, unsplit_bf16_qkv and unsplit_t64 on an H200: h200-2026-12-07; since then the
            # decode experiment first, at the 64-token unsplit rule those made the default)
-           for s in decode_default ws_now fp8_top ds3_maps; do bash "$0" $s; done ;;
+           for s in decode_default ws_fp16_nt ws_now fp8_top ds3_maps; do bash "$0" $s; done ;;
   # issue 30: stage 15's technique defines (FP8_BLOCK_SWEEP in tests/test_hopper_fp8_block.py, same list) on
   # DeepSeek-V3 projections: dense_gate_up, attn_o, shared_down at 4096 tokens and attn_qkv_a at 1024 (136
   # tiles of 128 x 128 on 132 SMs: the wave-quantisation case, where an entry without BN takes 64 by waves
