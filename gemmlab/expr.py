@@ -7,6 +7,7 @@ allowed; anything else is an error that names the expression.
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import operator
 from typing import Any, Callable, Dict, MutableMapping, Mapping, Optional
@@ -38,10 +39,17 @@ def evaluate(expr: Any, env: Mapping[str, Any]) -> Any:
     if not isinstance(expr, str):
         raise ExprError(f"expected a number or an expression string, got {expr!r}")
     try:
-        tree = ast.parse(expr, mode="eval")
+        tree = _parse(expr)
     except SyntaxError as e:
         raise ExprError(f"cannot parse expression {expr!r}: {e.msg}") from None
     return _eval(tree.body, env, expr)
+
+
+@functools.lru_cache(maxsize=None)
+def _parse(expr: str) -> ast.Expression:
+    """``expr`` parsed once a process: the rules are a few hundred strings, evaluated for every point and
+    every composed job (the session plan's test parses them ~10^5 times). The tree is only read."""
+    return ast.parse(expr, mode="eval")
 
 
 def _eval(node: ast.AST, env: Mapping[str, Any], src: str) -> Any:
@@ -100,10 +108,13 @@ def evaluate_rules(rules: Mapping[str, Any], env: MutableMapping[str, Any],
 def names(expr: Any) -> frozenset:
     """The names ``expr`` reads (not the functions it calls); none for a number or a string that
     does not parse (evaluate reports that)."""
-    if not isinstance(expr, str):
-        return frozenset()
+    return _names(expr) if isinstance(expr, str) else frozenset()
+
+
+@functools.lru_cache(maxsize=None)
+def _names(expr: str) -> frozenset:
     try:
-        tree = ast.parse(expr, mode="eval")
+        tree = _parse(expr)
     except SyntaxError:
         return frozenset()
     called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
