@@ -1,9 +1,10 @@
 """Expand a composed config into measurement points: variant x precision x shape."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from omegaconf import DictConfig, OmegaConf
@@ -74,14 +75,20 @@ class Point:
                                "layout": self.layout}
         if self.sm_count is not None:  # the device config's (launch_shape's grids read the GPU's own)
             env["sm_count"] = self.sm_count
-        cuda = self.variant_cfg.get("cuda") if self.variant_cfg is not None else None
-        if cuda is not None:
-            env.update({str(k): v for k, v in cuda.defines.items()})
+        env.update(self._cuda_tables[0])
         return env
 
-    def _point_rules(self) -> Dict[str, Any]:
+    @functools.cached_property
+    def _cuda_tables(self) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+        """The variant's ``cuda.defines`` and ``cuda.point_defines`` as plain dicts, read from the config once
+        a point (an OmegaConf read costs ~100x a dict's, and a point's rules are evaluated many times over)."""
         cuda = self.variant_cfg.get("cuda") if self.variant_cfg is not None else None
-        return dict((cuda.get("point_defines") or {}).items()) if cuda is not None else {}
+        if cuda is None:
+            return {}, {}
+        return {str(k): v for k, v in cuda.defines.items()}, dict((cuda.get("point_defines") or {}).items())
+
+    def _point_rules(self) -> Dict[str, Any]:
+        return dict(self._cuda_tables[1])
 
     def rules_read_sm_count(self) -> bool:
         """Whether the variant's ``cuda.point_defines`` choose the build by the SM count."""
@@ -100,8 +107,7 @@ class Point:
         env = dict(self._defines_env() if env is None else env)
         if "sm_count" not in env and self.rules_read_sm_count():
             env["sm_count"] = gpu_sm_count(self.variant)
-        cuda = self.variant_cfg.get("cuda")
-        defines = {str(k) for k in cuda.defines} if cuda is not None else set()
+        defines = set(self._cuda_tables[0])
 
         def check(name: str, rule: Any, env: Mapping[str, Any]) -> None:
             if name in env and not (name in defines and name in names(rule)):
@@ -290,7 +296,7 @@ def expand(cfg: DictConfig) -> List[Point]:
                         if reason is None:
                             reason = requirement_failure(pt)
                             if reason:
-                                pt = Point(**{**pt.__dict__, "skip_reason": reason})
+                                pt = replace(pt, skip_reason=reason)
                         pts.append(pt)
     # a shape with its own batch (an MoE layer's experts) is one point whatever the batch axis
     return list(dict.fromkeys(pts))
