@@ -401,6 +401,11 @@ for stage in "$@"; do case $stage in
            # fits (13). 8B qkv (96 tiles) and 70B attn_o (8192 x 8192: 128 tiles), A B B A, the libraries interleaved
            stage_sweep decode_wgmma unsplit_t64 200 '{},{CONSUMERS:1,MAX_PARTS:1},{CONSUMERS:1,MAX_PARTS:1},{}' \
              "[[64,6144,4096],[64,8192,8192]]" "bf16,fp8" ;;
+  unsplit_t64_ab)  # issue 30: the 64-token rule as it now stands (session52: UNSPLIT's 64-row tiles, one unit a tile)
+           # against the split 128-row tiles it replaced (UNSPLIT 0 gives them at 64 tokens), A B B A, the libraries
+           # interleaved: whether the rule the H200 chose holds on another card (8B qkv: 96 tiles, 70B attn_o: 128)
+           stage_sweep decode_wgmma unsplit_t64_ab 200 '{},{UNSPLIT:0},{UNSPLIT:0},{}' \
+             "[[64,6144,4096],[64,8192,8192]]" "bf16,fp8" ;;
   decode_default)  # issue 30: the decode experiment at the YAML's defaults (FIXED_SUM 1, UNSPLIT 1 since session40e; 8
            # stages at 64-row tiles past 16 tokens since session41), both precisions, the copy probe in the same run
            for prec in fp8 bf16; do decode_wgmma_run $prec 1,16,64 - "$REF/${DEC_OUT:-decode_default}/$prec" \
