@@ -17,6 +17,7 @@ from gemmlab.gpu.device import no_device_reason
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "outputs" / "reference"
 EVERY_REFERENCE_SET = "GEMMLAB_EVERY_REFERENCE_SET"  # =1: the per-set tests on every set
+EVERY_CONFIG = "GEMMLAB_EVERY_CONFIG"  # =1: the builds and emulations of techniques measured and left off
 
 
 def reference_kind(name: str) -> str:
@@ -39,6 +40,22 @@ def reference_sets(every: bool = False) -> List[str]:
     for name in names:
         kinds.setdefault(reference_kind(name), []).append(name)
     return sorted({v[0] for v in kinds.values()} | {v[-1] for v in kinds.values()})
+
+
+def configs(rows, left_off) -> list:
+    """``rows`` (tuples, or single values) as pytest parameters; a row for which ``left_off(*row)`` names a technique
+    (a define set measured on the GPU and left off, its stage's header and YAML saying why) is skipped with that
+    name unless GEMMLAB_EVERY_CONFIG=1. Each such technique keeps a build or an emulation of its plainest set in
+    every run; its other combinations (with clusters, the producer warpgroup, other tails) were ~15% of the CPU
+    suite's worker time, on CI's two cores, whose limit is 15 minutes (session53: the suite at 16:22 with them)."""
+    every = os.environ.get(EVERY_CONFIG) == "1"
+    out = []
+    for row in rows:
+        row = row if isinstance(row, tuple) else (row,)
+        why = None if every else left_off(*row)
+        marks = [pytest.mark.skip(reason=f"{why}: measured and left off; {EVERY_CONFIG}=1 runs it")] if why else []
+        out.append(pytest.param(*row, marks=marks))
+    return out
 
 
 @functools.lru_cache(maxsize=None)
