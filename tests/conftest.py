@@ -58,6 +58,16 @@ def configs(rows, left_off) -> list:
     return out
 
 
+def past_the_first(rows, key, say):
+    """configs()'s predicate: a row whose ``key(*row)`` is not empty (its left-off techniques) runs where it is the
+    first of ``rows`` with that key; the later ones are left off, ``say(*row)`` naming them."""
+    first: dict = {}
+    for row in rows:
+        row = row if isinstance(row, tuple) else (row,)
+        first.setdefault(key(*row), row)
+    return lambda *row: say(*row) if key(*row) and first[key(*row)] != row else None
+
+
 @functools.lru_cache(maxsize=None)
 def cuda_device_reason() -> str | None:
     """None when a CUDA device is usable, else why not (the gpu tests' skip reason)."""

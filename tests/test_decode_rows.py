@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import configs, session_folder
+from conftest import configs, past_the_first, session_folder
 from test_decode_emulation import NEEDS_NVCC, _assert_right, decode_emulator, decode_point, emulate_decode, mutant
 
 from gemmlab.backends import nvcc
@@ -52,13 +52,8 @@ BUILDS = ([(p, m, None) for p in ("bf16", "fp8") for m in (1, 16, 32, 64)]
 # an SM, 12 warps): each set builds at its first token count and precision in every run, at the others where
 # GEMMLAB_EVERY_CONFIG=1 (the emulations below run them every run)
 OFF = ("DEFER:1", "RING:", "BAL:1", "XS:0", "XF16", "XSHARE:0", "BLOCKS_SMALL:2", "WARPS:12")
-FIRST_BUILD = {d: (p, m) for p, m, d in reversed(BUILDS)}
-
-
-def left_off(precision: str, m: int, defines: str | None) -> str | None:
-    if defines and any(t in defines for t in OFF) and FIRST_BUILD[defines] != (precision, m):
-        return f"stage 16's {defines} at {precision}, {m} tokens"
-    return None
+left_off = past_the_first(BUILDS, lambda p, m, d: d if d and any(t in d for t in OFF) else None,
+                          lambda p, m, d: f"stage 16's {d} at {p}, {m} tokens")
 
 
 @NEEDS_NVCC

@@ -10,13 +10,14 @@ On a GPU: tests/test_gpu_hopper_fp8_block.py.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, compose_cfg, configs, session_folder
+from conftest import ROOT, compose_cfg, configs, past_the_first, session_folder
 from test_hopper_kernels import SMEM_PER_BLOCK_MAX, build, opcodes, ptxas_numbers, remote_arrives_fenced, sass
 
 VARIANT = "wgmma_fp8_block"
@@ -1098,22 +1099,23 @@ EMULATED_EVERY_SHAPE = [*EMULATED_CONFIGS[:3], "{SCALE_SMEM:3}", "{BN:192,STAGES
 # readers and orders, per-thread descriptors, direct stores, clusters, the maps by value), each define at a value
 # other than its default: a set with some runs where it is the first of its list with exactly those values, every
 # run; the others (the same techniques with other tiles, stages or splits) where GEMMLAB_EVERY_CONFIG=1
-OFF_DEFAULTS = {"PROMOTE_OVERLAP": 0, "SCALE_SMEM": 2, "SCALE_COPY_FIRST": 0, "SCALE_WARPS": 1, "SCALE_AHEAD": 1,
-                "WG_ORDER": 0, "SCALE_B_TILE": 0, "SCALE_READ": 3, "UNIFORM_A": 1, "DESC_STEP": 2, "EPI_TMA": 1,
-                "CLUSTER_M": 1, "MAP_PARAMS": 0}
+OFF = ("PROMOTE_OVERLAP", "SCALE_SMEM", "SCALE_COPY_FIRST", "SCALE_WARPS", "SCALE_AHEAD", "WG_ORDER", "SCALE_B_TILE",
+       "SCALE_READ", "UNIFORM_A", "DESC_STEP", "EPI_TMA", "CLUSTER_M", "MAP_PARAMS")
 
 
+@functools.lru_cache(maxsize=None)
 def off_techniques(defines: str) -> frozenset:
-    pairs = (kv.split(":") for kv in defines.strip("{}").split(",") if kv)
-    return frozenset((k, int(v)) for k, v in pairs if k in OFF_DEFAULTS and int(v) != OFF_DEFAULTS[k])
+    """The define set's (define, value) pairs of OFF that differ from the YAML's defaults."""
+    from gemmlab.bench.decode_trace import parse_defines
+    from gemmlab.config import load_variant
+
+    default = load_variant(VARIANT).cuda.defines
+    return frozenset((k, v) for k, v in parse_defines(defines).items() if k in OFF and v != default[k])
 
 
-def after_the_first(sets):
+def after_the_first(rows):
     """configs()'s predicate over rows whose first value is a define set: the rows past the first with its techniques."""
-    first: dict = {}
-    for d in sets:
-        first.setdefault(off_techniques(d), d)
-    return lambda d, *rest: f"stage 15's {d}" if off_techniques(d) and first[off_techniques(d)] != d else None
+    return past_the_first(rows, lambda d, *rest: off_techniques(d), lambda d, *rest: f"stage 15's {d}")
 
 
 @pytest.mark.slow
@@ -1261,7 +1263,7 @@ SPLIT_CASES = [
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("defines,shapes,split", configs(SPLIT_CASES, after_the_first([c[0] for c in SPLIT_CASES])),
+@pytest.mark.parametrize("defines,shapes,split", configs(SPLIT_CASES, after_the_first(SPLIT_CASES)),
                          ids=[c[0] for c in SPLIT_CASES])
 def test_split_k_sums_the_splits_at_every_edge_on_the_cpu(defines, shapes, split, tmp_path_factory):
     import numpy as np
@@ -1450,7 +1452,7 @@ def _tail(tiles, grid, k_blocks, split_k):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("defines,shape,sms,tail,runs", configs(TAIL_CASES, after_the_first([c[0] for c in TAIL_CASES])),
+@pytest.mark.parametrize("defines,shape,sms,tail,runs", configs(TAIL_CASES, after_the_first(TAIL_CASES)),
                          ids=[f"{c[0]}-{c[2]}sms" for c in TAIL_CASES])
 def test_split_tail_splits_the_last_wave_alone_on_the_cpu(defines, shape, sms, tail, runs, tmp_path_factory):
     """SPLIT_TAIL on the emulated device: the whole waves' tiles and the split tail's sum to the FP64 product of
