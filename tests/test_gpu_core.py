@@ -1,6 +1,7 @@
 """GPU measurement core and the cuBLAS / cuBLASLt backends (run for real with `pytest -m gpu`)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 
@@ -266,7 +267,7 @@ def test_unwritten_output_fails_the_check(tmp_path, monkeypatch):
     orig = cublas.Cublas.make_launch
 
     def half(self, p, a, b, c):
-        return orig(self, p.__class__(**{**p.__dict__, "m": p.m // 2}), a[: p.m // 2], b, c[: p.m // 2])
+        return orig(self, dataclasses.replace(p, m=p.m // 2), a[: p.m // 2], b, c[: p.m // 2])
 
     monkeypatch.setattr(cublas.Cublas, "make_launch", half)
     # in the runner's process: a worker would not see the patch
