@@ -406,6 +406,13 @@ for stage in "$@"; do case $stage in
            # interleaved: whether the rule the H200 chose holds on another card (8B qkv: 96 tiles, 70B attn_o: 128)
            stage_sweep decode_wgmma unsplit_t64_ab 200 '{},{UNSPLIT:0},{UNSPLIT:0},{}' \
              "[[64,6144,4096],[64,8192,8192]]" "bf16,fp8" ;;
+  unsplit_t64_7168)  # issue 30: the 64-token rule at DeepSeek-V3's 7168-row matrices (112 tiles of 64 rows: 20 SMs
+           # idle), where session54c's decode experiment (the rule) against session40e/f/i/j's (split 128-row tiles), in
+           # separate runs, says: K 2048 gained (bf16 80 -> 97%, fp8 77 -> 105% of the library), K 16384 / 18432 lost
+           # in bf16 (97.5 -> 95.6%, 104-105 -> 100.3%) and were mixed in fp8 (95 -> 93%, 90 -> 93%). A B B A here, the
+           # libraries interleaved, before the rule is narrowed by K (~2 min)
+           stage_sweep decode_wgmma unsplit_t64_7168 200 '{},{UNSPLIT:0},{UNSPLIT:0},{}' \
+             "[[64,7168,2048],[64,7168,16384],[64,7168,18432]]" "bf16,fp8" ;;
   decode_default)  # issue 30: the decode experiment at the YAML's defaults (FIXED_SUM 1, UNSPLIT 1 since session40e; 8
            # stages at 64-row tiles past 16 tokens since session41), both precisions, the copy probe in the same run
            for prec in fp8 bf16; do decode_wgmma_run $prec 1,16,64 - "$REF/${DEC_OUT:-decode_default}/$prec" \
@@ -534,6 +541,10 @@ for stage in "$@"; do case $stage in
            # (session52 ran copy_sizes, unsplit_bf16_qkv and unsplit_t64 on an H200: h200-2026-12-07; since then the
            # decode experiment first, at the 64-token unsplit rule those made the default)
            for s in decode_default ws_fp16_nt ws_now fp8_top ds3_maps; do bash "$0" $s; done ;;
+  h200_after54)  # what h200_next leaves after session54c (which ran h200_short: the decode experiment at 64 tokens,
+           # stage 12 FP16 and BF16 nt, 70B prefill), ~7 min on an H200: the 64-token rule at the 7168-row matrices,
+           # stage 13 FP8 at 4096 / 8192 (issue 32's 8192 row has drifted in every run so far), stage 15's maps by value
+           for s in unsplit_t64_7168 fp8_top ds3_maps; do bash "$0" $s; done ;;
   # issue 30: stage 15's technique defines (FP8_BLOCK_SWEEP in tests/test_hopper_fp8_block.py, same list) on
   # DeepSeek-V3 projections: dense_gate_up, attn_o, shared_down at 4096 tokens and attn_qkv_a at 1024 (136
   # tiles of 128 x 128 on 132 SMs: the wave-quantisation case, where an entry without BN takes 64 by waves
